@@ -1,0 +1,62 @@
+"""`regen status OUTPUT_DIR`: is the run alive, how far is it, when will it end."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+import orjson
+
+from regen.display import format_duration, summary_line
+from regen.run.status import read_status
+
+
+@click.command()
+@click.argument("output_dir", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def status(output_dir: Path, as_json: bool) -> None:
+    """Show progress, rates, ETA, servers, errors and quality alarms of a run."""
+    info = read_status(output_dir)
+    if as_json:
+        click.echo(orjson.dumps(info, option=orjson.OPT_INDENT_2).decode())
+        return
+    for line in render(info):
+        click.echo(line)
+
+
+def render(info: dict[str, Any]) -> list[str]:
+    alive = info["alive"]
+    state = "ALIVE" if alive["alive"] else "NOT RUNNING"
+    lines = [
+        f"{info['output_dir']}: {state} (pid {alive['pid']} on {alive['host']}; {alive['how']})",
+        f"files: {info['files']['completions']} completions, {info['files']['errors']} errors",
+    ]
+    progress = info["progress"]
+    if progress is None:
+        return [*lines, "no progress snapshot yet"]
+    lines.append(f"last state: {progress['state']}, updated {alive['last_update_s_ago']}s ago")
+    lines.append("progress: " + summary_line(progress))
+    rates = progress["rates"]
+    lines.append(
+        "rates: "
+        + ", ".join(
+            f"{name} {r['completions_per_s']:.2f}/s {r['tokens_per_s']:.0f} tok/s"
+            for name, r in rates.items()
+        )
+    )
+    lines.append(f"ETA: {format_duration(progress['eta_s'])}")
+    for s in progress["servers"]:
+        lines.append(
+            f"  {s['url']}: {s['state']}, {s['in_flight']} in flight, {s['completed']} done, "
+            f"{s['failed']} failed, latency {s['latency_ewma_s']:.1f}s"
+            + (f", last error: {s['last_error']}" if s["last_error"] else "")
+        )
+    if progress["errors_by_type"]:
+        lines.append("errors by type: " + ", ".join(f"{k}={v}" for k, v in progress["errors_by_type"].items()))
+    quality = progress["quality"]
+    rates_q = ", ".join(f"{k} {v:.1%}" for k, v in quality["rates"].items())
+    lines.append(f"quality (last {quality['window']}): {rates_q}")
+    lines += [f"  ALARM {a}" for a in quality["alarms"]]
+    lines += [f"  event {e}" for e in progress["events"][-5:]]
+    return lines

@@ -1,0 +1,111 @@
+"""One exception tree for everything regen raises on purpose.
+
+    RegenError                  has .hint: what the user should change
+    ├── ConfigError             bad flags, paths, recipes: fix the command or the file
+    ├── InputError              one input record cannot be used (the run goes on)
+    ├── RunStateError           output dir in use, or resumed with a changed input/parameters
+    └── ServerError             one request to an inference server failed
+        ├── RetryableError      may succeed later or elsewhere
+        │   ├── TransportError  connection refused/reset, DNS, broken response stream
+        │   ├── RequestTimeout  no (complete) answer in time
+        │   ├── Overloaded      429 / 503, with the server's Retry-After when it sent one
+        │   └── ServerFault     500 / 502 / 504 / 408
+        └── PermanentError      will fail again anywhere (400-class, unusable response)
+
+HTTP-library errors are mapped to this tree in one place (`regen.fleet.server`), so the
+retry decision is a type check (`isinstance(err, RetryableError)`), never a string match.
+The CLI turns a RegenError into a message plus hint and a non-zero exit; anything else is a
+bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+
+class RegenError(Exception):
+    """Base of every error regen raises on purpose."""
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message if not self.hint else f"{self.message}\n  hint: {self.hint}"
+
+
+class ConfigError(RegenError):
+    """The command line, a path or a recipe is wrong."""
+
+
+class InputError(RegenError):
+    """One input record cannot be used; `kind` is a short machine-readable reason."""
+
+    def __init__(self, message: str, *, kind: str = "invalid_record", hint: str | None = None):
+        super().__init__(message, hint=hint)
+        self.kind = kind
+
+
+class RunStateError(RegenError):
+    """The output directory's state forbids this run (locked, or resumed with changes)."""
+
+
+class ServerError(RegenError):
+    """A request to an inference server failed."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        server: str | None = None,
+        status: int | None = None,
+        hint: str | None = None,
+    ) -> None:
+        super().__init__(message, hint=hint)
+        self.server = server
+        self.status = status
+        self.attempts = 1  # set by the dispatcher when it gives up
+
+    @property
+    def kind(self) -> str:
+        return type(self).__name__
+
+    def to_record(self) -> dict:
+        """The `error` field of an errors/ line."""
+        out: dict = {"type": self.kind, "message": self.message}
+        if self.status is not None:
+            out["status"] = self.status
+        if self.server is not None:
+            out["server"] = self.server
+        return out
+
+
+class RetryableError(ServerError):
+    """Worth trying again, possibly on another server."""
+
+
+class TransportError(RetryableError):
+    """The connection failed or broke before a whole response arrived."""
+
+
+class RequestTimeout(RetryableError):
+    """The server did not answer (or stopped answering) in time."""
+
+
+class Overloaded(RetryableError):
+    """429 or 503: the server asks us to slow down."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None, **kw) -> None:
+        super().__init__(message, **kw)
+        self.retry_after = retry_after
+
+
+class ServerFault(RetryableError):
+    """500, 502, 504 or 408: a server-side failure that may pass."""
+
+
+class PermanentError(ServerError):
+    """Will fail the same way anywhere: a 400-class answer or an unusable response body."""
+
+
+class FleetUnavailable(RegenError):
+    """No server has been healthy for longer than --give-up-after."""

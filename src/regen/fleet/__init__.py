@@ -1,0 +1,1 @@
+"""The fleet client: inference servers, their health, and dispatching requests to them."""

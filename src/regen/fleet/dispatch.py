@@ -1,0 +1,242 @@
+"""Send each request to the least-loaded healthy server, retry what is worth retrying, and
+keep every server's health up to date.
+
+Least-loaded, not round-robin: a freed slot is refilled at once wherever it frees up, so a
+slow server simply takes fewer requests and never holds the others back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from regen.errors import (
+    FleetUnavailable,
+    Overloaded,
+    PermanentError,
+    RetryableError,
+    TransportError,
+)
+from regen.fleet.server import Server
+
+log = logging.getLogger("regen.fleet")
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Exponential backoff with full jitter; a server's Retry-After wins when it sends one.
+
+    Connection failures (refused, reset) say nothing about the prompt, so they do not use up
+    `max_retries`; the circuit breaker and --give-up-after bound them instead. A hard cap on
+    all attempts keeps a prompt that kills every server it touches from looping forever.
+    """
+
+    max_retries: int = 5
+    base_delay: float = 1.0
+    max_delay: float = 60.0
+
+    @property
+    def max_attempts(self) -> int:
+        return 4 * (self.max_retries + 1)
+
+    def delay(self, attempt: int, error: RetryableError) -> float:
+        if isinstance(error, Overloaded) and error.retry_after is not None:
+            return min(error.retry_after, 10 * self.max_delay)
+        return random.uniform(0, min(self.max_delay, self.base_delay * 2 ** (attempt - 1)))
+
+
+@dataclass(frozen=True)
+class HealthPolicy:
+    """How servers are watched. A server with requests in flight is asked /v1/models every
+    `liveness_interval` s; `liveness_failures` misses in a row mean it hangs: it is taken out
+    and its requests go elsewhere. `give_up_after` bounds the wait when every server is down
+    (0 waits forever)."""
+
+    liveness_interval: float = 15.0
+    liveness_timeout: float = 10.0
+    liveness_failures: int = 3
+    give_up_after: float = 1800.0
+
+
+@dataclass
+class Completed:
+    data: Any
+    server: Server
+    attempts: int
+    latency: float
+
+
+class Fleet:
+    def __init__(
+        self,
+        servers: list[Server],
+        retry: RetryPolicy | None = None,
+        health: HealthPolicy | None = None,
+        on_event: Callable[[str], None] | None = None,
+    ) -> None:
+        self.servers = servers
+        self.retry = retry or RetryPolicy()
+        self.health = health or HealthPolicy()
+        self.on_event = on_event or log.warning
+        self.all_down_since: float | None = None
+        self._waiters: deque[asyncio.Future] = deque()
+        self._liveness_misses: dict[Server, int] = {s: 0 for s in servers}
+        self._last_liveness: dict[Server, float] = {s: 0.0 for s in servers}
+
+    # -- slots ---------------------------------------------------------------------------
+    def _pick(self) -> Server | None:
+        best: Server | None = None
+        best_load = 1.0
+        for server in self.servers:
+            if server.available and server.in_flight < server.concurrency:
+                load = server.in_flight / server.concurrency
+                if load < best_load:
+                    best, best_load = server, load
+        return best
+
+    async def acquire(self) -> Server:
+        while True:
+            server = self._pick()
+            if server is not None:
+                server.in_flight += 1
+                return server
+            self._check_give_up()
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            try:
+                await asyncio.wait_for(waiter, timeout=1.0)
+            except TimeoutError:
+                pass
+
+    def release(self, server: Server) -> None:
+        server.in_flight -= 1
+        self._wake(1)
+
+    def _wake(self, count: int) -> None:
+        while self._waiters and count:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                count -= 1
+
+    def _check_give_up(self) -> None:
+        if any(s.available for s in self.servers):
+            self.all_down_since = None
+            return
+        now = time.monotonic()
+        if self.all_down_since is None:
+            self.all_down_since = now
+            self.on_event("every server is down; waiting for one to come back")
+        elif self.health.give_up_after and now - self.all_down_since > self.health.give_up_after:
+            raise FleetUnavailable(
+                f"no server has answered for {now - self.all_down_since:.0f}s",
+                hint="bring the servers back and run the same command again to resume, "
+                "or raise --give-up-after",
+            )
+
+    # -- requests ------------------------------------------------------------------------
+    async def complete(self, body: dict[str, Any]) -> Completed:
+        """Run one chat completion to success, retrying elsewhere as needed.
+
+        Raises PermanentError at once, or the last RetryableError once retries are spent.
+        """
+        attempts = counted = 0
+        while True:
+            server = await self.acquire()
+            attempts += 1
+            started = time.monotonic()
+            try:
+                data = await server.chat(body)
+            except RetryableError as err:
+                error = err
+            except PermanentError as err:
+                err.attempts = attempts
+                raise
+            else:
+                server.breaker.record_success()
+                return Completed(data, server, attempts, time.monotonic() - started)
+            finally:
+                self.release(server)
+            self._record_failure(server, error)
+            if not isinstance(error, TransportError):
+                counted += 1
+            if counted > self.retry.max_retries or attempts >= self.retry.max_attempts:
+                error.attempts = attempts
+                raise error
+            await asyncio.sleep(self.retry.delay(attempts, error))
+
+    def _record_failure(self, server: Server, error: RetryableError) -> None:
+        server.stats.failed += 1
+        server.stats.last_error = f"{error.kind}: {error.message}"
+        if server.breaker.record_failure(error.kind):
+            self._take_out(server, f"{server.breaker.threshold} failures in a row ({error.kind})")
+
+    def _take_out(self, server: Server, why: str) -> None:
+        if server.breaker.allows_requests:
+            server.breaker.trip(why)
+        self.on_event(f"server {server.name} taken out of rotation: {why}")
+        server.abort_requests()
+
+    # -- health --------------------------------------------------------------------------
+    async def watch_health(self) -> None:
+        """Run until cancelled: probe servers that are down, check live ones that are busy."""
+        probes: set[asyncio.Task] = set()
+        try:
+            while True:
+                now = time.monotonic()
+                for server in self.servers:
+                    if server.breaker.probe_due(now):
+                        server.breaker.next_probe_at = float("inf")  # one probe at a time
+                        probes.add(asyncio.create_task(self._probe(server)))
+                    elif self._liveness_due(server, now):
+                        self._last_liveness[server] = float("inf")
+                        probes.add(asyncio.create_task(self._check_liveness(server)))
+                for probe in [p for p in probes if p.done()]:
+                    probes.discard(probe)
+                    probe.result()  # a probe only fails this way on a bug: let it surface
+                await asyncio.sleep(0.25)
+        finally:
+            for probe in probes:
+                probe.cancel()
+
+    def _liveness_due(self, server: Server, now: float) -> bool:
+        return (
+            server.available
+            and server.in_flight > 0
+            and now - self._last_liveness[server] >= self.health.liveness_interval
+        )
+
+    async def _probe(self, server: Server) -> None:
+        # Any HTTP answer, even an error status, means the server is up again.
+        try:
+            await server.models(timeout=self.health.liveness_timeout)
+        except RetryableError:
+            server.breaker.probe_failed(time.monotonic())
+            return
+        except PermanentError:
+            pass
+        server.breaker.close()
+        self._liveness_misses[server] = 0
+        self.all_down_since = None
+        self.on_event(f"server {server.name} answers again; back in rotation")
+        self._wake(len(self._waiters))
+
+    async def _check_liveness(self, server: Server) -> None:
+        try:
+            await server.models(timeout=self.health.liveness_timeout)
+            self._liveness_misses[server] = 0
+        except PermanentError:
+            self._liveness_misses[server] = 0
+        except RetryableError:
+            self._liveness_misses[server] += 1
+            if self._liveness_misses[server] >= self.health.liveness_failures:
+                self._liveness_misses[server] = 0
+                self._take_out(server, "stopped answering health checks")
+        finally:
+            self._last_liveness[server] = time.monotonic()

@@ -1,0 +1,60 @@
+"""Check every server before any prompt is read: reachable, OpenAI-compatible, and serving
+the model we expect. Fails in seconds with a message that says what to fix."""
+
+from __future__ import annotations
+
+import asyncio
+
+from regen.errors import ConfigError, ServerError
+from regen.fleet.server import Server
+
+
+async def resolve_model(servers: list[Server], expected: str | None, timeout: float = 10.0) -> str:
+    results = await asyncio.gather(
+        *(s.models(timeout=timeout) for s in servers), return_exceptions=True
+    )
+    problems: list[str] = []
+    served: dict[str, list[str]] = {}
+    for server, result in zip(servers, results, strict=True):
+        if isinstance(result, ServerError):
+            problems.append(f"{server.url}: {result.message}")
+        elif isinstance(result, BaseException):
+            raise result
+        else:
+            served[server.url] = result
+    if problems:
+        raise ConfigError(
+            "preflight failed for " + ", ".join(p.split(": ")[0] for p in problems) + ":\n  "
+            + "\n  ".join(problems),
+            hint="check the --servers URLs and that each server is up "
+            "(it must answer GET <url>/v1/models)",
+        )
+    model = expected or _single_model(served)
+    missing = [url for url, models in served.items() if model not in models]
+    if missing:
+        raise ConfigError(
+            f"model {model!r} is not served by " + ", ".join(missing)
+            + "; they serve: " + "; ".join(f"{u}: {served[u]}" for u in missing),
+            hint="pass --model with a name every server lists, or fix the fleet",
+        )
+    return model
+
+
+def _single_model(served: dict[str, list[str]]) -> str:
+    first_url, first_models = next(iter(served.items()))
+    if not first_models:
+        raise ConfigError(f"{first_url} lists no models at /v1/models", hint="pass --model NAME")
+    return first_models[0]
+
+
+async def check_token_ids(server: Server, model: str) -> bool:
+    """Whether the server returns token ids when asked (vLLM's `return_token_ids`)."""
+    body = {
+        "model": model,
+        "messages": [{"role": "user", "content": "hi"}],
+        "max_tokens": 1,
+        "return_token_ids": True,
+    }
+    data = await server.chat(body)
+    choice = (data.get("choices") or [{}])[0]
+    return bool(data.get("prompt_token_ids")) and choice.get("token_ids") is not None

@@ -1,0 +1,56 @@
+"""Turn an OpenAI-compatible chat completion response into what we store."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from regen.chat import split_inline_think
+from regen.errors import PermanentError
+
+
+@dataclass(slots=True)
+class Generated:
+    content: str
+    reasoning: str | None
+    tool_calls: list[dict] | None
+    finish_reason: str | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    prompt_token_ids: list[int] | None = None
+    completion_token_ids: list[int] | None = None
+
+    def assistant_message(self) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": self.content}
+        if self.reasoning is not None:
+            message["reasoning_content"] = self.reasoning
+        if self.tool_calls:
+            message["tool_calls"] = self.tool_calls
+        return message
+
+
+def parse_chat_response(data: Any, server: str) -> Generated:
+    """Read choices[0] and usage; reasoning comes from `reasoning_content`, `reasoning`, or
+    inline `<think>` markup in the content (split the same way in all three cases)."""
+    try:
+        choice = data["choices"][0]
+        message = choice["message"]
+    except (KeyError, IndexError, TypeError) as exc:
+        raise PermanentError(
+            f"response has no choices[0].message: {str(data)[:200]}", server=server
+        ) from exc
+    content = message.get("content") or ""
+    reasoning = message.get("reasoning_content") or message.get("reasoning")
+    if reasoning is None:
+        reasoning, content = split_inline_think(content)
+    usage = data.get("usage") or {}
+    return Generated(
+        content=content,
+        reasoning=reasoning,
+        tool_calls=message.get("tool_calls") or None,
+        finish_reason=choice.get("finish_reason"),
+        prompt_tokens=usage.get("prompt_tokens"),
+        completion_tokens=usage.get("completion_tokens"),
+        prompt_token_ids=data.get("prompt_token_ids") or choice.get("prompt_token_ids"),
+        completion_token_ids=choice.get("token_ids") or message.get("token_ids"),
+    )

@@ -1,0 +1,223 @@
+"""One OpenAI-compatible inference server: its HTTP session, and the mapping of every
+failure onto regen's exception tree (this is the only place that looks at aiohttp errors)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import orjson
+
+from regen.errors import (
+    Overloaded,
+    PermanentError,
+    RequestTimeout,
+    ServerError,
+    ServerFault,
+    TransportError,
+)
+from regen.fleet.health import CircuitBreaker
+
+RETRY_LATER_STATUSES = {429, 503}
+SERVER_FAULT_STATUSES = {408, 500, 502, 504}
+
+
+@dataclass(frozen=True, slots=True)
+class Timeouts:
+    """`request`: a whole completion (a 4096-token answer at 30 tok/s takes ~140 s, so the
+    default is far above that); `connect`: opening a connection; `stall`: the longest silence
+    inside a streamed response (only with streaming)."""
+
+    request: float = 1800.0
+    connect: float = 10.0
+    stall: float = 300.0
+
+
+@dataclass(slots=True)
+class ServerStats:
+    completed: int = 0
+    failed: int = 0
+    completion_tokens: int = 0
+    latency_ewma: float = 0.0
+    last_error: str | None = None
+
+    def record_success(self, latency: float, tokens: int) -> None:
+        self.completed += 1
+        self.completion_tokens += tokens
+        alpha = 0.1 if self.latency_ewma else 1.0
+        self.latency_ewma += alpha * (latency - self.latency_ewma)
+
+
+@dataclass(eq=False)
+class Server:
+    url: str
+    concurrency: int
+    api_key: str | None = None
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    in_flight: int = 0
+    stats: ServerStats = field(default_factory=ServerStats)
+    breaker: CircuitBreaker = field(default_factory=CircuitBreaker)
+    _session: aiohttp.ClientSession | None = None
+    _requests: set[asyncio.Task] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.url = self.url.rstrip("/")
+        if self.url.endswith("/v1"):
+            self.url = self.url[: -len("/v1")]
+
+    @property
+    def name(self) -> str:
+        return self.url.split("://", 1)[-1]
+
+    @property
+    def available(self) -> bool:
+        return self.breaker.allows_requests
+
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            headers = {"Content-Type": "application/json"}
+            if self.api_key:
+                headers["Authorization"] = f"Bearer {self.api_key}"
+            connector = aiohttp.TCPConnector(limit=self.concurrency + 8, ttl_dns_cache=300)
+            self._session = aiohttp.ClientSession(
+                connector=connector, headers=headers, json_serialize=lambda o: orjson.dumps(o).decode()
+            )
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+    async def chat(self, body: dict[str, Any]) -> Any:
+        """POST /v1/chat/completions and return the parsed JSON body.
+
+        The HTTP call runs as its own task so that the health checker can abort every request
+        on a server that stopped answering (see `abort_requests`) and they go elsewhere.
+        """
+        request = asyncio.ensure_future(self._post_json("/v1/chat/completions", body))
+        self._requests.add(request)
+        try:
+            return await request
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if request.cancelled() and current is not None and not current.cancelling():
+                raise TransportError(
+                    "server stopped answering health checks; request moved", server=self.name
+                ) from None
+            raise
+        finally:
+            self._requests.discard(request)
+            if not request.done():
+                request.cancel()
+
+    def abort_requests(self) -> None:
+        for request in list(self._requests):
+            request.cancel()
+
+    async def models(self, timeout: float = 10.0) -> list[str]:
+        """The model ids the server reports at /v1/models."""
+        data = await self._get_json("/v1/models", timeout)
+        try:
+            return [str(m["id"]) for m in data["data"]]
+        except (KeyError, TypeError) as exc:
+            raise PermanentError(
+                f"/v1/models answered without a 'data' list of models: {str(data)[:200]}",
+                server=self.name,
+            ) from exc
+
+    async def _post_json(self, path: str, body: dict[str, Any]) -> Any:
+        timeout = aiohttp.ClientTimeout(
+            total=self.timeouts.request, sock_connect=self.timeouts.connect
+        )
+        with map_errors(self.name, self.timeouts.request):
+            async with self.session().post(self.url + path, json=body, timeout=timeout) as resp:
+                payload = await resp.read()
+                return _decode(resp, payload, self.name)
+
+    async def _get_json(self, path: str, timeout: float) -> Any:
+        with map_errors(self.name, timeout):
+            async with self.session().get(
+                self.url + path, timeout=aiohttp.ClientTimeout(total=timeout)
+            ) as resp:
+                return _decode(resp, await resp.read(), self.name)
+
+
+def _decode(resp: aiohttp.ClientResponse, payload: bytes, server: str) -> Any:
+    if resp.status >= 400:
+        raise status_error(resp.status, payload, resp.headers.get("Retry-After"), server)
+    try:
+        return orjson.loads(payload)
+    except orjson.JSONDecodeError as exc:
+        raise ServerFault(
+            f"HTTP {resp.status} with a body that is not JSON: {payload[:200]!r}",
+            server=server,
+            status=resp.status,
+        ) from exc
+
+
+def status_error(status: int, payload: bytes, retry_after: str | None, server: str) -> ServerError:
+    """The error for an HTTP error status; the server's own message is kept."""
+    message = f"HTTP {status}: {_server_message(payload)}"
+    if status in RETRY_LATER_STATUSES:
+        return Overloaded(message, server=server, status=status, retry_after=_seconds(retry_after))
+    if status in SERVER_FAULT_STATUSES or status >= 500:
+        return ServerFault(message, server=server, status=status)
+    return PermanentError(message, server=server, status=status)
+
+
+class map_errors:
+    """Context manager mapping aiohttp/asyncio failures onto the regen error tree."""
+
+    def __init__(self, server: str, timeout: float) -> None:
+        self.server = server
+        self.timeout = timeout
+        self.started = time.monotonic()
+
+    def __enter__(self) -> map_errors:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if exc is None or isinstance(exc, ServerError | asyncio.CancelledError):
+            return False
+        mapped = map_exception(exc, self.server, time.monotonic() - self.started)
+        if mapped is None:
+            return False
+        raise mapped from exc
+
+
+def map_exception(exc: BaseException, server: str, elapsed: float) -> ServerError | None:
+    """Our error for an exception raised by the HTTP stack, or None if it is not one (a bug)."""
+    if isinstance(exc, asyncio.TimeoutError | aiohttp.ServerTimeoutError):
+        return RequestTimeout(f"no complete answer after {elapsed:.0f}s", server=server)
+    if isinstance(exc, aiohttp.ClientResponseError):
+        return status_error(exc.status, exc.message.encode(), None, server)
+    if isinstance(exc, aiohttp.ClientPayloadError | aiohttp.ServerDisconnectedError):
+        return TransportError(f"response broken off: {exc}", server=server)
+    if isinstance(exc, aiohttp.ClientError | ConnectionError | OSError):
+        return TransportError(f"{type(exc).__name__}: {exc}", server=server)
+    return None
+
+
+def _server_message(payload: bytes) -> str:
+    try:
+        data = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        return payload[:500].decode("utf-8", "replace")
+    if isinstance(data, dict):
+        err = data.get("error", data)
+        if isinstance(err, dict):
+            return str(err.get("message") or err)[:500]
+        return str(err)[:500]
+    return str(data)[:500]
+
+
+def _seconds(value: str | None) -> float | None:
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None  # an HTTP date: rare from inference servers; fall back to our backoff

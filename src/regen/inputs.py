@@ -1,0 +1,124 @@
+"""Read a prompt file for `regen generate`: one JSON record a line, streamed.
+
+A record has an optional `id`, and `messages` (OpenAI style) or `conversations` (ShareGPT
+`from`/`value`, or role/content), plus optional `tools`, `sampling`, `source` and `meta`.
+A trailing assistant turn is the old answer being regenerated, so it is dropped. A line that
+cannot be used becomes a BadLine with its number and the reason: never a crash, never a
+silent skip.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import xxhash
+
+from regen.chat import normalise_messages
+from regen.errors import ConfigError, InputError
+from regen.jsonio import canonical, iter_lines
+from regen.records import BadLine, Prompt
+
+SAMPLING_KEYS = {"temperature", "top_p", "top_k", "max_tokens", "thinking", "seed"}
+
+
+def stable_id(messages: list[dict], tools: list[dict] | None) -> str:
+    """An id derived from the prompt itself, so a rerun over the same file finds the same ids."""
+    return "h" + xxhash.xxh3_128_hexdigest(canonical({"messages": messages, "tools": tools}))
+
+
+def read_prompts(path: str | Path) -> Iterator[Prompt | BadLine]:
+    """Yield a Prompt or a BadLine for every non-blank line of the file."""
+    if "://" not in str(path) and not Path(path).is_file():
+        raise ConfigError(f"prompt file {path} does not exist", hint="check --prompts")
+    for number, raw in iter_lines(path):
+        if not raw.strip():
+            continue
+        try:
+            yield parse_record(raw, number)
+        except InputError as err:
+            message = err.message if not err.hint else f"{err.message} ({err.hint})"
+            yield BadLine(line=number, kind=err.kind, message=message)
+
+
+def parse_record(raw: bytes, line: int) -> Prompt:
+    try:
+        record = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise InputError(f"not valid JSON: {exc}", kind="invalid_json") from exc
+    if not isinstance(record, dict):
+        raise InputError("a record must be a JSON object", kind="bad_type")
+    turns = record.get("messages", record.get("conversations"))
+    if turns is None:
+        raise InputError("record has neither 'messages' nor 'conversations'", kind="no_messages")
+    messages = _prompt_turns(normalise_messages(turns))
+    tools = _tools(record.get("tools"))
+    meta = record.get("meta") if isinstance(record.get("meta"), dict) else {}
+    return Prompt(
+        id=_record_id(record.get("id"), messages, tools),
+        line=line,
+        messages=messages,
+        tools=tools,
+        sampling=_sampling(record.get("sampling")),
+        source=record.get("source") if isinstance(record.get("source"), dict) else None,
+        category=meta.get("category") if isinstance(meta.get("category"), str) else None,
+    )
+
+
+def _prompt_turns(messages: list[dict]) -> list[dict]:
+    if messages[-1]["role"] == "assistant":
+        messages = messages[:-1]
+    if not any(m["role"] == "user" for m in messages):
+        raise InputError("no user turn", kind="no_user_turn")
+    if messages[-1]["role"] not in ("user", "tool"):
+        raise InputError(
+            f"the prompt ends with a {messages[-1]['role']} turn; it must end with a user or "
+            "tool turn (one trailing assistant answer is dropped)",
+            kind="bad_last_turn",
+        )
+    return messages
+
+
+def _record_id(raw: Any, messages: list[dict], tools: list[dict] | None) -> str:
+    if raw is None:
+        return stable_id(messages, tools)
+    if isinstance(raw, bool) or not isinstance(raw, str | int):
+        raise InputError(f"'id' must be a string or integer, got {type(raw).__name__}", kind="bad_id")
+    text = str(raw)
+    if not text:
+        raise InputError("'id' is empty", kind="bad_id")
+    return text
+
+
+def _tools(raw: Any) -> list[dict] | None:
+    if raw is None or raw == []:
+        return None
+    if isinstance(raw, str):  # some datasets store the tool list as a JSON string
+        try:
+            raw = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise InputError("'tools' is a string but not JSON", kind="bad_tools") from exc
+    if not isinstance(raw, list) or not all(isinstance(t, dict) for t in raw):
+        raise InputError("'tools' must be a list of function schemas", kind="bad_tools")
+    return raw
+
+
+def _sampling(raw: Any) -> dict[str, Any] | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise InputError("'sampling' must be an object", kind="bad_sampling")
+    unknown = set(raw) - SAMPLING_KEYS
+    if unknown:
+        raise InputError(
+            f"unknown sampling key(s) {sorted(unknown)}; allowed: {sorted(SAMPLING_KEYS)}",
+            kind="bad_sampling",
+        )
+    thinking = raw.get("thinking")
+    if isinstance(thinking, bool):
+        raw = {**raw, "thinking": "on" if thinking else "off"}
+    elif thinking is not None and thinking not in ("on", "off", "auto"):
+        raise InputError("sampling.thinking must be on, off, auto or a boolean", kind="bad_sampling")
+    return raw

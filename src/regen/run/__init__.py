@@ -1,0 +1,1 @@
+"""A generation run: its output layout, ledger, writers, manifest, lock and progress."""

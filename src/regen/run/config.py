@@ -1,0 +1,122 @@
+"""What a generation run is asked to do, resolved once, with no secrets in it."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from regen.errors import ConfigError
+from regen.fleet.dispatch import HealthPolicy, RetryPolicy
+from regen.fleet.server import Timeouts
+from regen.run.quality import Thresholds
+
+Thinking = Literal["on", "off", "auto"]
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """None means "the server's default" (its generation config), recorded as such."""
+
+    max_tokens: int = 4096
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    seed: int | None = None
+    thinking: Thinking = "auto"
+
+    def with_overrides(self, overrides: dict[str, Any] | None) -> Sampling:
+        if not overrides:
+            return self
+        return replace(self, **overrides)
+
+    def request_fields(self, sample: int) -> dict[str, Any]:
+        """The sampling part of a chat completion request body."""
+        body: dict[str, Any] = {"max_tokens": self.max_tokens}
+        for name in ("temperature", "top_p", "top_k"):
+            value = getattr(self, name)
+            if value is not None:
+                body[name] = value
+        if self.seed is not None:
+            body["seed"] = self.seed + sample  # K samples of one prompt must differ
+        if self.thinking != "auto":
+            # SGLang and vLLM pass these to the chat template (Qwen3-style enable_thinking).
+            body["chat_template_kwargs"] = {"enable_thinking": self.thinking == "on"}
+        return body
+
+
+@dataclass
+class GenerateConfig:
+    prompts: Path
+    output_dir: Path
+    servers: list[str] = field(default_factory=list)  # empty: start the embedded server
+    local_model: Path | None = None
+    model: str | None = None
+    sampling: Sampling = field(default_factory=Sampling)
+    concurrency: int | None = None  # per server; None: 64, or 2 for the embedded server
+    samples_per_prompt: int = 1
+    regenerate_turns: Literal["last", "all"] = "last"
+    return_token_ids: bool = False
+    api_key_env: str | None = None
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    health: HealthPolicy = field(default_factory=HealthPolicy)
+    quality: Thresholds = field(default_factory=Thresholds)
+    abort_on_degenerate: bool = False
+    retry_errors: bool = False
+    allow_changed_input: bool = False
+    allow_changed_sampling: bool = False
+    compress: bool = False
+    shard_max_records: int = 20_000
+    drain_timeout: float = 60.0
+    snapshot_interval: float = 2.0
+    log_interval: float = 30.0
+    display: Literal["auto", "live", "plain", "none"] = "auto"
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
+
+    def __post_init__(self) -> None:
+        if self.samples_per_prompt < 1:
+            raise ConfigError("--samples-per-prompt must be at least 1")
+        if self.concurrency is not None and self.concurrency < 1:
+            raise ConfigError("--concurrency must be at least 1")
+        if self.sampling.max_tokens < 1:
+            raise ConfigError("--max-output-tokens must be at least 1")
+
+    @property
+    def per_server_concurrency(self) -> int:
+        if self.concurrency is not None:
+            return self.concurrency
+        return 64 if self.servers else 2
+
+    def api_key(self) -> str | None:
+        if not self.api_key_env:
+            return None
+        key = os.environ.get(self.api_key_env)
+        if not key:
+            raise ConfigError(
+                f"--api-key-env names {self.api_key_env}, but that variable is not set",
+                hint=f"export {self.api_key_env}=... in the shell that runs regen",
+            )
+        return key
+
+    def resolved(self, servers: list[str], model: str) -> dict[str, Any]:
+        """The manifest's `config`: everything that shapes the output, and no secret."""
+        return {
+            "prompts": str(self.prompts),
+            "output_dir": str(self.output_dir),
+            "servers": servers,
+            "embedded": not self.servers,
+            "model": model,
+            "sampling": asdict(self.sampling),
+            "samples_per_prompt": self.samples_per_prompt,
+            "regenerate_turns": self.regenerate_turns,
+            "return_token_ids": self.return_token_ids,
+            "concurrency_per_server": self.per_server_concurrency,
+            "api_key_env": self.api_key_env,
+            "timeouts": asdict(self.timeouts),
+            "max_retries": self.retry.max_retries,
+            "give_up_after_s": self.health.give_up_after,
+            "compress": self.compress,
+        }

@@ -1,0 +1,481 @@
+"""`regen generate`: every (prompt, sample) of the input ends in exactly one line across
+completions/ and errors/, however often the run is killed and restarted.
+
+Order of work: paths and lock, the fleet (embedded server if no --servers), preflight,
+manifest check, ledger scan (which also repairs what a killed run left), then streaming
+dispatch. Nothing reads the whole prompt file into memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import xxhash
+
+from regen.errors import ConfigError, FleetUnavailable, ServerError
+from regen.fleet.dispatch import Fleet
+from regen.fleet.embedded import EmbeddedServer, default_model_path
+from regen.fleet.preflight import check_token_ids, resolve_model
+from regen.fleet.response import Generated, parse_chat_response
+from regen.fleet.server import Server
+from regen.inputs import read_prompts
+from regen.records import BadLine, WorkItem, record_key
+from regen.run import ledger as ledger_mod
+from regen.run.config import GenerateConfig
+from regen.run.layout import OutputLayout
+from regen.run.lock import RunLock
+from regen.run.manifest import check_and_record, fingerprint
+from regen.run.progress import RunStats, snapshot, write_snapshot
+from regen.run.quality import QualityMonitor
+from regen.run.writer import ShardWriter, writer_tag
+
+log = logging.getLogger("regen.run")
+
+EXIT_OK, EXIT_DEGENERATE, EXIT_FLEET_DOWN = 0, 4, 5
+EXIT_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143}
+
+
+@dataclass
+class RunResult:
+    output_dir: Path
+    exit_code: int
+    stats: RunStats
+    message: str
+    already_done: bool = False
+    repaired: list[str] = field(default_factory=list)
+
+
+Reporter = Callable[[dict[str, Any]], None]
+
+
+def generate(config: GenerateConfig, report: Reporter | None = None) -> RunResult:
+    """Run (or resume) a generation; returns when it is finished, stopped, or gave up."""
+    layout = OutputLayout.at(config.output_dir)
+    if "://" not in str(config.prompts) and not Path(config.prompts).is_file():
+        raise ConfigError(f"prompt file {config.prompts} does not exist", hint="check --prompts")
+    try:
+        layout.root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot create --output-dir {layout.root}: {exc.strerror}") from exc
+    api_key = config.api_key()
+    with RunLock(layout.lock), contextlib.ExitStack() as stack:
+        urls = list(config.servers)
+        embedded: EmbeddedServer | None = None
+        if not urls:
+            model_path = config.local_model or default_model_path()
+            embedded = EmbeddedServer(model_path, layout.root / "embedded-server.log")
+            stack.enter_context(embedded)
+            urls = [embedded.url]
+        run = Run(config, layout, urls, api_key, report, embedded)
+        return asyncio.run(run.execute())
+
+
+class Run:
+    def __init__(
+        self,
+        config: GenerateConfig,
+        layout: OutputLayout,
+        urls: list[str],
+        api_key: str | None,
+        report: Reporter | None,
+        embedded: EmbeddedServer | None,
+    ) -> None:
+        self.config = config
+        self.layout = layout
+        self.report = report or (lambda snap: None)
+        self.embedded = embedded
+        self.servers = [
+            Server(url, config.per_server_concurrency, api_key, config.timeouts) for url in urls
+        ]
+        self.quality = QualityMonitor(config.quality)
+        self.stopping: str | None = None  # why we stop dispatching, once we do
+        self.model = ""
+        self.stats = RunStats(total=0, finished_before=0)
+        self.fleet = Fleet(self.servers, config.retry, config.health, self._event)
+
+    def _event(self, text: str) -> None:
+        log.warning(text)
+        self.stats.event(text)
+
+    # -- the whole run -------------------------------------------------------------------
+    async def execute(self) -> RunResult:
+        try:
+            self.model = await resolve_model(self.servers, self.config.model)
+            await self._check_token_ids()
+            return await self._run()
+        finally:
+            for server in self.servers:
+                await server.close()
+
+    async def _check_token_ids(self) -> None:
+        if not self.config.return_token_ids:
+            return
+        unable = [s.url for s in self.servers if not await check_token_ids(s, self.model)]
+        if unable:
+            raise ConfigError(
+                "--return-token-ids: these servers do not return token ids: " + ", ".join(unable),
+                hint="use a server that supports `return_token_ids` (vLLM >= 0.10.2), "
+                "or drop --return-token-ids",
+            )
+
+    async def _run(self) -> RunResult:
+        config = self.config
+        input_fp = fingerprint(config.prompts)
+        resolved = config.resolved([s.url for s in self.servers], self.model)
+        check_and_record(
+            self.layout.manifest,
+            config=resolved,
+            input_fp=input_fp,
+            allow_changed_input=config.allow_changed_input,
+            allow_changed_sampling=config.allow_changed_sampling,
+        )
+        self.report({"config": resolved})
+        if config.retry_errors:
+            self._set_errors_aside()
+        ledger = ledger_mod.scan(self.layout, compress=config.compress)
+        for note in ledger.repaired:
+            self._event(f"repaired {note}")
+        self.ledger = ledger
+        self.stats = RunStats(
+            total=input_fp.lines * config.samples_per_prompt,
+            finished_before=ledger.completions + ledger.errors,
+        )
+        tag = writer_tag()
+        self.completions = ShardWriter(
+            self.layout.completions, tag, max_records=config.shard_max_records,
+            compress=config.compress,
+        )  # fmt: skip
+        self.errors = ShardWriter(self.layout.errors, tag, max_records=config.shard_max_records)
+        try:
+            exit_code = await self._dispatch_with_monitoring()
+        finally:
+            self.completions.close()
+            self.errors.close()
+        return self._result(exit_code, ledger.repaired)
+
+    def _set_errors_aside(self) -> None:
+        """--retry-errors: error shards move out of the ledger, so their keys are pending again.
+        They are kept (not deleted) in errors-retried/ for the record."""
+        shards = self.layout.shard_files("errors")
+        if not shards:
+            return
+        self.layout.retried_errors.mkdir(exist_ok=True)
+        for shard in shards:
+            os.replace(shard, self.layout.retried_errors / shard.name)
+        self._event(f"--retry-errors: {len(shards)} error shard(s) set aside for retrying")
+
+    # -- dispatch ------------------------------------------------------------------------
+    async def _dispatch_with_monitoring(self) -> int:
+        loop = asyncio.get_running_loop()
+        handled = _install_signal_handlers(loop, self._on_signal)
+        self.stats.state = "running"
+        monitor = asyncio.create_task(self._monitor())
+        health = asyncio.create_task(self.fleet.watch_health())
+        exit_code = EXIT_OK
+        try:
+            exit_code = await self._dispatch()
+        except FleetUnavailable as err:
+            self._event(str(err.message))
+            self.stopping = "fleet_down"
+            exit_code = EXIT_FLEET_DOWN
+        finally:
+            for sig in handled:
+                loop.remove_signal_handler(sig)
+            health.cancel()
+            monitor.cancel()
+            await asyncio.gather(health, monitor, return_exceptions=True)
+        self.stats.state = "finished" if exit_code == EXIT_OK else "stopped"
+        self._write_snapshot()
+        return exit_code
+
+    async def _dispatch(self) -> int:
+        capacity = asyncio.Semaphore(sum(s.concurrency for s in self.servers))
+        tasks: set[asyncio.Task] = set()
+        dispatch_error: BaseException | None = None
+
+        def done(task: asyncio.Task) -> None:
+            tasks.discard(task)
+            capacity.release()
+            nonlocal dispatch_error
+            if not task.cancelled() and task.exception() is not None:
+                dispatch_error = dispatch_error or task.exception()
+                self.stopping = self.stopping or "error"
+
+        for n, item in enumerate(self._work_items()):
+            if n % 1000 == 0:
+                await asyncio.sleep(0)  # let finished requests be written while we skip ahead
+            await capacity.acquire()
+            if self.stopping:
+                capacity.release()
+                break
+            task = asyncio.create_task(self._process(item))
+            tasks.add(task)
+            task.add_done_callback(done)
+        else:
+            self.stats.total = self._exact_total
+        await self._drain(tasks)
+        if dispatch_error is not None:
+            raise dispatch_error
+        return self._stop_code()
+
+    def _work_items(self) -> Iterator[WorkItem]:
+        seen_ids: set[int] = set()
+        lines = usable = 0
+        samples = self.config.samples_per_prompt
+        for entry in read_prompts(self.config.prompts):
+            lines += 1
+            if self.stopping:
+                return
+            if isinstance(entry, BadLine):
+                self._record_bad_line(entry)
+                continue
+            id_hash = xxhash.xxh3_64_intdigest(entry.id.encode())
+            if id_hash in seen_ids:
+                self._record_bad_line(
+                    BadLine(entry.line, "duplicate_id", f"id {entry.id!r} appears again", entry.id)
+                )
+                continue
+            seen_ids.add(id_hash)
+            usable += 1
+            for sample in range(samples):
+                key = record_key(entry.id, sample)
+                if self.ledger.finished(key):
+                    self.stats.skipped += 1
+                    continue
+                yield WorkItem(entry, sample, key)
+        self._exact_total = usable * samples + (lines - usable)
+
+    def _record_bad_line(self, bad: BadLine) -> None:
+        if bad.line in self.ledger.bad_lines:
+            return
+        self.errors.write(
+            {
+                "id": bad.id,
+                "sample": None,
+                "line": bad.line,
+                "error": {"type": bad.kind, "message": bad.message},
+                "attempts": 0,
+            }
+        )
+        self.stats.bad_lines += 1
+        self.stats.errors_by_type[bad.kind] += 1
+
+    async def _drain(self, tasks: set[asyncio.Task]) -> None:
+        """Wait for what is in flight: all of it normally, up to --drain-timeout when stopping."""
+        if not tasks:
+            return
+        if not self.stopping:
+            await asyncio.gather(*tasks, return_exceptions=True)
+            if not self.stopping:
+                return
+        if tasks:
+            self._event(
+                f"stopping ({self.stopping}): waiting up to {self.config.drain_timeout:.0f}s "
+                f"for {len(tasks)} request(s) in flight"
+            )
+            self.stats.state = "draining"
+            _, pending = await asyncio.wait(tasks, timeout=self.config.drain_timeout)
+            for task in pending:
+                task.cancel()  # not written: the next run redoes exactly these
+            await asyncio.gather(*pending, return_exceptions=True)
+
+    def _stop_code(self) -> int:
+        if self.stopping is None:
+            return EXIT_OK
+        if self.stopping == "degenerate":
+            return EXIT_DEGENERATE
+        if self.stopping == "fleet_down":
+            return EXIT_FLEET_DOWN
+        if self.stopping.startswith("SIG"):
+            return EXIT_SIGNAL[signal.Signals[self.stopping]]
+        return 1
+
+    def _on_signal(self, sig: signal.Signals) -> None:
+        if self.stopping and self.stopping.startswith("SIG"):
+            # Second signal: leave now. Every record is one write() of a whole line, so
+            # exiting here cannot leave a half-written record behind.
+            if self.embedded is not None:
+                self.embedded.stop()
+            os._exit(EXIT_SIGNAL[sig])
+        self.stopping = sig.name
+        self._event(f"{sig.name} received: no new requests; finishing those in flight")
+
+    # -- one item ------------------------------------------------------------------------
+    async def _process(self, item: WorkItem) -> None:
+        try:
+            record, generated = await self._generate_item(item)
+        except ServerError as err:
+            self.errors.write(
+                {
+                    "id": item.prompt.id,
+                    "sample": item.sample,
+                    "line": item.prompt.line,
+                    "error": err.to_record(),
+                    "attempts": err.attempts,
+                }
+            )
+            self.stats.failed += 1
+            self.stats.errors_by_type[err.kind] += 1
+            return
+        self.completions.write(record)
+        self._account(record, generated)
+
+    async def _generate_item(self, item: WorkItem) -> tuple[dict, Generated]:
+        prompt = item.prompt
+        sampling = self.config.sampling.with_overrides(prompt.sampling)
+        turn_ends = [len(prompt.messages)]
+        if self.config.regenerate_turns == "all":
+            turn_ends = [i for i, m in enumerate(prompt.messages) if m["role"] == "assistant"]
+            turn_ends.append(len(prompt.messages))
+        history: list[dict] = []
+        turns: list[dict] = []
+        start = 0
+        attempts, latency = 0, 0.0
+        for end in turn_ends:
+            history.extend(prompt.messages[start:end])
+            start = end + 1  # skip the original answer that this turn replaces
+            body = self._request_body(history, prompt.tools, sampling, item.sample)
+            done = await self.fleet.complete(body)
+            generated = parse_chat_response(done.data, done.server.name)
+            history.append(generated.assistant_message())
+            attempts += done.attempts
+            latency += done.latency
+            done.server.stats.record_success(done.latency, generated.completion_tokens or 0)
+            turns.append(_turn_meta(generated, done.server.url))
+        record = self._record(item, history, turns, generated, sampling, attempts, latency)
+        return record, generated
+
+    def _request_body(self, history, tools, sampling, sample: int) -> dict[str, Any]:
+        # Reasoning of earlier turns is never fed back into later prompts.
+        messages = [
+            {k: v for k, v in m.items() if k != "reasoning_content"} for m in history
+        ]
+        body: dict[str, Any] = {"model": self.model, "messages": messages, "stream": False}
+        body.update(sampling.request_fields(sample))
+        if tools:
+            body["tools"] = tools
+        if self.config.return_token_ids:
+            body["return_token_ids"] = True
+        return body
+
+    def _record(self, item, history, turns, last: Generated, sampling, attempts, latency) -> dict:
+        prompt = item.prompt
+        record: dict[str, Any] = {"id": prompt.id, "sample": item.sample, "messages": history}
+        if prompt.tools:
+            record["tools"] = prompt.tools
+        record["finish_reason"] = last.finish_reason
+        record["usage"] = {
+            "prompt_tokens": sum(t["usage"]["prompt_tokens"] or 0 for t in turns),
+            "completion_tokens": sum(t["usage"]["completion_tokens"] or 0 for t in turns),
+        }
+        if prompt.source is not None:
+            record["source"] = prompt.source
+        if prompt.category is not None:
+            record["category"] = prompt.category
+        if last.completion_token_ids is not None:
+            record["token_ids"] = {
+                "prompt": last.prompt_token_ids,
+                "completion": last.completion_token_ids,
+            }
+        record["meta"] = {
+            "server": turns[-1]["server"],
+            "model": self.model,
+            "sampling": asdict(sampling),
+            "attempts": attempts,
+            "latency_s": round(latency, 3),
+            "line": prompt.line,
+        }
+        if len(turns) > 1:
+            record["meta"]["turns"] = turns
+        return record
+
+    def _account(self, record: dict, generated: Generated) -> None:
+        self.stats.completed += 1
+        self.stats.prompt_tokens += record["usage"]["prompt_tokens"]
+        self.stats.completion_tokens += record["usage"]["completion_tokens"]
+        thinking = record["meta"]["sampling"]["thinking"] == "on"
+        self.quality.observe(
+            generated.content, generated.reasoning, generated.finish_reason, thinking
+        )
+
+    # -- watching ------------------------------------------------------------------------
+    async def _monitor(self) -> None:
+        last_alarms: set[str] = set()
+        while True:
+            await asyncio.sleep(self.config.snapshot_interval)
+            self.stats.tick()
+            alarms = self.quality.alarms()
+            names = {a.name for a in alarms}
+            for alarm in alarms:
+                if alarm.name not in last_alarms:
+                    self._event(f"QUALITY ALARM {alarm}")
+            last_alarms = names
+            if alarms and self.config.abort_on_degenerate and not self.stopping:
+                self.stopping = "degenerate"
+                self._event("--abort-on-degenerate: stopping the run")
+            self._write_snapshot()
+
+    def _write_snapshot(self) -> None:
+        extra = {
+            "output_dir": str(self.layout.root),
+            "model": self.model,
+            "all_servers_down_for_s": (
+                round(time.monotonic() - self.fleet.all_down_since, 1)
+                if self.fleet.all_down_since is not None
+                else None
+            ),
+            "stopping": self.stopping,
+        }
+        snap = snapshot(self.stats, self.servers, self.quality, extra)
+        write_snapshot(self.layout.progress, snap)
+        self.report(snap)
+
+    def _result(self, exit_code: int, repaired: list[str]) -> RunResult:
+        stats = self.stats
+        new_work = stats.completed + stats.failed + stats.bad_lines
+        already = exit_code == EXIT_OK and new_work == 0
+        if already:
+            message = f"nothing to do: all {stats.finished} items are already in {self.layout.root}"
+        elif exit_code == EXIT_OK:
+            message = (
+                f"done: {stats.completed} new completions, {stats.failed} errors, "
+                f"{stats.bad_lines} unusable input lines; output in {self.layout.root}"
+            )
+        else:
+            message = (
+                f"stopped ({self.stopping}) after {stats.completed} new completions; "
+                "run the same command again to resume (finished work is kept)"
+            )
+        return RunResult(self.layout.root, exit_code, stats, message, already, repaired)
+
+
+def _install_signal_handlers(loop, handler) -> list[signal.Signals]:
+    """SIGINT/SIGTERM drain the run. Only possible in the main thread; a library caller
+    running generate() in another thread keeps its own signal handling."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return []
+    for sig in EXIT_SIGNAL:
+        loop.add_signal_handler(sig, handler, sig)
+    return list(EXIT_SIGNAL)
+
+
+def _turn_meta(generated: Generated, server: str) -> dict[str, Any]:
+    return {
+        "server": server,
+        "finish_reason": generated.finish_reason,
+        "usage": {
+            "prompt_tokens": generated.prompt_tokens,
+            "completion_tokens": generated.completion_tokens,
+        },
+    }

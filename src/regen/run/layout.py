@@ -1,0 +1,101 @@
+"""Where a run's files live under its output directory. Nothing is written anywhere else."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+
+from regen.errors import ConfigError
+from regen.jsonio import ZST_SUFFIX, iter_lines
+
+COMPLETIONS = "completions"
+ERRORS = "errors"
+
+
+@dataclass(frozen=True)
+class OutputLayout:
+    root: Path
+
+    @classmethod
+    def at(cls, output_dir: str | Path) -> OutputLayout:
+        text = str(output_dir)
+        if "://" in text:
+            raise ConfigError(
+                f"--output-dir {text} is an object-store URL; generate writes to a local or "
+                "mounted filesystem for now",
+                hint="write to a local directory (object storage upload is a later feature)",
+            )
+        return cls(Path(text).expanduser().resolve())
+
+    @property
+    def completions(self) -> Path:
+        return self.root / COMPLETIONS
+
+    @property
+    def errors(self) -> Path:
+        return self.root / ERRORS
+
+    @property
+    def retried_errors(self) -> Path:
+        """Error shards set aside by --retry-errors; kept for the record, not part of the ledger."""
+        return self.root / "errors-retried"
+
+    @property
+    def manifest(self) -> Path:
+        return self.root / "manifest.json"
+
+    @property
+    def progress(self) -> Path:
+        return self.root / "progress.json"
+
+    @property
+    def lock(self) -> Path:
+        return self.root / "run.lock"
+
+    @property
+    def log(self) -> Path:
+        return self.root / "run.log"
+
+    def shard_files(self, kind: str) -> list[Path]:
+        """Data shards of `kind` (completions or errors), sorted by name (= creation order)."""
+        folder = self.root / kind
+        if not folder.is_dir():
+            return []
+        return sorted(
+            p
+            for p in folder.iterdir()
+            if p.name.endswith((".jsonl", ".jsonl" + ZST_SUFFIX)) and not p.name.startswith(".")
+        )
+
+    def iter_records(self, kind: str = COMPLETIONS) -> Iterator[dict]:
+        """Every finished record of `kind`, in shard order.
+
+        A shard that a live (or killed) run is still appending to may end in a torn line with
+        no newline: that line is not finished, so it is not yielded (the next run repairs it).
+        """
+        for path in self.shard_files(kind):
+            yield from iter_shard(path)
+
+
+def iter_shard(path: Path) -> Iterator[dict]:
+    pending: bytes | None = None
+    for _, line in iter_lines(path):
+        if pending is not None:
+            yield orjson.loads(pending)
+        pending = line if line.strip() else None
+    if pending is not None and _ends_with_newline(path):
+        yield orjson.loads(pending)
+
+
+def _ends_with_newline(path: Path) -> bool:
+    if path.name.endswith(ZST_SUFFIX):
+        return True  # compressed shards are written whole, when a shard is sealed
+    with open(path, "rb") as fh:
+        fh.seek(0, 2)
+        if fh.tell() == 0:
+            return False
+        fh.seek(-1, 2)
+        return fh.read(1) == b"\n"

@@ -1,0 +1,135 @@
+"""Read the ledger: which (id, sample) keys are already finished, from the output files alone.
+
+Run at start-up under the run lock, so every plain `.jsonl` shard found belongs to a writer
+that is gone: its torn last line (if any) is cut off and the shard is sealed. Keys come from a
+shard's sidecar when it still matches, else from the shard itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+
+from regen.errors import RunStateError
+from regen.jsonio import ZST_SUFFIX, iter_lines
+from regen.records import Key, record_key
+from regen.run.layout import COMPLETIONS, ERRORS, OutputLayout
+from regen.run.writer import read_sidecar, seal_shard, write_sidecar
+
+log = logging.getLogger("regen.run")
+
+
+@dataclass
+class Ledger:
+    done: set[Key] = field(default_factory=set)  # in completions/
+    failed: set[Key] = field(default_factory=set)  # in errors/
+    bad_lines: set[int] = field(default_factory=set)  # input lines recorded as unusable
+    completions: int = 0
+    errors: int = 0
+    duplicates: int = 0
+    repaired: list[str] = field(default_factory=list)
+
+    def finished(self, key: Key) -> bool:
+        return key in self.done or key in self.failed
+
+
+def scan(layout: OutputLayout, *, compress: bool) -> Ledger:
+    ledger = Ledger()
+    for kind in (COMPLETIONS, ERRORS):
+        folder = layout.root / kind
+        _remove_leftovers(folder)
+        for shard in layout.shard_files(kind):
+            if shard.name.endswith(".jsonl"):
+                shard = _recover_plain(shard, ledger, compress=compress and kind == COMPLETIONS)
+            if kind == COMPLETIONS:
+                _add_completions(shard, ledger)
+            else:
+                _add_errors(shard, ledger)
+    if ledger.duplicates:
+        log.error("%d duplicate keys found in the output files", ledger.duplicates)
+    return ledger
+
+
+def _remove_leftovers(folder: Path) -> None:
+    """Half-written temporary files from a killed seal, and plain shards whose compressed
+    copy was already renamed into place (the copy is whole; the plain one is redundant)."""
+    if not folder.is_dir():
+        return
+    for path in folder.iterdir():
+        if path.name.startswith(".") and ".tmp" in path.name:
+            path.unlink()
+        elif path.name.endswith(".jsonl") and path.with_name(path.name + ZST_SUFFIX).exists():
+            path.unlink()
+
+
+def _recover_plain(shard: Path, ledger: Ledger, *, compress: bool) -> Path:
+    keys = list(_repair(shard, ledger))
+    if not keys:
+        shard.unlink()
+        return shard
+    return seal_shard(shard, keys, compress)
+
+
+def _repair(shard: Path, ledger: Ledger) -> Iterator[tuple[str, int | None]]:
+    """Yield the keys of whole lines; cut a torn or unparseable last line off the file."""
+    good_end = 0
+    torn_at: int | None = None
+    with open(shard, "rb") as fh:
+        for number, line in enumerate(fh, start=1):
+            if torn_at is not None:
+                raise RunStateError(
+                    f"{shard} line {torn_at} is corrupt but is not the last line",
+                    hint="this is not a crash leftover; inspect the file, then move it aside",
+                )
+            try:
+                if not line.endswith(b"\n"):
+                    raise ValueError("no newline")
+                record = orjson.loads(line)
+            except ValueError:
+                torn_at = number
+                continue
+            good_end += len(line)
+            yield record.get("id"), record.get("sample")
+    if torn_at is not None:
+        os.truncate(shard, good_end)
+        ledger.repaired.append(f"{shard.name}: cut a torn line {torn_at}")
+
+
+def _add_completions(shard: Path, ledger: Ledger) -> None:
+    if not shard.exists():
+        return
+    keys = read_sidecar(shard)
+    if keys is None:
+        keys = [(r["id"], r["sample"]) for r in _records(shard)]
+        write_sidecar(shard, keys)
+    for prompt_id, sample in keys:
+        key = record_key(prompt_id, sample)  # type: ignore[arg-type]
+        if key in ledger.done:
+            ledger.duplicates += 1
+        ledger.done.add(key)
+        ledger.completions += 1
+
+
+def _add_errors(shard: Path, ledger: Ledger) -> None:
+    if not shard.exists():
+        return
+    for record in _records(shard):
+        ledger.errors += 1
+        if record.get("id") is None or record.get("sample") is None:
+            ledger.bad_lines.add(record["line"])
+            continue
+        key = record_key(record["id"], record["sample"])
+        if key in ledger.failed or key in ledger.done:
+            ledger.duplicates += 1
+        ledger.failed.add(key)
+
+
+def _records(shard: Path) -> Iterator[dict]:
+    for _, line in iter_lines(shard):
+        if line.strip():
+            yield orjson.loads(line)

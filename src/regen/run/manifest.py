@@ -1,0 +1,97 @@
+"""manifest.json: what a run was asked to do, so a resume can refuse silent changes.
+
+It holds the resolved configuration (never a secret: the API key's variable name only),
+regen's version, the input file's size and fingerprint, and the history of sessions.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import xxhash
+
+from regen import __version__
+from regen.errors import RunStateError
+from regen.jsonio import atomic_write_json, open_binary, read_json
+
+
+@dataclass(frozen=True)
+class InputFingerprint:
+    size: int
+    xxh3_128: str
+    lines: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"size": self.size, "xxh3_128": self.xxh3_128, "lines": self.lines}
+
+
+def fingerprint(path: str | Path) -> InputFingerprint:
+    """Hash the whole file (xxh3 runs at several GB/s, so even 1M prompts take about a second)."""
+    digest = xxhash.xxh3_128()
+    size = lines = 0
+    with open_binary(path) as fh:
+        while chunk := fh.read(1 << 22):
+            digest.update(chunk)
+            size += len(chunk)
+            lines += chunk.count(b"\n")
+    return InputFingerprint(size, digest.hexdigest(), lines)
+
+
+def check_and_record(
+    path: Path,
+    *,
+    config: dict[str, Any],
+    input_fp: InputFingerprint,
+    allow_changed_input: bool,
+    allow_changed_sampling: bool,
+) -> dict[str, Any]:
+    """Compare with the manifest of an earlier session (if any), then write the new one."""
+    previous = read_json(path) if path.exists() else None
+    if previous is not None:
+        _refuse_changes(previous, config, input_fp, allow_changed_input, allow_changed_sampling)
+    session = {
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "version": __version__,
+    }
+    manifest = {
+        "version": __version__,
+        "created": previous["created"] if previous else session["started"],
+        "input": {"path": config["prompts"], **input_fp.as_dict()},
+        "config": config,
+        "sessions": [*(previous or {}).get("sessions", []), session],
+    }
+    atomic_write_json(path, manifest)
+    return manifest
+
+
+def _refuse_changes(
+    previous: dict[str, Any],
+    config: dict[str, Any],
+    input_fp: InputFingerprint,
+    allow_input: bool,
+    allow_sampling: bool,
+) -> None:
+    old_input = previous.get("input", {})
+    if not allow_input and old_input.get("xxh3_128") != input_fp.xxh3_128:
+        raise RunStateError(
+            f"the prompt file changed since this output dir was started "
+            f"({old_input.get('size')} -> {input_fp.size} bytes)",
+            hint="use a new --output-dir, or pass --allow-changed-input to resume anyway "
+            "(finished ids are kept, new ids are generated)",
+        )
+    old = previous.get("config", {}).get("sampling", {})
+    new = config.get("sampling", {})
+    changed = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+    if changed and not allow_sampling:
+        details = ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in changed)
+        raise RunStateError(
+            f"sampling parameters differ from the earlier session ({details})",
+            hint="use the same flags, a new --output-dir, or pass --allow-changed-sampling",
+        )

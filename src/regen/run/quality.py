@@ -1,0 +1,102 @@
+"""Quality alarms while generating: catch the "87% empty answers" failure in minutes, not days.
+
+Rolling rates over the last `window` finished samples: empty answers, `finish_reason: length`,
+missing reasoning when thinking was asked for, and near-identical boilerplate answers (the
+"OK." failure: one normalised answer prefix taking a large share of the window).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, deque
+from dataclasses import dataclass
+
+_SPACES = re.compile(r"\s+")
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    empty: float = 0.05
+    length: float = 0.25
+    missing_reasoning: float = 0.10
+    boilerplate: float = 0.20
+    window: int = 500
+    min_samples: int = 50
+
+
+@dataclass(frozen=True)
+class Alarm:
+    name: str
+    rate: float
+    threshold: float
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.rate:.0%} of the last samples (threshold {self.threshold:.0%}){self.detail}"
+
+
+def answer_key(content: str) -> str:
+    """Normalised answer prefix: answers equal under it are 'the same answer'."""
+    return _SPACES.sub(" ", content.strip().lower())[:80]
+
+
+class QualityMonitor:
+    def __init__(self, thresholds: Thresholds | None = None) -> None:
+        self.t = thresholds or Thresholds()
+        self._window: deque[tuple[bool, bool, bool | None, str]] = deque()
+        self._prefixes: Counter[str] = Counter()
+        self._sums = {"empty": 0, "length": 0, "missing_reasoning": 0, "thinking": 0}
+
+    def observe(self, content: str, reasoning: str | None, finish: str | None, thinking: bool):
+        empty = not content.strip()
+        length = finish == "length"
+        missing = (not (reasoning or "").strip()) if thinking else None
+        entry = (empty, length, missing, answer_key(content))
+        self._window.append(entry)
+        self._count(entry, +1)
+        if len(self._window) > self.t.window:
+            self._count(self._window.popleft(), -1)
+
+    def _count(self, entry: tuple[bool, bool, bool | None, str], sign: int) -> None:
+        empty, length, missing, key = entry
+        self._sums["empty"] += sign * empty
+        self._sums["length"] += sign * length
+        if missing is not None:
+            self._sums["thinking"] += sign
+            self._sums["missing_reasoning"] += sign * missing
+        if key:
+            self._prefixes[key] += sign
+            if self._prefixes[key] <= 0:
+                del self._prefixes[key]
+
+    def rates(self) -> dict[str, float]:
+        n = len(self._window) or 1
+        top = self._prefixes.most_common(1)
+        thinking = self._sums["thinking"] or 1
+        return {
+            "empty": self._sums["empty"] / n,
+            "length": self._sums["length"] / n,
+            "missing_reasoning": self._sums["missing_reasoning"] / thinking,
+            "boilerplate": (top[0][1] / n) if top else 0.0,
+        }
+
+    def alarms(self) -> list[Alarm]:
+        if len(self._window) < self.t.min_samples:
+            return []
+        rates = self.rates()
+        found = []
+        for name in ("empty", "length", "missing_reasoning", "boilerplate"):
+            threshold = getattr(self.t, name)
+            if rates[name] > threshold:
+                detail = ""
+                if name == "boilerplate":
+                    detail = f'; most common answer: "{self._prefixes.most_common(1)[0][0][:40]}"'
+                found.append(Alarm(name, rates[name], threshold, detail))
+        return found
+
+    def snapshot(self) -> dict:
+        return {
+            "window": len(self._window),
+            "rates": {k: round(v, 4) for k, v in self.rates().items()},
+            "alarms": [str(a) for a in self.alarms()],
+        }

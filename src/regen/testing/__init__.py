@@ -1,0 +1,1 @@
+"""Test and benchmark aids shipped with regen (fault injection only; never used by a run)."""

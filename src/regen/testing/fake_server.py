@@ -1,0 +1,206 @@
+"""A fake OpenAI-compatible server for fault injection and fleet simulation.
+
+A real HTTP server (aiohttp) on 127.0.0.1. Each instance has a capacity (`slots` requests
+served at once; the rest queue, as in a real engine) and a service time per output token,
+and a script of faults: 500s, 429 with Retry-After, a connection reset in the middle of the
+response, a hang. Answers are deterministic functions of the request, so tests can check
+what was stored. Run one as a process with `python -m regen.testing.fake_server`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+Answer = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def echo_answer(body: dict[str, Any]) -> dict[str, Any]:
+    """The default answer: names the last user message, so tests can check the pairing."""
+    last_user = next(m for m in reversed(body["messages"]) if m["role"] == "user")
+    text = last_user["content"] if isinstance(last_user["content"], str) else "[blocks]"
+    return {"content": f"answer to: {text}", "tokens": 8}
+
+
+@dataclass
+class Behaviour:
+    model: str = "fake-model"
+    slots: int = 64
+    seconds_per_token: float = 0.0
+    reasoning: str | None = None  # "split": reasoning_content field; "inline": <think> in content
+    finish_reason: str = "stop"
+    answer: Answer = echo_answer
+    faults: list[str] = field(default_factory=list)  # cycled per request: ok|500|429|reset|hang|400
+    retry_after: float = 0.2
+    pad_bytes: int = 0  # extra response bytes, for client-cost benchmarks
+    models_hang: bool = False
+    return_token_ids: bool = False
+
+
+class FakeServer:
+    def __init__(self, behaviour: Behaviour | None = None, port: int = 0) -> None:
+        self.behaviour = behaviour or Behaviour()
+        self.port = port
+        self.requests: list[dict[str, Any]] = []
+        self.served = 0
+        self._faults = itertools.cycle(self.behaviour.faults or ["ok"])
+        self._slots: asyncio.Semaphore | None = None
+        self._runner: web.AppRunner | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    # -- handlers ------------------------------------------------------------------------
+    async def models(self, request: web.Request) -> web.Response:
+        if self.behaviour.models_hang:
+            await asyncio.sleep(3600)
+        return web.json_response({"object": "list", "data": [{"id": self.behaviour.model}]})
+
+    async def chat(self, request: web.Request) -> web.StreamResponse:
+        body = orjson.loads(await request.read())
+        self.requests.append(body)
+        fault = next(self._faults)
+        if fault == "500":
+            return web.json_response({"error": {"message": "injected failure"}}, status=500)
+        if fault == "400":
+            return web.json_response({"error": {"message": "prompt is too long"}}, status=400)
+        if fault == "429":
+            headers = {"Retry-After": str(self.behaviour.retry_after)}
+            return web.json_response({"error": {"message": "slow down"}}, status=429, headers=headers)
+        if fault == "hang":
+            await asyncio.sleep(3600)
+        assert self._slots is not None
+        async with self._slots:
+            answer = self.behaviour.answer(body)
+            tokens = min(answer.get("tokens", 8), body.get("max_tokens", 10**9))
+            if self.behaviour.seconds_per_token:
+                await asyncio.sleep(tokens * self.behaviour.seconds_per_token)
+            payload = orjson.dumps(self._response(body, answer, tokens))
+            if fault == "reset":
+                return await self._reset_midway(request, payload)
+            self.served += 1
+            return web.Response(body=payload, content_type="application/json")
+
+    async def _reset_midway(self, request: web.Request, payload: bytes) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Length": str(len(payload))})
+        response.content_type = "application/json"
+        await response.prepare(request)
+        await response.write(payload[: len(payload) // 2])
+        assert request.transport is not None
+        request.transport.abort()
+        return response
+
+    def _response(self, body: dict[str, Any], answer: dict[str, Any], tokens: int) -> dict:
+        b = self.behaviour
+        content = answer["content"]
+        message: dict[str, Any] = {"role": "assistant", "content": content}
+        reasoning = answer.get("reasoning", f"thinking about: {content[:40]}")
+        if b.reasoning == "split":
+            message["reasoning_content"] = reasoning
+        elif b.reasoning == "inline":
+            message["content"] = f"<think>\n{reasoning}\n</think>\n\n{content}"
+        if b.pad_bytes:
+            message["content"] += " " + "x" * b.pad_bytes
+        choice: dict[str, Any] = {
+            "index": 0,
+            "message": message,
+            "finish_reason": answer.get("finish_reason", b.finish_reason),
+        }
+        data: dict[str, Any] = {
+            "id": "cmpl-fake",
+            "object": "chat.completion",
+            "model": body.get("model"),
+            "choices": [choice],
+            "usage": {"prompt_tokens": 10, "completion_tokens": tokens, "total_tokens": 10 + tokens},
+        }
+        if b.return_token_ids and body.get("return_token_ids"):
+            data["prompt_token_ids"] = list(range(10))
+            choice["token_ids"] = list(range(100, 100 + tokens))
+        return data
+
+    # -- lifecycle -----------------------------------------------------------------------
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_get("/v1/models", self.models)
+        app.router.add_post("/v1/chat/completions", self.chat)
+        return app
+
+    async def start_async(self) -> None:
+        self._slots = asyncio.Semaphore(self.behaviour.slots)
+        self._runner = web.AppRunner(self.app(), shutdown_timeout=0.1)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", self.port, reuse_address=True)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+    async def stop_async(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    def start(self) -> FakeServer:
+        """Serve from a background thread (so a test's main thread can run generate)."""
+        ready = threading.Event()
+
+        def serve() -> None:
+            self._loop = asyncio.new_event_loop()
+            self._loop.run_until_complete(self.start_async())
+            ready.set()
+            self._loop.run_forever()
+            self._loop.run_until_complete(self.stop_async())
+            self._loop.close()
+
+        self._thread = threading.Thread(target=serve, daemon=True)
+        self._thread.start()
+        if not ready.wait(10):
+            raise RuntimeError("fake server did not start")
+        return self
+
+    def stop(self) -> None:
+        """Stop serving; connections in flight are cut, like a killed server."""
+        if self._loop is not None and self._thread is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=10)
+            self._loop = None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--slots", type=int, default=64)
+    parser.add_argument("--seconds-per-token", type=float, default=0.0)
+    parser.add_argument("--tokens", type=int, default=8)
+    parser.add_argument("--pad-bytes", type=int, default=0)
+    parser.add_argument("--model", default="fake-model")
+    args = parser.parse_args()
+    tokens = args.tokens
+    behaviour = Behaviour(
+        model=args.model,
+        slots=args.slots,
+        seconds_per_token=args.seconds_per_token,
+        pad_bytes=args.pad_bytes,
+        answer=lambda body: {**echo_answer(body), "tokens": tokens},
+    )
+    server = FakeServer(behaviour, port=args.port)
+
+    async def run() -> None:
+        await server.start_async()
+        print(f"fake server on {server.url}", flush=True)
+        await asyncio.Event().wait()
+
+    asyncio.run(run())
+
+
+if __name__ == "__main__":
+    main()

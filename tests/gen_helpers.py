@@ -1,0 +1,67 @@
+"""Helpers for generate tests: prompt files, a quiet library run, and the exactly-once check."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from regen.fleet.dispatch import HealthPolicy, RetryPolicy
+from regen.fleet.server import Timeouts
+from regen.run.config import GenerateConfig
+from regen.run.generate import RunResult, generate
+from regen.run.layout import OutputLayout
+
+
+def write_prompts(path: Path, n: int, *, extra: dict[str, Any] | None = None) -> list[str]:
+    ids = [f"p{i:05d}" for i in range(n)]
+    with open(path, "wb") as fh:
+        for pid in ids:
+            record = {"id": pid, "messages": [{"role": "user", "content": f"question {pid}"}]}
+            fh.write(orjson.dumps({**record, **(extra or {})}) + b"\n")
+    return ids
+
+
+def quick_config(prompts: Path, output: Path, servers: list[str], **overrides) -> GenerateConfig:
+    """Fast timeouts and backoff so fault tests finish in seconds."""
+    fields: dict[str, Any] = {
+        "prompts": prompts,
+        "output_dir": output,
+        "servers": servers,
+        "concurrency": 4,
+        "display": "none",
+        "snapshot_interval": 0.2,
+        "timeouts": Timeouts(request=10, connect=2),
+        "retry": RetryPolicy(max_retries=3, base_delay=0.05, max_delay=0.3),
+        "health": HealthPolicy(
+            liveness_interval=0.5, liveness_timeout=0.5, liveness_failures=2, give_up_after=30
+        ),
+        "drain_timeout": 5,
+    }
+    fields.update(overrides)
+    return GenerateConfig(**fields)
+
+
+def run(prompts: Path, output: Path, servers: list[str], **overrides) -> RunResult:
+    return generate(quick_config(prompts, output, servers, **overrides))
+
+
+def read_lines(output: Path, kind: str) -> list[dict]:
+    return list(OutputLayout.at(output).iter_records(kind))
+
+
+def assert_exactly_once(output: Path, ids: list[str], samples: int = 1) -> tuple[list, list]:
+    """Every (id, sample) is in exactly one line across completions/ and errors/."""
+    completions = read_lines(output, "completions")
+    errors = [e for e in read_lines(output, "errors") if e.get("sample") is not None]
+    seen = Counter((r["id"], r["sample"]) for r in completions + errors)
+    expected = {(i, s) for i in ids for s in range(samples)}
+    duplicated = {k: c for k, c in seen.items() if c > 1}
+    assert not duplicated, f"duplicated: {list(duplicated)[:5]}"
+    missing = expected - set(seen)
+    assert not missing, f"{len(missing)} missing, e.g. {sorted(missing)[:5]}"
+    extra = set(seen) - expected
+    assert not extra, f"unexpected keys {sorted(extra)[:5]}"
+    return completions, errors
