@@ -10,7 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # tests import their helper modules by name
 
-from regen.testing.fake_server import Behaviour, FakeServer  # noqa: E402
+from regen.testing.fake_server import Behaviour, FakeServer
 
 
 @pytest.fixture

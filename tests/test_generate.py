@@ -6,14 +6,13 @@ import os
 
 import orjson
 import pytest
-from gen_helpers import assert_exactly_once, read_lines, run, write_prompts
 
+from gen_helpers import assert_exactly_once, read_lines, run, write_prompts
 from regen.errors import ConfigError, RunStateError
 from regen.fleet.server import Timeouts
 from regen.run.config import Sampling
 from regen.run.generate import generate
 from regen.run.lock import RunLock
-from regen.testing.fake_server import Behaviour
 
 
 def test_completions_pair_answers_with_prompts(tmp_path, fake_server):
@@ -87,13 +86,24 @@ def test_request_carries_sampling_thinking_tools_and_seed_per_sample(tmp_path, f
     tools = [{"type": "function", "function": {"name": "lookup", "parameters": {}}}]
     ids = write_prompts(tmp_path / "p.jsonl", 2, extra={"tools": tools})
     sampling = Sampling(max_tokens=100, temperature=0.6, top_p=0.9, top_k=20, seed=7, thinking="on")
-    run(tmp_path / "p.jsonl", tmp_path / "out", [server.url], sampling=sampling, samples_per_prompt=3)
+    run(
+        tmp_path / "p.jsonl",
+        tmp_path / "out",
+        [server.url],
+        sampling=sampling,
+        samples_per_prompt=3,
+    )
     assert_exactly_once(tmp_path / "out", ids, samples=3)
     seeds = sorted(body["seed"] for body in server.requests)
     assert seeds == [7, 7, 8, 8, 9, 9]
     body = server.requests[0]
     assert body["chat_template_kwargs"] == {"enable_thinking": True}
-    assert (body["temperature"], body["top_p"], body["top_k"], body["max_tokens"]) == (0.6, 0.9, 20, 100)
+    assert (body["temperature"], body["top_p"], body["top_k"], body["max_tokens"]) == (
+        0.6,
+        0.9,
+        20,
+        100,
+    )
     assert body["tools"] == tools and body["model"] == "fake-model"
     record = read_lines(tmp_path / "out", "completions")[0]
     assert record["tools"] == tools and record["meta"]["sampling"]["thinking"] == "on"
@@ -154,7 +164,7 @@ def test_output_dir_in_use_is_refused_and_stale_lock_is_not(tmp_path, fake_serve
 def test_preflight_fails_fast_naming_the_server(tmp_path, fake_server):
     good = fake_server()
     write_prompts(tmp_path / "p.jsonl", 1)
-    with pytest.raises(ConfigError, match="127.0.0.1:9") as err:
+    with pytest.raises(ConfigError, match=r"127\.0\.0\.1:9") as err:
         run(tmp_path / "p.jsonl", tmp_path / "out", [good.url, "http://127.0.0.1:9"])
     assert "/v1/models" in err.value.hint
     with pytest.raises(ConfigError, match="'other' is not served"):
@@ -258,9 +268,7 @@ def test_missing_prompt_file_and_unwritable_output_are_config_errors(tmp_path, f
     blocker = tmp_path / "file"
     blocker.write_text("x")
     with pytest.raises(ConfigError, match="cannot create --output-dir"):
-        generate(
-            quick_config_for(tmp_path / "p.jsonl", blocker / "sub", server.url)
-        )
+        generate(quick_config_for(tmp_path / "p.jsonl", blocker / "sub", server.url))
 
 
 def quick_config_for(prompts, output, url):

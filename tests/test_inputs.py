@@ -84,7 +84,11 @@ def test_text_blocks_are_joined(tmp_path):
         ),
         (
             orjson.dumps(
-                {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]}
+                {
+                    "messages": [
+                        {"role": "user", "content": [{"type": "image_url", "image_url": {}}]}
+                    ]
+                }
             ),
             "non_text_content",
         ),

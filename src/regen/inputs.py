@@ -85,7 +85,9 @@ def _record_id(raw: Any, messages: list[dict], tools: list[dict] | None) -> str:
     if raw is None:
         return stable_id(messages, tools)
     if isinstance(raw, bool) or not isinstance(raw, str | int):
-        raise InputError(f"'id' must be a string or integer, got {type(raw).__name__}", kind="bad_id")
+        raise InputError(
+            f"'id' must be a string or integer, got {type(raw).__name__}", kind="bad_id"
+        )
     text = str(raw)
     if not text:
         raise InputError("'id' is empty", kind="bad_id")
@@ -120,5 +122,7 @@ def _sampling(raw: Any) -> dict[str, Any] | None:
     if isinstance(thinking, bool):
         raw = {**raw, "thinking": "on" if thinking else "off"}
     elif thinking is not None and thinking not in ("on", "off", "auto"):
-        raise InputError("sampling.thinking must be on, off, auto or a boolean", kind="bad_sampling")
+        raise InputError(
+            "sampling.thinking must be on, off, auto or a boolean", kind="bad_sampling"
+        )
     return raw

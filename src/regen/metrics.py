@@ -26,16 +26,28 @@ class SnapshotCollector(Collector):
         if snap is None or "servers" not in snap:
             return
         session = snap["session"]
-        yield CounterMetricFamily("regen_completions", "Completions written", value=session["completed"])
-        yield CounterMetricFamily("regen_completion_tokens", "Completion tokens", value=session["completion_tokens"])
-        yield CounterMetricFamily("regen_prompt_tokens", "Prompt tokens", value=session["prompt_tokens"])
+        yield CounterMetricFamily(
+            "regen_completions", "Completions written", value=session["completed"]
+        )
+        yield CounterMetricFamily(
+            "regen_completion_tokens", "Completion tokens", value=session["completion_tokens"]
+        )
+        yield CounterMetricFamily(
+            "regen_prompt_tokens", "Prompt tokens", value=session["prompt_tokens"]
+        )
         errors = CounterMetricFamily("regen_errors", "Errors by type", labels=["type"])
         for kind, count in snap["errors_by_type"].items():
             errors.add_metric([kind], count)
         yield errors
-        yield GaugeMetricFamily("regen_remaining", "Items left to generate", value=snap["remaining"])
-        in_flight = GaugeMetricFamily("regen_server_in_flight", "Requests in flight", labels=["server"])
-        latency = GaugeMetricFamily("regen_server_latency_seconds", "EWMA request latency", labels=["server"])
+        yield GaugeMetricFamily(
+            "regen_remaining", "Items left to generate", value=snap["remaining"]
+        )
+        in_flight = GaugeMetricFamily(
+            "regen_server_in_flight", "Requests in flight", labels=["server"]
+        )
+        latency = GaugeMetricFamily(
+            "regen_server_latency_seconds", "EWMA request latency", labels=["server"]
+        )
         healthy = GaugeMetricFamily("regen_server_healthy", "1 if in rotation", labels=["server"])
         for s in snap["servers"]:
             in_flight.add_metric([s["url"]], s["in_flight"])
@@ -77,7 +89,8 @@ def serve_metrics(host: str, port: int | None) -> Iterator[MetricsEndpoint]:
         server, thread = start_http_server(port, addr=host, registry=registry)
     except OSError as exc:
         raise ConfigError(
-            f"cannot serve metrics on {host}:{port}: {exc.strerror}", hint="pick another --metrics-port"
+            f"cannot serve metrics on {host}:{port}: {exc.strerror}",
+            hint="pick another --metrics-port",
         ) from exc
     try:
         yield MetricsEndpoint(collector)

@@ -18,10 +18,18 @@ from regen.run.quality import Thresholds
 
 
 @click.command()
-@click.option("--prompts", type=click.Path(path_type=Path), required=True, help="Prompt JSONL (.zst ok).")
-@click.option("--output-dir", type=click.Path(path_type=Path), required=True, help="All run files go here.")
-@click.option("--servers", multiple=True, help="OpenAI-compatible base URLs; omit to run the embedded model.")
-@click.option("--local-model", type=click.Path(path_type=Path), help="GGUF for the embedded server.")
+@click.option(
+    "--prompts", type=click.Path(path_type=Path), required=True, help="Prompt JSONL (.zst ok)."
+)
+@click.option(
+    "--output-dir", type=click.Path(path_type=Path), required=True, help="All run files go here."
+)
+@click.option(
+    "--servers", multiple=True, help="OpenAI-compatible base URLs; omit to run the embedded model."
+)
+@click.option(
+    "--local-model", type=click.Path(path_type=Path), help="GGUF for the embedded server."
+)
 @click.option("--model", help="Model name to request (default: what the servers report).")
 @click.option("--max-output-tokens", type=int, default=4096, show_default=True)
 @click.option("--concurrency", type=int, help="Requests in flight per server [64; embedded: 2].")
@@ -29,15 +37,31 @@ from regen.run.quality import Thresholds
 @click.option("--top-p", type=float)
 @click.option("--top-k", type=int)
 @click.option("--seed", type=int, help="Base seed; sample k uses seed+k.")
-@click.option("--thinking", type=click.Choice(["on", "off", "auto"]), default="auto", show_default=True)
+@click.option(
+    "--thinking", type=click.Choice(["on", "off", "auto"]), default="auto", show_default=True
+)
 @click.option("--samples-per-prompt", type=int, default=1, show_default=True)
-@click.option("--regenerate-turns", type=click.Choice(["last", "all"]), default="last", show_default=True)
+@click.option(
+    "--regenerate-turns", type=click.Choice(["last", "all"]), default="last", show_default=True
+)
 @click.option("--return-token-ids", is_flag=True, help="Store prompt/completion token ids.")
 @click.option("--api-key-env", metavar="VAR", help="Read the API key from this variable.")
 @click.option("--request-timeout", type=float, default=1800, show_default=True)
 @click.option("--max-retries", type=int, default=5, show_default=True)
-@click.option("--give-up-after", type=float, default=1800, show_default=True, help="Seconds with every server down before stopping (0: never).")
-@click.option("--health-interval", type=float, default=15, show_default=True, help="Seconds between liveness checks of a busy server.")
+@click.option(
+    "--give-up-after",
+    type=float,
+    default=1800,
+    show_default=True,
+    help="Seconds with every server down before stopping (0: never).",
+)
+@click.option(
+    "--health-interval",
+    type=float,
+    default=15,
+    show_default=True,
+    help="Seconds between liveness checks of a busy server.",
+)
 @click.option("--drain-timeout", type=float, default=60, show_default=True)
 @click.option("--retry-errors", is_flag=True, help="Retry what is in errors/.")
 @click.option("--allow-changed-input", is_flag=True)
@@ -45,7 +69,13 @@ from regen.run.quality import Thresholds
 @click.option("--compress", is_flag=True, help="Seal completion shards as .jsonl.zst.")
 @click.option("--abort-on-degenerate", is_flag=True, help="Stop when a quality alarm fires.")
 @click.option("--display", type=click.Choice(["auto", "live", "plain", "none"]), default="auto")
-@click.option("--log-interval", type=float, default=30, show_default=True, help="Seconds between plain summaries.")
+@click.option(
+    "--log-interval",
+    type=float,
+    default=30,
+    show_default=True,
+    help="Seconds between plain summaries.",
+)
 @click.option("--metrics-port", type=int, help="Serve Prometheus metrics on this port.")
 @click.option("--metrics-host", default="127.0.0.1", show_default=True)
 def generate(**opts) -> None:
@@ -62,11 +92,14 @@ def generate(**opts) -> None:
         regenerate_turns=opts["regenerate_turns"], return_token_ids=opts["return_token_ids"],
         api_key_env=opts["api_key_env"], timeouts=Timeouts(request=opts["request_timeout"]),
         retry=RetryPolicy(max_retries=opts["max_retries"]),
-        health=HealthPolicy(liveness_interval=opts["health_interval"], give_up_after=opts["give_up_after"]),
+        health=HealthPolicy(
+            liveness_interval=opts["health_interval"], give_up_after=opts["give_up_after"]
+        ),
         quality=Thresholds(), abort_on_degenerate=opts["abort_on_degenerate"],
         retry_errors=opts["retry_errors"], allow_changed_input=opts["allow_changed_input"],
         allow_changed_sampling=opts["allow_changed_sampling"], compress=opts["compress"],
-        drain_timeout=opts["drain_timeout"], display=opts["display"], log_interval=opts["log_interval"],
+        drain_timeout=opts["drain_timeout"], display=opts["display"],
+        log_interval=opts["log_interval"],
         metrics_port=opts["metrics_port"], metrics_host=opts["metrics_host"],
     )  # fmt: skip
     reporter = make_reporter(config.display, config.log_interval)

@@ -27,7 +27,15 @@ def status(output_dir: Path, as_json: bool) -> None:
 
 def render(info: dict[str, Any]) -> list[str]:
     alive = info["alive"]
-    state = "ALIVE" if alive["alive"] else "NOT RUNNING"
+    last_state = (info["progress"] or {}).get("state")
+    if alive["alive"]:
+        state = "RUNNING"
+    elif last_state == "finished":
+        state = "FINISHED"
+    elif last_state == "stopped":
+        state = "NOT RUNNING (stopped; run the same command to resume)"
+    else:
+        state = "NOT RUNNING (it died; run the same command to resume)"
     lines = [
         f"{info['output_dir']}: {state} (pid {alive['pid']} on {alive['host']}; {alive['how']})",
         f"files: {info['files']['completions']} completions, {info['files']['errors']} errors",
@@ -53,7 +61,10 @@ def render(info: dict[str, Any]) -> list[str]:
             + (f", last error: {s['last_error']}" if s["last_error"] else "")
         )
     if progress["errors_by_type"]:
-        lines.append("errors by type: " + ", ".join(f"{k}={v}" for k, v in progress["errors_by_type"].items()))
+        lines.append(
+            "errors by type: "
+            + ", ".join(f"{k}={v}" for k, v in progress["errors_by_type"].items())
+        )
     quality = progress["quality"]
     rates_q = ", ".join(f"{k} {v:.1%}" for k, v in quality["rates"].items())
     lines.append(f"quality (last {quality['window']}): {rates_q}")

@@ -8,6 +8,7 @@ slow server simply takes fewer requests and never holds the others back.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import time
@@ -109,10 +110,8 @@ class Fleet:
             self._check_give_up()
             waiter = asyncio.get_running_loop().create_future()
             self._waiters.append(waiter)
-            try:
+            with contextlib.suppress(TimeoutError):  # wake up to re-check health and give-up
                 await asyncio.wait_for(waiter, timeout=1.0)
-            except TimeoutError:
-                pass
 
     def release(self, server: Server) -> None:
         server.in_flight -= 1

@@ -24,7 +24,9 @@ async def resolve_model(servers: list[Server], expected: str | None, timeout: fl
             served[server.url] = result
     if problems:
         raise ConfigError(
-            "preflight failed for " + ", ".join(p.split(": ")[0] for p in problems) + ":\n  "
+            "preflight failed for "
+            + ", ".join(p.split(": ")[0] for p in problems)
+            + ":\n  "
             + "\n  ".join(problems),
             hint="check the --servers URLs and that each server is up "
             "(it must answer GET <url>/v1/models)",
@@ -33,8 +35,10 @@ async def resolve_model(servers: list[Server], expected: str | None, timeout: fl
     missing = [url for url, models in served.items() if model not in models]
     if missing:
         raise ConfigError(
-            f"model {model!r} is not served by " + ", ".join(missing)
-            + "; they serve: " + "; ".join(f"{u}: {served[u]}" for u in missing),
+            f"model {model!r} is not served by "
+            + ", ".join(missing)
+            + "; they serve: "
+            + "; ".join(f"{u}: {served[u]}" for u in missing),
             hint="pass --model with a name every server lists, or fix the fleet",
         )
     return model

@@ -83,7 +83,9 @@ class Server:
                 headers["Authorization"] = f"Bearer {self.api_key}"
             connector = aiohttp.TCPConnector(limit=self.concurrency + 8, ttl_dns_cache=300)
             self._session = aiohttp.ClientSession(
-                connector=connector, headers=headers, json_serialize=lambda o: orjson.dumps(o).decode()
+                connector=connector,
+                headers=headers,
+                json_serialize=lambda o: orjson.dumps(o).decode(),
             )
         return self._session
 

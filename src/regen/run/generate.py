@@ -98,6 +98,7 @@ class Run:
         ]
         self.quality = QualityMonitor(config.quality)
         self.stopping: str | None = None  # why we stop dispatching, once we do
+        self._alarms_on: set[str] = set()
         self.model = ""
         self.stats = RunStats(total=0, finished_before=0)
         self.fleet = Fleet(self.servers, config.retry, config.health, self._event)
@@ -194,6 +195,7 @@ class Run:
             monitor.cancel()
             await asyncio.gather(health, monitor, return_exceptions=True)
         self.stats.state = "finished" if exit_code == EXIT_OK else "stopped"
+        self._check_quality()
         self._write_snapshot()
         return exit_code
 
@@ -356,9 +358,7 @@ class Run:
 
     def _request_body(self, history, tools, sampling, sample: int) -> dict[str, Any]:
         # Reasoning of earlier turns is never fed back into later prompts.
-        messages = [
-            {k: v for k, v in m.items() if k != "reasoning_content"} for m in history
-        ]
+        messages = [{k: v for k, v in m.items() if k != "reasoning_content"} for m in history]
         body: dict[str, Any] = {"model": self.model, "messages": messages, "stream": False}
         body.update(sampling.request_fields(sample))
         if tools:
@@ -409,20 +409,22 @@ class Run:
 
     # -- watching ------------------------------------------------------------------------
     async def _monitor(self) -> None:
-        last_alarms: set[str] = set()
         while True:
             await asyncio.sleep(self.config.snapshot_interval)
             self.stats.tick()
-            alarms = self.quality.alarms()
-            names = {a.name for a in alarms}
-            for alarm in alarms:
-                if alarm.name not in last_alarms:
-                    self._event(f"QUALITY ALARM {alarm}")
-            last_alarms = names
-            if alarms and self.config.abort_on_degenerate and not self.stopping:
-                self.stopping = "degenerate"
-                self._event("--abort-on-degenerate: stopping the run")
+            self._check_quality()
             self._write_snapshot()
+
+    def _check_quality(self) -> None:
+        """Warn once per alarm episode; with --abort-on-degenerate, stop dispatching."""
+        alarms = self.quality.alarms()
+        for alarm in alarms:
+            if alarm.name not in self._alarms_on:
+                self._event(f"QUALITY ALARM {alarm}")
+        self._alarms_on = {a.name for a in alarms}
+        if alarms and self.config.abort_on_degenerate and not self.stopping:
+            self.stopping = "degenerate"
+            self._event("--abort-on-degenerate: stopping the run")
 
     def _write_snapshot(self) -> None:
         extra = {

@@ -61,9 +61,9 @@ def _remove_leftovers(folder: Path) -> None:
     if not folder.is_dir():
         return
     for path in folder.iterdir():
-        if path.name.startswith(".") and ".tmp" in path.name:
-            path.unlink()
-        elif path.name.endswith(".jsonl") and path.with_name(path.name + ZST_SUFFIX).exists():
+        half_written = path.name.startswith(".") and ".tmp" in path.name
+        compressed_twin = path.with_name(path.name + ZST_SUFFIX)
+        if half_written or (path.name.endswith(".jsonl") and compressed_twin.exists()):
             path.unlink()
 
 

@@ -88,7 +88,9 @@ class RunStats:
         return self.remaining * tokens_per_item / rate
 
 
-def snapshot(stats: RunStats, servers: list, quality: QualityMonitor, extra: dict) -> dict[str, Any]:
+def snapshot(
+    stats: RunStats, servers: list, quality: QualityMonitor, extra: dict
+) -> dict[str, Any]:
     now = time.time()
     return {
         "pid": os.getpid(),

@@ -32,7 +32,10 @@ class Alarm:
     detail: str
 
     def __str__(self) -> str:
-        return f"{self.name}: {self.rate:.0%} of the last samples (threshold {self.threshold:.0%}){self.detail}"
+        return (
+            f"{self.name}: {self.rate:.0%} of the last samples "
+            f"(threshold {self.threshold:.0%}){self.detail}"
+        )
 
 
 def answer_key(content: str) -> str:

@@ -46,7 +46,11 @@ def _liveness(layout: OutputLayout, progress: dict | None) -> dict[str, Any]:
     age = time.time() - progress["updated_unix"] if progress else None
     if progress and progress.get("host") not in (None, here):
         # Another machine: only the heartbeat can tell.
-        alive = age is not None and age < STALE_AFTER_S and progress["state"] not in ("finished", "stopped")
+        alive = (
+            age is not None
+            and age < STALE_AFTER_S
+            and progress["state"] not in ("finished", "stopped")
+        )
         how = f"heartbeat {age:.0f}s ago from {progress['host']}"
     else:
         alive = is_locked(layout.lock)

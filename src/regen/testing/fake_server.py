@@ -77,7 +77,9 @@ class FakeServer:
             return web.json_response({"error": {"message": "prompt is too long"}}, status=400)
         if fault == "429":
             headers = {"Retry-After": str(self.behaviour.retry_after)}
-            return web.json_response({"error": {"message": "slow down"}}, status=429, headers=headers)
+            return web.json_response(
+                {"error": {"message": "slow down"}}, status=429, headers=headers
+            )
         if fault == "hang":
             await asyncio.sleep(3600)
         assert self._slots is not None
@@ -122,7 +124,11 @@ class FakeServer:
             "object": "chat.completion",
             "model": body.get("model"),
             "choices": [choice],
-            "usage": {"prompt_tokens": 10, "completion_tokens": tokens, "total_tokens": 10 + tokens},
+            "usage": {
+                "prompt_tokens": 10,
+                "completion_tokens": tokens,
+                "total_tokens": 10 + tokens,
+            },
         }
         if b.return_token_ids and body.get("return_token_ids"):
             data["prompt_token_ids"] = list(range(10))

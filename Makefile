@@ -1,0 +1,20 @@
+# The two set-up commands of the README: `make demo` and `make test`.
+.PHONY: demo test lint bench
+
+demo:
+	scripts/bootstrap.sh
+	.venv/bin/regen generate --prompts examples/prompts.jsonl --output-dir runs/demo --max-output-tokens 128 --display plain --log-interval 5
+	.venv/bin/regen status runs/demo
+
+test:
+	scripts/bootstrap.sh --test
+	.venv/bin/ruff check src tests bench
+	.venv/bin/pytest
+
+lint:
+	.venv/bin/ruff check src tests bench
+	.venv/bin/ruff format --check src tests bench
+
+bench:
+	scripts/bootstrap.sh
+	.venv/bin/python bench/run_all.py

@@ -1,0 +1,82 @@
+"""`regen prepare`: build one deduplicated, blended prompt file from a recipe or quick flags."""
+
+from __future__ import annotations
+
+import click
+
+from regen.errors import ConfigError
+from regen.prepare import Recipe, load_recipe
+from regen.prepare import prepare as run_prepare
+from regen.prepare.recipe import check_blend, parse_role_map_flags, parse_source
+
+
+@click.command()
+@click.argument("recipe", required=False, type=click.Path(dir_okay=False))
+@click.option(
+    "--output",
+    "-o",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="The prompt file to write (JSONL), as `regen generate` reads it.",
+)
+@click.option("--source", "sources", multiple=True, help="A local file or glob; repeatable.")
+@click.option("--format", "fmt", help="Format of the --source files (default: auto-detect).")
+@click.option("--total", type=click.IntRange(min=0), help="Target number of prompts.")
+@click.option("--seed", type=int, help="Seed of the blend (the same seed, the same file).")
+@click.option(
+    "--role-map",
+    multiple=True,
+    metavar="LABEL=ROLE",
+    help="Map an unknown role label, e.g. --role-map bot=assistant; repeatable.",
+)
+@click.option(
+    "--keep-multimodal",
+    is_flag=True,
+    default=None,
+    help="Keep image/audio blocks instead of dropping them (counted either way).",
+)
+@click.option("--tokenizer", help="tokenizer.json, model directory or Hub name for lengths.")
+@click.option(
+    "--rejects",
+    type=click.Path(dir_okay=False),
+    help="Rejects file [default: OUTPUT with .rejects.jsonl].",
+)
+@click.option(
+    "--report",
+    type=click.Path(dir_okay=False),
+    help="Report JSON [default: OUTPUT with .report.json].",
+)
+def prepare(
+    recipe, output, sources, fmt, total, seed, role_map, keep_multimodal, tokenizer, rejects, report
+) -> None:
+    """Read the sources in RECIPE (or --source files), convert, dedup and blend them.
+
+    Writes OUTPUT, a rejects file saying what to change for every record left out, and a
+    report: per-source counts, dedup rates, composition by source and category.
+    """
+    if not recipe and not sources:
+        raise ConfigError(
+            "give a RECIPE.yaml or at least one --source",
+            hint="regen prepare recipe.yaml -o prompts.jsonl",
+        )
+    base = load_recipe(recipe) if recipe else Recipe(sources=())
+    extra = tuple(
+        parse_source({"path": p, "format": fmt, **_ask(total)}, f"--source {p}") for p in sources
+    )
+    merged = base.with_overrides(
+        sources=base.sources + extra,
+        total=total,
+        seed=seed,
+        tokenizer=tokenizer,
+        keep_multimodal=keep_multimodal,
+        role_map={**base.role_map, **parse_role_map_flags(role_map)},
+    )
+    check_blend(merged)
+    log = lambda line: click.echo(line, err=True)  # noqa: E731
+    result = run_prepare(merged, output, rejects=rejects, report=report, log=log)
+    click.echo(result.render())
+
+
+def _ask(total: int | None) -> dict:
+    """Quick sources share --total equally, or are taken whole without one."""
+    return {"weight": 1} if total is not None else {"count": "all"}

@@ -1,0 +1,186 @@
+"""The loop that owns reading, counting, rejects and dedup; adapters only convert rows.
+
+Sources are read in recipe order, which is the dedup priority: a prompt already seen in an
+earlier source (or earlier in the same one) is counted as a duplicate and left out.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+
+from regen.errors import ConfigError, InputError
+from regen.jsonio import atomic_write_bytes, atomic_write_json, dumps_line
+from regen.prepare.blend import Candidate, Candidates, allocate, heap_limit, rank
+from regen.prepare.convert import Converter
+from regen.prepare.dedup import HashIndex, key64
+from regen.prepare.formats import Adapter, Options, detect, resolve
+from regen.prepare.recipe import Recipe, SourceSpec
+from regen.prepare.record import Skip
+from regen.prepare.rejects import RejectsWriter
+from regen.prepare.report import Report, build_report
+from regen.prepare.sources import Row, read_rows
+from regen.prepare.stats import SourceStats
+
+BATCH = 4096  # prompts hashed and deduplicated together (vectorised index lookups)
+Log = Callable[[str], None]
+
+
+def prepare(
+    recipe: Recipe,
+    output: str | Path,
+    *,
+    rejects: str | Path | None = None,
+    report: str | Path | None = None,
+    log: Log = lambda _: None,
+) -> Report:
+    """Write the blended prompt file, the rejects file and the report; return the report."""
+    output = Path(output)
+    rejects_path = Path(rejects) if rejects else output.with_suffix(".rejects.jsonl")
+    report_path = Path(report) if report else output.with_suffix(".report.json")
+    fixed = sum(s.ask.count or 0 for s in recipe.sources)
+    indexes: list[HashIndex] = []
+    all_stats: list[SourceStats] = []
+    pools: list[Candidates] = []
+    with RejectsWriter(rejects_path) as writer:
+        for spec in recipe.sources:
+            reader = SourceReader(recipe, spec, indexes, [s.name for s in all_stats], writer)
+            pool = Candidates(heap_limit(spec.ask, fixed, recipe.total))
+            all_stats.append(reader.run(pool, log))
+            indexes.append(reader.index)
+            pools.append(pool)
+    chosen = select(recipe, all_stats, pools)
+    atomic_write_bytes(output, b"".join(c.line for _, c in chosen))
+    result = build_report(recipe, all_stats, chosen, output, rejects_path)
+    atomic_write_json(report_path, result.data)
+    return result
+
+
+def select(
+    recipe: Recipe, stats: list[SourceStats], pools: list[Candidates]
+) -> list[tuple[str, Candidate]]:
+    """Quotas per source, then one seeded shuffle of everything chosen (rank order)."""
+    quotas = allocate([s.ask for s in recipe.sources], [s.unique for s in stats], recipe.total)
+    chosen = []
+    for k, (st, pool, quota) in enumerate(zip(stats, pools, quotas, strict=True)):
+        st.requested = quota
+        picked = pool.best(quota)
+        st.selected = len(picked)
+        chosen += [((c.rank, k, c.row), st.name, c) for c in picked]
+    chosen.sort(key=lambda item: item[0])
+    return [(name, c) for _, name, c in chosen]
+
+
+class SourceReader:
+    """Reads one source: detects its format, converts, rejects, dedups, offers candidates."""
+
+    def __init__(
+        self,
+        recipe: Recipe,
+        spec: SourceSpec,
+        earlier: list[HashIndex],
+        earlier_names: list[str],
+        rejects: RejectsWriter,
+    ) -> None:
+        self.recipe, self.spec, self.rejects = recipe, spec, rejects
+        self.earlier, self.earlier_names = earlier, earlier_names
+        self.index = HashIndex()
+        self.stats = SourceStats(spec.name, spec.dataset)
+        self.options = Options(
+            role_map={**recipe.role_map, **spec.role_map},
+            keep_multimodal=recipe.keep_multimodal,
+            aux_max_tokens=recipe.aux_max_tokens,
+        )
+
+    def run(self, pool: Candidates, log: Log) -> SourceStats:
+        rows = read_rows(self.spec)
+        adapter, rows = self.choose_adapter(rows)
+        log(f"{self.spec.name}: format {adapter.name} ({self.stats.format_reason})")
+        if adapter.needs_scan:
+            adapter.scan(v for _, v, _ in read_rows(self.spec) if isinstance(v, dict))
+        converter = Converter(self.spec, adapter)
+        pending: list[tuple[int, Candidate]] = []
+        for index, value, where in rows:
+            self.stats.read += 1
+            candidate = self.convert(converter, index, value, where)
+            if candidate is not None:
+                pending.append(candidate)
+            if len(pending) >= BATCH:
+                self.dedup(pending, pool)
+                pending = []
+        self.dedup(pending, pool)
+        log(f"{self.spec.name}: read {self.stats.read}, unique {self.stats.unique}")
+        return self.stats
+
+    def convert(
+        self, converter: Converter, index: int, value: object, where: str
+    ) -> tuple[int, Candidate] | None:
+        try:
+            if isinstance(value, InputError):
+                raise value
+            prompt, digest, converted = converter.convert(value, index)  # type: ignore[arg-type]
+        except InputError as err:
+            counter = self.stats.skipped if isinstance(err, Skip) else self.stats.rejected
+            counter[err.kind] += 1
+            self.stats.examples.setdefault(err.kind, f"row {index}: {err.message}")
+            self.rejects.write(self.spec, index, where, err)
+            return None
+        self.stats.converted += 1
+        self.stats.dropped_blocks.update(converted.dropped)
+        line = dumps_line(prompt.to_dict())
+        category = prompt.meta["category"]
+        return key64(digest), Candidate(rank(digest, self.recipe.seed), index, category, line)
+
+    def dedup(self, pending: list[tuple[int, Candidate]], pool: Candidates) -> None:
+        """Exact dedup of one batch against earlier sources, this source, and itself."""
+        if not pending:
+            return
+        keys = np.fromiter((k for k, _ in pending), dtype=np.uint64, count=len(pending))
+        owner = np.full(len(keys), -1, dtype=np.int64)
+        for j in reversed(range(len(self.earlier))):  # the earliest source wins
+            owner[self.earlier[j].contains(keys)] = j
+        owner[(owner < 0) & self.index.contains(keys)] = len(self.earlier)
+        seen: set[int] = set()
+        fresh: list[int] = []
+        names = [*self.earlier_names, self.spec.name]
+        for (key, candidate), who in zip(pending, owner.tolist(), strict=True):
+            if who < 0 and key in seen:
+                who = len(self.earlier)
+            if who >= 0:
+                self.stats.deduplicated += 1
+                self.stats.duplicate_of[names[who]] += 1
+                continue
+            seen.add(key)
+            fresh.append(key)
+            pool.offer(candidate)
+        self.stats.unique += len(fresh)
+        self.index.add(np.array(fresh, dtype=np.uint64))
+
+    def choose_adapter(self, rows: Iterator[Row]) -> tuple[Adapter, Iterator[Row]]:
+        """The recipe's format, or the first row's shape; the reason goes in the report."""
+        if self.spec.format:
+            cls, reason = resolve(self.spec.format), "set in the recipe"
+        else:
+            head = []
+            first = None
+            for item in rows:
+                head.append(item)
+                if isinstance(item[1], dict):
+                    first = item[1]
+                    break
+            rows = itertools.chain(head, rows)
+            found = detect(first) if first is not None else None
+            if found is None:
+                keys = sorted(first)[:12] if first else []
+                raise ConfigError(
+                    f"source {self.spec.name!r}: cannot tell the format from its first row "
+                    f"(columns: {', '.join(keys) or 'none'})",
+                    hint="set format: sharegpt|openai|pairs|function_calling|traces",
+                )
+            cls, reason = found
+            reason = f"auto: {reason}"
+        self.stats.format, self.stats.format_reason = cls.name, reason
+        return cls(self.options), rows

@@ -1,0 +1,143 @@
+"""Signals, `regen status` on live and dead runs, and the Prometheus endpoint, all against a
+real `regen generate` process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import orjson
+
+from gen_helpers import assert_exactly_once, write_prompts
+from regen.fleet.embedded import free_port
+from regen.testing.fake_server import Behaviour, echo_answer
+
+
+def slow_server(fake_server, seconds: float = 0.2):
+    return fake_server(
+        Behaviour(
+            slots=4, seconds_per_token=seconds / 8, answer=lambda b: {**echo_answer(b), "tokens": 8}
+        )
+    )
+
+
+def start(prompts: Path, out: Path, url: str, *extra: str) -> subprocess.Popen:
+    command = [
+        sys.executable, "-m", "regen", "generate", "--prompts", str(prompts),
+        "--output-dir", str(out), "--servers", url, "--concurrency", "4",
+        "--display", "plain", "--log-interval", "0.5", *extra,
+    ]  # fmt: skip
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def status(out: Path) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-m", "regen", "status", str(out), "--json"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return orjson.loads(done.stdout)
+
+
+def wait_for(predicate, timeout: float = 20.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError("condition not reached in time")
+
+
+def test_sigterm_drains_in_flight_then_resume_finishes(tmp_path, fake_server):
+    server = slow_server(fake_server, 0.4)
+    ids = write_prompts(tmp_path / "p.jsonl", 60)
+    out = tmp_path / "out"
+    proc = start(tmp_path / "p.jsonl", out, server.url, "--drain-timeout", "10")
+    wait_for(lambda: (out / "progress.json").exists() and len(server.requests) >= 8)
+    proc.send_signal(signal.SIGTERM)
+    stdout, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 143
+    assert "SIGTERM received" in stdout and "resume" in stdout
+    # The drain let every request in flight finish and be written: none was cut.
+    written = status(out)["files"]["completions"]
+    assert written == len(server.requests)
+    assert written < 60
+    final = start(tmp_path / "p.jsonl", out, server.url)
+    final.communicate(timeout=60)
+    assert final.returncode == 0
+    assert_exactly_once(out, ids)
+
+
+def test_second_signal_exits_at_once_without_corrupting_output(tmp_path, fake_server):
+    server = slow_server(fake_server, 2.0)
+    ids = write_prompts(tmp_path / "p.jsonl", 40)
+    out = tmp_path / "out"
+    proc = start(tmp_path / "p.jsonl", out, server.url, "--drain-timeout", "60")
+    wait_for(lambda: len(server.requests) >= 4)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=10)
+    assert proc.returncode == 130
+    final = start(tmp_path / "p.jsonl", out, server.url)
+    final.communicate(timeout=120)
+    assert final.returncode == 0
+    assert_exactly_once(out, ids)
+
+
+def test_status_tells_a_live_run_from_a_dead_one(tmp_path, fake_server):
+    server = slow_server(fake_server, 0.3)
+    write_prompts(tmp_path / "p.jsonl", 200)
+    out = tmp_path / "out"
+    proc = start(tmp_path / "p.jsonl", out, server.url)
+    try:
+        live = wait_for(lambda: (out / "progress.json").exists() and status(out))
+        live = wait_for(lambda: (s := status(out))["progress"]["session"]["completed"] > 0 and s)
+        assert live["alive"]["alive"] is True and live["alive"]["pid"] == proc.pid
+        assert live["progress"]["state"] == "running"
+        assert live["progress"]["total"] == 200
+        assert live["progress"]["servers"][0]["in_flight"] > 0
+        assert live["manifest"]["config"]["servers"] == [server.url]
+        text = subprocess.run(
+            [sys.executable, "-m", "regen", "status", str(out)], capture_output=True, text=True
+        ).stdout
+        assert "RUNNING" in text and "ETA" in text
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.communicate(timeout=10)
+    dead = status(out)
+    assert dead["alive"]["alive"] is False
+    assert dead["progress"]["state"] == "running"  # what it last said; the lock tells the truth
+    text = subprocess.run(
+        [sys.executable, "-m", "regen", "status", str(out)], capture_output=True, text=True
+    ).stdout
+    assert "NOT RUNNING" in text and "died" in text
+
+
+def test_metrics_endpoint_serves_the_counters(tmp_path, fake_server):
+    server = slow_server(fake_server, 0.2)
+    write_prompts(tmp_path / "p.jsonl", 100)
+    port = free_port()
+    proc = start(tmp_path / "p.jsonl", tmp_path / "out", server.url, "--metrics-port", str(port))
+    try:
+
+        def scrape() -> str | None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
+                    body = r.read().decode()
+            except OSError:
+                return None
+            return body if "regen_completions_total" in body else None
+
+        body = wait_for(scrape)
+        assert f'regen_server_in_flight{{server="{server.url}"}}' in body
+        assert "regen_quality_rate" in body
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
