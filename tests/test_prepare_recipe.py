@@ -154,3 +154,11 @@ def test_recipe_errors_name_the_field(change: dict, message: str) -> None:
     with pytest.raises(ConfigError) as err:
         parse_recipe({"total": 5, "sources": [source]})
     assert message in str(err.value) and err.value.hint
+
+
+def test_missing_output_folders_are_created(recipe_file: Path, tmp_path: Path) -> None:
+    output = tmp_path / "not" / "there" / "prompts.jsonl"
+    prepare(load_recipe(str(recipe_file)), output)
+    assert output.read_bytes().count(b"\n") == 20
+    assert output.with_suffix(".rejects.jsonl").exists()
+    assert output.with_suffix(".report.json").exists()

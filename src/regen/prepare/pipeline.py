@@ -41,6 +41,8 @@ def prepare(
     output = Path(output)
     rejects_path = Path(rejects) if rejects else output.with_suffix(".rejects.jsonl")
     report_path = Path(report) if report else output.with_suffix(".report.json")
+    for path in (output, rejects_path, report_path):
+        _make_parent(path)
     fixed = sum(s.ask.count or 0 for s in recipe.sources)
     indexes: list[HashIndex] = []
     all_stats: list[SourceStats] = []
@@ -57,6 +59,14 @@ def prepare(
     result = build_report(recipe, all_stats, chosen, output, rejects_path)
     atomic_write_json(report_path, result.data)
     return result
+
+
+def _make_parent(path: Path) -> None:
+    """Output folders are created, never assumed (a missing one failed a real launch)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot create {path.parent}: {exc.strerror}") from exc
 
 
 def select(
