@@ -17,7 +17,20 @@ from regen.run.generate import generate as run_generate
 from regen.run.quality import Thresholds
 
 
-@click.command()
+def server_urls_after_flag(extra: list[str]) -> list[str]:
+    """`--servers A B C`: click takes A; B and C arrive as extra arguments. Anything else
+    there is a typo, reported as such rather than silently ignored."""
+    for arg in extra:
+        if arg.startswith("-"):
+            raise click.UsageError(f"no such option: {arg}")
+        if "://" not in arg:
+            raise click.UsageError(
+                f"unexpected argument {arg!r} (server URLs look like http://host:port)"
+            )
+    return extra
+
+
+@click.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 @click.option(
     "--prompts", type=click.Path(path_type=Path), required=True, help="Prompt JSONL (.zst ok)."
 )
@@ -78,11 +91,16 @@ from regen.run.quality import Thresholds
 )
 @click.option("--metrics-port", type=int, help="Serve Prometheus metrics on this port.")
 @click.option("--metrics-host", default="127.0.0.1", show_default=True)
-def generate(**opts) -> None:
-    """Generate completions for every prompt, resuming where a previous run stopped."""
+@click.pass_context
+def generate(ctx: click.Context, **opts) -> None:
+    """Generate completions for every prompt, resuming where a previous run stopped.
+
+    --servers takes one or more URLs: `--servers http://h:30000 http://h:30001`.
+    """
     logging.basicConfig(level=logging.ERROR, format="%(message)s")
     config = GenerateConfig(
-        prompts=opts["prompts"], output_dir=opts["output_dir"], servers=list(opts["servers"]),
+        prompts=opts["prompts"], output_dir=opts["output_dir"],
+        servers=[*opts["servers"], *server_urls_after_flag(ctx.args)],
         local_model=opts["local_model"], model=opts["model"],
         sampling=Sampling(
             max_tokens=opts["max_output_tokens"], temperature=opts["temperature"],

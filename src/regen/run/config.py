@@ -83,6 +83,11 @@ class GenerateConfig:
             raise ConfigError("--concurrency must be at least 1")
         if self.sampling.max_tokens < 1:
             raise ConfigError("--max-output-tokens must be at least 1")
+        for url in self.servers:
+            if not url.startswith(("http://", "https://")):
+                raise ConfigError(
+                    f"server URL {url!r} has no scheme", hint=f"write it as http://{url}"
+                )
 
     @property
     def per_server_concurrency(self) -> int:
