@@ -15,7 +15,7 @@ import os
 import signal
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +25,13 @@ from regen.errors import ConfigError, FleetUnavailable, ServerError
 from regen.fleet.dispatch import Fleet
 from regen.fleet.embedded import EmbeddedServer, default_model_path
 from regen.fleet.preflight import check_token_ids, resolve_model
-from regen.fleet.response import Generated, parse_chat_response
+from regen.fleet.response import Generated
 from regen.fleet.server import Server
 from regen.inputs import read_prompts
 from regen.records import BadLine, WorkItem, record_key
 from regen.run import ledger as ledger_mod
 from regen.run.config import GenerateConfig
+from regen.run.conversation import RequestShape, completion_record, regenerate
 from regen.run.layout import OutputLayout
 from regen.run.lock import RunLock
 from regen.run.manifest import check_and_record, fingerprint
@@ -111,6 +112,9 @@ class Run:
     async def execute(self) -> RunResult:
         try:
             self.model = await resolve_model(self.servers, self.config.model)
+            self.shape = RequestShape(
+                self.model, self.config.regenerate_turns, self.config.return_token_ids
+            )
             await self._check_token_ids()
             return await self._run()
         finally:
@@ -313,8 +317,9 @@ class Run:
 
     # -- one item ------------------------------------------------------------------------
     async def _process(self, item: WorkItem) -> None:
+        sampling = self.config.sampling.with_overrides(item.prompt.sampling)
         try:
-            record, generated = await self._generate_item(item)
+            conv = await regenerate(self.fleet, item, self.shape, sampling)
         except ServerError as err:
             self.errors.write(
                 {
@@ -328,75 +333,10 @@ class Run:
             self.stats.failed += 1
             self.stats.errors_by_type[err.kind] += 1
             return
+        record = completion_record(item, conv, self.shape, sampling)
         self.completions.write(record)
-        self._account(record, generated)
-
-    async def _generate_item(self, item: WorkItem) -> tuple[dict, Generated]:
-        prompt = item.prompt
-        sampling = self.config.sampling.with_overrides(prompt.sampling)
-        turn_ends = [len(prompt.messages)]
-        if self.config.regenerate_turns == "all":
-            turn_ends = [i for i, m in enumerate(prompt.messages) if m["role"] == "assistant"]
-            turn_ends.append(len(prompt.messages))
-        history: list[dict] = []
-        turns: list[dict] = []
-        start = 0
-        attempts, latency = 0, 0.0
-        for end in turn_ends:
-            history.extend(prompt.messages[start:end])
-            start = end + 1  # skip the original answer that this turn replaces
-            body = self._request_body(history, prompt.tools, sampling, item.sample)
-            done = await self.fleet.complete(body)
-            generated = parse_chat_response(done.data, done.server.name)
-            history.append(generated.assistant_message())
-            attempts += done.attempts
-            latency += done.latency
-            done.server.stats.record_success(done.latency, generated.completion_tokens or 0)
-            turns.append(_turn_meta(generated, done.server.url))
-        record = self._record(item, history, turns, generated, sampling, attempts, latency)
-        return record, generated
-
-    def _request_body(self, history, tools, sampling, sample: int) -> dict[str, Any]:
-        # Reasoning of earlier turns is never fed back into later prompts.
-        messages = [{k: v for k, v in m.items() if k != "reasoning_content"} for m in history]
-        body: dict[str, Any] = {"model": self.model, "messages": messages, "stream": False}
-        body.update(sampling.request_fields(sample))
-        if tools:
-            body["tools"] = tools
-        if self.config.return_token_ids:
-            body["return_token_ids"] = True
-        return body
-
-    def _record(self, item, history, turns, last: Generated, sampling, attempts, latency) -> dict:
-        prompt = item.prompt
-        record: dict[str, Any] = {"id": prompt.id, "sample": item.sample, "messages": history}
-        if prompt.tools:
-            record["tools"] = prompt.tools
-        record["finish_reason"] = last.finish_reason
-        record["usage"] = {
-            "prompt_tokens": sum(t["usage"]["prompt_tokens"] or 0 for t in turns),
-            "completion_tokens": sum(t["usage"]["completion_tokens"] or 0 for t in turns),
-        }
-        if prompt.source is not None:
-            record["source"] = prompt.source
-        if prompt.category is not None:
-            record["category"] = prompt.category
-        if last.completion_token_ids is not None:
-            record["token_ids"] = {
-                "prompt": last.prompt_token_ids,
-                "completion": last.completion_token_ids,
-            }
-        record["meta"] = {
-            "server": turns[-1]["server"],
-            "model": self.model,
-            "sampling": asdict(sampling),
-            "attempts": attempts,
-            "latency_s": round(latency, 3),
-            "line": prompt.line,
-        }
-        if len(turns) > 1:
-            record["meta"]["turns"] = turns
-        return record
+        assert conv.last is not None
+        self._account(record, conv.last)
 
     def _account(self, record: dict, generated: Generated) -> None:
         self.stats.completed += 1
@@ -470,14 +410,3 @@ def _install_signal_handlers(loop, handler) -> list[signal.Signals]:
     for sig in EXIT_SIGNAL:
         loop.add_signal_handler(sig, handler, sig)
     return list(EXIT_SIGNAL)
-
-
-def _turn_meta(generated: Generated, server: str) -> dict[str, Any]:
-    return {
-        "server": server,
-        "finish_reason": generated.finish_reason,
-        "usage": {
-            "prompt_tokens": generated.prompt_tokens,
-            "completion_tokens": generated.completion_tokens,
-        },
-    }

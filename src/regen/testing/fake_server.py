@@ -13,6 +13,8 @@ import argparse
 import asyncio
 import itertools
 import threading
+import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,6 +53,10 @@ class FakeServer:
         self.port = port
         self.requests: list[dict[str, Any]] = []
         self.served = 0
+        # Wall-clock (time.time) marks for benchmarks in other processes: /stats reports them.
+        self.first_request_at: float | None = None
+        self.last_served_at: float | None = None
+        self.tokens_served = 0
         self._faults = itertools.cycle(self.behaviour.faults or ["ok"])
         self._slots: asyncio.Semaphore | None = None
         self._runner: web.AppRunner | None = None
@@ -67,7 +73,20 @@ class FakeServer:
             await asyncio.sleep(3600)
         return web.json_response({"object": "list", "data": [{"id": self.behaviour.model}]})
 
+    async def stats(self, request: web.Request) -> web.Response:
+        return web.json_response(
+            {
+                "requests": len(self.requests),
+                "served": self.served,
+                "tokens_served": self.tokens_served,
+                "first_request_at": self.first_request_at,
+                "last_served_at": self.last_served_at,
+            }
+        )
+
     async def chat(self, request: web.Request) -> web.StreamResponse:
+        if self.first_request_at is None:
+            self.first_request_at = time.time()
         body = orjson.loads(await request.read())
         self.requests.append(body)
         fault = next(self._faults)
@@ -92,6 +111,8 @@ class FakeServer:
             if fault == "reset":
                 return await self._reset_midway(request, payload)
             self.served += 1
+            self.tokens_served += tokens
+            self.last_served_at = time.time()
             return web.Response(body=payload, content_type="application/json")
 
     async def _reset_midway(self, request: web.Request, payload: bytes) -> web.StreamResponse:
@@ -140,6 +161,7 @@ class FakeServer:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_get("/v1/models", self.models)
         app.router.add_post("/v1/chat/completions", self.chat)
+        app.router.add_get("/stats", self.stats)
         return app
 
     async def start_async(self) -> None:
@@ -165,6 +187,10 @@ class FakeServer:
             ready.set()
             self._loop.run_forever()
             self._loop.run_until_complete(self.stop_async())
+            pending = asyncio.all_tasks(self._loop)  # handlers still hanging: cut them
+            for task in pending:
+                task.cancel()
+            self._loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
             self._loop.close()
 
         self._thread = threading.Thread(target=serve, daemon=True)
@@ -187,16 +213,31 @@ def main() -> None:
     parser.add_argument("--slots", type=int, default=64)
     parser.add_argument("--seconds-per-token", type=float, default=0.0)
     parser.add_argument("--tokens", type=int, default=8)
+    parser.add_argument(
+        "--tokens-jitter",
+        type=float,
+        default=0.0,
+        help="vary each answer's length uniformly within tokens*(1±J), decided by a hash of "
+        "the prompt so every client sees the same work",
+    )
     parser.add_argument("--pad-bytes", type=int, default=0)
     parser.add_argument("--model", default="fake-model")
     args = parser.parse_args()
-    tokens = args.tokens
+    tokens, jitter = args.tokens, min(max(args.tokens_jitter, 0.0), 1.0)
+
+    def answer(body: dict[str, Any]) -> dict[str, Any]:
+        echoed = echo_answer(body)
+        if not jitter:
+            return {**echoed, "tokens": tokens}
+        unit = zlib.crc32(echoed["content"].encode()) / 0xFFFFFFFF  # in [0, 1]
+        return {**echoed, "tokens": max(1, round(tokens * (1 - jitter + 2 * jitter * unit)))}
+
     behaviour = Behaviour(
         model=args.model,
         slots=args.slots,
         seconds_per_token=args.seconds_per_token,
         pad_bytes=args.pad_bytes,
-        answer=lambda body: {**echo_answer(body), "tokens": tokens},
+        answer=answer,
     )
     server = FakeServer(behaviour, port=args.port)
 

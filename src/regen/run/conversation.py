@@ -1,0 +1,119 @@
+"""One work item, start to finish: the request(s) for a (prompt, sample) and its output line.
+
+With `--regenerate-turns all`, every assistant turn is regenerated in order, each request
+carrying the regenerated history; reasoning of earlier turns is never fed back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from regen.fleet.dispatch import Fleet
+from regen.fleet.response import Generated, parse_chat_response
+from regen.records import WorkItem
+from regen.run.config import Sampling
+
+
+@dataclass(frozen=True)
+class RequestShape:
+    """What every request of a run shares."""
+
+    model: str
+    regenerate_turns: Literal["last", "all"] = "last"
+    return_token_ids: bool = False
+
+
+@dataclass
+class Conversation:
+    history: list[dict] = field(default_factory=list)
+    turns: list[dict] = field(default_factory=list)
+    attempts: int = 0
+    latency: float = 0.0
+    last: Generated | None = None
+
+
+def turn_ends(messages: list[dict], mode: str) -> list[int]:
+    """Where each regenerated answer goes: at the end, and (mode all) at each old answer."""
+    ends = [len(messages)]
+    if mode == "all":
+        ends = [i for i, m in enumerate(messages) if m["role"] == "assistant"] + ends
+    return ends
+
+
+async def regenerate(fleet: Fleet, item: WorkItem, shape: RequestShape, sampling: Sampling):
+    prompt = item.prompt
+    conv = Conversation()
+    start = 0
+    for end in turn_ends(prompt.messages, shape.regenerate_turns):
+        conv.history.extend(prompt.messages[start:end])
+        start = end + 1  # skip the original answer that this turn replaces
+        body = request_body(shape, conv.history, prompt.tools, sampling, item.sample)
+        done = await fleet.complete(body)
+        generated = parse_chat_response(done.data, done.server.name)
+        done.server.stats.record_success(done.latency, generated.completion_tokens or 0)
+        conv.history.append(generated.assistant_message())
+        conv.attempts += done.attempts
+        conv.latency += done.latency
+        conv.last = generated
+        conv.turns.append(
+            {
+                "server": done.server.url,
+                "finish_reason": generated.finish_reason,
+                "usage": {
+                    "prompt_tokens": generated.prompt_tokens or 0,
+                    "completion_tokens": generated.completion_tokens or 0,
+                },
+            }
+        )
+    return conv
+
+
+def request_body(
+    shape: RequestShape, history: list[dict], tools: list[dict] | None, sampling: Sampling,
+    sample: int,
+) -> dict[str, Any]:  # fmt: skip
+    messages = [{k: v for k, v in m.items() if k != "reasoning_content"} for m in history]
+    body: dict[str, Any] = {"model": shape.model, "messages": messages, "stream": False}
+    body.update(sampling.request_fields(sample))
+    if tools:
+        body["tools"] = tools
+    if shape.return_token_ids:
+        body["return_token_ids"] = True
+    return body
+
+
+def completion_record(
+    item: WorkItem, conv: Conversation, shape: RequestShape, sampling: Sampling
+) -> dict[str, Any]:
+    """The completions/ line. `id` and `sample` come first: the ledger relies on it."""
+    prompt, last = item.prompt, conv.last
+    assert last is not None
+    record: dict[str, Any] = {"id": prompt.id, "sample": item.sample, "messages": conv.history}
+    if prompt.tools:
+        record["tools"] = prompt.tools
+    record["finish_reason"] = last.finish_reason
+    record["usage"] = {
+        key: sum(t["usage"][key] for t in conv.turns)
+        for key in ("prompt_tokens", "completion_tokens")
+    }
+    if prompt.source is not None:
+        record["source"] = prompt.source
+    if prompt.category is not None:
+        record["category"] = prompt.category
+    if last.completion_token_ids is not None:
+        record["token_ids"] = {
+            "prompt": last.prompt_token_ids,
+            "completion": last.completion_token_ids,
+        }
+    record["meta"] = {
+        "server": conv.turns[-1]["server"],
+        "model": shape.model,
+        "sampling": asdict(sampling),
+        "attempts": conv.attempts,
+        "latency_s": round(conv.latency, 3),
+        "line": prompt.line,
+    }
+    if len(conv.turns) > 1:
+        record["meta"]["turns"] = conv.turns
+    return record
