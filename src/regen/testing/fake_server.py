@@ -55,7 +55,9 @@ class FakeServer:
         self.served = 0
         # Wall-clock (time.time) marks for benchmarks in other processes: /stats reports them.
         self.first_request_at: float | None = None
+        self.last_request_at: float | None = None
         self.last_served_at: float | None = None
+        self.served_at: list[float] = []
         self.tokens_served = 0
         self._faults = itertools.cycle(self.behaviour.faults or ["ok"])
         self._slots: asyncio.Semaphore | None = None
@@ -74,19 +76,23 @@ class FakeServer:
         return web.json_response({"object": "list", "data": [{"id": self.behaviour.model}]})
 
     async def stats(self, request: web.Request) -> web.Response:
-        return web.json_response(
-            {
-                "requests": len(self.requests),
-                "served": self.served,
-                "tokens_served": self.tokens_served,
-                "first_request_at": self.first_request_at,
-                "last_served_at": self.last_served_at,
-            }
-        )
+        """Counters and wall-clock marks; `?times=1` adds every completion's time."""
+        data: dict[str, Any] = {
+            "requests": len(self.requests),
+            "served": self.served,
+            "tokens_served": self.tokens_served,
+            "first_request_at": self.first_request_at,
+            "last_request_at": self.last_request_at,
+            "last_served_at": self.last_served_at,
+        }
+        if request.query.get("times"):
+            data["served_at"] = self.served_at
+        return web.json_response(data)
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
+        self.last_request_at = time.time()
         if self.first_request_at is None:
-            self.first_request_at = time.time()
+            self.first_request_at = self.last_request_at
         body = orjson.loads(await request.read())
         self.requests.append(body)
         fault = next(self._faults)
@@ -113,6 +119,7 @@ class FakeServer:
             self.served += 1
             self.tokens_served += tokens
             self.last_served_at = time.time()
+            self.served_at.append(self.last_served_at)
             return web.Response(body=payload, content_type="application/json")
 
     async def _reset_midway(self, request: web.Request, payload: bytes) -> web.StreamResponse:
@@ -183,6 +190,7 @@ class FakeServer:
 
         def serve() -> None:
             self._loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(self._loop)
             self._loop.run_until_complete(self.start_async())
             ready.set()
             self._loop.run_forever()
