@@ -1,0 +1,75 @@
+"""Completions in, token ids and loss masks out: the one code path check and export share."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from itertools import islice
+from typing import Any
+
+from regen.check.mask import Encoded, build_mask, special_ids, tokenize_all
+from regen.check.record import Completion
+from regen.check.render import TEMPLATE_TOKENS, Rendered, render_turns
+from regen.check.tokenizer import load_tokenizer
+from regen.errors import ConfigError, InputError
+
+BATCH = 256
+
+
+@dataclass(frozen=True)
+class Encoder:
+    tok: Any
+    specials: frozenset[int]
+    template_tokens: str = "train"
+
+    @classmethod
+    def load(
+        cls, tokenizer: str, *, chat_template: str | None = None, template_tokens: str = "train"
+    ) -> Encoder:
+        if template_tokens not in TEMPLATE_TOKENS:
+            raise ConfigError(f"--template-tokens must be one of {', '.join(TEMPLATE_TOKENS)}")
+        tok = load_tokenizer(tokenizer, chat_template=chat_template)
+        return cls(tok, special_ids(tok), template_tokens)
+
+    @classmethod
+    def of(cls, tok: Any, template_tokens: str = "train") -> Encoder:
+        return cls(tok, special_ids(tok), template_tokens)
+
+    def encode(self, completion: Completion) -> Encoded:
+        """One completion; raises InputError when its mask cannot be built."""
+        result = self.encode_batch([completion])[0]
+        if isinstance(result, InputError):
+            raise result
+        return result
+
+    def encode_batch(self, completions: list[Completion]) -> list[Encoded | InputError]:
+        rendered: list[Rendered | InputError] = []
+        for completion in completions:
+            try:
+                rendered.append(render_turns(self.tok, completion))
+            except InputError as err:
+                rendered.append(err)
+        good = [r for r in rendered if isinstance(r, Rendered)]
+        tokens = iter(tokenize_all(self.tok, [r.text for r in good]) if good else [])
+        out: list[Encoded | InputError] = []
+        for completion, item in zip(completions, rendered, strict=True):
+            if isinstance(item, InputError):
+                out.append(item)
+                continue
+            ids, offsets = next(tokens)
+            try:
+                out.append(
+                    build_mask(
+                        completion.id, item, ids, offsets, self.specials, self.template_tokens
+                    )
+                )
+            except InputError as err:
+                out.append(err)
+        return out
+
+    def stream(
+        self, completions: Iterable[Completion]
+    ) -> Iterator[tuple[Completion, Encoded | InputError]]:
+        it = iter(completions)
+        while batch := list(islice(it, BATCH)):
+            yield from zip(batch, self.encode_batch(batch), strict=True)

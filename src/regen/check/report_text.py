@@ -1,0 +1,63 @@
+"""The terminal report: the verdict first, then one block per source, then the overall block."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from regen.check.runner import CheckReport
+
+
+def render_text(report: CheckReport) -> str:
+    data = report.to_json()
+    lines = [f"regen check: {data['overall']['samples']} samples, "
+             f"{len(data['sources'])} source(s)", ""]  # fmt: skip
+    for name, group in data["sources"].items():
+        lines += [f"== source {name}", *_group_lines(group), ""]
+    lines += ["== overall", *_group_lines(data["overall"]), ""]
+    if data["error_examples"]:
+        lines.append("first mask errors:")
+        lines += [f"  {e['id']}: [{e['error']}] {e['message']}" for e in data["error_examples"][:5]]
+        lines.append("")
+    lines.append("rules:")
+    for rule in data["rules"]:
+        mark = "ok  " if rule["passed"] else "FAIL"
+        lines.append(
+            f"  {mark} {rule['rule']:<18} {rule['fraction']:7.2%} (max {rule['max_fraction']:.2%})"
+            f"  {rule['count']}/{rule['of']}  {rule['what']}"
+        )
+    verdict = data["verdict"].upper()
+    failed = ", ".join(data["failed_rules"])
+    lines += ["", f"verdict: {verdict}" + (f" (failed: {failed})" if failed else "")]
+    return "\n".join(lines)
+
+
+def _group_lines(g: dict[str, Any]) -> list[str]:
+    n = g["samples"] or 1
+    m, o = g["mask_sum"], g["output_tokens"]
+    lines = [
+        f"  samples             {g['samples']}",
+        f"  mask sum            p50 {m['p50']}  p90 {m['p90']}  min {m['min']}  max {m['max']}",
+        f"  mask sum <= {m['degenerate_at']:<7} {m['at_or_below']} ({m['at_or_below'] / n:.1%})",
+        f"  output tokens       p50 {o['p50']}  p90 {o['p90']}  p99 {o['p99']}  max {o['max']}",
+        f"  empty answers       {g['empty_answers']}",
+        f"  missing reasoning   {g['reasoning_missing']['count']} of "
+        f"{g['reasoning_missing']['thinking_on']} with thinking on",
+        f"  truncated (length)  {g['truncated']}",
+        f"  short runs (<{g['short_runs']['min_run']})    {g['short_runs']['count']}",
+        f"  duplicate answers   {g['duplicate_answers']['count']}",
+    ]
+    if g["too_long"]["max_length"] is not None:
+        lines.append(f"  over {g['too_long']['max_length']} tokens   {g['too_long']['count']}")
+    if g["token_ids"]["checked"]:
+        ids = g["token_ids"]
+        lines.append(f"  token-id mismatch   {ids['mismatched']} of {ids['checked']}")
+    if g["errors"]:
+        lines.append(
+            "  mask errors         " + ", ".join(f"{k} {v}" for k, v in g["errors"].items())
+        )
+    if g["top_prefixes"]:
+        top = "; ".join(f"{p!r} x{c}" for p, c in g["top_prefixes"][:3])
+        lines.append(f"  frequent prefixes   {top}")
+    cats = ", ".join(f"{k} {v}" for k, v in list(g["categories"].items())[:6])
+    lines.append(f"  categories          {cats}")
+    return lines

@@ -1,0 +1,132 @@
+"""`check` as a library call: read a run, encode every completion, count, judge."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from regen.check.encode import Encoder
+from regen.check.mask import Encoded
+from regen.check.record import Completion
+from regen.check.rules import Outcome, judge
+from regen.check.sample import SampleResult, failed, invalid, result_of
+from regen.check.stats import Group, StatOptions
+from regen.errors import ConfigError, InputError
+from regen.jsonio import dumps_line
+from regen.run.layout import OutputLayout
+
+ERROR_EXAMPLES = 20
+
+
+@dataclass
+class CheckReport:
+    overall: Group
+    sources: dict[str, Group]
+    outcomes: list[Outcome]
+    settings: dict[str, Any]
+    error_examples: list[dict] = field(default_factory=list)
+    shown: list[tuple[Completion, Encoded]] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return all(o.passed for o in self.outcomes)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "verdict": "pass" if self.passed else "fail",
+            "failed_rules": [o.rule for o in self.outcomes if not o.passed],
+            "rules": [{**o.__dict__, "passed": o.passed} for o in self.outcomes],
+            "overall": self.overall.to_json(),
+            "sources": {name: g.to_json() for name, g in sorted(self.sources.items())},
+            "error_examples": self.error_examples,
+            "settings": self.settings,
+        }
+
+
+def read_runs(output_dirs: Iterable[str | Path]) -> Iterator[dict]:
+    """Every finished completion record of one or more `regen generate` output dirs."""
+    for output_dir in output_dirs:
+        layout = OutputLayout.at(output_dir)
+        if not layout.shard_files("completions"):
+            raise ConfigError(
+                f"no completion shards under {layout.completions}",
+                hint="pass the --output-dir of a `regen generate` run",
+            )
+        yield from layout.iter_records("completions")
+
+
+@dataclass
+class _Tally:
+    opts: StatOptions
+    per_sample: IO[bytes] | None
+    overall: Group = field(init=False)
+    sources: dict[str, Group] = field(default_factory=dict)
+    examples: list[dict] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.overall = Group(self.opts)
+
+    def add(self, result: SampleResult) -> None:
+        self.overall.add(result)
+        self.sources.setdefault(result.source, Group(self.opts)).add(result)
+        if result.error is not None and len(self.examples) < ERROR_EXAMPLES:
+            self.examples.append(
+                {"id": result.id, "error": result.error, "message": result.message}
+            )
+        if self.per_sample is not None:
+            self.per_sample.write(dumps_line(result.to_json()))
+
+    def valid(self, records: Iterable[dict]) -> Iterator[Completion]:
+        """Completions that can be read; the rest are counted as errors here."""
+        for raw in records:
+            try:
+                yield Completion.of(raw)
+            except InputError as err:
+                self.add(invalid(raw, err))
+
+
+def check_completions(
+    records: Iterable[dict],
+    encoder: Encoder,
+    opts: StatOptions,
+    limits: dict[str, float | None],
+    *,
+    show: int = 0,
+    per_sample: IO[bytes] | None = None,
+) -> CheckReport:
+    tally = _Tally(opts, per_sample)
+    shown: list[tuple[Completion, Encoded]] = []
+    for completion, enc in encoder.stream(tally.valid(records)):
+        if isinstance(enc, InputError):
+            tally.add(failed(completion, enc.kind, enc.message))
+            continue
+        tally.add(result_of(completion, enc, encoder.specials))
+        if len(shown) < show:
+            shown.append((completion, enc))
+    if not tally.overall.samples:
+        raise ConfigError("no completions to check", hint="is the generate run empty?")
+    settings = {"template_tokens": encoder.template_tokens, **opts.__dict__}
+    outcomes = judge(tally.overall, limits)
+    return CheckReport(tally.overall, tally.sources, outcomes, settings, tally.examples, shown)
+
+
+def check_run(
+    output_dirs: Iterable[str | Path],
+    encoder: Encoder,
+    opts: StatOptions,
+    limits: dict[str, float | None],
+    *,
+    show: int = 0,
+    per_sample: Path | None = None,
+) -> CheckReport:
+    """Check one or more generate runs; `per_sample` gets one JSON line per sample."""
+    records = read_runs(output_dirs)
+    if per_sample is None:
+        return check_completions(records, encoder, opts, limits, show=show)
+    tmp = per_sample.with_name(f".{per_sample.name}.tmp")
+    with open(tmp, "wb") as fh:
+        report = check_completions(records, encoder, opts, limits, show=show, per_sample=fh)
+    tmp.replace(per_sample)
+    return report

@@ -1,0 +1,101 @@
+"""Everything check learns about one completion, in one small record (kept for every sample)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import xxhash
+
+from regen.check.mask import Encoded
+from regen.check.record import Completion
+
+PREFIX_CHARS = 40
+
+
+@dataclass(frozen=True)
+class SampleResult:
+    id: str
+    source: str
+    category: str
+    finish_reason: str
+    thinking: str
+    answer_empty: bool
+    reasoning_missing: bool
+    answer_hash: int
+    answer_prefix: str
+    error: str | None = None  # InputError.kind when the sample could not be encoded
+    message: str | None = None
+    n_tokens: int = 0
+    mask_sum: int = 0
+    longest_run: int = 0
+    output_tokens: int = 0
+    ids_match: bool | None = None  # None: the line carries no token ids
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def describe(completion: Completion) -> dict[str, Any]:
+    """The facts that need no tokenizer."""
+    answer = completion.answer.strip()
+    return {
+        "id": completion.id,
+        "source": completion.source,
+        "category": completion.category,
+        "finish_reason": completion.finish_reason,
+        "thinking": completion.thinking,
+        "answer_empty": not answer and not completion.has_tool_calls,
+        "reasoning_missing": completion.thinking == "on" and not completion.reasoning.strip(),
+        "answer_hash": xxhash.xxh64_intdigest(answer.encode()),
+        "answer_prefix": " ".join(answer[: PREFIX_CHARS * 2].split())[:PREFIX_CHARS],
+    }
+
+
+def result_of(completion: Completion, enc: Encoded, specials: frozenset[int]) -> SampleResult:
+    start, end = enc.final_generated
+    return SampleResult(
+        **describe(completion),
+        n_tokens=len(enc.input_ids),
+        mask_sum=enc.mask_sum,
+        longest_run=enc.longest_run,
+        output_tokens=end - start,
+        ids_match=ids_match(enc.input_ids[start:end], completion.completion_ids, specials),
+    )
+
+
+def failed(completion: Completion, kind: str, message: str) -> SampleResult:
+    return SampleResult(**describe(completion), error=kind, message=message)
+
+
+def ids_match(ours: list[int], server: list[int] | None, specials: frozenset[int]) -> bool | None:
+    """Does the re-tokenised final turn equal the server's completion ids?
+
+    Servers differ on whether the stop token is part of the completion ids, so one trailing
+    end-of-turn token on either side is not a mismatch.
+    """
+    if server is None:
+        return None
+    if ours == server:
+        return True
+    if ours and ours[-1] in specials and ours[:-1] == server:
+        return True
+    return bool(server) and server[-1] in specials and server[:-1] == ours
+
+
+def invalid(raw: Any, err: Exception) -> SampleResult:
+    """A line that is not a usable completion at all (no messages, no assistant turn)."""
+    raw = raw if isinstance(raw, dict) else {}
+    return SampleResult(
+        id=f"{raw.get('id')}#{raw.get('sample', 0)}",
+        source=Completion({"messages": [], **raw}).source,
+        category=Completion({"messages": [], **raw}).category,
+        finish_reason=str(raw.get("finish_reason") or "unknown"),
+        thinking="auto",
+        answer_empty=True,
+        reasoning_missing=False,
+        answer_hash=0,
+        answer_prefix="",
+        error=getattr(err, "kind", "invalid_record"),
+        message=str(err),
+    )

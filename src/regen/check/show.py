@@ -1,0 +1,29 @@
+"""`--show N`: print samples with the supervised tokens highlighted, to eyeball the mask."""
+
+from __future__ import annotations
+
+import click
+
+from regen.check.mask import Encoded
+from regen.check.record import Completion
+
+OPEN, CLOSE = "⟦", "⟧"  # marks supervised runs when colour is off (pipes, files)
+
+
+def render_sample(completion: Completion, enc: Encoded, *, color: bool) -> str:
+    mask = enc.loss_mask()
+    out = [f"--- {completion.id}  tokens {len(mask)}  supervised {enc.mask_sum}"]
+    parts: list[str] = []
+    for i, (start, end) in enumerate(enc.offsets):
+        piece = enc.text[start:end]
+        if not mask[i]:
+            parts.append(click.style(piece, dim=True) if color else piece)
+            continue
+        if color:
+            parts.append(click.style(piece, fg="green", bold=True, underline=True))
+        else:
+            opens = i == 0 or not mask[i - 1]
+            closes = i + 1 == len(mask) or not mask[i + 1]
+            parts.append((OPEN if opens else "") + piece + (CLOSE if closes else ""))
+    out.append("".join(parts))
+    return "\n".join(out)

@@ -1,0 +1,70 @@
+"""Load the target model's tokenizer and chat template: a local directory, a hub name, or GGUF.
+
+Masks are built from character offsets, so only "fast" (Rust) tokenizers are accepted: a slow
+tokenizer has no offset mapping and would force us back to guessing by regex.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from regen.errors import ConfigError
+
+
+def load_tokenizer(spec: str, *, chat_template: str | None = None) -> Any:
+    """Return a fast `PreTrainedTokenizerBase` for `spec`, with a chat template.
+
+    `spec` is a directory holding tokenizer files, a `.gguf` file (transformers converts its
+    vocabulary and reads the template from its metadata), or a hub name.
+    `chat_template` (a path to a Jinja file) overrides the tokenizer's own template.
+    `embedded` names the GGUF of the embedded default model (SmolLM2), the demo's target.
+    """
+    from transformers import AutoTokenizer
+
+    if spec == "embedded":
+        from regen.fleet.embedded import default_model_path
+
+        spec = str(default_model_path())
+    path = Path(spec).expanduser()
+    kwargs: dict[str, Any] = {}
+    if path.suffix == ".gguf":
+        if not path.is_file():
+            raise ConfigError(f"--tokenizer {spec}: no such GGUF file")
+        source, kwargs["gguf_file"] = str(path.parent), path.name
+    elif path.exists():
+        if not path.is_dir():
+            raise ConfigError(
+                f"--tokenizer {spec} is a file but not a .gguf file",
+                hint="pass the directory that holds tokenizer.json, a .gguf file or a hub name",
+            )
+        source = str(path)
+    else:
+        source = spec
+    try:
+        tok = AutoTokenizer.from_pretrained(source, **kwargs)
+    except (OSError, ValueError, ImportError) as exc:
+        raise ConfigError(
+            f"cannot load a tokenizer from {spec}: {exc}",
+            hint="pass a local tokenizer directory, a .gguf file, or a hub name you can reach",
+        ) from exc
+    if not tok.is_fast:
+        raise ConfigError(
+            f"the tokenizer of {spec} is a slow (Python) tokenizer without offsets",
+            hint="use a model with a tokenizer.json (transformers converts most on load)",
+        )
+    if chat_template is not None:
+        tok.chat_template = _read_template(chat_template)
+    if not tok.chat_template:
+        raise ConfigError(
+            f"the tokenizer of {spec} has no chat template",
+            hint="pass the target's template with --chat-template FILE.jinja",
+        )
+    return tok
+
+
+def _read_template(path: str) -> str:
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise ConfigError(f"--chat-template {path}: no such file")
+    return file.read_text(encoding="utf-8")

@@ -1,0 +1,76 @@
+"""`regen check`: tokenise a run with the target's template and judge whether it is trainable."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from regen.check import Encoder, StatOptions, check_run
+from regen.check.report_html import render_html
+from regen.check.report_text import render_text
+from regen.check.rules import parse_limits
+from regen.check.show import render_sample
+from regen.jsonio import atomic_write_bytes, atomic_write_json
+
+PATH = click.Path(path_type=Path)
+
+
+@click.command()
+@click.argument("output_dirs", nargs=-1, required=True, type=PATH)
+@click.option(
+    "--tokenizer",
+    required=True,
+    help="Target tokenizer: directory, .gguf file, hub name, or `embedded` (the demo model).",
+)
+@click.option("--chat-template", help="Jinja file that overrides the tokenizer's chat template.")
+@click.option(
+    "--template-tokens",
+    type=click.Choice(["train", "context"]),
+    default="train",
+    show_default=True,
+    help="Supervise template-inserted turn text (empty <think></think>) or not.",
+)
+@click.option("--max-length", type=int, help="Count sequences longer than this many tokens.")
+@click.option(
+    "--degenerate-at",
+    type=int,
+    default=10,
+    show_default=True,
+    help="A loss-mask sum at or below this is degenerate.",
+)
+@click.option(
+    "--min-run",
+    type=int,
+    default=2,
+    show_default=True,
+    help="Consecutive supervised tokens a sample needs (DFlash anchors).",
+)
+@click.option(
+    "--max",
+    "limits",
+    multiple=True,
+    metavar="RULE=FRACTION",
+    help="Override a rule's threshold, or turn it off with RULE=off.",
+)
+@click.option("--json", "json_path", type=PATH, help="Write the report as JSON here.")
+@click.option("--html", "html_path", type=PATH, help="Write a self-contained HTML report here.")
+@click.option("--per-sample", type=PATH, help="Write one JSON line per sample here.")
+@click.option("--show", type=int, default=0, help="Print N samples with supervised tokens marked.")
+def check(output_dirs, tokenizer, chat_template, template_tokens, max_length, degenerate_at,
+          min_run, limits, json_path, html_path, per_sample, show) -> None:  # fmt: skip
+    """Tokenise OUTPUT_DIRS with the target's template, report, and exit 1 if a rule fails."""
+    thresholds = parse_limits(limits)
+    encoder = Encoder.load(tokenizer, chat_template=chat_template, template_tokens=template_tokens)
+    opts = StatOptions(degenerate_at=degenerate_at, min_run=min_run, max_length=max_length)
+    report = check_run(output_dirs, encoder, opts, thresholds, show=show, per_sample=per_sample)
+    color = sys.stdout.isatty()
+    for completion, enc in report.shown:
+        click.echo(render_sample(completion, enc, color=color) + "\n")
+    click.echo(render_text(report))
+    if json_path:
+        atomic_write_json(json_path, report.to_json())
+    if html_path:
+        atomic_write_bytes(html_path, render_html(report).encode())
+    sys.exit(0 if report.passed else 1)

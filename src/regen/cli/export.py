@@ -1,0 +1,74 @@
+"""`regen export`: write a run as SpecForge JSONL or tokenized Parquet/JSONL."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from regen.check import Encoder
+from regen.export import Filters, export_run, make_format
+from regen.jsonio import atomic_write_json
+
+PATH = click.Path(path_type=Path)
+
+
+@click.command()
+@click.argument("output_dirs", nargs=-1, required=True, type=PATH)
+@click.option("--out", required=True, type=PATH, help="Directory for train/validation files.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["sharegpt", "specforge", "tokenized"]),
+    default="sharegpt",
+    show_default=True,
+)
+@click.option(
+    "--file-type",
+    type=click.Choice(["jsonl", "parquet"]),
+    help="Default: parquet for tokenized, jsonl otherwise.",
+)
+@click.option(
+    "--reasoning",
+    type=click.Choice(["inline", "field", "drop"]),
+    default="inline",
+    show_default=True,
+    help="sharegpt: <think> inline, a reasoning_content field, or none.",
+)
+@click.option("--tokenizer", help="Target tokenizer (tokenized format and mask filters).")
+@click.option("--chat-template", help="Jinja file that overrides the tokenizer's chat template.")
+@click.option(
+    "--template-tokens", type=click.Choice(["train", "context"]), default="train", show_default=True
+)
+@click.option("--drop-degenerate", is_flag=True, help="Drop empty answers and tiny masks.")
+@click.option("--degenerate-at", type=int, default=10, show_default=True)
+@click.option("--drop-truncated", is_flag=True, help="Drop finish_reason=length samples.")
+@click.option("--min-supervised-tokens", type=int, default=0, show_default=True)
+@click.option(
+    "--eval-fraction",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="Share of ids (by stable hash) written to the validation split.",
+)
+@click.option("--merge-into", type=PATH, help="An earlier export to add these samples to.")
+@click.option("--report", type=PATH, help="Write the export summary as JSON here.")
+def export(output_dirs, out, fmt, file_type, reasoning, tokenizer, chat_template, template_tokens,
+           drop_degenerate, degenerate_at, drop_truncated, min_supervised_tokens, eval_fraction,
+           merge_into, report) -> None:  # fmt: skip
+    """Export OUTPUT_DIRS to --out, loadable with datasets.load_dataset(OUT)."""
+    encoder = None
+    if tokenizer:
+        encoder = Encoder.load(
+            tokenizer, chat_template=chat_template, template_tokens=template_tokens
+        )
+    filters = Filters(drop_degenerate, drop_truncated, min_supervised_tokens, degenerate_at)
+    file_type = file_type or ("parquet" if fmt == "tokenized" else "jsonl")
+    summary = export_run(output_dirs, out, make_format(fmt, reasoning), encoder=encoder,
+                         filters=filters, eval_fraction=eval_fraction, file_type=file_type,
+                         merge_into=merge_into)  # fmt: skip
+    click.echo(f"read {summary.read}; written {summary.written}; kept from --merge-into "
+               f"{summary.kept_existing}")  # fmt: skip
+    click.echo(f"outcomes {dict(summary.outcomes)}; dropped {dict(summary.dropped)}")
+    if report:
+        atomic_write_json(report, summary.to_json())

@@ -1,0 +1,106 @@
+"""`export` as a library call: read runs, encode when needed, filter, dedup, split, write."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from regen.check.encode import Encoder
+from regen.check.mask import Encoded
+from regen.check.record import Completion
+from regen.check.runner import read_runs
+from regen.errors import ConfigError, InputError
+from regen.export.files import FILE_TYPES, SplitWriter, read_rows
+from regen.export.formats import Format
+from regen.export.merge import Deduper
+from regen.export.select import Filters, split_of
+
+
+@dataclass
+class ExportSummary:
+    read: int = 0
+    outcomes: Counter = field(default_factory=Counter)  # added / replaced / skipped_*
+    dropped: Counter = field(default_factory=Counter)  # filter rule or mask error -> count
+    kept_existing: int = 0
+    written: dict[str, int] = field(default_factory=dict)
+    files: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.__dict__, "outcomes": dict(self.outcomes), "dropped": dict(self.dropped)}
+
+
+def export_run(
+    output_dirs: Iterable[str | Path],
+    out_dir: Path,
+    fmt: Format,
+    *,
+    encoder: Encoder | None,
+    filters: Filters,
+    eval_fraction: float = 0.0,
+    file_type: str = "jsonl",
+    merge_into: Path | None = None,
+) -> ExportSummary:
+    if (fmt.needs_tokenizer or filters.needs_mask) and encoder is None:
+        raise ConfigError(
+            f"--format {fmt.name} with these filters needs the target's tokenizer",
+            hint="pass --tokenizer (the same one you give `regen check`)",
+        )
+    if file_type not in fmt.file_types:
+        raise ConfigError(
+            f"--format {fmt.name} writes {' or '.join(fmt.file_types)}, not {file_type}"
+        )
+    if not 0 <= eval_fraction < 1:
+        raise ConfigError("--eval-fraction must be in [0, 1)")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    dedup = Deduper.over(r for _, r in read_rows(merge_into)) if merge_into else Deduper()
+    summary, writer = ExportSummary(), SplitWriter(out_dir, file_type)
+    try:
+        for completion, enc in _encoded(read_runs(output_dirs), encoder, summary):
+            reason = filters.reason_to_drop(completion, enc)
+            if reason:
+                summary.dropped[reason] += 1
+                continue
+            row = fmt.row(completion, enc)
+            outcome = dedup.classify(row)
+            summary.outcomes[outcome] += 1
+            if outcome in ("added", "replaced"):
+                writer.write(split_of(row["id"], eval_fraction), row)
+        for _, row in read_rows(merge_into) if merge_into else ():
+            if str(row["id"]) not in dedup.replaced_ids:
+                summary.kept_existing += 1
+                writer.write(split_of(str(row["id"]), eval_fraction), row)
+        summary.files = [str(p) for p in writer.commit()]
+    except BaseException:
+        writer.abort()
+        raise
+    summary.written = dict(writer.counts)
+    return summary
+
+
+def _encoded(
+    records: Iterable[dict], encoder: Encoder | None, summary: ExportSummary
+) -> Iterator[tuple[Completion, Encoded | None]]:
+    """Readable completions with their encoding; unusable ones are counted as dropped."""
+
+    def valid() -> Iterator[Completion]:
+        for raw in records:
+            summary.read += 1
+            try:
+                yield Completion.of(raw)
+            except InputError as err:
+                summary.dropped[err.kind] += 1
+
+    if encoder is None:
+        yield from ((c, None) for c in valid())
+        return
+    for completion, enc in encoder.stream(valid()):
+        if isinstance(enc, InputError):
+            summary.dropped[enc.kind] += 1  # an all-zero mask is never exported
+            continue
+        yield completion, enc
+
+
+__all__ = ["FILE_TYPES", "ExportSummary", "export_run"]

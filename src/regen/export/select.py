@@ -1,0 +1,43 @@
+"""Which samples go out, and to which split. Filters are the check rules, applied per sample."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import xxhash
+
+from regen.check.mask import Encoded
+from regen.check.record import Completion
+
+TRAIN, EVAL = "train", "validation"  # `validation` is a split name datasets recognises
+
+
+@dataclass(frozen=True)
+class Filters:
+    drop_degenerate: bool = False
+    drop_truncated: bool = False
+    min_supervised_tokens: int = 0
+    degenerate_at: int = 10
+
+    @property
+    def needs_mask(self) -> bool:
+        return self.drop_degenerate or self.min_supervised_tokens > 0
+
+    def reason_to_drop(self, completion: Completion, enc: Encoded | None) -> str | None:
+        """The name of the first rule this sample breaks, or None to keep it."""
+        if self.drop_truncated and completion.finish_reason == "length":
+            return "truncated"
+        empty = not completion.answer.strip() and not completion.has_tool_calls
+        if self.drop_degenerate and (empty or (enc and enc.mask_sum <= self.degenerate_at)):
+            return "degenerate"
+        if enc is not None and enc.mask_sum < self.min_supervised_tokens:
+            return "min_supervised_tokens"
+        return None
+
+
+def split_of(sample_id: str, eval_fraction: float) -> str:
+    """Stable across runs and merges: the split depends only on the id's hash."""
+    if eval_fraction <= 0:
+        return TRAIN
+    bucket = xxhash.xxh64_intdigest(sample_id.encode()) / 2**64
+    return EVAL if bucket < eval_fraction else TRAIN

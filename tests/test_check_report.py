@@ -1,0 +1,143 @@
+"""`regen check` end to end: the verdict, the rules it names, exit codes and the reports."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "check"))
+import checkfix
+
+from regen.cli import main
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def healthy(n: int, source: str = "web") -> list[dict]:
+    return [
+        checkfix.completion(
+            f"{source}{i}",
+            f"The capital of France is Paris; this is {source} answer {i} with more words.",
+            reasoning=f"The user asks question {i}. Let me think step by step.",
+            thinking="on",
+            source=source,
+        )
+        for i in range(n)
+    ]
+
+
+def six_tokens(n: int) -> list[dict]:
+    """The incident: an empty reasoning and a boilerplate answer wrapped in the template."""
+    return [
+        checkfix.completion(f"bad{i}", "OK.", reasoning="", thinking="on", source="old")
+        for i in range(n)
+    ]
+
+
+def run_check(tmp_path: Path, records: list[dict], *args: str):
+    run = checkfix.write_run(tmp_path / "run", records)
+    tok = str(checkfix.qwen_style_dir())
+    json_path = tmp_path / "report.json"
+    result = CliRunner().invoke(
+        main, ["check", str(run), "--tokenizer", tok, "--json", str(json_path), *args]
+    )
+    report = json.loads(json_path.read_text()) if json_path.exists() else None
+    return result, report
+
+
+def test_six_token_dataset_fails_and_names_the_rule(tmp_path):
+    result, report = run_check(tmp_path, healthy(13) + six_tokens(87))
+    assert result.exit_code == 1, result.output
+    assert "verdict: FAIL" in result.output and "degenerate" in result.output
+    assert {"degenerate", "missing_reasoning", "duplicate_answers"} <= set(report["failed_rules"])
+    old = report["sources"]["old"]
+    assert old["mask_sum"]["at_or_below"] == 87 and old["mask_sum"]["max"] <= 10
+    assert old["top_prefixes"][0] == ["OK.", 87]
+    assert report["overall"]["mask_sum"]["histogram"]["counts"][4] == 87  # the 8-15 bin
+
+
+def test_healthy_dataset_passes(tmp_path):
+    result, report = run_check(tmp_path, healthy(40) + healthy(10, "code"))
+    assert result.exit_code == 0, result.output
+    assert report["verdict"] == "pass" and set(report["sources"]) == {"code", "web"}
+    assert report["overall"]["output_tokens"]["p50"] > 20
+
+
+def test_truncation_too_long_and_short_runs_are_counted(tmp_path):
+    records = healthy(10)
+    records[0]["finish_reason"] = records[1]["finish_reason"] = "length"
+    args = ("--max-length", "40", "--min-run", "1000", "--max", "short_runs=off")
+    result, report = run_check(tmp_path, records, *args)
+    overall = report["overall"]
+    assert overall["truncated"] == 2 and overall["too_long"]["count"] == 10
+    assert overall["short_runs"]["count"] == 10
+    assert "short_runs" not in [r["rule"] for r in report["rules"]]
+    assert set(report["failed_rules"]) == {"truncated", "too_long"} and result.exit_code == 1
+
+
+def test_token_id_mismatch_is_reported(tmp_path):
+    records = healthy(4)
+    for rec in records:
+        rec["token_ids"] = {"prompt": [], "completion": [5, 6, 7]}
+    result, report = run_check(tmp_path, records)
+    assert report["overall"]["token_ids"] == {"checked": 4, "mismatched": 4}
+    assert "token_mismatch" in report["failed_rules"] and result.exit_code == 1
+
+
+def test_unusable_lines_are_mask_errors(tmp_path):
+    records = [*healthy(5), {"id": "x", "messages": [{"role": "user", "content": "hi"}]}]
+    result, report = run_check(tmp_path, records)
+    assert report["overall"]["errors"] == {"no_assistant": 1}
+    assert "mask_errors" in report["failed_rules"] and result.exit_code == 1
+
+
+def test_user_mistakes_exit_2_without_traceback(tmp_path):
+    result, _ = run_check(tmp_path, healthy(2), "--max", "nonsense=1")
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    result = CliRunner().invoke(main, ["check", str(tmp_path / "nope"), "--tokenizer", "x.gguf"])
+    assert result.exit_code == 2 and "Error:" in result.output
+
+
+def test_show_marks_supervised_tokens(tmp_path):
+    result, _ = run_check(tmp_path, healthy(3), "--show", "1")
+    assert "⟦<think>\nThe user asks question 0" in result.output
+    assert "this is web answer 0 with more words.<|im_end|>⟧" in result.output
+
+
+def test_smollm2_gguf_tokenizer_via_cli(tmp_path):
+    run = checkfix.write_run(tmp_path / "run", healthy(5))
+    result = CliRunner().invoke(
+        main, ["check", str(run), "--tokenizer", str(checkfix.smollm2_gguf())]
+    )
+    assert "samples             5" in result.output
+    assert result.exit_code == 0, result.output
+
+
+def test_html_report_renders_in_headless_chromium(tmp_path):
+    # Not skipped when missing: "the page renders in a real browser" is part of done.
+    assert CHROMIUM, "needs a headless browser: apt-get update && apt-get install -y chromium"
+    html = tmp_path / "report.html"
+    result, _ = run_check(tmp_path, healthy(10) + six_tokens(20), "--html", str(html))
+    assert result.exit_code == 1
+    flags = [
+        "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run",
+        f"--user-data-dir={tmp_path / 'profile'}",
+    ]  # fmt: skip
+    dom = subprocess.run(
+        [CHROMIUM, *flags, "--dump-dom", html.as_uri()],
+        capture_output=True, text=True, timeout=120, check=True,
+    ).stdout  # fmt: skip
+    assert "Verdict: FAIL" in dom and "degenerate" in dom
+    assert dom.count('<svg class="plot"') >= 4 and 'class="bad"' in dom
+    shot = tmp_path / "shot.png"
+    subprocess.run(
+        [CHROMIUM, *flags, f"--screenshot={shot}", "--window-size=1200,1400", html.as_uri()],
+        capture_output=True, timeout=120, check=True,
+    )  # fmt: skip
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000

@@ -1,0 +1,177 @@
+"""`regen export`: formats, filters, split, merge; every output loads with datasets.load_dataset."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+# datasets reads these once, at import: keep its cache out of $HOME and never go online.
+os.environ.setdefault("HF_DATASETS_CACHE", tempfile.mkdtemp(prefix="regen-ds-cache-"))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+import datasets
+
+sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "check"))
+import checkfix
+
+from regen.check.encode import Encoder
+from regen.cli import main
+from regen.export import Filters, export_run, make_format
+
+WEATHER_TOOL = {"type": "function", "function": {"name": "get_weather", "parameters": {}}}
+
+
+def records() -> list[dict]:
+    good = [
+        checkfix.completion(f"g{i}", f"Answer {i}: Paris is the capital of France.",
+                            reasoning=f"Thinking about {i}.", thinking="on")
+        for i in range(30)
+    ]  # fmt: skip
+    tool = checkfix.completion(
+        "tool", "It is sunny.", tools=[WEATHER_TOOL],
+        history=[
+            {"role": "user", "content": "weather?"},
+            {"role": "assistant", "content": "", "tool_calls": [
+                {"id": "1", "type": "function",
+                 "function": {"name": "get_weather", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "1", "content": "sunny"},
+        ],
+    )  # fmt: skip
+    bad = checkfix.completion("empty", "", reasoning="", thinking="on")
+    cut = checkfix.completion("cut", "Paris is", reasoning="long", finish="length")
+    return [*good, tool, bad, cut]
+
+
+@pytest.fixture
+def run(tmp_path) -> Path:
+    return checkfix.write_run(tmp_path / "run", records())
+
+
+def cli(*args: str) -> str:
+    result = CliRunner().invoke(main, [str(a) for a in args])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_sharegpt_round_trips_through_load_dataset(run, tmp_path):
+    out = tmp_path / "sg"
+    cli("export", run, "--out", out, "--format", "specforge", "--eval-fraction", "0.2")
+    ds = datasets.load_dataset(str(out))
+    assert set(ds) == {"train", "validation"}
+    assert ds["train"].num_rows + ds["validation"].num_rows == 33
+    row = next(r for r in ds["train"].to_list() + ds["validation"].to_list() if r["id"] == "g1#0")
+    assert [m["role"] for m in row["conversations"]] == ["user", "assistant"]
+    assert row["conversations"][1]["content"].startswith("<think>\nThinking about 1.\n</think>")
+
+
+def test_reasoning_can_go_to_a_field(run, tmp_path):
+    out = tmp_path / "sg"
+    cli("export", run, "--out", out, "--reasoning", "field", "--drop-truncated")
+    rows = [json.loads(line) for line in (out / "train.jsonl").read_text().splitlines()]
+    assert "cut#0" not in {r["id"] for r in rows}
+    g1 = next(r for r in rows if r["id"] == "g1#0")["conversations"][1]
+    assert g1 == {"role": "assistant", "content": "Answer 1: Paris is the capital of France.",
+                  "reasoning_content": "Thinking about 1."}  # fmt: skip
+    tool = next(r for r in rows if r["id"] == "tool#0")
+    assert tool["tools"] == [WEATHER_TOOL] and tool["conversations"][1]["tool_calls"]
+
+
+def test_tokenized_parquet_matches_check_masks(run, tmp_path):
+    tok = str(checkfix.qwen_style_dir())
+    per_sample = tmp_path / "samples.jsonl"
+    CliRunner().invoke(
+        main, ["check", str(run), "--tokenizer", tok, "--per-sample", str(per_sample)]
+    )
+    checked = {s["id"]: s["mask_sum"] for s in map(json.loads, per_sample.read_text().splitlines())}
+    out = tmp_path / "tok"
+    cli("export", run, "--out", out, "--format", "tokenized", "--tokenizer", tok)
+    ds = datasets.load_dataset(str(out))["train"]
+    assert ds.num_rows == 33 and set(ds.column_names) >= {
+        "input_ids",
+        "loss_mask",
+        "attention_mask",
+    }
+    for row in ds:
+        assert sum(row["loss_mask"]) == checked[row["id"]] > 0
+        assert len(row["input_ids"]) == len(row["loss_mask"]) == sum(row["attention_mask"])
+
+
+def test_tokenized_jsonl_and_filters(run, tmp_path):
+    tok = str(checkfix.qwen_style_dir())
+    out = tmp_path / "tokj"
+    report = tmp_path / "export.json"
+    cli("export", run, "--out", out, "--format", "tokenized", "--file-type", "jsonl",
+        "--tokenizer", tok, "--drop-degenerate", "--drop-truncated",
+        "--min-supervised-tokens", "12", "--report", report)  # fmt: skip
+    summary = json.loads(report.read_text())
+    assert summary["dropped"] == {"degenerate": 1, "truncated": 1}
+    ds = datasets.load_dataset(str(out))["train"]
+    assert ds.num_rows == 31 and min(sum(m) for m in ds["loss_mask"]) >= 12
+
+
+def test_mask_filters_need_a_tokenizer(run, tmp_path):
+    result = CliRunner().invoke(
+        main, ["export", str(run), "--out", str(tmp_path / "o"), "--drop-degenerate"]
+    )
+    assert result.exit_code == 2 and "--tokenizer" in result.output
+
+
+def test_eval_split_is_stable(run, tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    cli("export", run, "--out", a, "--eval-fraction", "0.3")
+    cli("export", run, "--out", b, "--eval-fraction", "0.3")
+    assert (a / "validation.jsonl").read_bytes() == (b / "validation.jsonl").read_bytes()
+
+
+def test_merge_into_dedups_by_id_and_content(run, tmp_path):
+    out = tmp_path / "merged"
+    cli("export", run, "--out", out)
+    new = records()[:5]
+    new[0]["messages"][-1]["content"] = "A better answer."  # same id, new content: replaced
+    dup = json.loads(json.dumps(new[1]))
+    dup["id"] = "copy-of-g1"  # new id, same conversation: skipped
+    fresh = checkfix.completion("fresh", "Brand new answer.")
+    run2 = checkfix.write_run(tmp_path / "run2", [*new, dup, fresh])
+    report = tmp_path / "merge.json"
+    cli("export", run2, "--out", out, "--merge-into", out, "--report", report)
+    summary = json.loads(report.read_text())
+    assert summary["outcomes"] == {"replaced": 1, "skipped_same": 4,
+                                   "skipped_duplicate_content": 1, "added": 1}  # fmt: skip
+    ds = datasets.load_dataset(str(out))["train"]
+    assert ds.num_rows == 34 and len(set(ds["id"])) == 34
+    g0 = next(r for r in ds if r["id"] == "g0#0")
+    assert g0["conversations"][-1]["content"].endswith("A better answer.")
+    assert not [p for p in out.iterdir() if p.name.startswith(".")]
+
+
+def test_a_failed_export_leaves_no_finished_looking_file(run, tmp_path):
+    class Boom(Exception):
+        pass
+
+    fmt = make_format("sharegpt", "inline")
+    calls = {"n": 0}
+    original = fmt.row
+
+    def row(completion, enc):
+        calls["n"] += 1
+        if calls["n"] == 20:
+            raise Boom
+        return original(completion, enc)
+
+    fmt.row = row  # type: ignore[method-assign]
+    out = tmp_path / "x"
+    with pytest.raises(Boom):
+        export_run([run], out, fmt, encoder=None, filters=Filters())
+    assert list(out.iterdir()) == []
+
+
+def test_library_call_with_encoder(run, tmp_path):
+    encoder = Encoder.of(checkfix.load("smol"))
+    summary = export_run([run], tmp_path / "s", make_format("tokenized", "inline"),
+                         encoder=encoder, filters=Filters(), file_type="parquet")  # fmt: skip
+    assert summary.written == {"train": 33} and summary.outcomes == {"added": 33}
