@@ -8,9 +8,9 @@ from pathlib import Path
 import orjson
 import pytest
 
+from regen.chat import flatten
 from regen.errors import InputError
 from regen.prepare.blend import Ask, allocate
-from regen.prepare.content import flatten
 from regen.prepare.formats import Options, detect
 from regen.prepare.formats.function_calling import FunctionCalling
 from regen.prepare.formats.traces import Traces

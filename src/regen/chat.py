@@ -1,11 +1,15 @@
 """Chat messages in one shape: OpenAI-style role/content dicts.
 
 Every input format ends here, so the rules live in one place: which role labels mean what,
-how a list of content blocks becomes text, and how inline `<think>` reasoning is split off.
+how a list of content blocks becomes text (text blocks are joined; images, audio and other
+blocks are dropped and counted by type, or kept with `keep_multimodal`; thinking blocks and
+their signatures are never forwarded: a drafter must learn the target's own reasoning), and
+how inline `<think>` reasoning is split off.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from regen.errors import InputError
@@ -30,7 +34,6 @@ ROLE_ALIASES: dict[str, str] = {
     "function_response": "tool",
 }
 
-TEXT_BLOCK_TYPES = ("text", "input_text", "output_text")
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 
 
@@ -51,14 +54,24 @@ def canonical_role(label: Any, extra_aliases: dict[str, str] | None = None) -> s
 
 
 def content_text(content: Any) -> tuple[str, int]:
-    """Return (text, number of non-text blocks dropped) for a string or a list of blocks.
+    """Return (text, number of non-text blocks dropped) for a string or a list of blocks."""
+    dropped: Counter[str] = Counter()
+    text = flatten(content, keep_multimodal=False, dropped=dropped)
+    assert isinstance(text, str)  # without keep_multimodal only text remains
+    return text, sum(dropped.values())
 
-    Thinking blocks (and their signatures) are never forwarded: they count as dropped.
-    """
+
+TEXT_TYPES = frozenset({"text", "input_text", "output_text"})
+NEVER_FORWARDED = frozenset({"thinking", "redacted_thinking", "reasoning"})
+
+
+def flatten(content: Any, *, keep_multimodal: bool, dropped: Counter) -> str | list[dict]:
+    """Text for string or text-only content; a list of OpenAI parts only when non-text blocks
+    are kept. `dropped` counts every block left out, by its type."""
     if content is None:
-        return "", 0
+        return ""
     if isinstance(content, str):
-        return content, 0
+        return content
     if isinstance(content, dict):
         content = [content]
     if not isinstance(content, list):
@@ -66,19 +79,44 @@ def content_text(content: Any) -> tuple[str, int]:
             f"content must be a string or a list of blocks, got {type(content).__name__}",
             kind="bad_content",
         )
-    parts: list[str] = []
-    dropped = 0
+    parts: list[dict] = []
     for block in content:
         if isinstance(block, str):
-            parts.append(block)
-        elif isinstance(block, dict) and block.get("type", "text") in TEXT_BLOCK_TYPES:
+            parts.append({"type": "text", "text": block})
+            continue
+        if not isinstance(block, dict):
+            raise InputError(f"a content block is a {type(block).__name__}", kind="bad_content")
+        kind = str(block.get("type", "text"))
+        if kind in TEXT_TYPES:
             text = block.get("text")
             if not isinstance(text, str):
                 raise InputError("a text block has no string 'text'", kind="bad_content")
-            parts.append(text)
+            parts.append({"type": "text", "text": text})
+        elif kind in NEVER_FORWARDED or not keep_multimodal:
+            dropped[kind] += 1
         else:
-            dropped += 1
-    return "".join(parts), dropped
+            parts.append(_openai_part(block))
+    if all(p["type"] == "text" for p in parts):
+        return "".join(p["text"] for p in parts)
+    return parts
+
+
+def _openai_part(block: dict) -> dict:
+    """Anthropic base64 images become OpenAI data URLs; other blocks pass through as given."""
+    source = block.get("source")
+    if block.get("type") == "image" and isinstance(source, dict):
+        if source.get("type") == "base64":
+            url = f"data:{source.get('media_type', 'image/png')};base64,{source.get('data', '')}"
+        else:
+            url = str(source.get("url", ""))
+        return {"type": "image_url", "image_url": {"url": url}}
+    return block
+
+
+def is_empty(content: str | list[dict]) -> bool:
+    if isinstance(content, str):
+        return not content.strip()
+    return not content
 
 
 def split_inline_think(content: str) -> tuple[str | None, str]:

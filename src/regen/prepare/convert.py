@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from regen.chat import is_empty
 from regen.errors import InputError
 from regen.prepare import category
-from regen.prepare.content import is_empty
 from regen.prepare.dedup import prompt_hash
 from regen.prepare.formats import Adapter, Converted
 from regen.prepare.recipe import SourceSpec

@@ -11,8 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from regen.chat import canonical_role
-from regen.prepare.content import flatten
+from regen.chat import canonical_role, flatten
 
 
 @dataclass(frozen=True)
