@@ -66,7 +66,7 @@ class RunStats:
 
     def _rate_since(self, since: float, now: float) -> dict[str, float]:
         base = next((s for s in self._samples if s[0] >= since), None)
-        if base is None:
+        if base is None or now - base[0] < 10:  # too short a span to mean anything yet
             return self._rate(self.started, 0, 0, now)
         return self._rate(base[0], base[1], base[2], now)
 
