@@ -56,8 +56,8 @@ class RunStats:
         while len(self._samples) > 2 and self._samples[0][0] < horizon:
             self._samples.popleft()
 
-    def rates(self) -> dict[str, dict[str, float]]:
-        now = time.time()
+    def rates(self, now: float | None = None) -> dict[str, dict[str, float]]:
+        now = now or time.time()
         out = {}
         for name, span in RATE_WINDOWS.items():
             out[name] = self._rate_since(now - span, now)
@@ -77,12 +77,13 @@ class RunStats:
             "tokens_per_s": round((self.completion_tokens - tokens0) / span, 1),
         }
 
-    def eta_seconds(self) -> float | None:
+    def eta_seconds(self, now: float | None = None) -> float | None:
         """From tokens, not request counts: long answers dominate the time left."""
         if self.completed == 0:
             return None
         tokens_per_item = self.completion_tokens / self.completed
-        rate = self.rates()["last_5m"]["tokens_per_s"] or self.rates()["overall"]["tokens_per_s"]
+        rates = self.rates(now)
+        rate = rates["last_5m"]["tokens_per_s"] or rates["overall"]["tokens_per_s"]
         if rate <= 0:
             return None
         return self.remaining * tokens_per_item / rate
