@@ -162,3 +162,11 @@ def test_missing_output_folders_are_created(recipe_file: Path, tmp_path: Path) -
     assert output.read_bytes().count(b"\n") == 20
     assert output.with_suffix(".rejects.jsonl").exists()
     assert output.with_suffix(".report.json").exists()
+
+
+@pytest.mark.model
+def test_prompt_lengths_in_tokens_with_the_target_tokenizer(recipe_file: Path, tmp_path: Path):
+    _, report, _ = run(recipe_file, tmp_path / "p.jsonl", tokenizer="embedded")
+    lengths = report["prompt_tokens"]
+    assert lengths["count"] == 20
+    assert 0 < lengths["min"] <= lengths["p50"] <= lengths["p90"] <= lengths["max"]

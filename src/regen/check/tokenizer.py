@@ -12,7 +12,9 @@ from typing import Any
 from regen.errors import ConfigError
 
 
-def load_tokenizer(spec: str, *, chat_template: str | None = None) -> Any:
+def load_tokenizer(
+    spec: str, *, chat_template: str | None = None, require_template: bool = True
+) -> Any:
     """Return a fast `PreTrainedTokenizerBase` for `spec`, with a chat template.
 
     `spec` is a directory holding tokenizer files, a `.gguf` file (transformers converts its
@@ -55,7 +57,7 @@ def load_tokenizer(spec: str, *, chat_template: str | None = None) -> Any:
         )
     if chat_template is not None:
         tok.chat_template = _read_template(chat_template)
-    if not tok.chat_template:
+    if require_template and not tok.chat_template:
         raise ConfigError(
             f"the tokenizer of {spec} has no chat template",
             hint="pass the target's template with --chat-template FILE.jinja",

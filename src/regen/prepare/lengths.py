@@ -2,7 +2,8 @@
 
 Counts the tokens of message text and tool schemas, without the chat template (a few tokens
 per turn short of what the server sees). A `tokenizer.json` file loads with `tokenizers`;
-anything else goes to `transformers.AutoTokenizer` (a local directory or a Hub name).
+anything else is loaded the way `regen check` loads it (a directory, a .gguf file, a Hub
+name, or `embedded`).
 """
 
 from __future__ import annotations
@@ -27,14 +28,14 @@ def load_counter(name: str) -> Counter:
             return lambda texts: [
                 len(e.ids) for e in tok.encode_batch(texts, add_special_tokens=False)
             ]
-        from transformers import AutoTokenizer
-
-        auto = AutoTokenizer.from_pretrained(path)
     except (OSError, ValueError) as exc:
         raise ConfigError(
             f"cannot load tokenizer {name!r}: {exc}",
             hint="give a tokenizer.json file, a local model directory or a Hub name",
         ) from exc
+    from regen.check.tokenizer import load_tokenizer
+
+    auto = load_tokenizer(name, require_template=False)
     return lambda texts: [len(ids) for ids in auto(texts, add_special_tokens=False)["input_ids"]]
 
 
