@@ -60,6 +60,11 @@ def server_urls_after_flag(extra: list[str]) -> list[str]:
 @click.option("--return-token-ids", is_flag=True, help="Store prompt/completion token ids.")
 @click.option("--api-key-env", metavar="VAR", help="Read the API key from this variable.")
 @click.option("--request-timeout", type=float, default=1800, show_default=True)
+@click.option("--stream", is_flag=True, help="Stream responses, so that a stalled one is noticed.")
+@click.option(
+    "--stall-timeout", type=float, default=300, show_default=True,
+    help="With --stream: seconds of silence before a response counts as stalled.",
+)  # fmt: skip
 @click.option("--max-retries", type=int, default=5, show_default=True)
 @click.option(
     "--give-up-after",
@@ -108,7 +113,9 @@ def generate(ctx: click.Context, **opts) -> None:
         ),
         concurrency=opts["concurrency"], samples_per_prompt=opts["samples_per_prompt"],
         regenerate_turns=opts["regenerate_turns"], return_token_ids=opts["return_token_ids"],
-        api_key_env=opts["api_key_env"], timeouts=Timeouts(request=opts["request_timeout"]),
+        api_key_env=opts["api_key_env"], timeouts=Timeouts(
+            request=opts["request_timeout"], stall=opts["stall_timeout"], stream=opts["stream"]
+        ),
         retry=RetryPolicy(max_retries=opts["max_retries"]),
         health=HealthPolicy(
             liveness_interval=opts["health_interval"], give_up_after=opts["give_up_after"]

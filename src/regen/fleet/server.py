@@ -20,6 +20,7 @@ from regen.errors import (
     TransportError,
 )
 from regen.fleet.health import CircuitBreaker
+from regen.fleet.stream import StreamAccumulator
 
 RETRY_LATER_STATUSES = {429, 503}
 SERVER_FAULT_STATUSES = {408, 500, 502, 504}
@@ -29,11 +30,13 @@ SERVER_FAULT_STATUSES = {408, 500, 502, 504}
 class Timeouts:
     """`request`: a whole completion (a 4096-token answer at 30 tok/s takes ~140 s, so the
     default is far above that); `connect`: opening a connection; `stall`: the longest silence
-    inside a streamed response (only with streaming)."""
+    inside a streamed response (only with `stream`: a non-streamed answer is silent until it
+    is whole, so there a hung server is found by the health checks instead)."""
 
     request: float = 1800.0
     connect: float = 10.0
     stall: float = 300.0
+    stream: bool = False
 
 
 @dataclass(slots=True)
@@ -99,7 +102,8 @@ class Server:
         The HTTP call runs as its own task so that the health checker can abort every request
         on a server that stopped answering (see `abort_requests`) and they go elsewhere.
         """
-        request = asyncio.ensure_future(self._post_json("/v1/chat/completions", body))
+        post = self._post_stream if self.timeouts.stream else self._post_json
+        request = asyncio.ensure_future(post("/v1/chat/completions", body))
         self._requests.add(request)
         try:
             return await request
@@ -139,6 +143,22 @@ class Server:
                 payload = await resp.read()
                 return _decode(resp, payload, self.name)
 
+    async def _post_stream(self, path: str, body: dict[str, Any]) -> Any:
+        body = {**body, "stream": True, "stream_options": {"include_usage": True}}
+        timeout = aiohttp.ClientTimeout(
+            total=self.timeouts.request,
+            sock_connect=self.timeouts.connect,
+            sock_read=self.timeouts.stall,
+        )
+        with map_errors(self.name, self.timeouts.request, stall=self.timeouts.stall):
+            async with self.session().post(self.url + path, json=body, timeout=timeout) as resp:
+                if resp.status >= 400:
+                    return _decode(resp, await resp.read(), self.name)
+                stream = StreamAccumulator(self.name)
+                async for line in resp.content:
+                    stream.feed(line)
+                return stream.response()
+
     async def _get_json(self, path: str, timeout: float) -> Any:
         with map_errors(self.name, timeout):
             async with self.session().get(
@@ -173,9 +193,10 @@ def status_error(status: int, payload: bytes, retry_after: str | None, server: s
 class map_errors:
     """Context manager mapping aiohttp/asyncio failures onto the regen error tree."""
 
-    def __init__(self, server: str, timeout: float) -> None:
+    def __init__(self, server: str, timeout: float, stall: float | None = None) -> None:
         self.server = server
         self.timeout = timeout
+        self.stall = stall
         self.started = time.monotonic()
 
     def __enter__(self) -> map_errors:
@@ -184,6 +205,10 @@ class map_errors:
     def __exit__(self, exc_type, exc, tb) -> bool:
         if exc is None or isinstance(exc, ServerError | asyncio.CancelledError):
             return False
+        if self.stall is not None and isinstance(exc, aiohttp.SocketTimeoutError):
+            raise RequestTimeout(
+                f"the response stream stalled: nothing for {self.stall:.0f}s", server=self.server
+            ) from exc
         mapped = map_exception(exc, self.server, time.monotonic() - self.started)
         if mapped is None:
             return False

@@ -40,7 +40,8 @@ class Behaviour:
     reasoning: str | None = None  # "split": reasoning_content field; "inline": <think> in content
     finish_reason: str = "stop"
     answer: Answer = echo_answer
-    faults: list[str] = field(default_factory=list)  # cycled per request: ok|500|429|reset|hang|400
+    # cycled per request: ok|500|429|reset|hang|400, and stall (a stream that stops midway)
+    faults: list[str] = field(default_factory=list)
     retry_after: float = 0.2
     pad_bytes: int = 0  # extra response bytes, for client-cost benchmarks
     models_hang: bool = False
@@ -113,7 +114,10 @@ class FakeServer:
             tokens = min(answer.get("tokens", 8), body.get("max_tokens", 10**9))
             if self.behaviour.seconds_per_token:
                 await asyncio.sleep(tokens * self.behaviour.seconds_per_token)
-            payload = orjson.dumps(self._response(body, answer, tokens))
+            data = self._response(body, answer, tokens)
+            if body.get("stream"):
+                return await self._stream(request, data, stall=fault == "stall")
+            payload = orjson.dumps(data)
             if fault == "reset":
                 return await self._reset_midway(request, payload)
             self.served += 1
@@ -121,6 +125,39 @@ class FakeServer:
             self.last_served_at = time.time()
             self.served_at.append(self.last_served_at)
             return web.Response(body=payload, content_type="application/json")
+
+    async def _stream(self, request: web.Request, data: dict, stall: bool) -> web.StreamResponse:
+        """Send `data` as SSE chunks the way SGLang and vLLM do; `stall` stops halfway."""
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        choice = data["choices"][0]
+        message = choice["message"]
+        deltas: list[dict] = [{"role": "assistant"}]
+        if "reasoning_content" in message:
+            deltas.append({"reasoning_content": message["reasoning_content"]})
+        text = message["content"]
+        deltas += [{"content": text[i : i + 7]} for i in range(0, len(text), 7)]
+        for n, call in enumerate(message.get("tool_calls") or []):
+            arguments = call["function"]["arguments"]
+            head = {"index": n, "id": call["id"], "function": {"name": call["function"]["name"]}}
+            deltas += [{"tool_calls": [head]}]
+            deltas += [
+                {"tool_calls": [{"index": n, "function": {"arguments": arguments[i : i + 5]}}]}
+                for i in range(0, len(arguments), 5)
+            ]
+        for i, delta in enumerate(deltas):
+            if stall and i == len(deltas) // 2:
+                await asyncio.sleep(3600)
+            chunk = {"choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+            await response.write(b"data: " + orjson.dumps(chunk) + b"\n\n")
+        final = {"choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}]}
+        await response.write(b"data: " + orjson.dumps(final) + b"\n\n")
+        await response.write(
+            b"data: " + orjson.dumps({"choices": [], "usage": data["usage"]}) + b"\n\n"
+        )
+        await response.write(b"data: [DONE]\n\n")
+        self.served += 1
+        return response
 
     async def _reset_midway(self, request: web.Request, payload: bytes) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Length": str(len(payload))})
@@ -135,6 +172,8 @@ class FakeServer:
         b = self.behaviour
         content = answer["content"]
         message: dict[str, Any] = {"role": "assistant", "content": content}
+        if answer.get("tool_calls"):
+            message["tool_calls"] = answer["tool_calls"]
         reasoning = answer.get("reasoning", f"thinking about: {content[:40]}")
         if b.reasoning == "split":
             message["reasoning_content"] = reasoning
