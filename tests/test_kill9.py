@@ -43,11 +43,15 @@ def test_sigkill_at_random_points_then_resume_is_exactly_once(tmp_path, fake_ser
             regen_command(tmp_path / "p.jsonl", out, server.url),
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         )  # fmt: skip
-        time.sleep(rng.uniform(0.8, 2.0))
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGKILL)
-            kills += 1
-        proc.wait(timeout=30)
+        try:
+            time.sleep(rng.uniform(0.8, 2.0))
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGKILL)
+                kills += 1
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.communicate(timeout=30)
     final = subprocess.run(
         regen_command(tmp_path / "p.jsonl", out, server.url),
         capture_output=True, text=True, timeout=120,

@@ -12,6 +12,7 @@ import urllib.request
 from pathlib import Path
 
 import orjson
+import pytest
 
 from gen_helpers import assert_exactly_once, write_prompts
 from regen.fleet.embedded import free_port
@@ -26,13 +27,29 @@ def slow_server(fake_server, seconds: float = 0.2):
     )
 
 
+STARTED: list[subprocess.Popen] = []
+
+
+@pytest.fixture(autouse=True)
+def stop_leftovers():
+    """Every `regen generate` a test starts is stopped by its pid, even when the test fails."""
+    yield
+    while STARTED:
+        proc = STARTED.pop()
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=10)
+
+
 def start(prompts: Path, out: Path, url: str, *extra: str) -> subprocess.Popen:
     command = [
         sys.executable, "-m", "regen", "generate", "--prompts", str(prompts),
         "--output-dir", str(out), "--servers", url, "--concurrency", "4",
         "--display", "plain", "--log-interval", "0.5", *extra,
     ]  # fmt: skip
-    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    STARTED.append(proc)
+    return proc
 
 
 def status(out: Path) -> dict:
