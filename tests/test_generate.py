@@ -287,3 +287,33 @@ def test_no_default_path_outside_the_output_dir(tmp_path, fake_server):
     finally:
         os.chdir(cwd)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["deep", "p.jsonl"]
+
+
+def test_resume_does_not_reparse_finished_records_and_still_finds_duplicates(tmp_path, fake_server):
+    server = fake_server()
+    prompts = tmp_path / "p.jsonl"
+    ids = write_prompts(prompts, 20)
+    with open(prompts, "ab") as fh:  # a duplicate of a finished id, after the run
+        fh.write(orjson.dumps({"id": ids[3], "messages": [{"role": "user", "content": "x"}]}))
+        fh.write(b"\n")
+    run(prompts, tmp_path / "out", [server.url])
+    from regen.inputs import read_prompts
+    from regen.records import Finished
+
+    entries = list(read_prompts(prompts, is_finished=lambda i: i in set(ids)))
+    assert all(isinstance(e, Finished) for e in entries)
+    again = run(prompts, tmp_path / "out", [server.url])
+    assert again.already_done
+    errors = read_lines(tmp_path / "out", "errors")
+    assert [(e["line"], e["error"]["type"]) for e in errors] == [(21, "duplicate_id")]
+
+
+def test_restart_reads_sealed_shards_from_their_sidecars_without_rewriting(tmp_path, fake_server):
+    server = fake_server()
+    write_prompts(tmp_path / "p.jsonl", 12)
+    run(tmp_path / "p.jsonl", tmp_path / "out", [server.url], shard_max_records=5)
+    folder = tmp_path / "out" / "completions"
+    before = {p.name: p.stat().st_mtime_ns for p in folder.iterdir()}
+    assert len([n for n in before if n.endswith(".jsonl")]) == 3
+    assert run(tmp_path / "p.jsonl", tmp_path / "out", [server.url]).already_done
+    assert {p.name: p.stat().st_mtime_ns for p in folder.iterdir()} == before

@@ -40,6 +40,14 @@ class BadLine:
 
 
 @dataclass(slots=True)
+class Finished:
+    """A line whose every sample is already in the output files: not parsed any further."""
+
+    id: str
+    line: int
+
+
+@dataclass(slots=True)
 class WorkItem:
     """One (prompt, sample) to generate."""
 

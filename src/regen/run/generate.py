@@ -28,7 +28,7 @@ from regen.fleet.preflight import check_token_ids, resolve_model
 from regen.fleet.response import Generated
 from regen.fleet.server import Server
 from regen.inputs import read_prompts
-from regen.records import BadLine, WorkItem, record_key
+from regen.records import BadLine, Finished, WorkItem, record_key
 from regen.run import ledger as ledger_mod
 from regen.run.config import GenerateConfig
 from regen.run.conversation import RequestShape, completion_record, regenerate
@@ -217,8 +217,10 @@ class Run:
                 self.stopping = self.stopping or "error"
 
         for n, item in enumerate(self._work_items()):
-            if n % 1000 == 0:
+            if item is None or n % 1000 == 0:
                 await asyncio.sleep(0)  # let finished requests be written while we skip ahead
+            if item is None:
+                continue
             await capacity.acquire()
             if self.stopping:
                 capacity.release()
@@ -233,14 +235,22 @@ class Run:
             raise dispatch_error
         return self._stop_code()
 
-    def _work_items(self) -> Iterator[WorkItem]:
+    def _work_items(self) -> Iterator[WorkItem | None]:
+        """Pending items in input order; None now and then, so that the dispatcher yields to
+        the event loop while it skips over a long run of finished lines."""
         seen_ids: set[int] = set()
         lines = usable = 0
         samples = self.config.samples_per_prompt
-        for entry in read_prompts(self.config.prompts):
+
+        def is_finished(prompt_id: str) -> bool:
+            return all(self.ledger.finished(record_key(prompt_id, k)) for k in range(samples))
+
+        for entry in read_prompts(self.config.prompts, is_finished):
             lines += 1
             if self.stopping:
                 return
+            if lines % 1000 == 0:
+                yield None
             if isinstance(entry, BadLine):
                 self._record_bad_line(entry)
                 continue
@@ -252,6 +262,9 @@ class Run:
                 continue
             seen_ids.add(id_hash)
             usable += 1
+            if isinstance(entry, Finished):
+                self.stats.skipped += samples
+                continue
             for sample in range(samples):
                 key = record_key(entry.id, sample)
                 if self.ledger.finished(key):

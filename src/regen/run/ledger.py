@@ -44,11 +44,14 @@ def scan(layout: OutputLayout, *, compress: bool) -> Ledger:
         folder = layout.root / kind
         _remove_leftovers(folder)
         for shard in layout.shard_files(kind):
-            if shard.name.endswith(".jsonl"):
-                shard = _recover_plain(shard, ledger, compress=compress and kind == COMPLETIONS)
+            # A shard whose sidecar still matches it was sealed whole; any other plain shard
+            # was still being written when its process stopped, and may end in a torn line.
+            keys = read_sidecar(shard)
+            if keys is None and shard.name.endswith(".jsonl"):
+                shard, keys = _recover_plain(shard, ledger, compress and kind == COMPLETIONS)
             if kind == COMPLETIONS:
-                _add_completions(shard, ledger)
-            else:
+                _add_completions(shard, keys, ledger)
+            elif shard.exists():
                 _add_errors(shard, ledger)
     if ledger.duplicates:
         log.error("%d duplicate keys found in the output files", ledger.duplicates)
@@ -67,12 +70,14 @@ def _remove_leftovers(folder: Path) -> None:
             path.unlink()
 
 
-def _recover_plain(shard: Path, ledger: Ledger, *, compress: bool) -> Path:
+def _recover_plain(
+    shard: Path, ledger: Ledger, compress: bool
+) -> tuple[Path, list[tuple[str, int | None]]]:
     keys = list(_repair(shard, ledger))
     if not keys:
         shard.unlink()
-        return shard
-    return seal_shard(shard, keys, compress)
+        return shard, keys
+    return seal_shard(shard, keys, compress), keys
 
 
 def _repair(shard: Path, ledger: Ledger) -> Iterator[tuple[str, int | None]]:
@@ -100,11 +105,8 @@ def _repair(shard: Path, ledger: Ledger) -> Iterator[tuple[str, int | None]]:
         ledger.repaired.append(f"{shard.name}: cut a torn line {torn_at}")
 
 
-def _add_completions(shard: Path, ledger: Ledger) -> None:
-    if not shard.exists():
-        return
-    keys = read_sidecar(shard)
-    if keys is None:
+def _add_completions(shard: Path, keys: list | None, ledger: Ledger) -> None:
+    if keys is None:  # a compressed shard whose sidecar is missing or stale
         keys = [(r["id"], r["sample"]) for r in _records(shard)]
         write_sidecar(shard, keys)
     for prompt_id, sample in keys:
@@ -116,8 +118,6 @@ def _add_completions(shard: Path, ledger: Ledger) -> None:
 
 
 def _add_errors(shard: Path, ledger: Ledger) -> None:
-    if not shard.exists():
-        return
     for record in _records(shard):
         ledger.errors += 1
         if record.get("id") is None or record.get("sample") is None:
