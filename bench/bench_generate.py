@@ -1,7 +1,8 @@
 """Benchmark of `regen generate`: fleet utilisation, client cost, memory and resume at 1M.
 
-    .venv/bin/python bench/bench_generate.py            # full size (~10 min on 2 cores)
-    .venv/bin/python bench/bench_generate.py --quick    # every part, scaled down (~2 min)
+    .venv/bin/python bench/bench_generate.py            # full size (~3 min on 2 cores)
+    .venv/bin/python bench/bench_generate.py --quick    # scaled down (~40 s; too small to
+                                                        # compare with the targets)
 
 Four parts, each against fake servers (`python -m regen.testing.fake_server`) running as
 separate processes on 127.0.0.1, with `regen generate` run as a child process:
@@ -563,7 +564,7 @@ def machine() -> dict[str, Any]:
 
 def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="every part, scaled down (~2 min)")
+    ap.add_argument("--quick", action="store_true", help="every part, scaled down (~40 s)")
     ap.add_argument("--parts", default="util,cost,resume", help="comma-separated subset")
     ap.add_argument("--util-prompts", type=int, help="prompts per utilisation measurement")
     ap.add_argument("--cost-prompts", type=int, help="completions for the client-cost part")
