@@ -133,6 +133,7 @@ def test_retry_errors_retries_only_what_failed(tmp_path, fake_server):
     completions, errors = assert_exactly_once(tmp_path / "out", ids)
     assert len(completions) == 4 and not errors
     assert list((tmp_path / "out" / "errors-retried").glob("*.jsonl"))
+    assert not list((tmp_path / "out" / "errors").iterdir())  # sidecars moved along
 
 
 def test_changed_input_or_sampling_is_refused_unless_allowed(tmp_path, fake_server):
@@ -317,3 +318,30 @@ def test_restart_reads_sealed_shards_from_their_sidecars_without_rewriting(tmp_p
     assert len([n for n in before if n.endswith(".jsonl")]) == 3
     assert run(tmp_path / "p.jsonl", tmp_path / "out", [server.url]).already_done
     assert {p.name: p.stat().st_mtime_ns for p in folder.iterdir()} == before
+
+
+def test_a_full_disk_stops_the_run_with_a_clear_error_and_resume_recovers(
+    tmp_path, fake_server, monkeypatch
+):
+    import errno
+
+    from regen.run.writer import ShardWriter
+
+    server = fake_server()
+    ids = write_prompts(tmp_path / "p.jsonl", 30)
+    real_write = ShardWriter.write
+    calls = {"n": 0}
+
+    def fill_up(self, record):
+        calls["n"] += 1
+        if calls["n"] > 10:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_write(self, record)
+
+    monkeypatch.setattr(ShardWriter, "write", fill_up)
+    with pytest.raises(RunStateError, match="No space left on device") as err:
+        run(tmp_path / "p.jsonl", tmp_path / "out", [server.url])
+    assert "resume" in err.value.hint
+    monkeypatch.setattr(ShardWriter, "write", real_write)
+    run(tmp_path / "p.jsonl", tmp_path / "out", [server.url])
+    assert_exactly_once(tmp_path / "out", ids)

@@ -21,7 +21,13 @@ from typing import Any
 
 import xxhash
 
-from regen.errors import ConfigError, FleetUnavailable, ServerError
+from regen.errors import (
+    ConfigError,
+    FleetUnavailable,
+    RegenError,
+    RunStateError,
+    ServerError,
+)
 from regen.fleet.dispatch import Fleet
 from regen.fleet.embedded import EmbeddedServer, default_model_path
 from regen.fleet.preflight import check_token_ids, resolve_model
@@ -37,7 +43,7 @@ from regen.run.lock import RunLock
 from regen.run.manifest import check_and_record, fingerprint
 from regen.run.progress import RunStats, snapshot, write_snapshot
 from regen.run.quality import QualityMonitor
-from regen.run.writer import ShardWriter, writer_tag
+from regen.run.writer import ShardWriter, sidecar_path, writer_tag
 
 log = logging.getLogger("regen.run")
 
@@ -176,6 +182,9 @@ class Run:
         self.layout.retried_errors.mkdir(exist_ok=True)
         for shard in shards:
             os.replace(shard, self.layout.retried_errors / shard.name)
+            sidecar = sidecar_path(shard)
+            if sidecar.exists():
+                os.replace(sidecar, self.layout.retried_errors / sidecar.name)
         self._event(f"--retry-errors: {len(shards)} error shard(s) set aside for retrying")
 
     # -- dispatch ------------------------------------------------------------------------
@@ -216,20 +225,23 @@ class Run:
                 dispatch_error = dispatch_error or task.exception()
                 self.stopping = self.stopping or "error"
 
-        for n, item in enumerate(self._work_items()):
-            if item is None or n % 1000 == 0:
-                await asyncio.sleep(0)  # let finished requests be written while we skip ahead
-            if item is None:
-                continue
-            await capacity.acquire()
-            if self.stopping:
-                capacity.release()
-                break
-            task = asyncio.create_task(self._process(item))
-            tasks.add(task)
-            task.add_done_callback(done)
-        else:
-            self.stats.total = self._exact_total
+        try:
+            for n, item in enumerate(self._work_items()):
+                if item is None or n % 1000 == 0:
+                    await asyncio.sleep(0)  # let finished requests be written meanwhile
+                if item is None:
+                    continue
+                await capacity.acquire()
+                if self.stopping:
+                    capacity.release()
+                    break
+                task = asyncio.create_task(self._process(item))
+                tasks.add(task)
+                task.add_done_callback(done)
+            else:
+                self.stats.total = self._exact_total
+        except RegenError as err:  # recording a bad input line failed: stop cleanly
+            dispatch_error, self.stopping = err, "error"
         await self._drain(tasks)
         if dispatch_error is not None:
             raise dispatch_error
@@ -276,36 +288,35 @@ class Run:
     def _record_bad_line(self, bad: BadLine) -> None:
         if bad.line in self.ledger.bad_lines:
             return
-        self.errors.write(
+        self._write(
+            self.errors,
             {
                 "id": bad.id,
                 "sample": None,
                 "line": bad.line,
                 "error": {"type": bad.kind, "message": bad.message},
                 "attempts": 0,
-            }
+            },
         )
         self.stats.bad_lines += 1
         self.stats.errors_by_type[bad.kind] += 1
 
     async def _drain(self, tasks: set[asyncio.Task]) -> None:
-        """Wait for what is in flight: all of it normally, up to --drain-timeout when stopping."""
+        """Wait for what is in flight: all of it normally, up to --drain-timeout once stopping
+        (a signal may arrive while we wait, so keep looking)."""
+        while tasks and not self.stopping:
+            await asyncio.wait(set(tasks), timeout=0.5)
         if not tasks:
             return
-        if not self.stopping:
-            await asyncio.gather(*tasks, return_exceptions=True)
-            if not self.stopping:
-                return
-        if tasks:
-            self._event(
-                f"stopping ({self.stopping}): waiting up to {self.config.drain_timeout:.0f}s "
-                f"for {len(tasks)} request(s) in flight"
-            )
-            self.stats.state = "draining"
-            _, pending = await asyncio.wait(tasks, timeout=self.config.drain_timeout)
-            for task in pending:
-                task.cancel()  # not written: the next run redoes exactly these
-            await asyncio.gather(*pending, return_exceptions=True)
+        self._event(
+            f"stopping ({self.stopping}): waiting up to {self.config.drain_timeout:.0f}s "
+            f"for {len(tasks)} request(s) in flight"
+        )
+        self.stats.state = "draining"
+        _, pending = await asyncio.wait(set(tasks), timeout=self.config.drain_timeout)
+        for task in pending:
+            task.cancel()  # not written: the next run redoes exactly these
+        await asyncio.gather(*pending, return_exceptions=True)
 
     def _stop_code(self) -> int:
         if self.stopping is None:
@@ -334,22 +345,32 @@ class Run:
         try:
             conv = await regenerate(self.fleet, item, self.shape, sampling)
         except ServerError as err:
-            self.errors.write(
+            self._write(
+                self.errors,
                 {
                     "id": item.prompt.id,
                     "sample": item.sample,
                     "line": item.prompt.line,
                     "error": err.to_record(),
                     "attempts": err.attempts,
-                }
+                },
             )
             self.stats.failed += 1
             self.stats.errors_by_type[err.kind] += 1
             return
         record = completion_record(item, conv, self.shape, sampling)
-        self.completions.write(record)
+        self._write(self.completions, record)
         assert conv.last is not None
         self._account(record, conv.last)
+
+    def _write(self, writer: ShardWriter, record: dict) -> None:
+        try:
+            writer.write(record)
+        except OSError as exc:  # a full or vanished disk: stop, keep what is written
+            raise RunStateError(
+                f"cannot write to {writer.folder}: {exc.strerror or exc}",
+                hint="free space (or fix the mount), then run the same command to resume",
+            ) from exc
 
     def _account(self, record: dict, generated: Generated) -> None:
         self.stats.completed += 1
