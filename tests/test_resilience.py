@@ -202,3 +202,15 @@ def test_abort_on_degenerate_stops_the_run(tmp_path, fake_server):
     assert result.exit_code == 4
     assert result.stats.completed < 2000
     assert any("empty" in e for e in result.stats.events)
+
+
+def test_retry_after_pauses_the_server_instead_of_hammering_it(tmp_path, fake_server):
+    busy = fake_server(faults=["429"], retry_after=30)
+    good = fake_server(slow(0.002))
+    ids = write_prompts(tmp_path / "p.jsonl", 60)
+    result = run(tmp_path / "p.jsonl", tmp_path / "out", [busy.url, good.url])
+    completions, errors = assert_exactly_once(tmp_path / "out", ids)
+    assert not errors and result.exit_code == 0
+    # Only the first wave (its 4 slots) reached the busy server; then it was left alone.
+    assert len(busy.requests) <= 4
+    assert {r["meta"]["server"] for r in completions} == {good.url}

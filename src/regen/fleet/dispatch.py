@@ -21,6 +21,7 @@ from regen.errors import (
     FleetUnavailable,
     Overloaded,
     PermanentError,
+    RequestTimeout,
     RetryableError,
     TransportError,
 )
@@ -94,8 +95,13 @@ class Fleet:
     def _pick(self) -> Server | None:
         best: Server | None = None
         best_load = 1.0
+        now = time.monotonic()
         for server in self.servers:
-            if server.available and server.in_flight < server.concurrency:
+            if (
+                server.available
+                and server.in_flight < server.concurrency
+                and server.paused_until <= now
+            ):
                 load = server.in_flight / server.concurrency
                 if load < best_load:
                     best, best_load = server, load
@@ -171,16 +177,27 @@ class Fleet:
             await asyncio.sleep(self.retry.delay(attempts, error))
 
     def _record_failure(self, server: Server, error: RetryableError) -> None:
+        """A 429/503 pauses new requests to that server (it is alive and asked us to wait);
+        other failures count towards its circuit breaker."""
         server.stats.failed += 1
         server.stats.last_error = f"{error.kind}: {error.message}"
+        if isinstance(error, Overloaded):
+            wait = error.retry_after if error.retry_after is not None else self.retry.base_delay
+            server.paused_until = max(server.paused_until, time.monotonic() + wait)
+            return
         if server.breaker.record_failure(error.kind):
-            self._take_out(server, f"{server.breaker.threshold} failures in a row ({error.kind})")
+            # A dead or hung server will not finish what it holds; one that answers 5xx may.
+            dead = isinstance(error, TransportError | RequestTimeout)
+            self._take_out(
+                server, f"{server.breaker.threshold} failures in a row ({error.kind})", dead
+            )
 
-    def _take_out(self, server: Server, why: str) -> None:
+    def _take_out(self, server: Server, why: str, abort_in_flight: bool) -> None:
         if server.breaker.allows_requests:
             server.breaker.trip(why)
         self.on_event(f"server {server.name} taken out of rotation: {why}")
-        server.abort_requests()
+        if abort_in_flight:
+            server.abort_requests()  # they fail over to the healthy servers
 
     # -- health --------------------------------------------------------------------------
     async def watch_health(self) -> None:
@@ -236,6 +253,6 @@ class Fleet:
             self._liveness_misses[server] += 1
             if self._liveness_misses[server] >= self.health.liveness_failures:
                 self._liveness_misses[server] = 0
-                self._take_out(server, "stopped answering health checks")
+                self._take_out(server, "stopped answering health checks", abort_in_flight=True)
         finally:
             self._last_liveness[server] = time.monotonic()

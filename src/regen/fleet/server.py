@@ -61,6 +61,7 @@ class Server:
     api_key: str | None = None
     timeouts: Timeouts = field(default_factory=Timeouts)
     in_flight: int = 0
+    paused_until: float = 0.0  # monotonic time: a 429/503 asked us to wait until then
     stats: ServerStats = field(default_factory=ServerStats)
     breaker: CircuitBreaker = field(default_factory=CircuitBreaker)
     _session: aiohttp.ClientSession | None = None
