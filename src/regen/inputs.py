@@ -18,7 +18,7 @@ import xxhash
 
 from regen.chat import normalise_messages
 from regen.errors import ConfigError, InputError
-from regen.jsonio import canonical, iter_lines
+from regen.jsonio import canonical, is_file, iter_lines
 from regen.records import BadLine, Finished, Prompt
 
 SAMPLING_KEYS = {"temperature", "top_p", "top_k", "max_tokens", "thinking", "seed"}
@@ -37,7 +37,7 @@ def read_prompts(
     `is_finished(id)`: a record with an explicit id that is already done becomes a Finished
     marker without being normalised, so a resume over a million finished prompts is fast.
     """
-    if "://" not in str(path) and not Path(path).is_file():
+    if not is_file(path):
         raise ConfigError(f"prompt file {path} does not exist", hint="check --prompts")
     for number, raw in iter_lines(path):
         if not raw.strip():

@@ -42,6 +42,17 @@ def open_binary(path: str | os.PathLike) -> io.BufferedIOBase:
     return open(text, "rb")
 
 
+def is_file(path: str | os.PathLike) -> bool:
+    """Whether a local path or an fsspec URL names an existing file."""
+    text = str(path)
+    if "://" in text:
+        import fsspec
+
+        fs, inner = fsspec.core.url_to_fs(text)
+        return bool(fs.isfile(inner))
+    return Path(text).is_file()
+
+
 def iter_lines(path: str | os.PathLike) -> Iterator[tuple[int, bytes]]:
     """Yield (1-based line number, raw line without the newline); `.zst` files are decompressed.
 

@@ -32,7 +32,7 @@ def server_urls_after_flag(extra: list[str]) -> list[str]:
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 @click.option(
-    "--prompts", type=click.Path(path_type=Path), required=True, help="Prompt JSONL (.zst ok)."
+    "--prompts", required=True, help="Prompt JSONL (.zst ok): a path or an fsspec URL (s3://...)."
 )
 @click.option(
     "--output-dir", type=click.Path(path_type=Path), required=True, help="All run files go here."

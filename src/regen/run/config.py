@@ -48,7 +48,7 @@ class Sampling:
 
 @dataclass
 class GenerateConfig:
-    prompts: Path
+    prompts: str | Path  # a local path or an fsspec URL such as s3://bucket/prompts.jsonl
     output_dir: Path
     servers: list[str] = field(default_factory=list)  # empty: start the embedded server
     local_model: Path | None = None
