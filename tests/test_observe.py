@@ -93,7 +93,7 @@ def test_sigterm_drains_in_flight_then_resume_finishes(tmp_path, fake_server):
 
 def test_second_signal_exits_at_once_without_corrupting_output(tmp_path, fake_server):
     server = slow_server(fake_server, 2.0)
-    ids = write_prompts(tmp_path / "p.jsonl", 40)
+    ids = write_prompts(tmp_path / "p.jsonl", 16)
     out = tmp_path / "out"
     proc = start(tmp_path / "p.jsonl", out, server.url, "--drain-timeout", "60")
     wait_for(lambda: len(server.requests) >= 4)

@@ -7,6 +7,7 @@ import threading
 import time
 
 from gen_helpers import assert_exactly_once, run, write_prompts
+from regen.fleet.dispatch import RetryPolicy
 from regen.fleet.server import Timeouts
 from regen.run.generate import EXIT_FLEET_DOWN
 from regen.testing.fake_server import Behaviour, FakeServer, echo_answer
@@ -17,10 +18,12 @@ def slow(seconds_per_token: float, **fields) -> Behaviour:
 
 
 def test_500s_and_429_with_retry_after_are_retried(tmp_path, fake_server):
-    server = fake_server(faults=["500", "ok", "429", "ok", "ok"], retry_after=0.3)
+    server = fake_server(faults=["500", "ok", "ok", "429", "ok", "ok"], retry_after=0.3)
     ids = write_prompts(tmp_path / "p.jsonl", 40)
     started = time.monotonic()
-    result = run(tmp_path / "p.jsonl", tmp_path / "out", [server.url])
+    # A third of all requests fail; 10 retries make exhausting them vanishingly unlikely.
+    retry = RetryPolicy(max_retries=10, base_delay=0.05, max_delay=0.3)
+    result = run(tmp_path / "p.jsonl", tmp_path / "out", [server.url], retry=retry)
     assert result.exit_code == 0
     completions, errors = assert_exactly_once(tmp_path / "out", ids)
     assert not errors
