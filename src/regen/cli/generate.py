@@ -44,14 +44,20 @@ def server_urls_after_flag(extra: list[str]) -> list[str]:
     "--local-model", type=click.Path(path_type=Path), help="GGUF for the embedded server."
 )
 @click.option("--model", help="Model name to request (default: what the servers report).")
-@click.option("--max-output-tokens", type=int, default=4096, show_default=True)
+@click.option(
+    "--max-output-tokens", type=int, default=4096, show_default=True, help="max_tokens per request."
+)
 @click.option("--concurrency", type=int, help="Requests in flight per server [64; embedded: 2].")
-@click.option("--temperature", type=float)
-@click.option("--top-p", type=float)
-@click.option("--top-k", type=int)
+@click.option("--temperature", type=float, help="Default: the server's generation config.")
+@click.option("--top-p", type=float, help="Default: the server's generation config.")
+@click.option("--top-k", type=int, help="Default: the server's generation config.")
 @click.option("--seed", type=int, help="Base seed; sample k uses seed+k.")
 @click.option(
-    "--thinking", type=click.Choice(["on", "off", "auto"]), default="auto", show_default=True
+    "--thinking",
+    type=click.Choice(["on", "off", "auto"]),
+    default="auto",
+    show_default=True,
+    help="Sent as chat_template_kwargs.enable_thinking; auto sends nothing.",
 )
 @click.option("--samples-per-prompt", type=int, default=1, show_default=True)
 @click.option(
@@ -59,7 +65,13 @@ def server_urls_after_flag(extra: list[str]) -> list[str]:
 )
 @click.option("--return-token-ids", is_flag=True, help="Store prompt/completion token ids.")
 @click.option("--api-key-env", metavar="VAR", help="Read the API key from this variable.")
-@click.option("--request-timeout", type=float, default=1800, show_default=True)
+@click.option(
+    "--request-timeout",
+    type=float,
+    default=1800,
+    show_default=True,
+    help="Seconds for one whole request.",
+)
 @click.option("--stream", is_flag=True, help="Stream responses, so that a stalled one is noticed.")
 @click.option(
     "--stall-timeout", type=float, default=300, show_default=True,
@@ -80,10 +92,20 @@ def server_urls_after_flag(extra: list[str]) -> list[str]:
     show_default=True,
     help="Seconds between liveness checks of a busy server.",
 )
-@click.option("--drain-timeout", type=float, default=60, show_default=True)
+@click.option(
+    "--drain-timeout",
+    type=float,
+    default=60,
+    show_default=True,
+    help="On SIGINT/SIGTERM: seconds to let requests in flight finish.",
+)
 @click.option("--retry-errors", is_flag=True, help="Retry what is in errors/.")
-@click.option("--allow-changed-input", is_flag=True)
-@click.option("--allow-changed-sampling", is_flag=True)
+@click.option(
+    "--allow-changed-input", is_flag=True, help="Resume although the prompt file changed."
+)
+@click.option(
+    "--allow-changed-sampling", is_flag=True, help="Resume although sampling flags changed."
+)
 @click.option("--compress", is_flag=True, help="Seal completion shards as .jsonl.zst.")
 @click.option("--abort-on-degenerate", is_flag=True, help="Stop when a quality alarm fires.")
 @click.option("--display", type=click.Choice(["auto", "live", "plain", "none"]), default="auto")
