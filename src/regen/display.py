@@ -89,6 +89,9 @@ class PlainReporter:
     def _print(self, text: str) -> None:
         print(f"[{time.strftime('%Y-%m-%d %H:%M:%S')}] {text}", file=self.stream, flush=True)
 
+    def close(self) -> None:
+        pass
+
 
 class LiveReporter:
     def __init__(self, console: Console | None = None) -> None:
@@ -128,9 +131,17 @@ class LiveReporter:
             self.live.stop()
 
 
-def make_reporter(mode: str, interval: float):
+class NullReporter:
+    def __call__(self, snap: dict[str, Any]) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def make_reporter(mode: str, interval: float) -> NullReporter | PlainReporter | LiveReporter:
     if mode == "none":
-        return lambda snap: None
+        return NullReporter()
     if mode == "live" or (mode == "auto" and sys.stdout.isatty()):
         return LiveReporter()
     return PlainReporter(interval)

@@ -151,7 +151,10 @@ def generate(ctx: click.Context, **opts) -> None:
     )  # fmt: skip
     reporter = make_reporter(config.display, config.log_interval)
     with serve_metrics(config.metrics_host, config.metrics_port) as metrics:
-        result = run_generate(config, report=metrics.wrap(reporter))
+        try:
+            result = run_generate(config, report=metrics.wrap(reporter))
+        finally:
+            reporter.close()  # a live display must give the terminal back, even on error
     click.echo(result.message)
     if result.exit_code != 0:
         click.echo(f"resume with the same command; watch with: regen status {result.output_dir}")
