@@ -193,6 +193,7 @@ class Run:
         loop = asyncio.get_running_loop()
         handled = _install_signal_handlers(loop, self._on_signal)
         self.stats.state = "running"
+        self._write_snapshot()  # `regen status` has something to show from the first second
         monitor = asyncio.create_task(self._monitor())
         health = asyncio.create_task(self.fleet.watch_health())
         exit_code = EXIT_OK

@@ -34,7 +34,7 @@ class RunLock:
                 f"{self.path.parent} is in use by another regen generate "
                 f"(pid {holder.get('pid', '?')} on {holder.get('host', '?')}, "
                 f"since {holder.get('started', '?')})",
-                hint="watch it with `regen status DIR`, or stop it before starting another",
+                hint=f"watch it with `regen status {self.path.parent}`, or stop it first",
             ) from None
         info = {"pid": os.getpid(), "host": socket.gethostname(), "started": _now()}
         os.ftruncate(fd, 0)
