@@ -74,6 +74,7 @@ class Sizes:
     resume_prompts: int = 1_000_000
     resume_new: int = 2_000
     shard_records: int = 20_000
+    record_bytes: int = 0  # pad each synthesized completion to about this size (0: ~330 B)
 
 
 QUICK = Sizes(util_prompts=1_200, cost_prompts=5_000, resume_prompts=100_000, resume_new=500)
@@ -373,15 +374,15 @@ def bench_client_cost(sz: Sizes, work: Path, timeout: float) -> dict[str, Any]:
 
 
 # -- 3 and 4. memory and restart at 1M ---------------------------------------------------
-def completion_line(i: int, sampling: dict[str, Any]) -> bytes:
-    """A small (~330-byte) record in regen's format: `id` and `sample` first."""
+def completion_line(i: int, sampling: dict[str, Any], pad: int = 0) -> bytes:
+    """A record in regen's format (`id` and `sample` first): ~330 bytes plus `pad`."""
     pid = f"p{i:07d}"
     question = f"question {pid}"
     record = {
         "id": pid, "sample": 0,
         "messages": [
             {"role": "user", "content": question},
-            {"role": "assistant", "content": f"answer to: {question}"},
+            {"role": "assistant", "content": f"answer to: {question}" + " lorem" * (pad // 6)},
         ],
         "finish_reason": "stop", "usage": {"prompt_tokens": 10, "completion_tokens": 8},
         "meta": {"server": "127.0.0.1:1", "model": MODEL, "sampling": sampling,
@@ -390,7 +391,9 @@ def completion_line(i: int, sampling: dict[str, Any]) -> bytes:
     return orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
 
 
-def synthesize_output(prompts: Path, out: Path, finished: int, shard_records: int) -> None:
+def synthesize_output(
+    prompts: Path, out: Path, finished: int, shard_records: int, pad: int = 0
+) -> None:
     """An output dir holding prompts 0..finished-1 as sealed shards, and a manifest that
     matches `prompts` and regen's default sampling (what the resume run will use)."""
     from regen.run.config import GenerateConfig
@@ -405,7 +408,7 @@ def synthesize_output(prompts: Path, out: Path, finished: int, shard_records: in
     for seq, start in enumerate(range(0, finished, shard_records), start=1):
         end = min(finished, start + shard_records)
         shard = layout.completions / f"part-19700101T000000-bench-0-{seq:05d}.jsonl"
-        shard.write_bytes(b"".join(completion_line(i, sampling) for i in range(start, end)))
+        shard.write_bytes(b"".join(completion_line(i, sampling, pad) for i in range(start, end)))
         seal_shard(shard, [(f"p{i:07d}", 0) for i in range(start, end)], compress=False)
     resolved = config.resolved(config.servers, MODEL)
     check_and_record(
@@ -424,7 +427,7 @@ def bench_resume(sz: Sizes, work: Path, timeout: float, keep: bool) -> dict[str,
     finished = sz.resume_prompts - sz.resume_new
     t0 = time.monotonic()
     write_prompts(prompts, sz.resume_prompts)
-    synthesize_output(prompts, out, finished, sz.shard_records)
+    synthesize_output(prompts, out, finished, sz.shard_records, max(0, sz.record_bytes - 330))
     setup = {
         "synthesis_s": round(time.monotonic() - t0, 1),
         "prompt_file_mb": round(prompts.stat().st_size / 2**20, 1),
@@ -571,6 +574,9 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--resume-prompts", type=int, help="input size for the resume part")
     ap.add_argument("--timeout", type=float, default=300, help="limit per regen run, seconds")
     ap.add_argument("--keep", action="store_true", help="keep the synthesized resume files")
+    ap.add_argument(
+        "--record-bytes", type=int, help="size of each synthesized finished completion (resume)"
+    )
     ap.add_argument("--phases", nargs=2, metavar=("PROMPTS", "OUT"), help=argparse.SUPPRESS)
     return ap.parse_args()
 
@@ -585,6 +591,7 @@ def main() -> None:
         "util_prompts": args.util_prompts,
         "cost_prompts": args.cost_prompts,
         "resume_prompts": args.resume_prompts,
+        "record_bytes": args.record_bytes,
     }
     sz = Sizes(**{**asdict(sz), **{k: v for k, v in overrides.items() if v}})
     work = BENCH_DIR / "generate-work"
