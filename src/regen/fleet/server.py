@@ -86,11 +86,7 @@ class Server:
             if self.api_key:
                 headers["Authorization"] = f"Bearer {self.api_key}"
             connector = aiohttp.TCPConnector(limit=self.concurrency + 8, ttl_dns_cache=300)
-            self._session = aiohttp.ClientSession(
-                connector=connector,
-                headers=headers,
-                json_serialize=lambda o: orjson.dumps(o).decode(),
-            )
+            self._session = aiohttp.ClientSession(connector=connector, headers=headers)
         return self._session
 
     async def close(self) -> None:
@@ -112,7 +108,8 @@ class Server:
             current = asyncio.current_task()
             if request.cancelled() and current is not None and not current.cancelling():
                 raise TransportError(
-                    "server stopped answering health checks; request moved", server=self.name
+                    "server taken out of rotation mid-request; the request moves on",
+                    server=self.name,
                 ) from None
             raise
         finally:
@@ -140,7 +137,9 @@ class Server:
             total=self.timeouts.request, sock_connect=self.timeouts.connect
         )
         with map_errors(self.name, self.timeouts.request):
-            async with self.session().post(self.url + path, json=body, timeout=timeout) as resp:
+            async with self.session().post(
+                self.url + path, data=orjson.dumps(body), timeout=timeout
+            ) as resp:
                 payload = await resp.read()
                 return _decode(resp, payload, self.name)
 
@@ -152,7 +151,9 @@ class Server:
             sock_read=self.timeouts.stall,
         )
         with map_errors(self.name, self.timeouts.request, stall=self.timeouts.stall):
-            async with self.session().post(self.url + path, json=body, timeout=timeout) as resp:
+            async with self.session().post(
+                self.url + path, data=orjson.dumps(body), timeout=timeout
+            ) as resp:
                 if resp.status >= 400:
                     return _decode(resp, await resp.read(), self.name)
                 stream = StreamAccumulator(self.name)
