@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import xxhash
@@ -53,4 +53,3 @@ class WorkItem:
 
     prompt: Prompt
     sample: int
-    key: Key = field(default=0)

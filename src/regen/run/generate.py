@@ -284,7 +284,7 @@ class Run:
                 if self.ledger.finished(key):
                     self.stats.skipped += 1
                     continue
-                yield WorkItem(entry, sample, key)
+                yield WorkItem(entry, sample)
         self._exact_total = usable * samples + (lines - usable)
 
     def _record_bad_line(self, bad: BadLine) -> None:

@@ -55,10 +55,6 @@ class OutputLayout:
     def lock(self) -> Path:
         return self.root / "run.lock"
 
-    @property
-    def log(self) -> Path:
-        return self.root / "run.log"
-
     def shard_files(self, kind: str) -> list[Path]:
         """Data shards of `kind` (completions or errors), sorted by name (= creation order)."""
         folder = self.root / kind

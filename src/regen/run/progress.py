@@ -108,6 +108,7 @@ def snapshot(
             "completed": stats.completed,
             "failed": stats.failed,
             "bad_lines": stats.bad_lines,
+            "already_done_in_input": stats.skipped,
             "prompt_tokens": stats.prompt_tokens,
             "completion_tokens": stats.completion_tokens,
         },
