@@ -4,6 +4,7 @@
     ├── ConfigError             bad flags, paths, recipes: fix the command or the file
     ├── InputError              one input record cannot be used (the run goes on)
     ├── RunStateError           output dir in use, or resumed with a changed input/parameters
+    ├── StorageError            the output bucket could not be read or written (retried)
     └── ServerError             one request to an inference server failed
         ├── RetryableError      may succeed later or elsewhere
         │   ├── TransportError  connection refused/reset, DNS, broken response stream
@@ -47,6 +48,11 @@ class InputError(RegenError):
 
 class RunStateError(RegenError):
     """The output directory's state forbids this run (locked, or resumed with changes)."""
+
+
+class StorageError(RegenError):
+    """Object storage (the --output-dir bucket) failed a read or write. Mapped once, in
+    `regen.storage.bucket`, from fsspec's and the cloud SDKs' errors; uploads retry it."""
 
 
 class ServerError(RegenError):

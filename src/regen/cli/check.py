@@ -18,7 +18,7 @@ PATH = click.Path(path_type=Path)
 
 
 @click.command()
-@click.argument("output_dirs", nargs=-1, required=True, type=PATH)
+@click.argument("output_dirs", nargs=-1, required=True)  # str: paths or bucket URLs
 @click.option(
     "--tokenizer",
     required=True,

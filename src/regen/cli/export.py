@@ -14,7 +14,7 @@ PATH = click.Path(path_type=Path)
 
 
 @click.command()
-@click.argument("output_dirs", nargs=-1, required=True, type=PATH)
+@click.argument("output_dirs", nargs=-1, required=True)  # str: paths or bucket URLs
 @click.option("--out", required=True, type=PATH, help="Directory for train/validation files.")
 @click.option(
     "--format",

@@ -15,6 +15,7 @@ from regen.metrics import serve_metrics
 from regen.run.config import GenerateConfig, Sampling
 from regen.run.generate import generate as run_generate
 from regen.run.quality import Thresholds
+from regen.storage.uploader import UploadPolicy
 
 
 def server_urls_after_flag(extra: list[str]) -> list[str]:
@@ -35,8 +36,22 @@ def server_urls_after_flag(extra: list[str]) -> list[str]:
     "--prompts", required=True, help="Prompt JSONL (.zst ok): a path or an fsspec URL (s3://...)."
 )
 @click.option(
-    "--output-dir", type=click.Path(path_type=Path), required=True, help="All run files go here."
-)
+    "--output-dir", required=True,
+    help="All run files go here: a directory or a bucket URL (s3://bucket/prefix, gs://, az://).",
+)  # fmt: skip
+@click.option(
+    "--staging-dir", type=click.Path(path_type=Path),
+    help="With a bucket --output-dir: local staging for shards not yet uploaded "
+    "[~/.cache/regen/staging/<hash of the URL>].",
+)  # fmt: skip
+@click.option(
+    "--upload-interval", type=float, default=300, show_default=True,
+    help="With a bucket --output-dir: seconds after which an open shard is sealed and uploaded.",
+)  # fmt: skip
+@click.option(
+    "--staging-limit-mb", type=int, default=4096, show_default=True,
+    help="With a bucket --output-dir: pause requests while this much waits to be uploaded.",
+)  # fmt: skip
 @click.option(
     "--servers", multiple=True, help="OpenAI-compatible base URLs; omit to run the embedded model."
 )
@@ -146,7 +161,9 @@ def generate(ctx: click.Context, **opts) -> None:
         retry_errors=opts["retry_errors"], allow_changed_input=opts["allow_changed_input"],
         allow_changed_sampling=opts["allow_changed_sampling"], compress=opts["compress"],
         drain_timeout=opts["drain_timeout"], display=opts["display"],
-        log_interval=opts["log_interval"],
+        log_interval=opts["log_interval"], staging_dir=opts["staging_dir"],
+        upload_interval=opts["upload_interval"],
+        upload=UploadPolicy(staging_limit_bytes=opts["staging_limit_mb"] << 20),
         metrics_port=opts["metrics_port"], metrics_host=opts["metrics_host"],
     )  # fmt: skip
     reporter = make_reporter(config.display, config.log_interval)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import click
@@ -13,9 +12,9 @@ from regen.run.status import read_status
 
 
 @click.command()
-@click.argument("output_dir", type=click.Path(path_type=Path))
+@click.argument("output_dir")  # a str: a Path would fold s3://b into s3:/b
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def status(output_dir: Path, as_json: bool) -> None:
+def status(output_dir: str, as_json: bool) -> None:
     """Show progress, rates, ETA, servers, errors and quality alarms of a run."""
     info = read_status(output_dir)
     if as_json:

@@ -11,6 +11,7 @@ from regen.errors import ConfigError
 from regen.fleet.dispatch import HealthPolicy, RetryPolicy
 from regen.fleet.server import Timeouts
 from regen.run.quality import Thresholds
+from regen.storage.uploader import UploadPolicy
 
 Thinking = Literal["on", "off", "auto"]
 
@@ -49,7 +50,7 @@ class Sampling:
 @dataclass
 class GenerateConfig:
     prompts: str | Path  # a local path or an fsspec URL such as s3://bucket/prompts.jsonl
-    output_dir: Path
+    output_dir: str | Path  # a local directory or an fsspec URL such as s3://bucket/run
     servers: list[str] = field(default_factory=list)  # empty: start the embedded server
     local_model: Path | None = None
     model: str | None = None
@@ -69,6 +70,10 @@ class GenerateConfig:
     allow_changed_sampling: bool = False
     compress: bool = False
     shard_max_records: int = 20_000
+    shard_max_bytes: int = 256 << 20
+    staging_dir: Path | None = None  # for a bucket --output-dir; None: under ~/.cache/regen
+    upload_interval: float = 300.0  # seconds: an open shard older than this is sealed, uploaded
+    upload: UploadPolicy = field(default_factory=UploadPolicy)
     drain_timeout: float = 60.0
     snapshot_interval: float = 2.0
     log_interval: float = 30.0
@@ -83,6 +88,8 @@ class GenerateConfig:
             raise ConfigError("--concurrency must be at least 1")
         if self.sampling.max_tokens < 1:
             raise ConfigError("--max-output-tokens must be at least 1")
+        if self.upload_interval <= 0:
+            raise ConfigError("--upload-interval must be more than 0 seconds")
         for url in self.servers:
             if not url.startswith(("http://", "https://")):
                 raise ConfigError(

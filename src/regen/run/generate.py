@@ -16,7 +16,6 @@ import signal
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import xxhash
@@ -45,6 +44,7 @@ from regen.run.manifest import check_and_record, fingerprint
 from regen.run.progress import RunStats, snapshot, write_snapshot
 from regen.run.quality import QualityMonitor
 from regen.run.writer import ShardWriter, sidecar_path, writer_tag
+from regen.storage.store import LocalStore, Store, open_store
 
 log = logging.getLogger("regen.run")
 
@@ -54,7 +54,7 @@ EXIT_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143}
 
 @dataclass
 class RunResult:
-    output_dir: Path
+    output_dir: str
     exit_code: int
     stats: RunStats
     message: str
@@ -67,15 +67,15 @@ Reporter = Callable[[dict[str, Any]], None]
 
 def generate(config: GenerateConfig, report: Reporter | None = None) -> RunResult:
     """Run (or resume) a generation; returns when it is finished, stopped, or gave up."""
-    layout = OutputLayout.at(config.output_dir)
     if not is_file(config.prompts):
         raise ConfigError(f"prompt file {config.prompts} does not exist", hint="check --prompts")
-    try:
-        layout.root.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(f"cannot create --output-dir {layout.root}: {exc.strerror}") from exc
+    store = open_store(
+        config.output_dir, staging_dir=config.staging_dir, upload_interval=config.upload_interval,
+        policy=config.upload, retry_errors=config.retry_errors,
+    )  # fmt: skip
+    layout = store.layout
     api_key = config.api_key()
-    with RunLock(layout.lock), contextlib.ExitStack() as stack:
+    with RunLock(layout.lock), store, contextlib.ExitStack() as stack:
         urls = list(config.servers)
         embedded: EmbeddedServer | None = None
         if not urls:
@@ -83,7 +83,7 @@ def generate(config: GenerateConfig, report: Reporter | None = None) -> RunResul
             embedded = EmbeddedServer(model_path, layout.root / "embedded-server.log")
             stack.enter_context(embedded)
             urls = [embedded.url]
-        run = Run(config, layout, urls, api_key, report, embedded)
+        run = Run(config, layout, urls, api_key, report, embedded, store)
         return asyncio.run(run.execute())
 
 
@@ -96,8 +96,10 @@ class Run:
         api_key: str | None,
         report: Reporter | None,
         embedded: EmbeddedServer | None,
+        store: Store | None = None,
     ) -> None:
         self.config = config
+        self.store = store or LocalStore(layout.root)  # where files go: a dir, or a bucket
         self.layout = layout
         self.report = report or (lambda snap: None)
         self.embedded = embedded
@@ -153,7 +155,10 @@ class Run:
         self.report({"config": resolved})
         if config.retry_errors:
             self._set_errors_aside()
-        ledger = ledger_mod.scan(self.layout, compress=config.compress)
+        ledger = ledger_mod.scan(
+            self.layout, compress=config.compress, remote=self.store.committed()
+        )
+        self.store.start(self._event)
         for note in ledger.repaired:
             self._event(f"repaired {note}")
         self.ledger = ledger
@@ -162,11 +167,12 @@ class Run:
             finished_before=ledger.completions + ledger.errors,
         )
         tag = writer_tag()
+        limits = {"max_records": config.shard_max_records, "max_bytes": config.shard_max_bytes,
+                  "max_age": self.store.seal_after}  # fmt: skip
         self.completions = ShardWriter(
-            self.layout.completions, tag, max_records=config.shard_max_records,
-            compress=config.compress,
-        )  # fmt: skip
-        self.errors = ShardWriter(self.layout.errors, tag, max_records=config.shard_max_records)
+            self.layout.completions, tag, compress=config.compress, **limits
+        )
+        self.errors = ShardWriter(self.layout.errors, tag, **limits)
         try:
             exit_code = await self._dispatch_with_monitoring()
         finally:
@@ -344,6 +350,7 @@ class Run:
     # -- one item ------------------------------------------------------------------------
     async def _process(self, item: WorkItem) -> None:
         sampling = self.config.sampling.with_overrides(item.prompt.sampling)
+        await self.store.room()  # a bucket that cannot keep up pauses requests, not writes
         try:
             conv = await regenerate(self.fleet, item, self.shape, sampling)
         except ServerError as err:
@@ -387,6 +394,8 @@ class Run:
     async def _monitor(self) -> None:
         while True:
             await asyncio.sleep(self.config.snapshot_interval)
+            self.completions.tick()  # a slow run still seals (and uploads) by age
+            self.errors.tick()
             self.stats.tick()
             self._check_quality()
             self._write_snapshot()
@@ -404,7 +413,7 @@ class Run:
 
     def _write_snapshot(self) -> None:
         extra = {
-            "output_dir": str(self.layout.root),
+            "output_dir": self.layout.where,
             "model": self.model,
             "all_servers_down_for_s": (
                 round(time.monotonic() - self.fleet.all_down_since, 1)
@@ -422,18 +431,20 @@ class Run:
         new_work = stats.completed + stats.failed + stats.bad_lines
         already = exit_code == EXIT_OK and new_work == 0
         if already:
-            message = f"nothing to do: all {stats.finished} items are already in {self.layout.root}"
+            message = (
+                f"nothing to do: all {stats.finished} items are already in {self.layout.where}"
+            )
         elif exit_code == EXIT_OK:
             message = (
                 f"done: {stats.completed} new completions, {stats.failed} errors, "
-                f"{stats.bad_lines} unusable input lines; output in {self.layout.root}"
+                f"{stats.bad_lines} unusable input lines; output in {self.layout.where}"
             )
         else:
             message = (
                 f"stopped ({self.stopping}) after {stats.completed} new completions; "
                 "run the same command again to resume (finished work is kept)"
             )
-        return RunResult(self.layout.root, exit_code, stats, message, already, repaired)
+        return RunResult(self.layout.where, exit_code, stats, message, already, repaired)
 
 
 def _install_signal_handlers(loop, handler) -> list[signal.Signals]:

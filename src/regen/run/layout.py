@@ -18,17 +18,19 @@ ERRORS = "errors"
 @dataclass(frozen=True)
 class OutputLayout:
     root: Path
+    label: str | None = None  # what the user named, when root only stages it (a bucket URL)
 
     @classmethod
     def at(cls, output_dir: str | Path) -> OutputLayout:
         text = str(output_dir)
-        if "://" in text:
-            raise ConfigError(
-                f"--output-dir {text} is an object-store URL; generate writes to a local or "
-                "mounted filesystem for now",
-                hint="write to a local directory (object storage upload is a later feature)",
-            )
+        if "://" in text:  # callers route URLs through regen.storage; this is a bug guard
+            raise ConfigError(f"{text} is a URL, not a local directory")
         return cls(Path(text).expanduser().resolve())
+
+    @property
+    def where(self) -> str:
+        """The run's location as the user gave it: a path, or the bucket URL."""
+        return self.label or str(self.root)
 
     @property
     def completions(self) -> Path:

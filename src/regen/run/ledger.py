@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,8 +38,17 @@ class Ledger:
         return key in self.done or key in self.failed
 
 
-def scan(layout: OutputLayout, *, compress: bool) -> Ledger:
+def scan(
+    layout: OutputLayout, *, compress: bool, remote: Iterable[tuple[str, list]] = ()
+) -> Ledger:
+    """`remote`: (kind, items) for shards already committed elsewhere (a bucket) and not in
+    `layout`; items are (id, sample) pairs for completions and whole records for errors."""
     ledger = Ledger()
+    for kind, items in remote:
+        if kind == COMPLETIONS:
+            _add_keys(items, ledger)
+        else:
+            _add_error_records(items, ledger)
     for kind in (COMPLETIONS, ERRORS):
         folder = layout.root / kind
         _remove_leftovers(folder)
@@ -109,6 +118,10 @@ def _add_completions(shard: Path, keys: list | None, ledger: Ledger) -> None:
     if keys is None:  # a compressed shard whose sidecar is missing or stale
         keys = [(r["id"], r["sample"]) for r in _records(shard)]
         write_sidecar(shard, keys)
+    _add_keys(keys, ledger)
+
+
+def _add_keys(keys: Iterable, ledger: Ledger) -> None:
     for prompt_id, sample in keys:
         key = record_key(prompt_id, sample)  # type: ignore[arg-type]
         if key in ledger.done:
@@ -118,7 +131,11 @@ def _add_completions(shard: Path, keys: list | None, ledger: Ledger) -> None:
 
 
 def _add_errors(shard: Path, ledger: Ledger) -> None:
-    for record in _records(shard):
+    _add_error_records(_records(shard), ledger)
+
+
+def _add_error_records(records: Iterable[dict], ledger: Ledger) -> None:
+    for record in records:
         ledger.errors += 1
         if record.get("id") is None or record.get("sample") is None:
             ledger.bad_lines.add(record["line"])

@@ -17,12 +17,16 @@ from regen.jsonio import ZST_SUFFIX, iter_lines, read_json
 from regen.run.layout import COMPLETIONS, ERRORS, OutputLayout
 from regen.run.lock import is_locked, read_holder
 from regen.run.writer import read_sidecar
+from regen.storage.bucket import is_url
+from regen.storage.reader import bucket_status
 
 STALE_AFTER_S = 60.0
 
 
 def read_status(output_dir: str | Path) -> dict[str, Any]:
-    layout = OutputLayout.at(output_dir)
+    if is_url(output_dir) and not str(output_dir).startswith("file://"):
+        return bucket_status(str(output_dir))
+    layout = OutputLayout.at(str(output_dir).removeprefix("file://"))
     if not layout.manifest.exists():
         raise ConfigError(
             f"{layout.root} is not a regen output dir (no manifest.json)",
