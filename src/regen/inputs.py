@@ -20,6 +20,7 @@ from regen.chat import normalise_messages
 from regen.errors import ConfigError, InputError
 from regen.jsonio import canonical, is_file, iter_lines
 from regen.records import BadLine, Finished, Prompt
+from regen.scale.partition import WHOLE, Part
 
 SAMPLING_KEYS = {"temperature", "top_p", "top_k", "max_tokens", "thinking", "seed"}
 
@@ -30,9 +31,9 @@ def stable_id(messages: list[dict], tools: list[dict] | None) -> str:
 
 
 def read_prompts(
-    path: str | Path, is_finished: Callable[[str], bool] | None = None
+    path: str | Path, is_finished: Callable[[str], bool] | None = None, part: Part = WHOLE
 ) -> Iterator[Prompt | BadLine | Finished]:
-    """Yield a Prompt or a BadLine for every non-blank line of the file.
+    """Yield a Prompt or a BadLine for every non-blank line of the file that `part` owns.
 
     `is_finished(id)`: a record with an explicit id that is already done becomes a Finished
     marker without being normalised, so a resume over a million finished prompts is fast.
@@ -43,10 +44,12 @@ def read_prompts(
         if not raw.strip():
             continue
         try:
-            yield parse_record(raw, number, is_finished)
+            entry: Prompt | Finished | BadLine = parse_record(raw, number, is_finished)
         except InputError as err:
             message = err.message if not err.hint else f"{err.message} ({err.hint})"
-            yield BadLine(line=number, kind=err.kind, message=message)
+            entry = BadLine(line=number, kind=err.kind, message=message)
+        if part.owns(entry.id, number):
+            yield entry
 
 
 def parse_record(

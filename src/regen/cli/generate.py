@@ -15,6 +15,7 @@ from regen.metrics import serve_metrics
 from regen.run.config import GenerateConfig, Sampling
 from regen.run.generate import generate as run_generate
 from regen.run.quality import Thresholds
+from regen.scale.partition import parse_part, part_from_env
 from regen.storage.uploader import UploadPolicy
 
 
@@ -38,6 +39,11 @@ def server_urls_after_flag(extra: list[str]) -> list[str]:
 @click.option(
     "--output-dir", required=True,
     help="All run files go here: a directory or a bucket URL (s3://bucket/prefix, gs://, az://).",
+)  # fmt: skip
+@click.option(
+    "--shard", metavar="I/N",
+    help="Do part I of N (a stable split by prompt id; N processes write to one --output-dir) "
+    "[from SLURM_ARRAY_TASK_ID/_COUNT, or JOB_COMPLETION_INDEX + REGEN_SHARD_COUNT].",
 )  # fmt: skip
 @click.option(
     "--staging-dir", type=click.Path(path_type=Path),
@@ -162,6 +168,7 @@ def generate(ctx: click.Context, **opts) -> None:
         allow_changed_sampling=opts["allow_changed_sampling"], compress=opts["compress"],
         drain_timeout=opts["drain_timeout"], display=opts["display"],
         log_interval=opts["log_interval"], staging_dir=opts["staging_dir"],
+        part=parse_part(opts["shard"]) if opts["shard"] else part_from_env(),
         upload_interval=opts["upload_interval"],
         upload=UploadPolicy(staging_limit_bytes=opts["staging_limit_mb"] << 20),
         metrics_port=opts["metrics_port"], metrics_host=opts["metrics_host"],

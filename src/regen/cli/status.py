@@ -9,6 +9,7 @@ import orjson
 
 from regen.display import format_duration, summary_line
 from regen.run.status import read_status
+from regen.scale.status import render_shards
 
 
 @click.command()
@@ -26,7 +27,7 @@ def status(output_dir: str, as_json: bool) -> None:
 
 def render(info: dict[str, Any]) -> list[str]:
     alive = info["alive"]
-    last_state = (info["progress"] or {}).get("state")
+    last_state = (info["progress"] or {}).get("state") or alive.get("state")
     if alive["alive"]:
         state = "RUNNING"
     elif last_state == "finished":
@@ -39,6 +40,8 @@ def render(info: dict[str, Any]) -> list[str]:
         f"{info['output_dir']}: {state} (pid {alive['pid']} on {alive['host']}; {alive['how']})",
         f"files: {info['files']['completions']} completions, {info['files']['errors']} errors",
     ]
+    if info.get("shards"):
+        return [*lines, *render_shards(info["shards"], format_duration)]
     progress = info["progress"]
     if progress is None:
         return [*lines, "no progress snapshot yet"]

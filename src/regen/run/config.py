@@ -11,6 +11,7 @@ from regen.errors import ConfigError
 from regen.fleet.dispatch import HealthPolicy, RetryPolicy
 from regen.fleet.server import Timeouts
 from regen.run.quality import Thresholds
+from regen.scale.partition import WHOLE, Part
 from regen.storage.uploader import UploadPolicy
 
 Thinking = Literal["on", "off", "auto"]
@@ -74,6 +75,7 @@ class GenerateConfig:
     staging_dir: Path | None = None  # for a bucket --output-dir; None: under ~/.cache/regen
     upload_interval: float = 300.0  # seconds: an open shard older than this is sealed, uploaded
     upload: UploadPolicy = field(default_factory=UploadPolicy)
+    part: Part = WHOLE  # --shard I/N: this process does the prompts of part I only
     drain_timeout: float = 60.0
     snapshot_interval: float = 2.0
     log_interval: float = 30.0
@@ -131,4 +133,5 @@ class GenerateConfig:
             "max_retries": self.retry.max_retries,
             "give_up_after_s": self.health.give_up_after,
             "compress": self.compress,
+            "shards": self.part.count,  # the same N on every resume (see manifest)
         }

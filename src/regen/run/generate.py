@@ -71,7 +71,7 @@ def generate(config: GenerateConfig, report: Reporter | None = None) -> RunResul
         raise ConfigError(f"prompt file {config.prompts} does not exist", hint="check --prompts")
     store = open_store(
         config.output_dir, staging_dir=config.staging_dir, upload_interval=config.upload_interval,
-        policy=config.upload, retry_errors=config.retry_errors,
+        policy=config.upload, retry_errors=config.retry_errors, part=config.part.name,
     )  # fmt: skip
     layout = store.layout
     api_key = config.api_key()
@@ -156,14 +156,14 @@ class Run:
         if config.retry_errors:
             self._set_errors_aside()
         ledger = ledger_mod.scan(
-            self.layout, compress=config.compress, remote=self.store.committed()
+            self.layout, compress=config.compress, remote=self.store.committed(), part=config.part
         )
         self.store.start(self._event)
         for note in ledger.repaired:
             self._event(f"repaired {note}")
         self.ledger = ledger
         self.stats = RunStats(
-            total=input_fp.lines * config.samples_per_prompt,
+            total=input_fp.lines * config.samples_per_prompt // config.part.count,  # till exact
             finished_before=ledger.completions + ledger.errors,
         )
         tag = writer_tag()
@@ -265,7 +265,7 @@ class Run:
         def is_finished(prompt_id: str) -> bool:
             return all(self.ledger.finished(record_key(prompt_id, k)) for k in range(samples))
 
-        for entry in read_prompts(self.config.prompts, is_finished):
+        for entry in read_prompts(self.config.prompts, is_finished, self.config.part):
             lines += 1
             if self.stopping:
                 return

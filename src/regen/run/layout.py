@@ -19,13 +19,14 @@ ERRORS = "errors"
 class OutputLayout:
     root: Path
     label: str | None = None  # what the user named, when root only stages it (a bucket URL)
+    part: str = ""  # with --shard: each part has its own progress file and lock
 
     @classmethod
-    def at(cls, output_dir: str | Path) -> OutputLayout:
+    def at(cls, output_dir: str | Path, part: str = "") -> OutputLayout:
         text = str(output_dir)
         if "://" in text:  # callers route URLs through regen.storage; this is a bug guard
             raise ConfigError(f"{text} is a URL, not a local directory")
-        return cls(Path(text).expanduser().resolve())
+        return cls(Path(text).expanduser().resolve(), part=part)
 
     @property
     def where(self) -> str:
@@ -51,11 +52,11 @@ class OutputLayout:
 
     @property
     def progress(self) -> Path:
-        return self.root / "progress.json"
+        return self.root / progress_name(self.part)
 
     @property
     def lock(self) -> Path:
-        return self.root / "run.lock"
+        return self.root / (f"run-{self.part}.lock" if self.part else "run.lock")
 
     def shard_files(self, kind: str) -> list[Path]:
         """Data shards of `kind` (completions or errors), sorted by name (= creation order)."""
@@ -76,6 +77,14 @@ class OutputLayout:
         """
         for path in self.shard_files(kind):
             yield from iter_shard(path)
+
+
+def progress_name(part: str = "") -> str:
+    return f"progress-{part}.json" if part else "progress.json"
+
+
+def is_progress(name: str) -> bool:
+    return name.startswith("progress") and name.endswith(".json")
 
 
 def iter_shard(path: Path) -> Iterator[dict]:

@@ -20,6 +20,7 @@ from regen.jsonio import ZST_SUFFIX, iter_lines
 from regen.records import Key, record_key
 from regen.run.layout import COMPLETIONS, ERRORS, OutputLayout
 from regen.run.writer import read_sidecar, seal_shard, write_sidecar
+from regen.scale.partition import WHOLE, Part
 
 log = logging.getLogger("regen.run")
 
@@ -33,17 +34,24 @@ class Ledger:
     errors: int = 0
     duplicates: int = 0
     repaired: list[str] = field(default_factory=list)
+    part: Part = WHOLE
 
     def finished(self, key: Key) -> bool:
         return key in self.done or key in self.failed
 
 
 def scan(
-    layout: OutputLayout, *, compress: bool, remote: Iterable[tuple[str, list]] = ()
+    layout: OutputLayout,
+    *,
+    compress: bool,
+    remote: Iterable[tuple[str, list]] = (),
+    part: Part = WHOLE,
 ) -> Ledger:
     """`remote`: (kind, items) for shards already committed elsewhere (a bucket) and not in
-    `layout`; items are (id, sample) pairs for completions and whole records for errors."""
-    ledger = Ledger()
+    `layout`; items are (id, sample) pairs for completions and whole records for errors.
+    `part`: only the keys of this part of the input are kept (other parts are other
+    processes' business), which also divides the ledger's memory by the number of parts."""
+    ledger = Ledger(part=part)
     for kind, items in remote:
         if kind == COMPLETIONS:
             _add_keys(items, ledger)
@@ -123,6 +131,8 @@ def _add_completions(shard: Path, keys: list | None, ledger: Ledger) -> None:
 
 def _add_keys(keys: Iterable, ledger: Ledger) -> None:
     for prompt_id, sample in keys:
+        if not ledger.part.owns_id(str(prompt_id)):
+            continue
         key = record_key(prompt_id, sample)  # type: ignore[arg-type]
         if key in ledger.done:
             ledger.duplicates += 1
@@ -136,6 +146,8 @@ def _add_errors(shard: Path, ledger: Ledger) -> None:
 
 def _add_error_records(records: Iterable[dict], ledger: Ledger) -> None:
     for record in records:
+        if not ledger.part.owns(record.get("id"), record.get("line") or 0):
+            continue
         ledger.errors += 1
         if record.get("id") is None or record.get("sample") is None:
             ledger.bad_lines.add(record["line"])

@@ -17,6 +17,7 @@ from regen.jsonio import ZST_SUFFIX, iter_lines, read_json
 from regen.run.layout import COMPLETIONS, ERRORS, OutputLayout
 from regen.run.lock import is_locked, read_holder
 from regen.run.writer import read_sidecar
+from regen.scale.status import with_shards
 from regen.storage.bucket import is_url
 from regen.storage.reader import bucket_status
 
@@ -34,9 +35,10 @@ def read_status(output_dir: str | Path) -> dict[str, Any]:
         )
     manifest = read_json(layout.manifest)
     progress = read_json(layout.progress) if layout.progress.exists() else None
+    parts = {p.name: read_json(p) for p in layout.root.glob("progress-*.json")}
     return {
         "output_dir": str(layout.root),
-        "alive": _liveness(layout, progress),
+        **with_shards(_liveness(layout, progress), parts),
         "files": {kind: count_records(layout, kind) for kind in (COMPLETIONS, ERRORS)},
         "manifest": {"created": manifest["created"], "config": manifest["config"],
                      "input": manifest["input"], "sessions": len(manifest["sessions"])},

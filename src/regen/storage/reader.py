@@ -15,6 +15,7 @@ import orjson
 
 from regen.errors import ConfigError
 from regen.run.layout import COMPLETIONS, ERRORS, OutputLayout
+from regen.scale.status import with_shards
 from regen.storage.bucket import Bucket, is_url
 from regen.storage.shards import list_kind, read_records, read_sidecars
 
@@ -60,6 +61,7 @@ def bucket_status(url: str) -> dict[str, Any]:
             hint="pass the --output-dir of a regen generate run",
         )
     progress = run.read_json("progress.json")
+    parts = {n: run.read_json(n) for n in run.bucket.list("") if n.startswith("progress-")}
     age = time.time() - progress["updated_unix"] if progress else None
     alive = (
         age is not None and age < STALE_AFTER_S and progress["state"] not in ("finished", "stopped")
@@ -67,10 +69,10 @@ def bucket_status(url: str) -> dict[str, Any]:
     how = f"heartbeat {age:.0f}s ago from {progress['host']}" if progress else "no heartbeat yet"
     return {
         "output_dir": run.where,
-        "alive": {"alive": alive, "pid": (progress or {}).get("pid"),
-                  "host": (progress or {}).get("host"), "how": how,
-                  "last_update_s_ago": None if age is None else round(age, 1),
-                  "state": (progress or {}).get("state")},
+        **with_shards({"alive": alive, "pid": (progress or {}).get("pid"),
+                       "host": (progress or {}).get("host"), "how": how,
+                       "last_update_s_ago": None if age is None else round(age, 1),
+                       "state": (progress or {}).get("state")}, parts),
         "files": {kind: run.count(kind) for kind in (COMPLETIONS, ERRORS)},
         "manifest": {"created": manifest["created"], "config": manifest["config"],
                      "input": manifest["input"], "sessions": len(manifest["sessions"])},

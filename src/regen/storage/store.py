@@ -37,8 +37,8 @@ class LocalStore:
 
     seal_after: float | None = None
 
-    def __init__(self, output_dir: str | Path) -> None:
-        self.layout = OutputLayout.at(output_dir)
+    def __init__(self, output_dir: str | Path, part: str = "") -> None:
+        self.layout = OutputLayout.at(output_dir, part)
         try:
             self.layout.root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -72,9 +72,11 @@ class BucketStore:
         policy: UploadPolicy,
         retry_errors: bool = False,
         finish_timeout: float = 600.0,
+        part: str = "",
     ) -> None:
         self.bucket = Bucket(url)
-        self.layout = OutputLayout(staging.expanduser().resolve(), label=self.bucket.url)
+        root = staging.expanduser().resolve()
+        self.layout = OutputLayout(root, label=self.bucket.url, part=part)
         try:
             self.layout.root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -157,9 +159,10 @@ def _stem(name: str) -> str:
     return name
 
 
-def default_staging(url: str) -> Path:
+def default_staging(url: str, part: str = "") -> Path:
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "regen" / "staging" / xxhash.xxh3_64_hexdigest(url.rstrip("/"))
+    name = xxhash.xxh3_64_hexdigest(url.rstrip("/")) + (f"-{part}" if part else "")
+    return cache / "regen" / "staging" / name
 
 
 def open_store(
@@ -169,15 +172,18 @@ def open_store(
     upload_interval: float = 300.0,
     policy: UploadPolicy | None = None,
     retry_errors: bool = False,
+    part: str = "",
 ) -> LocalStore | BucketStore:
+    """`part`: with --shard, the part's name: its own progress file, lock and staging."""
     if not is_url(output_dir):
-        return LocalStore(output_dir)
+        return LocalStore(output_dir, part)
     url = str(output_dir)
     if url.startswith("file://"):
-        return LocalStore(url.removeprefix("file://"))
+        return LocalStore(url.removeprefix("file://"), part)
     return BucketStore(
         url,
-        staging_dir or default_staging(url),
+        staging_dir or default_staging(url, part),
+        part=part,
         upload_interval=upload_interval,
         policy=policy or UploadPolicy(),
         retry_errors=retry_errors,

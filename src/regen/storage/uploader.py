@@ -43,10 +43,8 @@ class Uploader:
         bucket: Bucket,
         policy: UploadPolicy,
         event: Callable[[str], None],
-        progress_name: str = "progress.json",
     ) -> None:
         self.layout, self.bucket, self.policy, self.event = layout, bucket, policy, event
-        self.progress_name = progress_name
         self.uploaded = 0
         self.pending_bytes = 0
         self.failing_since: float | None = None
@@ -122,7 +120,7 @@ class Uploader:
         now = time.monotonic()
         self._push_if_changed(self.layout.manifest, "manifest.json")
         if force or now - self._last_heartbeat >= self.policy.heartbeat:
-            self._push_if_changed(self.layout.progress, self.progress_name)
+            self._push_if_changed(self.layout.progress, self.layout.progress.name)
             self._last_heartbeat = now
 
     def _push_if_changed(self, path: Path, name: str) -> None:
