@@ -12,7 +12,8 @@ STALE_AFTER_S = 60.0
 
 def part_label(progress_file: str) -> str:
     """progress-0003-of-0008.json -> 3/8"""
-    index, _, count = progress_file.removeprefix("progress-").removesuffix(".json").partition("-of-")
+    name = progress_file.removeprefix("progress-").removesuffix(".json")
+    index, _, count = name.partition("-of-")
     return f"{int(index)}/{int(count)}"
 
 
