@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from regen.errors import ConfigError
+from regen.fleet.embedded import EMBEDDED_MODEL_NAME, default_model_path
 from regen.serve.control import fleet_status, stop_fleet
 from regen.serve.fleetfile import FleetFile
 from regen.serve.gpus import parse_gpu_list
@@ -17,7 +18,7 @@ from regen.serve.run import serve as run_serve
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--engine", type=click.Choice(["sglang", "vllm", "llamacpp"]), help="Server engine.")
-@click.option("--model", help="Model path or hub name, as the engine takes it.")
+@click.option("--model", help="Model path or hub name; `embedded`: the demo SmolLM2 GGUF.")
 @click.option("--fleet", "fleet_path", type=click.Path(path_type=Path), help="FLEET.json to write.")
 @click.option("--gpus", help="GPUs to use, e.g. 0-7 or 0,1,2,3 [default: all nvidia-smi sees].")
 @click.option("--gpus-per-server", type=int, default=1, show_default=True, help="Tensor parallel.")
@@ -53,9 +54,12 @@ def serve(engine_args: tuple[str, ...], status_of, stop_of, **opts) -> None:
             "regen serve needs " + ", ".join(m.replace("_path", "") for m in missing),
             hint="e.g. regen serve --engine vllm --model /models/M --fleet fleet.json",
         )
+    model, served_name = opts["model"], opts["served_model_name"]
+    if model == "embedded":  # the demo model, as `--tokenizer embedded` names its tokenizer
+        model, served_name = str(default_model_path()), served_name or EMBEDDED_MODEL_NAME
     spec = ServeSpec(
-        engine=opts["engine"], model=opts["model"], log_dir=opts["fleet_path"].parent / "logs",
-        served_name=opts["served_model_name"],
+        engine=opts["engine"], model=model, served_name=served_name,
+        log_dir=opts["fleet_path"].resolve().parent / "logs",
         gpus=parse_gpu_list(opts["gpus"]) if opts["gpus"] else None,
         gpus_per_server=opts["gpus_per_server"], replicas=opts["replicas"],
         port_base=opts["port_base"], host=opts["host"], python=opts["python"],

@@ -10,6 +10,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -68,23 +69,41 @@ def plan_servers(spec: ServeSpec) -> list[LaunchSpec]:
 
 
 def start_all(launches: list[LaunchSpec], timeout: float, tied: bool) -> list[ServerProcess]:
-    """Start every server at once, then wait for each to answer. If one dies or never answers,
-    every server started here is stopped and the error carries its exit report."""
+    """Start every server at once, then wait until each answers. If one dies or never answers,
+    every server started here is stopped and the error carries its exit report: a death is
+    seen at once, not after the others finished loading."""
     processes = [ServerProcess(launch, tied_to_parent=tied) for launch in launches]
     try:
         for process in processes:
             process.start()
-        for process in processes:
-            report = process.wait_ready(timeout)
-            if report is not None:
-                raise ConfigError(
-                    "a server died while starting: " + report.describe(), hint=report.fix
-                )
+        _wait_all_ready(processes, timeout)
     except BaseException:
         for process in processes:
             process.stop()
         raise
     return processes
+
+
+def _wait_all_ready(processes: list[ServerProcess], timeout: float) -> None:
+    pending = list(processes)
+    deadline = time.monotonic() + timeout
+    while pending:
+        for process in list(pending):
+            report = process.exited()
+            if report is not None:
+                raise ConfigError(
+                    "a server died while starting: " + report.describe(), hint=report.fix
+                )
+            if process.answers():
+                pending.remove(process)
+        if pending and time.monotonic() > deadline:
+            names = ", ".join(f"{p.spec.name} ({p.spec.url})" for p in pending)
+            raise ConfigError(
+                f"{names} did not answer a chat completion within {timeout:.0f}s",
+                hint=f"see the logs in {pending[0].spec.log_path.parent}; a large model may "
+                "need a longer --startup-timeout",
+            )
+        time.sleep(0.3)
 
 
 def fleet_file(spec: ServeSpec, processes: list[ServerProcess]) -> FleetFile:
@@ -180,7 +199,10 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def port_is_free(host: str, port: int) -> bool:
+    """Free to listen on. SO_REUSEADDR as servers set it, so that connections of a server that
+    just stopped (TIME_WAIT) do not count: only a listener does."""
     with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
         except OSError:

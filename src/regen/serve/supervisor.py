@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from regen.serve.process import ExitReport, ServerProcess, answers_chat
+from regen.serve.process import ExitReport, ServerProcess
 
 
 @dataclass(frozen=True)
@@ -55,9 +55,7 @@ class Supervisor:
     ) -> None:
         self.policy = policy or RestartPolicy()
         self._watches = [_Watch(p) for p in processes]
-        self._ready_check = ready_check or (
-            lambda p: answers_chat(p.spec.url, p.spec.model_name, timeout=5.0)
-        )
+        self._ready_check = ready_check or ServerProcess.answers
 
     @property
     def all_dead(self) -> bool:
