@@ -289,3 +289,43 @@ def test_restart_dead_mode_stops_its_servers_on_sigterm(tmp_path, standin_env):
     assert "killed by SIGKILL" in out and "restarting server server-0" in out
     assert "stopped 2 server(s)" in out
     assert not any(is_our_process(s) for s in FleetFile.read(fleet_path).servers)
+
+
+def test_a_fleet_file_of_running_servers_is_not_overwritten(tmp_path, standin_env):
+    fleet_path = tmp_path / "fleet.json"
+    args = ["serve", "--engine", "llamacpp", "--model", "m.gguf", "--python",
+            standin_env["STANDIN_PYTHON"], "--fleet", str(fleet_path)]  # fmt: skip
+    first = regen(*args)
+    try:
+        assert first.returncode == 0, first.stderr
+        again = regen(*args)
+        assert again.returncode == 2
+        assert "lists servers that still run (server-0)" in again.stderr
+        assert f"regen serve --stop {fleet_path}" in again.stderr
+    finally:
+        regen("serve", "--stop", str(fleet_path))
+    after_stop = regen(*args)  # a stale file of stopped servers is simply replaced
+    regen("serve", "--stop", str(fleet_path))
+    assert after_stop.returncode == 0, after_stop.stderr
+
+
+def test_copy_model_is_resumable(tmp_path):
+    from regen.serve.launch import copy_model
+
+    source = tmp_path / "src" / "Model"
+    (source / "sub").mkdir(parents=True)
+    (source / "a.safetensors").write_bytes(b"a" * 1000)
+    (source / "sub" / "b.json").write_bytes(b"{}")
+    dest = tmp_path / "shm"
+    # An interrupted copy: one file whole, one short, a partial left behind.
+    (dest / "Model").mkdir(parents=True)
+    (dest / "Model" / "a.safetensors").write_bytes(b"a" * 10)
+    (dest / "Model" / "a.safetensors.partial").write_bytes(b"a" * 5)
+    (dest / "Model" / "sub").mkdir()
+    (dest / "Model" / "sub" / "b.json").write_bytes(b"{}")
+    before = (dest / "Model" / "sub" / "b.json").stat().st_mtime_ns
+    target = copy_model(source, dest)
+    assert target == dest / "Model"
+    assert (target / "a.safetensors").read_bytes() == b"a" * 1000
+    assert not (target / "a.safetensors.partial").exists()
+    assert (target / "sub" / "b.json").stat().st_mtime_ns == before  # kept, not copied again

@@ -9,6 +9,9 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from regen.errors import ConfigError
+from regen.serve.control import is_our_process
+from regen.serve.fleetfile import FleetFile
 from regen.serve.launch import ServeSpec, fleet_file, plan_servers, start_all
 from regen.serve.process import ServerProcess
 from regen.serve.supervisor import RestartPolicy, Supervisor
@@ -23,6 +26,7 @@ def serve(
 ) -> int:
     """Returns the exit code. With `restart_dead` it returns only when stopped by SIGINT/SIGTERM
     (servers stopped, 0) or when every server died for good (1)."""
+    refuse_running_fleet(fleet_path)
     launches = plan_servers(spec)
     for launch in launches:
         env = " ".join(f"{k}={v}" for k, v in launch.env.items())
@@ -39,6 +43,19 @@ def serve(
         return 0
     policy = policy or RestartPolicy(startup_timeout=spec.startup_timeout)
     return _supervise(processes, spec, fleet_path, policy, echo)
+
+
+def refuse_running_fleet(fleet_path: Path) -> None:
+    """Writing over the FLEET.json of servers that still run would orphan them."""
+    if not fleet_path.exists():
+        return
+    running = [s.name for s in FleetFile.read(fleet_path).servers if is_our_process(s)]
+    if running:
+        raise ConfigError(
+            f"{fleet_path} lists servers that still run ({', '.join(running)})",
+            hint=f"stop them first with `regen serve --stop {fleet_path}`, or write another "
+            "--fleet file",
+        )
 
 
 def _supervise(
