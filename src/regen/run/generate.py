@@ -38,6 +38,7 @@ from regen.records import BadLine, Finished, WorkItem, record_key
 from regen.run import ledger as ledger_mod
 from regen.run.config import GenerateConfig
 from regen.run.conversation import RequestShape, completion_record, regenerate
+from regen.run.keyset import KeySet
 from regen.run.layout import OutputLayout
 from regen.run.lock import RunLock
 from regen.run.manifest import check_and_record, fingerprint
@@ -260,7 +261,7 @@ class Run:
     def _work_items(self) -> Iterator[WorkItem | None]:
         """Pending items in input order; None now and then, so that the dispatcher yields to
         the event loop while it skips over a long run of finished lines."""
-        seen_ids: set[int] = set()
+        seen_ids = KeySet()  # every id of the input: ~9 bytes each, not ~70 in a set
         lines = usable = 0
         samples = self.config.samples_per_prompt
 

@@ -13,11 +13,13 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import orjson
 
 from regen.errors import RunStateError
 from regen.jsonio import ZST_SUFFIX, iter_lines
 from regen.records import Key, record_key
+from regen.run.keyset import KeySet
 from regen.run.layout import COMPLETIONS, ERRORS, OutputLayout
 from regen.run.writer import read_sidecar, seal_shard, write_sidecar
 from regen.scale.partition import WHOLE, Part
@@ -27,8 +29,8 @@ log = logging.getLogger("regen.run")
 
 @dataclass
 class Ledger:
-    done: set[Key] = field(default_factory=set)  # in completions/
-    failed: set[Key] = field(default_factory=set)  # in errors/
+    done: KeySet = field(default_factory=KeySet)  # in completions/ (~9 bytes a key)
+    failed: KeySet = field(default_factory=KeySet)  # in errors/
     bad_lines: set[int] = field(default_factory=set)  # input lines recorded as unusable
     completions: int = 0
     errors: int = 0
@@ -70,6 +72,8 @@ def scan(
                 _add_completions(shard, keys, ledger)
             elif shard.exists():
                 _add_errors(shard, ledger)
+    _ = len(ledger.done), len(ledger.failed)  # merge now: lookups follow, and repeats are counted
+    ledger.duplicates += ledger.done.duplicates + ledger.failed.duplicates
     if ledger.duplicates:
         log.error("%d duplicate keys found in the output files", ledger.duplicates)
     return ledger
@@ -130,14 +134,15 @@ def _add_completions(shard: Path, keys: list | None, ledger: Ledger) -> None:
 
 
 def _add_keys(keys: Iterable, ledger: Ledger) -> None:
-    for prompt_id, sample in keys:
-        if not ledger.part.owns_id(str(prompt_id)):
-            continue
-        key = record_key(prompt_id, sample)  # type: ignore[arg-type]
-        if key in ledger.done:
-            ledger.duplicates += 1
-        ledger.done.add(key)
-        ledger.completions += 1
+    """A shard's keys go in as one array; repeats are counted when the set merges them."""
+    part = ledger.part
+    hashed = [
+        record_key(prompt_id, sample)  # type: ignore[arg-type]
+        for prompt_id, sample in keys
+        if part.whole or part.owns_id(str(prompt_id))
+    ]
+    ledger.done.add_array(np.array(hashed, dtype=np.uint64))
+    ledger.completions += len(hashed)
 
 
 def _add_errors(shard: Path, ledger: Ledger) -> None:
@@ -153,7 +158,7 @@ def _add_error_records(records: Iterable[dict], ledger: Ledger) -> None:
             ledger.bad_lines.add(record["line"])
             continue
         key = record_key(record["id"], record["sample"])
-        if key in ledger.failed or key in ledger.done:
+        if key in ledger.done:  # repeats within errors/ are counted by the set itself
             ledger.duplicates += 1
         ledger.failed.add(key)
 

@@ -14,8 +14,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import fsspec
-
 from regen.errors import ConfigError, StorageError
 
 ATOMIC_PUT = {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "r2", "oss"}
@@ -69,6 +67,8 @@ class Bucket:
     def __init__(self, url: str) -> None:
         self.url = url.rstrip("/")
         protocol = self.url.split("://", 1)[0]
+        import fsspec  # here, not at the top: local runs never pay for its import
+
         options: dict[str, Any] = {"skip_instance_cache": True}
         if protocol in ("s3", "s3a"):
             options |= {"use_listings_cache": False, "config_kwargs": S3_CLIENT}
