@@ -134,3 +134,14 @@ def test_status_names_a_shard_whose_heartbeat_stopped(tmp_path, fake_server, mon
     assert "shard 1/2: STALE" in status.output
     assert "shard 0/2: finished" not in status.output or "1 stale" in status.output
     assert "0 running, 1 stale" in status.output
+
+
+def test_a_fleet_behind_a_router_is_one_url_with_a_large_concurrency(tmp_path, fake_server):
+    """An SGLang router or a Kubernetes Service: one URL, many engines behind it. regen keeps
+    --concurrency requests in flight on it (the router spreads them), exactly once."""
+    router = fake_server(Behaviour(slots=256, seconds_per_token=0.05))  # 0.4 s an answer
+    ids = write_prompts(tmp_path / "p.jsonl", 600)
+    result = run(tmp_path / "p.jsonl", tmp_path / "out", [router.url], concurrency=200)
+    assert result.exit_code == 0
+    assert_exactly_once(tmp_path / "out", ids)
+    assert router.peak_in_flight >= 150  # not capped by a per-server default

@@ -16,6 +16,7 @@ from regen.run.config import GenerateConfig, Sampling
 from regen.run.generate import generate as run_generate
 from regen.run.quality import Thresholds
 from regen.scale.partition import parse_part, part_from_env
+from regen.scale.ray_executor import run_on_ray
 from regen.storage.uploader import UploadPolicy
 
 
@@ -45,6 +46,12 @@ def server_urls_after_flag(extra: list[str]) -> list[str]:
     help="Do part I of N (a stable split by prompt id; N processes write to one --output-dir) "
     "[from SLURM_ARRAY_TASK_ID/_COUNT, or JOB_COMPLETION_INDEX + REGEN_SHARD_COUNT].",
 )  # fmt: skip
+@click.option(
+    "--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+    help="ray: run --shards N parts as Ray tasks (a dead task is retried and resumes).",
+)  # fmt: skip
+@click.option("--shards", type=int, help="With --executor ray: how many parts.")
+@click.option("--ray-address", help="With --executor ray: the cluster [a new local one].")
 @click.option(
     "--staging-dir", type=click.Path(path_type=Path),
     help="With a bucket --output-dir: local staging for shards not yet uploaded "
@@ -178,6 +185,8 @@ def generate(ctx: click.Context, **opts) -> None:
         upload=UploadPolicy(staging_limit_bytes=opts["staging_limit_mb"] << 20),
         metrics_port=opts["metrics_port"], metrics_host=opts["metrics_host"],
     )  # fmt: skip
+    if opts["executor"] == "ray":
+        sys.exit(on_ray(config, opts["shards"], opts["ray_address"]))
     reporter = make_reporter(config.display, config.log_interval)
     with serve_metrics(config.metrics_host, config.metrics_port) as metrics:
         try:
@@ -188,3 +197,12 @@ def generate(ctx: click.Context, **opts) -> None:
     if result.exit_code != 0:
         click.echo(f"resume with the same command; watch with: regen status {result.output_dir}")
     sys.exit(result.exit_code)
+
+
+def on_ray(config: GenerateConfig, shards: int | None, address: str | None) -> int:
+    if not shards:
+        raise click.UsageError("--executor ray needs --shards N (how many parts to run)")
+    results = run_on_ray(config, shards, address)
+    for r in results:
+        click.echo(f"shard {r.part} ({r.host}, pid {r.pid}): exit {r.exit_code}: {r.message}")
+    return max(r.exit_code for r in results)
