@@ -246,11 +246,11 @@ def test_cut_uploads_are_retried_and_never_stop_generation(
     ids = write_prompts(tmp_path / "p.jsonl", 40)
     proxy.rules = [("PUT", "/completions/part-", "cut")]
     monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
-    with healed_after(proxy, 2.0):
+    with healed_after(proxy, "cut", 3):
         result = run(tmp_path / "p.jsonl", URL, [slow_server.url], staging_dir=tmp_path / "s",
                      upload_interval=0.3, upload=FAST)  # fmt: skip
     assert result.exit_code == 0
-    assert sum(1 for *_, a in proxy.seen if a == "cut") >= 2
+    assert faults(proxy, "cut") >= 3
     assert len(slow_server.requests) == 40  # generation went on while uploads failed
     assert_bucket_exactly_once(ids)
 
@@ -273,12 +273,21 @@ def test_killed_after_the_upload_before_local_bookkeeping(
     assert_bucket_exactly_once(ids)
 
 
+def faults(proxy: CutProxy, action: str) -> int:
+    return sum(1 for *_, a in proxy.seen if a == action)
+
+
 @contextmanager
-def healed_after(proxy: CutProxy, seconds: float) -> Iterator[None]:
-    """The bucket comes back after a while."""
+def healed_after(proxy: CutProxy, action: str, count: int, then=None) -> Iterator[None]:
+    """The bucket comes back once `count` requests met `action` (by event, not by clock:
+    a loaded machine may take seconds to start the run); `then()` runs at that moment."""
 
     def heal() -> None:
-        time.sleep(seconds)
+        deadline = time.monotonic() + 120
+        while faults(proxy, action) < count and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if then is not None:
+            then()
         proxy.rules = []
 
     healer = threading.Thread(target=heal)
@@ -298,8 +307,8 @@ def test_full_staging_pauses_dispatch_until_the_bucket_is_back(
     tight = UploadPolicy(staging_limit_bytes=3000, heartbeat=0.5, poll=0.1, base_delay=0.1,
                          max_delay=0.3)  # fmt: skip
     asked_at_heal: list[int] = []
-    with healed_after(proxy, 3.0):
-        threading.Timer(2.9, lambda: asked_at_heal.append(len(slow_server.requests))).start()
+    # Six refused uploads: over a second of retries, while ~25 records (25 KB) were due.
+    with healed_after(proxy, "refuse", 6, lambda: asked_at_heal.append(len(slow_server.requests))):
         result = run(tmp_path / "p.jsonl", URL, [slow_server.url], staging_dir=tmp_path / "s",
                      upload_interval=0.3, upload=tight)  # fmt: skip
     assert result.exit_code == 0
@@ -309,3 +318,27 @@ def test_full_staging_pauses_dispatch_until_the_bucket_is_back(
     # ~1 KB a record: the pause held requests to a handful while the bucket was away.
     assert asked_at_heal[0] < 15
     assert_bucket_exactly_once(ids)
+
+
+def test_prepare_reads_from_and_writes_to_the_bucket(tmp_path, bucket, fake_server):
+    source = Path(__file__).parent / "fixtures" / "prepare" / "metamathqa.jsonl"
+    bucket.put_object(Bucket=BUCKET, Key="src/math.jsonl", Body=source.read_bytes())
+    target = f"s3://{BUCKET}/prepared/prompts.jsonl"
+    result = CliRunner().invoke(
+        main, ["prepare", "-o", target, "--source", f"s3://{BUCKET}/src/math.jsonl",
+               "--total", "5", "--seed", "3"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    listed = {
+        o["Key"] for o in bucket.list_objects_v2(Bucket=BUCKET, Prefix="prepared/")["Contents"]
+    }
+    assert listed == {"prepared/prompts.jsonl", "prepared/prompts.rejects.jsonl",
+                      "prepared/prompts.report.json"}  # fmt: skip
+    report = orjson.loads(bucket.get_object(Bucket=BUCKET, Key="prepared/prompts.report.json")
+                          ["Body"].read())  # fmt: skip
+    assert target in orjson.dumps(report).decode()
+    # ... and generate takes it from there, into the bucket.
+    server = fake_server()
+    done = run(target, URL, [server.url], staging_dir=tmp_path / "s", upload=FAST)
+    written = bucket.get_object(Bucket=BUCKET, Key="prepared/prompts.jsonl")["Body"].read()
+    assert done.exit_code == 0 and done.stats.completed == written.count(b"\n") > 0

@@ -17,9 +17,9 @@ from typing import Any
 
 from regen.check.record import NO_SOURCE
 from regen.inputs import read_prompts
-from regen.jsonio import read_json
+from regen.jsonio import is_file
 from regen.records import Prompt
-from regen.run.layout import OutputLayout
+from regen.storage.reader import open_run
 
 
 @dataclass
@@ -56,10 +56,10 @@ def compare(output_dirs: Iterable[str | Path], completed: dict[str, str]) -> Com
     """`completed`: prompt id -> source of every prompt with a completion in the runs."""
     comp = Composition(completed=Counter(completed.values()))
     for output_dir in output_dirs:
-        layout = OutputLayout.at(output_dir)
-        path = _prompt_file(layout)
+        layout = open_run(output_dir)
+        path = _prompt_file(layout.read_manifest())
         if path is None:
-            comp.unavailable = f"{layout.root} has no manifest naming a local prompt file"
+            comp.unavailable = f"{layout.where} has no manifest naming a readable prompt file"
             return comp
         comp.prompt_files.append(path)
         errored = {str(r.get("id")) for r in layout.iter_records("errors")}
@@ -70,8 +70,6 @@ def compare(output_dirs: Iterable[str | Path], completed: dict[str, str]) -> Com
     return comp
 
 
-def _prompt_file(layout: OutputLayout) -> str | None:
-    if not layout.manifest.is_file():
-        return None
-    path = (read_json(layout.manifest).get("input") or {}).get("path")
-    return path if isinstance(path, str) and Path(path).is_file() else None
+def _prompt_file(manifest: dict | None) -> str | None:
+    path = ((manifest or {}).get("input") or {}).get("path")
+    return path if isinstance(path, str) and is_file(path) else None

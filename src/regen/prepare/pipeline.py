@@ -24,6 +24,7 @@ from regen.prepare.rejects import RejectsWriter
 from regen.prepare.report import Report, build_report
 from regen.prepare.sources import Row, read_rows
 from regen.prepare.stats import SourceStats
+from regen.storage.publish import beside, staged
 
 BATCH = 4096  # prompts hashed and deduplicated together (vectorised index lookups)
 Log = Callable[[str], None]
@@ -37,10 +38,19 @@ def prepare(
     report: str | Path | None = None,
     log: Log = lambda _: None,
 ) -> Report:
-    """Write the blended prompt file, the rejects file and the report; return the report."""
-    output = Path(output)
-    rejects_path = Path(rejects) if rejects else output.with_suffix(".rejects.jsonl")
-    report_path = Path(report) if report else output.with_suffix(".report.json")
+    """Write the blended prompt file, the rejects file and the report; return the report.
+    Any of them may be a bucket URL (written locally, then uploaded whole)."""
+    out = str(output)
+    targets = (out, str(rejects or beside(out, ".rejects.jsonl")),
+               str(report or beside(out, ".report.json")))  # fmt: skip
+    with staged(*targets) as (output_path, rejects_path, report_path):
+        return _prepare(recipe, output_path, rejects_path, report_path, targets, log)
+
+
+def _prepare(
+    recipe: Recipe, output: Path, rejects_path: Path, report_path: Path,
+    names: tuple[str, str, str], log: Log,
+) -> Report:  # fmt: skip
     for path in (output, rejects_path, report_path):
         _make_parent(path)
     fixed = sum(s.ask.count or 0 for s in recipe.sources)
@@ -56,7 +66,7 @@ def prepare(
             pools.append(pool)
     chosen = select(recipe, all_stats, pools)
     atomic_write_bytes(output, b"".join(c.line for _, c in chosen))
-    result = build_report(recipe, all_stats, chosen, output, rejects_path)
+    result = build_report(recipe, all_stats, chosen, names[0], names[1])
     atomic_write_json(report_path, result.data)
     return result
 

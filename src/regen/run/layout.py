@@ -58,6 +58,9 @@ class OutputLayout:
     def lock(self) -> Path:
         return self.root / (f"run-{self.part}.lock" if self.part else "run.lock")
 
+    def read_manifest(self) -> dict | None:
+        return orjson.loads(self.manifest.read_bytes()) if self.manifest.is_file() else None
+
     def shard_files(self, kind: str) -> list[Path]:
         """Data shards of `kind` (completions or errors), sorted by name (= creation order)."""
         folder = self.root / kind

@@ -39,6 +39,9 @@ class BucketRun:
         names = self.shard_files(kind)
         return sum(len(sidecar["keys"]) for _, sidecar in read_sidecars(self.bucket, kind, names))
 
+    def read_manifest(self) -> dict | None:
+        return self.read_json("manifest.json")
+
     def read_json(self, name: str) -> Any:
         data = self.bucket.get_bytes(name)
         return None if data is None else orjson.loads(data)
