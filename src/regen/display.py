@@ -50,10 +50,11 @@ def config_lines(config: dict[str, Any]) -> list[str]:
     sampling = ", ".join(
         f"{k}={'server default' if v is None else v}" for k, v in config["sampling"].items()
     )
+    n, per = len(config["servers"]), config["concurrency_per_server"]
     return [
         f"model       {config['model']}",
-        f"servers     {len(config['servers'])} x {config['concurrency_per_server']} in flight: "
-        + " ".join(config["servers"]),
+        f"servers     {n} x {per} per server = {n * per} in flight: " + " ".join(config["servers"]),
+        f"api key     {config.get('api_key_from', 'none')}",
         f"prompts     {config['prompts']}",
         f"output      {config['output_dir']}",
         f"sampling    {sampling}",

@@ -7,15 +7,17 @@ from pathlib import Path
 import click
 
 from regen.check import Encoder
+from regen.cli.options import Command, option
 from regen.export import Filters, export_run, make_format
 from regen.jsonio import atomic_write_json
 
 PATH = click.Path(path_type=Path)
 
 
-@click.command()
-@click.argument("output_dirs", nargs=-1, required=True, type=PATH)
-@click.option("--out", required=True, type=PATH, help="Directory for train/validation files.")
+@click.command(cls=Command)
+@click.argument("output_dirs", nargs=-1, required=True, type=PATH, metavar="RUN...")
+@option("-o", "--output-dir", "out", required=True, type=PATH, metavar="DIR", aliases=["--out"],
+        help="Directory for train/validation files.")  # fmt: skip
 @click.option(
     "--format",
     "fmt",
@@ -56,7 +58,7 @@ PATH = click.Path(path_type=Path)
 def export(output_dirs, out, fmt, file_type, reasoning, tokenizer, chat_template, template_tokens,
            drop_degenerate, degenerate_at, drop_truncated, min_supervised_tokens, eval_fraction,
            merge_into, report) -> None:  # fmt: skip
-    """Export OUTPUT_DIRS to --out, loadable with datasets.load_dataset(OUT)."""
+    """Export the runs RUN... to --output-dir DIR, loadable with datasets.load_dataset(DIR)."""
     encoder = None
     if tokenizer:
         encoder = Encoder.load(

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import click
 
+from regen.cli.options import Command
 from regen.errors import ConfigError
 from regen.prepare import Recipe, load_recipe
 from regen.prepare import prepare as run_prepare
 from regen.prepare.recipe import check_blend, parse_role_map_flags, parse_source
 
 
-@click.command()
-@click.argument("recipe", required=False, type=click.Path(dir_okay=False))
+@click.command(cls=Command)
+@click.argument("recipe", required=False, type=click.Path(dir_okay=False), metavar="[RECIPE]")
 @click.option(
     "--output",
     "-o",

@@ -22,7 +22,7 @@ from regen.prepare.recipe import Recipe, SourceSpec
 from regen.prepare.record import Skip
 from regen.prepare.rejects import RejectsWriter
 from regen.prepare.report import Report, build_report
-from regen.prepare.sources import Row, read_rows
+from regen.prepare.sources import Row, check_sources, read_rows
 from regen.prepare.stats import SourceStats
 
 BATCH = 4096  # prompts hashed and deduplicated together (vectorised index lookups)
@@ -38,6 +38,7 @@ def prepare(
     log: Log = lambda _: None,
 ) -> Report:
     """Write the blended prompt file, the rejects file and the report; return the report."""
+    check_sources(recipe.sources)
     output = Path(output)
     rejects_path = Path(rejects) if rejects else output.with_suffix(".rejects.jsonl")
     report_path = Path(report) if report else output.with_suffix(".report.json")
