@@ -13,6 +13,7 @@ from regen.check.report_text import render_text
 from regen.check.rules import parse_limits
 from regen.check.show import render_sample
 from regen.cli.options import Command
+from regen.cli.rowbar import row_progress
 from regen.jsonio import atomic_write_bytes, atomic_write_json
 
 PATH = click.Path(path_type=Path)
@@ -65,7 +66,9 @@ def check(output_dirs, tokenizer, chat_template, template_tokens, max_length, de
     thresholds = parse_limits(limits)
     encoder = Encoder.load(tokenizer, chat_template=chat_template, template_tokens=template_tokens)
     opts = StatOptions(degenerate_at=degenerate_at, min_run=min_run, max_length=max_length)
-    report = check_run(output_dirs, encoder, opts, thresholds, show=show, per_sample=per_sample)
+    with row_progress("check") as on_row:
+        report = check_run(output_dirs, encoder, opts, thresholds, show=show,
+                           per_sample=per_sample, on_row=on_row)  # fmt: skip
     color = sys.stdout.isatty()
     for completion, enc in report.shown:
         click.echo(render_sample(completion, enc, color=color) + "\n")

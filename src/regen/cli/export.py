@@ -8,6 +8,7 @@ import click
 
 from regen.check import Encoder
 from regen.cli.options import Command, option
+from regen.cli.rowbar import row_progress
 from regen.export import Filters, export_run, make_format
 from regen.jsonio import atomic_write_json
 
@@ -66,9 +67,10 @@ def export(output_dirs, out, fmt, file_type, reasoning, tokenizer, chat_template
         )
     filters = Filters(drop_degenerate, drop_truncated, min_supervised_tokens, degenerate_at)
     file_type = file_type or ("parquet" if fmt == "tokenized" else "jsonl")
-    summary = export_run(output_dirs, out, make_format(fmt, reasoning), encoder=encoder,
-                         filters=filters, eval_fraction=eval_fraction, file_type=file_type,
-                         merge_into=merge_into)  # fmt: skip
+    with row_progress("export") as on_row:
+        summary = export_run(output_dirs, out, make_format(fmt, reasoning), encoder=encoder,
+                             filters=filters, eval_fraction=eval_fraction, file_type=file_type,
+                             merge_into=merge_into, on_row=on_row)  # fmt: skip
     click.echo(f"read {summary.read}; written {summary.written}; kept from --merge-into "
                f"{summary.kept_existing}")  # fmt: skip
     click.echo(f"outcomes {dict(summary.outcomes)}; dropped {dict(summary.dropped)}")

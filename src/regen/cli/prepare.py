@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from regen.cli.options import Command
+from regen.cli.rowbar import row_progress
 from regen.errors import ConfigError
 from regen.prepare import Recipe, load_recipe
 from regen.prepare import prepare as run_prepare
@@ -74,7 +75,9 @@ def prepare(
     )
     check_blend(merged)
     log = lambda line: click.echo(line, err=True)  # noqa: E731
-    result = run_prepare(merged, output, rejects=rejects, report=report, log=log)
+    with row_progress("prepare") as on_row:
+        result = run_prepare(merged, output, rejects=rejects, report=report, log=log,
+                             on_row=on_row)  # fmt: skip
     click.echo(result.render())
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +42,7 @@ def export_run(
     eval_fraction: float = 0.0,
     file_type: str = "jsonl",
     merge_into: Path | None = None,
+    on_row: Callable[[str], None] | None = None,
 ) -> ExportSummary:
     if (fmt.needs_tokenizer or filters.needs_mask) and encoder is None:
         raise ConfigError(
@@ -58,7 +59,7 @@ def export_run(
     dedup = Deduper.over(r for _, r in read_rows(merge_into)) if merge_into else Deduper()
     summary, writer = ExportSummary(), SplitWriter(out_dir, file_type)
     try:
-        for completion, enc in _encoded(read_runs(output_dirs), encoder, summary):
+        for completion, enc in _encoded(read_runs(output_dirs, on_row), encoder, summary):
             reason = filters.reason_to_drop(completion, enc)
             if reason:
                 summary.dropped[reason] += 1

@@ -36,6 +36,7 @@ def prepare(
     rejects: str | Path | None = None,
     report: str | Path | None = None,
     log: Log = lambda _: None,
+    on_row: Callable[[str], None] | None = None,
 ) -> Report:
     """Write the blended prompt file, the rejects file and the report; return the report."""
     check_sources(recipe.sources)
@@ -52,7 +53,7 @@ def prepare(
         for spec in recipe.sources:
             reader = SourceReader(recipe, spec, indexes, [s.name for s in all_stats], writer)
             pool = Candidates(heap_limit(spec.ask, fixed, recipe.total))
-            all_stats.append(reader.run(pool, log))
+            all_stats.append(reader.run(pool, log, on_row))
             indexes.append(reader.index)
             pools.append(pool)
     chosen = select(recipe, all_stats, pools)
@@ -106,7 +107,9 @@ class SourceReader:
             aux_max_tokens=recipe.aux_max_tokens,
         )
 
-    def run(self, pool: Candidates, log: Log) -> SourceStats:
+    def run(
+        self, pool: Candidates, log: Log, on_row: Callable[[str], None] | None = None
+    ) -> SourceStats:
         rows = read_rows(self.spec)
         adapter, rows = self.choose_adapter(rows)
         log(f"{self.spec.name}: format {adapter.name} ({self.stats.format_reason})")
@@ -116,6 +119,8 @@ class SourceReader:
         pending: list[tuple[int, Candidate]] = []
         for index, value, where in rows:
             self.stats.read += 1
+            if on_row is not None:
+                on_row(self.spec.name)
             candidate = self.convert(converter, index, value, where)
             if candidate is not None:
                 pending.append(candidate)
