@@ -9,7 +9,7 @@ from gen_helpers import assert_exactly_once, write_prompts
 from regen.cli import main
 from regen.cli.options import GROUP_ORDER
 
-VERBS = ["generate", "status", "prepare", "check", "export"]
+VERBS = sorted(main.commands)
 
 
 def run(*args: str):

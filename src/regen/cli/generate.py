@@ -61,6 +61,13 @@ SERVER_DEFAULT = "Default: the server's generation config."
     help="Resume although the prompt file changed.",
 )
 @option(
+    "--fleet",
+    type=click.Path(path_type=Path),
+    metavar="FLEET.json",
+    group=FLEET,
+    help="The servers `regen serve` started (not with --servers).",
+)
+@option(
     "--servers",
     multiple=True,
     multi_value=True,
@@ -224,9 +231,12 @@ def generate(**opts) -> None:
     --servers takes one or more URLs: `--servers http://h:30000 http://h:30001`.
     """
     logging.basicConfig(level=logging.ERROR, format="%(message)s")
-    servers = list(opts["servers"]) or servers_from_env(opts["local_model"])
+    servers = list(opts["servers"])
+    if not servers and not opts["fleet"]:
+        servers = servers_from_env(opts["local_model"])
     config = GenerateConfig(
         prompts=opts["prompts"], output_dir=opts["output_dir"], servers=servers,
+        fleet=opts["fleet"],
         local_model=opts["local_model"], model=opts["model"],
         sampling=Sampling(
             max_tokens=opts["max_output_tokens"], temperature=opts["temperature"],

@@ -11,6 +11,7 @@ from regen.fleet.dispatch import HealthPolicy, RetryPolicy
 from regen.fleet.openai_env import ApiKey, resolve_api_key
 from regen.fleet.server import Timeouts
 from regen.run.quality import Thresholds
+from regen.serve.fleetfile import FleetFile
 
 Thinking = Literal["on", "off", "auto"]
 
@@ -57,6 +58,7 @@ class GenerateConfig:
     prompts: str | Path  # a local path or an fsspec URL such as s3://bucket/prompts.jsonl
     output_dir: Path
     servers: list[str] = field(default_factory=list)  # empty: start the embedded server
+    fleet: Path | None = None  # a FLEET.json written by `regen serve`, instead of servers
     local_model: Path | None = None
     model: str | None = None
     sampling: Sampling = field(default_factory=Sampling)
@@ -85,24 +87,38 @@ class GenerateConfig:
     def __post_init__(self) -> None:
         if self.samples_per_prompt < 1:
             raise ConfigError("--samples-per-prompt must be at least 1")
+        if self.servers and self.fleet is not None:
+            raise ConfigError(
+                "--servers and --fleet both name the servers", hint="pass only one of them"
+            )
         if self.concurrency is not None and self.concurrency < 1:
-            raise ConfigError("--concurrency must be at least 1")
+            raise ConfigError("--concurrency-per-server must be at least 1")
         if self.sampling.max_tokens < 1:
             raise ConfigError("--max-output-tokens must be at least 1")
         for url in self.servers:
             check_base_url(url)
 
+    def server_urls(self) -> list[str]:
+        """--servers, or the servers of --fleet; empty means: start the embedded model."""
+        if self.fleet is None:
+            return list(self.servers)
+        return FleetFile.read(self.fleet).urls
+
     @property
     def per_server_concurrency(self) -> int:
         if self.concurrency is not None:
             return self.concurrency
-        return 64 if self.servers else 2
+        return 64 if self.servers or self.fleet else 2
 
     def api_key(self) -> str | None:
         return self.api_key_info().value
 
     def api_key_info(self) -> ApiKey:
-        return resolve_api_key(self.api_key_env, embedded=not self.servers)
+        return resolve_api_key(self.api_key_env, embedded=self.embedded)
+
+    @property
+    def embedded(self) -> bool:
+        return not self.servers and self.fleet is None
 
     def resolved(self, servers: list[str], model: str) -> dict[str, Any]:
         """The manifest's `config`: everything that shapes the output, and no secret."""
@@ -110,7 +126,7 @@ class GenerateConfig:
             "prompts": str(self.prompts),
             "output_dir": str(self.output_dir),
             "servers": servers,
-            "embedded": not self.servers,
+            "embedded": self.embedded,
             "model": model,
             "sampling": asdict(self.sampling),
             "samples_per_prompt": self.samples_per_prompt,
