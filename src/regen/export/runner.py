@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,13 +29,15 @@ class ExportSummary:
     kept_existing: int = 0
     with_reasoning: int = 0
     without_system: int = 0
+    template_dropped: Counter = field(default_factory=Counter)  # reasoning/tools not rendered
     written: dict[str, int] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     how_to_train: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        return {**self.__dict__, "outcomes": dict(self.outcomes), "dropped": dict(self.dropped)}
+        return {**self.__dict__, "outcomes": dict(self.outcomes), "dropped": dict(self.dropped),
+                "template_dropped": dict(self.template_dropped)}  # fmt: skip
 
     def render(self) -> str:
         """The plain-text summary the CLI prints."""
@@ -67,6 +69,7 @@ def export_run(
     file_type: str = "jsonl",
     merge_into: Path | None = None,
     overwrite: bool = False,
+    on_row: Callable[[str], None] | None = None,
 ) -> ExportSummary:
     """Write the runs' completions to `out_dir` as `fmt`. An existing export there, or any
     other non-empty directory, is refused unless `overwrite` (or `merge_into` is it)."""
@@ -87,12 +90,14 @@ def export_run(
     summary = ExportSummary(fmt.name, str(out_dir.resolve()), how_to_train=fmt.how_to_train)
     writer = SplitWriter(out_dir, file_type)
     try:
-        for completion, enc in _encoded(read_runs(output_dirs), encoder, summary):
+        for completion, enc in _encoded(read_runs(output_dirs, on_row), encoder, summary):
             reason = filters.reason_to_drop(completion, enc)
             if reason:
                 summary.dropped[reason] += 1
                 continue
             summary.with_reasoning += bool(completion.reasoning.strip())
+            if enc is not None and fmt.needs_tokenizer:
+                summary.template_dropped.update(f for f in enc.flags if f in TEMPLATE_DROPS)
             summary.without_system += completion.messages[0].get("role") != "system"
             row = fmt.row(completion, enc)
             outcome = dedup.classify(row)
@@ -113,8 +118,17 @@ def export_run(
     return summary
 
 
+TEMPLATE_DROPS = {"reasoning_dropped": "reasoning", "tools_dropped": "tool calls"}
+
+
 def export_warnings(fmt: Format, summary: ExportSummary) -> list[str]:
     out = [w for w in [fmt.reasoning_warning(summary.with_reasoning)] if w]
+    for flag, n in summary.template_dropped.items():
+        what = TEMPLATE_DROPS[flag]
+        out.append(
+            f"{n} rows lose their {what}: the chat template does not render it, so the "
+            "tokenised rows do not contain it (see `regen check`, rule " + flag + ")"
+        )
     if fmt.name == "specforge" and summary.without_system:
         out.append(
             f"{summary.without_system} rows have no system message: train with a SpecForge "

@@ -177,6 +177,7 @@ class Fleet:
             if counted > self.retry.max_retries or attempts >= self.retry.max_attempts:
                 error.attempts = attempts
                 raise error
+            server.stats.retried += 1
             await asyncio.sleep(self.retry.delay(attempts, error))
 
     def _record_failure(self, server: Server, error: RetryableError) -> None:

@@ -6,8 +6,10 @@ earlier source (or earlier in the same one) is counted as a duplicate and left o
 
 from __future__ import annotations
 
+import gc
 import itertools
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -22,12 +24,28 @@ from regen.prepare.recipe import Recipe, SourceSpec
 from regen.prepare.record import Skip
 from regen.prepare.rejects import RejectsWriter
 from regen.prepare.report import Report, build_report
-from regen.prepare.sources import Row, read_rows
+from regen.prepare.sources import Row, check_sources, read_rows
 from regen.prepare.stats import SourceStats
 from regen.storage.publish import beside, staged
 
 BATCH = 4096  # prompts hashed and deduplicated together (vectorised index lookups)
 Log = Callable[[str], None]
+
+
+@contextmanager
+def few_collections(gen0: int = 50_000) -> Iterator[None]:
+    """Run the cyclic garbage collector less often while reading sources.
+
+    Every row makes a dozen short-lived dicts and lists that hold no cycles (reference counting
+    frees them), yet they trigger a collection every 700 allocations; collecting every 50,000
+    made prepare ~18% faster (bench/bench_prepare.py). The setting is restored afterwards.
+    """
+    old = gc.get_threshold()
+    gc.set_threshold(gen0, *old[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
 
 
 def prepare(
@@ -37,19 +55,21 @@ def prepare(
     rejects: str | Path | None = None,
     report: str | Path | None = None,
     log: Log = lambda _: None,
+    on_row: Callable[[str], None] | None = None,
 ) -> Report:
     """Write the blended prompt file, the rejects file and the report; return the report.
     Any of them may be a bucket URL (written locally, then uploaded whole)."""
+    check_sources(recipe.sources)
     out = str(output)
     targets = (out, str(rejects or beside(out, ".rejects.jsonl")),
                str(report or beside(out, ".report.json")))  # fmt: skip
     with staged(*targets) as (output_path, rejects_path, report_path):
-        return _prepare(recipe, output_path, rejects_path, report_path, targets, log)
+        return _prepare(recipe, output_path, rejects_path, report_path, targets, log, on_row)
 
 
 def _prepare(
     recipe: Recipe, output: Path, rejects_path: Path, report_path: Path,
-    names: tuple[str, str, str], log: Log,
+    names: tuple[str, str, str], log: Log, on_row: Callable[[str], None] | None,
 ) -> Report:  # fmt: skip
     for path in (output, rejects_path, report_path):
         _make_parent(path)
@@ -57,11 +77,11 @@ def _prepare(
     indexes: list[HashIndex] = []
     all_stats: list[SourceStats] = []
     pools: list[Candidates] = []
-    with RejectsWriter(rejects_path) as writer:
+    with RejectsWriter(rejects_path) as writer, few_collections():
         for spec in recipe.sources:
             reader = SourceReader(recipe, spec, indexes, [s.name for s in all_stats], writer)
             pool = Candidates(heap_limit(spec.ask, fixed, recipe.total))
-            all_stats.append(reader.run(pool, log))
+            all_stats.append(reader.run(pool, log, on_row))
             indexes.append(reader.index)
             pools.append(pool)
     chosen = select(recipe, all_stats, pools)
@@ -115,17 +135,21 @@ class SourceReader:
             auxiliary=recipe.auxiliary,
         )
 
-    def run(self, pool: Candidates, log: Log) -> SourceStats:
+    def run(
+        self, pool: Candidates, log: Log, on_row: Callable[[str], None] | None = None
+    ) -> SourceStats:
         rows = read_rows(self.spec)
         adapter, rows = self.choose_adapter(rows)
         log(f"{self.spec.name}: format {adapter.name} ({self.stats.format_reason})")
         if adapter.needs_scan:
             adapter.scan(v for _, v, _ in read_rows(self.spec) if isinstance(v, dict))
         converter = Converter(self.spec, adapter)
-        pending: list[tuple[int, Candidate]] = []
+        pending: list[tuple[int, Candidate | None]] = []
         for index, value, where in rows:
             self.stats.read += 1
-            candidate = self.convert(converter, index, value, where)
+            if on_row is not None:
+                on_row(self.spec.name)
+            candidate = self.convert(converter, pool, index, value, where)
             if candidate is not None:
                 pending.append(candidate)
             if len(pending) >= BATCH:
@@ -136,12 +160,14 @@ class SourceReader:
         return self.stats
 
     def convert(
-        self, converter: Converter, index: int, value: object, where: str
-    ) -> tuple[int, Candidate] | None:
+        self, converter: Converter, pool: Candidates, index: int, value: object, where: str
+    ) -> tuple[int, Candidate | None] | None:
+        """(dedup key, candidate), None when rejected; the candidate is None when its rank
+        already keeps it out of the blend (it still counts for dedup)."""
         try:
             if isinstance(value, InputError):
                 raise value
-            prompt, digest, converted = converter.convert(value, index)  # type: ignore[arg-type]
+            converted, digest = converter.parse(value)  # type: ignore[arg-type]
         except InputError as err:
             counter = self.stats.skipped if isinstance(err, Skip) else self.stats.rejected
             counter[err.kind] += 1
@@ -149,12 +175,16 @@ class SourceReader:
             self.rejects.write(self.spec, index, where, err)
             return None
         self.stats.converted += 1
-        self.stats.dropped_blocks.update(converted.dropped)
+        if converted.dropped:
+            self.stats.dropped_blocks.update(converted.dropped)
+        order = rank(digest, self.recipe.seed)
+        if not pool.would_keep(order, index):
+            return key64(digest), None
+        prompt = converter.prompt(value, index, converted, digest)  # type: ignore[arg-type]
         line = dumps_line(prompt.to_dict())
-        category = prompt.meta["category"]
-        return key64(digest), Candidate(rank(digest, self.recipe.seed), index, category, line)
+        return key64(digest), Candidate(order, index, prompt.meta["category"], line)
 
-    def dedup(self, pending: list[tuple[int, Candidate]], pool: Candidates) -> None:
+    def dedup(self, pending: list[tuple[int, Candidate | None]], pool: Candidates) -> None:
         """Exact dedup of one batch against earlier sources, this source, and itself."""
         if not pending:
             return
@@ -175,7 +205,8 @@ class SourceReader:
                 continue
             seen.add(key)
             fresh.append(key)
-            pool.offer(candidate)
+            if candidate is not None:
+                pool.offer(candidate)
         self.stats.unique += len(fresh)
         self.index.add(np.array(fresh, dtype=np.uint64))
 

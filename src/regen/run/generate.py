@@ -32,8 +32,7 @@ from regen.fleet.embedded import EmbeddedFleet, default_model_path, embedded_spe
 from regen.fleet.preflight import check_token_ids, resolve_model
 from regen.fleet.response import Generated
 from regen.fleet.server import Server
-from regen.inputs import read_prompts
-from regen.jsonio import is_file
+from regen.inputs import check_prompt_file, read_prompts
 from regen.records import BadLine, Finished, WorkItem, record_key
 from regen.run import ledger as ledger_mod
 from regen.run.config import GenerateConfig
@@ -68,8 +67,7 @@ Reporter = Callable[[dict[str, Any]], None]
 
 def generate(config: GenerateConfig, report: Reporter | None = None) -> RunResult:
     """Run (or resume) a generation; returns when it is finished, stopped, or gave up."""
-    if not is_file(config.prompts):
-        raise ConfigError(f"prompt file {config.prompts} does not exist", hint="check --prompts")
+    check_prompt_file(config.prompts)
     store = open_store(
         config.output_dir, staging_dir=config.staging_dir, upload_interval=config.upload_interval,
         policy=config.upload, retry_errors=config.retry_errors, part=config.part.name,
