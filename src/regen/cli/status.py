@@ -17,7 +17,8 @@ from regen.scale.status import render_shards
 @click.argument("output_dir", metavar="RUN")  # a str: a Path folds s3://b into s3:/b
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def status(output_dir: str, as_json: bool) -> None:
-    """Show the run RUN (a directory or a bucket URL): progress, rates, ETA, servers, errors, quality alarms."""
+    """Show the run RUN (a directory or a bucket URL): progress, rates, ETA, servers,
+    errors, quality alarms; with --shard, each shard and the whole."""
     info = read_status(output_dir)
     if as_json:
         click.echo(orjson.dumps(info, option=orjson.OPT_INDENT_2).decode())
