@@ -342,3 +342,21 @@ def test_prepare_reads_from_and_writes_to_the_bucket(tmp_path, bucket, fake_serv
     done = run(target, URL, [server.url], staging_dir=tmp_path / "s", upload=FAST)
     written = bucket.get_object(Bucket=BUCKET, Key="prepared/prompts.jsonl")["Body"].read()
     assert done.exit_code == 0 and done.stats.completed == written.count(b"\n") > 0
+
+
+def test_two_shards_share_one_bucket_and_status_shows_both(tmp_path, fake_server, bucket):
+    from regen.scale.partition import Part
+
+    server = fake_server()
+    ids = write_prompts(tmp_path / "p.jsonl", 30)
+    for index in (0, 1):  # two machines: each its own staging, one bucket
+        part = Part(index, 2)
+        result = run(tmp_path / "p.jsonl", URL, [server.url], part=part,
+                     staging_dir=tmp_path / f"s{index}", upload=FAST)  # fmt: skip
+        assert result.exit_code == 0 and 0 < result.stats.completed < 30
+    assert_bucket_exactly_once(ids)
+    assert len(server.requests) == 30
+    status = CliRunner().invoke(main, ["status", URL])
+    assert status.exit_code == 0, status.output
+    assert "shard 0/2: finished" in status.output and "shard 1/2: finished" in status.output
+    assert "whole: 30/30" in status.output and "FINISHED" in status.output
