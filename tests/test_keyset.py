@@ -15,7 +15,7 @@ def test_matches_a_python_set_across_merges(monkeypatch):
     rng = random.Random(5)
     model: set[int] = set()
     ks = KeySet()
-    bulk = [rng.getrandbits(64) for _ in range(400)]
+    bulk = [rng.getrandbits(64) for _ in range(5000)]
     ks.add_array(np.array(bulk, dtype=np.uint64))
     model.update(bulk)
     for step in range(3000):
