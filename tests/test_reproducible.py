@@ -43,7 +43,7 @@ def test_the_same_seed_gives_the_same_answers(tmp_path):
 def test_the_walkthrough_generate_command_is_seeded():
     readme = (ROOT / "README.md").read_text()
     walkthrough = readme[readme.index("## Walkthrough") : readme.index("## Reference")]
-    commands = re.findall(r"^\$ regen generate .*$", walkthrough, re.M)
+    commands = re.findall(r"^\$ regen generate (?:.*\\\n)*.*$", walkthrough, re.M)
     embedded = [c for c in commands if "--servers" not in c and "--fleet" not in c]
     assert embedded, "the walkthrough has no generate command on the embedded model"
     assert all(re.search(r"--seed \d+", c) for c in embedded), embedded
