@@ -110,12 +110,22 @@ def test_show_marks_supervised_tokens(tmp_path):
 
 
 def test_smollm2_gguf_tokenizer_via_cli(tmp_path):
-    run = checkfix.write_run(tmp_path / "run", healthy(5))
+    plain = [checkfix.completion(f"p{i}", f"Paris is the capital, answer {i}.") for i in range(5)]
+    run = checkfix.write_run(tmp_path / "run", plain)
     result = CliRunner().invoke(
         main, ["check", str(run), "--tokenizer", str(checkfix.smollm2_gguf())]
     )
     assert "samples             5" in result.output
     assert result.exit_code == 0, result.output
+
+
+def test_smollm2_template_has_no_reasoning_slot(tmp_path):
+    """SmolLM2's real template renders no reasoning: data with reasoning fails, by rendering."""
+    run = checkfix.write_run(tmp_path / "run", healthy(5))
+    result = CliRunner().invoke(
+        main, ["check", str(run), "--tokenizer", str(checkfix.smollm2_gguf())]
+    )
+    assert result.exit_code == 1 and "FAIL reasoning_dropped" in result.output
 
 
 def test_html_report_renders_in_headless_chromium(tmp_path):
