@@ -12,8 +12,11 @@ import gzip
 import os
 import resource
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -21,13 +24,15 @@ import orjson
 import pytest
 import zstandard
 from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from gen_helpers import assert_exactly_once, read_lines, run, write_prompts
 from regen.cli import main
 from regen.errors import InputFileError, OutputError
 from regen.jsonio import iter_lines
 from regen.run.status import read_status
-from regen.testing.fake_server import Behaviour
+from regen.testing.fake_server import Behaviour, FakeServer
 
 
 def cli(*args: str):
@@ -118,6 +123,16 @@ def test_a_truncated_zst_is_an_error_naming_the_file_and_how_far_it_got(tmp_path
     assert "truncated" in result.output and str(cut) in result.output
     assert "Traceback" not in result.output
     assert len(list(iter_lines(whole))) == 3000  # the whole file still reads in full
+
+
+def test_prepare_refuses_a_truncated_source_naming_it(tmp_path):
+    whole = tmp_path / "src.jsonl.zst"
+    zst_prompts(whole, 3000)
+    whole.write_bytes(whole.read_bytes()[:-100])
+    result = cli("prepare", "--source", str(whole), "-o", str(tmp_path / "prompts.jsonl"))
+    assert result.exit_code == 3, result.output
+    assert f"{whole} is truncated" in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "prompts.jsonl").exists()
 
 
 def test_a_gzip_file_named_jsonl_is_recognised_and_said_so(tmp_path, fake_server):
@@ -393,3 +408,103 @@ def test_status_of_a_dead_run_shows_nothing_in_flight(tmp_path, fake_server):
     shown = cli("status", str(tmp_path / "out")).output
     assert "NOT RUNNING" in shown and "128 in flight" not in shown
     assert "none in flight (128 were at its last update)" in shown
+
+
+# -- fuzz: malformed lines and per-record fields ----------------------------------------------
+JSON_LEAF = st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(max_size=12)
+JSON_LEAF = JSON_LEAF | st.floats(allow_nan=False, allow_infinity=False)
+JSON = st.recursive(
+    JSON_LEAF,
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+TURN = st.fixed_dictionaries(
+    {"role": st.sampled_from(["user", "assistant", "system", "tool", "bot", ""]) | JSON},
+    optional={"content": st.text(max_size=20) | JSON, "tool_calls": JSON, "name": JSON},
+)
+SAMPLING = st.dictionaries(
+    st.sampled_from(["seed", "temperature", "top_p", "top_k", "max_tokens", "thinking", "x"]),
+    JSON_LEAF,
+    max_size=3,
+)
+RECORD = st.fixed_dictionaries(
+    {"messages": st.lists(TURN, max_size=3) | JSON},
+    optional={"id": JSON, "sampling": SAMPLING | JSON, "tools": JSON, "meta": JSON,
+              "source": JSON, "conversations": JSON},
+)  # fmt: skip
+LINE = st.one_of(
+    RECORD.map(orjson.dumps),
+    JSON.map(orjson.dumps),
+    st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"")),
+)
+GOOD = orjson.dumps(prompt("first"))  # files start with a usable line: the format is known
+
+
+@pytest.fixture(scope="module")
+def fuzz_server():
+    server = FakeServer(Behaviour()).start()
+    yield server
+    server.stop()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(lines=st.lists(LINE, max_size=12))
+def test_fuzzed_lines_never_crash_generate_and_every_line_is_accounted_for(fuzz_server, lines):
+    with tempfile.TemporaryDirectory() as tmp:
+        prompts, out = Path(tmp) / "p.jsonl", Path(tmp) / "out"
+        prompts.write_bytes(b"\n".join([GOOD, *lines]) + b"\n")
+        try:
+            result = run(prompts, out, [fuzz_server.url], concurrency=8)
+        except InputFileError as err:  # mostly unusable: refused before anything is written
+            assert "not a prompt file" in err.message
+            assert not list(out.rglob("part-*"))
+            return
+        expected = [n for n, line in iter_lines(prompts) if line.strip()]
+        done = [r["meta"]["line"] for r in read_lines(out, "completions")]
+        failed = [e["line"] for e in read_lines(out, "errors")]
+        assert sorted(done + failed) == expected  # each line once: no loss, no duplicate
+        assert result.exit_code in (0, 3)
+        assert result.stats.bad_lines + result.stats.failed == len(failed)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(lines=st.lists(LINE, max_size=12))
+def test_fuzzed_lines_never_crash_prepare_and_every_row_is_accounted_for(lines):
+    from regen.prepare import Recipe
+    from regen.prepare import prepare as run_prepare
+    from regen.prepare.recipe import parse_source
+
+    with tempfile.TemporaryDirectory() as tmp:
+        source, output = Path(tmp) / "src.jsonl", Path(tmp) / "prompts.jsonl"
+        source.write_bytes(b"\n".join([GOOD, *lines]) + b"\n")
+        spec = parse_source({"path": str(source), "count": "all"}, "fuzz")
+        report = run_prepare(Recipe(sources=(spec,)), output)
+        stats = report.data["sources"][0]
+        rows = sum(1 for _, line in iter_lines(source) if line.strip())
+        left_out = sum(stats["rejected"].values()) + sum(stats["skipped"].values())
+        assert stats["read"] == rows == stats["converted"] + left_out
+        rejects = output.with_suffix(".rejects.jsonl")
+        assert sum(1 for _ in iter_lines(rejects)) == left_out
+        assert sum(1 for _ in iter_lines(output)) == stats["selected"]
+
+
+def test_a_server_down_at_start_joins_when_it_comes_up(tmp_path, fake_server):
+    good = fake_server(seconds_per_token=0.02)
+    with socket.socket() as probe:  # a free port, for a server that is not up yet
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    late = FakeServer(Behaviour(), port=port)
+    timer = threading.Timer(0.5, late.start)
+    timer.start()
+    try:
+        ids = write_prompts(tmp_path / "p.jsonl", 150)
+        result = run(tmp_path / "p.jsonl", tmp_path / "out", [good.url, late.url])
+    finally:
+        timer.join()
+        late.stop()
+    completions, _ = assert_exactly_once(tmp_path / "out", ids)
+    assert result.exit_code == 0
+    assert late.url in {r["meta"]["server"] for r in completions}
+    assert any("answers again" in e for e in result.stats.events)
