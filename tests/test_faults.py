@@ -168,7 +168,7 @@ def test_a_refusing_server_leaves_the_rotation_and_the_others_do_the_work(tmp_pa
     assert result.exit_code == 0
     completions, errors = assert_exactly_once(tmp_path / "out", ids)
     assert not errors and {r["meta"]["server"] for r in completions} == {good.url}
-    assert any("taken out of rotation for this run" in e for e in result.stats.events)
+    assert any("refuses every request" in e for e in result.stats.events)
 
 
 # -- 4. a server down at start ----------------------------------------------------------------

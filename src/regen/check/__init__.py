@@ -6,7 +6,7 @@ Modules (the tokenizer loader is regen.tokenizer, shared with prepare and export
     mask.py      tokenise once, map character ranges to a loss mask
     encode.py    Encoder: completions -> (input_ids, mask), shared with `regen export`
     sample.py    the per-sample facts; stats.py counts them; rules.py judges them
-    runner.py    the library entry point; report_*.py, svg.py, show.py present the result
+    runner.py    the library entry point; report_*.py, charts.py, show.py present the result
 """
 
 from regen.check.encode import Encoder

@@ -45,6 +45,9 @@ def _register() -> None:
     from regen.cli import export
 
     main.add_command(export.export)
+    from regen.cli import serve
+
+    main.add_command(serve.serve)
     # Other verbs register here, one line each.
 
 

@@ -41,6 +41,11 @@ def server_urls_after_flag(extra: list[str]) -> list[str]:
     "--servers", multiple=True, help="OpenAI-compatible base URLs; omit to run the embedded model."
 )
 @click.option(
+    "--fleet",
+    type=click.Path(path_type=Path),
+    help="FLEET.json from `regen serve` (not with --servers).",
+)
+@click.option(
     "--local-model", type=click.Path(path_type=Path), help="GGUF for the embedded server."
 )
 @click.option("--model", help="Model name to request (default: what the servers report).")
@@ -127,7 +132,7 @@ def generate(ctx: click.Context, **opts) -> None:
     logging.basicConfig(level=logging.ERROR, format="%(message)s")
     config = GenerateConfig(
         prompts=opts["prompts"], output_dir=opts["output_dir"],
-        servers=[*opts["servers"], *server_urls_after_flag(ctx.args)],
+        servers=[*opts["servers"], *server_urls_after_flag(ctx.args)], fleet=opts["fleet"],
         local_model=opts["local_model"], model=opts["model"],
         sampling=Sampling(
             max_tokens=opts["max_output_tokens"], temperature=opts["temperature"],

@@ -102,7 +102,7 @@ class SourceReader:
         self.options = Options(
             role_map={**recipe.role_map, **spec.role_map},
             keep_multimodal=recipe.keep_multimodal,
-            aux_max_tokens=recipe.aux_max_tokens,
+            auxiliary=recipe.auxiliary,
         )
 
     def run(self, pool: Candidates, log: Log) -> SourceStats:

@@ -11,6 +11,7 @@ from regen.errors import ConfigError
 from regen.fleet.dispatch import HealthPolicy, RetryPolicy
 from regen.fleet.server import Timeouts
 from regen.run.quality import Thresholds
+from regen.serve.fleetfile import FleetFile
 
 Thinking = Literal["on", "off", "auto"]
 
@@ -51,6 +52,7 @@ class GenerateConfig:
     prompts: str | Path  # a local path or an fsspec URL such as s3://bucket/prompts.jsonl
     output_dir: Path
     servers: list[str] = field(default_factory=list)  # empty: start the embedded server
+    fleet: Path | None = None  # a FLEET.json written by `regen serve`, instead of servers
     local_model: Path | None = None
     model: str | None = None
     sampling: Sampling = field(default_factory=Sampling)
@@ -79,6 +81,10 @@ class GenerateConfig:
     def __post_init__(self) -> None:
         if self.samples_per_prompt < 1:
             raise ConfigError("--samples-per-prompt must be at least 1")
+        if self.servers and self.fleet is not None:
+            raise ConfigError(
+                "--servers and --fleet both name the servers", hint="pass only one of them"
+            )
         if self.concurrency is not None and self.concurrency < 1:
             raise ConfigError("--concurrency must be at least 1")
         if self.sampling.max_tokens < 1:
@@ -89,11 +95,17 @@ class GenerateConfig:
                     f"server URL {url!r} has no scheme", hint=f"write it as http://{url}"
                 )
 
+    def server_urls(self) -> list[str]:
+        """--servers, or the servers of --fleet; empty means: start the embedded model."""
+        if self.fleet is None:
+            return list(self.servers)
+        return FleetFile.read(self.fleet).urls
+
     @property
     def per_server_concurrency(self) -> int:
         if self.concurrency is not None:
             return self.concurrency
-        return 64 if self.servers else 2
+        return 64 if self.servers or self.fleet else 2
 
     def api_key(self) -> str | None:
         if not self.api_key_env:
@@ -112,7 +124,7 @@ class GenerateConfig:
             "prompts": str(self.prompts),
             "output_dir": str(self.output_dir),
             "servers": servers,
-            "embedded": not self.servers,
+            "embedded": not self.servers and self.fleet is None,
             "model": model,
             "sampling": asdict(self.sampling),
             "samples_per_prompt": self.samples_per_prompt,

@@ -30,7 +30,7 @@ from regen.errors import (
     ServerError,
 )
 from regen.fleet.dispatch import DispatchHalted, Fleet
-from regen.fleet.embedded import EmbeddedServer, default_model_path
+from regen.fleet.embedded import EmbeddedFleet, default_model_path, embedded_spec
 from regen.fleet.preflight import check_token_ids, resolve_model
 from regen.fleet.response import Generated
 from regen.fleet.server import Server
@@ -82,13 +82,12 @@ def generate(config: GenerateConfig, report: Reporter | None = None) -> RunResul
         raise ConfigError(f"cannot create --output-dir {layout.root}: {exc.strerror}") from exc
     api_key = config.api_key()
     with RunLock(layout.lock), contextlib.ExitStack() as stack:
-        urls = list(config.servers)
-        embedded: EmbeddedServer | None = None
+        urls = config.server_urls()
+        embedded: EmbeddedFleet | None = None
         if not urls:
             model_path = config.local_model or default_model_path()
-            embedded = EmbeddedServer(model_path, layout.root / "embedded-server.log")
-            stack.enter_context(embedded)
-            urls = [embedded.url]
+            embedded = stack.enter_context(EmbeddedFleet(embedded_spec(model_path, layout.root)))
+            urls = embedded.urls
         run = Run(config, layout, urls, api_key, report, embedded)
         return asyncio.run(run.execute())
 
@@ -101,7 +100,7 @@ class Run:
         urls: list[str],
         api_key: str | None,
         report: Reporter | None,
-        embedded: EmbeddedServer | None,
+        embedded: EmbeddedFleet | None,
     ) -> None:
         self.config = config
         self.layout = layout
@@ -134,7 +133,8 @@ class Run:
         """An error that stops the whole run (not one record): keep the first, and stop."""
         self.fatal = self.fatal or err
         fleet = isinstance(err, FleetUnavailable)
-        self._request_stop(StopReason.FLEET_DOWN if fleet else StopReason.FAILED, err.message)
+        reason = StopReason.FLEET_DOWN if fleet else StopReason.FAILED
+        self._request_stop(reason, err.message.splitlines()[0])
 
     # -- the whole run -------------------------------------------------------------------
     async def execute(self) -> RunResult:
@@ -243,14 +243,15 @@ class Run:
         self._write_snapshot()  # `regen status` has something to show from the first second
         monitor = asyncio.create_task(self._monitor())
         health = asyncio.create_task(self.fleet.watch_health())
+        supervise = asyncio.create_task(self._supervise())
         try:
             await self._dispatch()
         finally:
             for sig in handled:
                 loop.remove_signal_handler(sig)
-            health.cancel()
-            monitor.cancel()
-            await asyncio.gather(health, monitor, return_exceptions=True)
+            for task in (health, monitor, supervise):
+                task.cancel()
+            await asyncio.gather(health, monitor, supervise, return_exceptions=True)
         exit_code = EXIT_OK if self.stop.reason is None else self.stop.reason.exit_code
         self.stats.state = "finished" if exit_code == EXIT_OK else "stopped"
         self._check_quality()
@@ -459,6 +460,30 @@ class Run:
             self.stats.tick()
             self._check_quality()
             self._write_snapshot()
+
+    async def _supervise(self) -> None:
+        """Servers regen started: an exit is seen within a fraction of a second; the server is
+        taken out at once (its requests move on), restarted in place, and put back when it
+        answers. One that keeps dying is retired, which stops the run when none is left."""
+        if self.embedded is None or self.embedded.supervisor is None:
+            return
+        by_process = dict(zip(self.embedded.processes, self.servers, strict=True))
+        while True:
+            for change in self.embedded.supervisor.step():
+                server = by_process[change.process]
+                if change.kind == "exited":
+                    self.fleet.take_out(server, change.text, abort_in_flight=True)
+                elif change.kind == "restarted":
+                    self._event(change.text)
+                    self.embedded.refresh_record()
+                elif change.kind == "ready":
+                    self.fleet.bring_back(server, "restarted and answers")
+                else:
+                    fix = change.report.fix if change.report else "see the server's log"
+                    detail = change.report.describe() if change.report else change.text
+                    self.fleet.retire(server, FleetUnavailable(
+                        f"{change.text}\n{detail}", hint=fix))  # fmt: skip
+            await asyncio.sleep(0.2)
 
     def _check_quality(self) -> None:
         """Warn once per alarm episode; with --abort-on-degenerate, stop dispatching."""
