@@ -26,7 +26,7 @@ class RegenGroup(click.Group):
             sys.exit(err.exit_code)
 
 
-@click.group(cls=RegenGroup)
+@click.group(cls=RegenGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="regen")
 def main() -> None:
     """Regenerate training data for speculative-decoding drafters with the target model."""

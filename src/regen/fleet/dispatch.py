@@ -224,6 +224,7 @@ class Fleet:
             if not self.retry.allows_retry(attempts, error):
                 error.attempts = attempts
                 raise error
+            server.stats.retried += 1
             await self._pause(self.retry.delay(attempts, error))
 
     def _record_refusal(self, server: Server, error: ServerRefused) -> None:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 
 from regen.errors import ConfigError, FleetUnavailable, RetryableError, ServerError
-from regen.fleet.server import Server
+from regen.fleet.openai_env import AUTH_HINT
+from regen.fleet.server import AUTH_STATUSES, Server
 
 
 async def resolve_model(
@@ -22,6 +23,7 @@ async def resolve_model(
         *(s.models(timeout=timeout) for s in servers), return_exceptions=True
     )
     problems: list[str] = []
+    auth_refused = False
     served: dict[str, list[str]] = {}
     down: dict[Server, str] = {}
     for server, result in zip(servers, results, strict=True):
@@ -29,6 +31,7 @@ async def resolve_model(
             down[server] = result.message
         elif isinstance(result, ServerError):
             problems.append(f"{server.url}: {result.message}")
+            auth_refused = auth_refused or result.status in AUTH_STATUSES
         elif isinstance(result, BaseException):
             raise result
         else:
@@ -39,7 +42,9 @@ async def resolve_model(
             + ", ".join(p.split(": ")[0] for p in problems)
             + ":\n  "
             + "\n  ".join(problems),
-            hint="check the --servers URLs and that each server is up "
+            hint=AUTH_HINT
+            if auth_refused
+            else "check the --servers URLs and that each server is up "
             "(it must answer GET <url>/v1/models)",
         )
     if not served:

@@ -34,8 +34,8 @@ from regen.fleet.embedded import EmbeddedFleet, default_model_path, embedded_spe
 from regen.fleet.preflight import check_token_ids, resolve_model
 from regen.fleet.response import Generated
 from regen.fleet.server import Server
-from regen.inputs import read_prompts
-from regen.jsonio import compression, is_file
+from regen.inputs import check_prompt_file, read_prompts
+from regen.jsonio import compression
 from regen.records import BadLine, Finished, WorkItem, record_key
 from regen.run import ledger as ledger_mod
 from regen.run.config import GenerateConfig
@@ -73,8 +73,7 @@ Reporter = Callable[[dict[str, Any]], None]
 def generate(config: GenerateConfig, report: Reporter | None = None) -> RunResult:
     """Run (or resume) a generation; returns when it is finished, stopped, or gave up."""
     layout = OutputLayout.at(config.output_dir)
-    if not is_file(config.prompts):
-        raise ConfigError(f"prompt file {config.prompts} does not exist", hint="check --prompts")
+    check_prompt_file(config.prompts)
     check_input(config.prompts)
     try:
         layout.root.mkdir(parents=True, exist_ok=True)

@@ -1,7 +1,7 @@
 """Refuse a prompt file that cannot be what `regen generate` reads, before anything is sent.
 
-An empty file, or one of another shape (prompt/answer pairs, a prepare recipe, a batch file
-of requests), would otherwise end "done" with exit 0 and every line in errors/. The first
+An empty file, or one of another shape (prompt/answer pairs, a prepare recipe), would
+otherwise end "done" with exit 0 and every line in errors/. The first
 lines decide: when most of them are unusable, the run stops with the reasons and the command
 that converts the file. The same rule is applied to the whole file at the end of the run.
 """
@@ -25,7 +25,6 @@ SHOWN = 3  # reasons quoted in the message
 
 # Keys that give away what a record is, and what to call it in the message.
 SHAPES = (
-    ({"custom_id", "body"}, "a batch file of API requests"),
     ({"query", "response"}, "query/response pairs"),
     ({"instruction", "output"}, "instruction/output pairs"),
     ({"prompt", "completion"}, "prompt/completion pairs"),
