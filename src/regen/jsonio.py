@@ -83,16 +83,14 @@ def iter_lines(path: str | os.PathLike) -> Iterator[tuple[int, bytes]]:
     """
     kind = compression(path)
     number = 0
-    tail = b""
     with open_binary(path) as raw:
-        chunks = _decompressed(raw, kind, path) if kind else iter(lambda: raw.read(CHUNK), b"")
+        stream = raw
+        if kind:  # C-speed line splitting over the decompressed chunks
+            chunks = _Chunks(_decompressed(raw, kind, path))
+            stream = io.BufferedReader(chunks, buffer_size=CHUNK)  # type: ignore[assignment]
         try:
-            for chunk in chunks:
-                lines = (tail + chunk).split(b"\n")
-                tail = lines.pop()
-                for line in lines:
-                    number += 1
-                    yield number, line.rstrip(b"\r")
+            for number, line in enumerate(stream, start=1):
+                yield number, line.rstrip(b"\r\n")
         except _Truncated as cut:
             raise InputFileError(
                 f"{path} is truncated: its {kind} stream ends mid-frame after {number} whole "
@@ -100,8 +98,28 @@ def iter_lines(path: str | os.PathLike) -> Iterator[tuple[int, bytes]]:
                 hint="copy or download the file again (or recompress it); lines read so far "
                 "are kept",
             ) from None
-    if tail:
-        yield number + 1, tail.rstrip(b"\r")
+
+
+class _Chunks(io.RawIOBase):
+    """A readable stream over an iterator of byte chunks."""
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self._chunks = chunks
+        self._view = memoryview(b"")
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:  # type: ignore[override]
+        while not self._view:
+            chunk = next(self._chunks, b"")
+            if not chunk:
+                return 0
+            self._view = memoryview(chunk)
+        n = min(len(buffer), len(self._view))
+        buffer[:n] = self._view[:n]
+        self._view = self._view[n:]
+        return n
 
 
 class _Truncated(Exception):
