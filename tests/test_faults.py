@@ -147,7 +147,11 @@ def test_a_gzip_file_named_jsonl_is_recognised_and_said_so(tmp_path, fake_server
 # -- 3. a server that refuses every request ---------------------------------------------------
 @pytest.mark.parametrize(
     ("fault", "answer", "fix"),
-    [("html", "text/html", "login page"), ("401", "HTTP 401", "--api-key-env")],
+    [
+        ("html", "text/html", "login page"),
+        ("401", "HTTP 401", "--api-key-env"),
+        ("status", "without 'choices'", "OpenAI-compatible"),
+    ],
 )
 def test_a_server_refusing_every_request_stops_the_run_with_its_answer(
     tmp_path, fake_server, fault, answer, fix
