@@ -154,7 +154,7 @@ def test_an_unreachable_bucket_is_a_clear_error_at_start(tmp_path, fake_server, 
         ["generate", "--prompts", str(tmp_path / "p.jsonl"), "--output-dir", "s3://no-such/x",
          "--staging-dir", str(tmp_path / "s"), "--servers", server.url, "--display", "none"],
     )  # fmt: skip
-    assert result.exit_code == 2
+    assert result.exit_code == 6  # the output location cannot be written
     assert "s3://no-such/x" in result.output and "hint:" in result.output
     assert "testing" not in result.output  # the secret key's value never appears
 

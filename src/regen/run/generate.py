@@ -16,40 +16,47 @@ import signal
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import xxhash
 
+from regen import redact
 from regen.errors import (
     ConfigError,
     FleetUnavailable,
+    OutputError,
     RegenError,
-    RunStateError,
     ServerError,
 )
-from regen.fleet.dispatch import Fleet
+from regen.fleet.dispatch import DispatchHalted, Fleet
 from regen.fleet.embedded import EmbeddedFleet, default_model_path, embedded_spec
 from regen.fleet.preflight import check_token_ids, resolve_model
 from regen.fleet.response import Generated
 from regen.fleet.server import Server
-from regen.inputs import check_prompt_file, read_prompts
+from regen.inputs import read_prompts
+from regen.jsonio import compression
 from regen.records import BadLine, Finished, WorkItem, record_key
 from regen.run import ledger as ledger_mod
 from regen.run.config import GenerateConfig
 from regen.run.conversation import RequestShape, completion_record, regenerate
+from regen.run.input_gate import check_input, mostly_unusable, unusable_error
 from regen.run.keyset import KeySet
 from regen.run.layout import OutputLayout
 from regen.run.lock import RunLock
 from regen.run.manifest import check_and_record, fingerprint
 from regen.run.progress import RunStats, snapshot, write_snapshot
 from regen.run.quality import QualityMonitor
+from regen.run.stop import Stop, StopReason
 from regen.run.writer import ShardWriter, sidecar_path, writer_tag
 from regen.storage.store import LocalStore, Store, open_store
 
 log = logging.getLogger("regen.run")
 
-EXIT_OK, EXIT_DEGENERATE, EXIT_FLEET_DOWN = 0, 4, 5
-EXIT_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143}
+EXIT_OK = 0
+EXIT_DEGENERATE = StopReason.DEGENERATE.exit_code
+EXIT_FLEET_DOWN = StopReason.FLEET_DOWN.exit_code
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 @dataclass
@@ -67,7 +74,7 @@ Reporter = Callable[[dict[str, Any]], None]
 
 def generate(config: GenerateConfig, report: Reporter | None = None) -> RunResult:
     """Run (or resume) a generation; returns when it is finished, stopped, or gave up."""
-    check_prompt_file(config.prompts)
+    check_input(config.prompts)
     store = open_store(
         config.output_dir, staging_dir=config.staging_dir, upload_interval=config.upload_interval,
         policy=config.upload, retry_errors=config.retry_errors, part=config.part.name,
@@ -105,21 +112,39 @@ class Run:
             Server(url, config.per_server_concurrency, api_key, config.timeouts) for url in urls
         ]
         self.quality = QualityMonitor(config.quality)
-        self.stopping: str | None = None  # why we stop dispatching, once we do
-        self.stop_detail = ""  # what the user needs to read when the run stops on a fault
+        self.stop = Stop()
+        self.fatal: RegenError | None = None  # the error that stopped the run, if one did
+        self._first_bad: list[BadLine] = []  # quoted if the input turns out mostly unusable
         self._alarms_on: set[str] = set()
         self.model = ""
         self.stats = RunStats(total=0, finished_before=0)
         self.fleet = Fleet(self.servers, config.retry, config.health, self._event)
 
     def _event(self, text: str) -> None:
+        text = redact.scrub(text)
         log.warning(text)
         self.stats.event(text)
+
+    def _request_stop(self, reason: StopReason, why: str | None = None) -> None:
+        if self.stop.request(reason):
+            self.fleet.halt()  # requests waiting for a slot or a backoff leave at once
+            if why:
+                self._event(why)
+
+    def _fail(self, err: RegenError) -> None:
+        """An error that stops the whole run (not one record): keep the first, and stop."""
+        self.fatal = self.fatal or err
+        fleet = isinstance(err, FleetUnavailable)
+        reason = StopReason.FLEET_DOWN if fleet else StopReason.FAILED
+        self._request_stop(reason, err.message.splitlines()[0])
 
     # -- the whole run -------------------------------------------------------------------
     async def execute(self) -> RunResult:
         try:
-            self.model = await resolve_model(self.servers, self.config.model)
+            self.model, down = await resolve_model(self.servers, self.config.model)
+            self.fleet.model = self.model
+            for server, why in down.items():
+                self.fleet.take_out_at_start(server, why)
             self.shape = RequestShape(
                 self.model, self.config.regenerate_turns, self.config.return_token_ids
             )
@@ -132,7 +157,8 @@ class Run:
     async def _check_token_ids(self) -> None:
         if not self.config.return_token_ids:
             return
-        unable = [s.url for s in self.servers if not await check_token_ids(s, self.model)]
+        answering = [s for s in self.servers if s.available]
+        unable = [s.url for s in answering if not await check_token_ids(s, self.model)]
         if unable:
             raise ConfigError(
                 "--return-token-ids: these servers do not return token ids: " + ", ".join(unable),
@@ -144,14 +170,20 @@ class Run:
         config = self.config
         input_fp = fingerprint(config.prompts)
         resolved = config.resolved([s.url for s in self.servers], self.model)
-        check_and_record(
-            self.layout.manifest,
-            config=resolved,
-            input_fp=input_fp,
-            allow_changed_input=config.allow_changed_input,
-            allow_changed_sampling=config.allow_changed_sampling,
-        )
+        try:
+            check_and_record(
+                self.layout.manifest,
+                config=resolved,
+                input_fp=input_fp,
+                allow_changed_input=config.allow_changed_input,
+                allow_changed_sampling=config.allow_changed_sampling,
+            )
+        except OSError as exc:
+            raise output_error(self.layout.root, exc) from exc
         self.report({"config": resolved})
+        packed = compression(config.prompts)
+        if packed and not str(config.prompts).endswith((".zst", ".gz")):
+            self._event(f"{config.prompts} is {packed}-compressed; reading it decompressed")
         if config.retry_errors:
             self._set_errors_aside()
         ledger = ledger_mod.scan(
@@ -161,9 +193,12 @@ class Run:
         for note in ledger.repaired:
             self._event(f"repaired {note}")
         self.ledger = ledger
+        earlier = self.stats  # events so far (down servers, repairs) carry over
         self.stats = RunStats(
             total=input_fp.lines * config.samples_per_prompt // config.part.count,  # till exact
             finished_before=ledger.completions + ledger.errors,
+            events=earlier.events,
+            events_total=earlier.events_total,
         )
         tag = writer_tag()
         limits = {"max_records": config.shard_max_records, "max_bytes": config.shard_max_bytes,
@@ -174,10 +209,23 @@ class Run:
         self.errors = ShardWriter(self.layout.errors, tag, **limits)
         try:
             exit_code = await self._dispatch_with_monitoring()
-        finally:
-            self.completions.close()
-            self.errors.close()
+        except BaseException:
+            self._close_writers(quiet=True)  # the error on its way out is the one to show
+            raise
+        self._close_writers(quiet=False)
         return self._result(exit_code, ledger.repaired)
+
+    def _close_writers(self, quiet: bool) -> None:
+        """Seal the open shards. On a full disk sealing fails too; what is written is kept
+        unsealed and the next run reads it, so this failure must not hide the first one."""
+        for writer in (self.completions, self.errors):
+            try:
+                writer.close()
+            except OSError as exc:
+                err = output_error(writer.folder, exc)
+                if not quiet:
+                    raise err from exc
+                self._event(f"could not seal the last shard: {err.message}")
 
     def _set_errors_aside(self) -> None:
         """--retry-errors: error shards move out of the ledger, so their keys are pending again.
@@ -202,37 +250,33 @@ class Run:
         monitor = asyncio.create_task(self._monitor())
         health = asyncio.create_task(self.fleet.watch_health())
         supervise = asyncio.create_task(self._supervise())
-        exit_code = EXIT_OK
         try:
-            exit_code = await self._dispatch()
-        except FleetUnavailable as err:
-            self._event(err.message.splitlines()[0])
-            self.stopping = "fleet_down"
-            self.stop_detail = str(err)
-            exit_code = EXIT_FLEET_DOWN
+            await self._dispatch()
         finally:
             for sig in handled:
                 loop.remove_signal_handler(sig)
             for task in (health, monitor, supervise):
                 task.cancel()
             await asyncio.gather(health, monitor, supervise, return_exceptions=True)
+        exit_code = EXIT_OK if self.stop.reason is None else self.stop.reason.exit_code
         self.stats.state = "finished" if exit_code == EXIT_OK else "stopped"
         self._check_quality()
         self._write_snapshot()
+        if self.fatal is not None and not isinstance(self.fatal, FleetUnavailable):
+            raise self.fatal  # the CLI shows it and exits with its code
         return exit_code
 
-    async def _dispatch(self) -> int:
+    async def _dispatch(self) -> None:
         capacity = asyncio.Semaphore(sum(s.concurrency for s in self.servers))
         tasks: set[asyncio.Task] = set()
-        dispatch_error: BaseException | None = None
 
         def done(task: asyncio.Task) -> None:
             tasks.discard(task)
             capacity.release()
-            nonlocal dispatch_error
-            if not task.cancelled() and task.exception() is not None:
-                dispatch_error = dispatch_error or task.exception()
-                self.stopping = self.stopping or "error"
+            if not task.cancelled() and task.exception() is not None:  # a bug in _process
+                exc = task.exception()
+                log.error("a request task failed", exc_info=exc)
+                self._fail(RegenError(f"internal error: {type(exc).__name__}: {exc}"))
 
         try:
             for n, item in enumerate(self._work_items()):
@@ -240,21 +284,37 @@ class Run:
                     await asyncio.sleep(0)  # let finished requests be written meanwhile
                 if item is None:
                     continue
-                await capacity.acquire()
-                if self.stopping:
-                    capacity.release()
+                if not await self._free_slot(capacity):
                     break
                 task = asyncio.create_task(self._process(item))
                 tasks.add(task)
                 task.add_done_callback(done)
             else:
                 self.stats.total = self._exact_total
-        except RegenError as err:  # recording a bad input line failed: stop cleanly
-            dispatch_error, self.stopping = err, "error"
+        except RegenError as err:  # the input broke off, or recording a bad line failed
+            self._fail(err)
         await self._drain(tasks)
-        if dispatch_error is not None:
-            raise dispatch_error
-        return self._stop_code()
+
+    async def _free_slot(self, capacity: asyncio.Semaphore) -> bool:
+        """Wait for a free request slot, or for the stop (when every server is down, no slot
+        frees up, and a SIGTERM must still be seen). True if a slot was taken."""
+        if self.stop:
+            return False
+        if not capacity.locked():
+            await capacity.acquire()
+            return True
+        acquire = asyncio.ensure_future(capacity.acquire())
+        stopped = asyncio.ensure_future(self.stop.event.wait())
+        await asyncio.wait({acquire, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        stopped.cancel()
+        acquire.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await acquire
+        taken = not acquire.cancelled()
+        if taken and self.stop:
+            capacity.release()
+            return False
+        return taken
 
     def _work_items(self) -> Iterator[WorkItem | None]:
         """Pending items in input order; None now and then, so that the dispatcher yields to
@@ -268,7 +328,7 @@ class Run:
 
         for entry in read_prompts(self.config.prompts, is_finished, self.config.part):
             lines += 1
-            if self.stopping:
+            if self.stop:
                 return
             if lines % 1000 == 0:
                 yield None
@@ -293,8 +353,11 @@ class Run:
                     continue
                 yield WorkItem(entry, sample)
         self._exact_total = usable * samples + (lines - usable)
+        self._input_lines = (lines, usable)
 
     def _record_bad_line(self, bad: BadLine) -> None:
+        if len(self._first_bad) < 3:
+            self._first_bad.append(bad)
         if bad.line in self.ledger.bad_lines:
             return
         self._write(
@@ -313,13 +376,14 @@ class Run:
     async def _drain(self, tasks: set[asyncio.Task]) -> None:
         """Wait for what is in flight: all of it normally, up to --drain-timeout once stopping
         (a signal may arrive while we wait, so keep looking)."""
-        while tasks and not self.stopping:
+        while tasks and not self.stop:
             await asyncio.wait(set(tasks), timeout=0.5)
         if not tasks:
             return
+        assert self.stop.reason is not None
         self._event(
-            f"stopping ({self.stopping}): waiting up to {self.config.drain_timeout:.0f}s "
-            f"for {len(tasks)} request(s) in flight"
+            f"stopping ({self.stop.reason.label}): waiting up to "
+            f"{self.config.drain_timeout:.0f}s for {len(tasks)} request(s) in flight"
         )
         self.stats.state = "draining"
         _, pending = await asyncio.wait(set(tasks), timeout=self.config.drain_timeout)
@@ -327,60 +391,65 @@ class Run:
             task.cancel()  # not written: the next run redoes exactly these
         await asyncio.gather(*pending, return_exceptions=True)
 
-    def _stop_code(self) -> int:
-        if self.stopping is None:
-            return EXIT_OK
-        if self.stopping == "degenerate":
-            return EXIT_DEGENERATE
-        if self.stopping == "fleet_down":
-            return EXIT_FLEET_DOWN
-        if self.stopping.startswith("SIG"):
-            return EXIT_SIGNAL[signal.Signals[self.stopping]]
-        return 1
-
     def _on_signal(self, sig: signal.Signals) -> None:
-        if self.stopping and self.stopping.startswith("SIG"):
+        if self.stop.reason is not None and self.stop.reason.is_signal:
             # Second signal: leave now. Every record is one write() of a whole line, so
             # exiting here cannot leave a half-written record behind.
             if self.embedded is not None:
                 self.embedded.stop()
-            os._exit(EXIT_SIGNAL[sig])
-        self.stopping = sig.name
-        self._event(f"{sig.name} received: no new requests; finishing those in flight")
+            os._exit(StopReason.from_signal(sig).exit_code)
+        self._request_stop(
+            StopReason.from_signal(sig),
+            f"{sig.name} received: no new requests; finishing those in flight",
+        )
 
     # -- one item ------------------------------------------------------------------------
     async def _process(self, item: WorkItem) -> None:
-        sampling = self.config.sampling.with_overrides(item.prompt.sampling)
-        await self.store.room()  # a bucket that cannot keep up pauses requests, not writes
+        """One (prompt, sample) to one line in completions/ or errors/. Nothing raised for
+        one record stops the run; only a fleet or output fault does."""
         try:
-            conv = await regenerate(self.fleet, item, self.shape, sampling)
-        except ServerError as err:
-            self._write(
-                self.errors,
-                {
-                    "id": item.prompt.id,
-                    "sample": item.sample,
-                    "line": item.prompt.line,
-                    "error": err.to_record(),
-                    "attempts": err.attempts,
-                },
-            )
-            self.stats.failed += 1
-            self.stats.errors_by_type[err.kind] += 1
+            await self.store.room()  # a bucket that cannot keep up pauses requests, not writes
+            sampling = self.config.sampling.with_overrides(item.prompt.sampling)
+            try:
+                conv = await regenerate(self.fleet, item, self.shape, sampling)
+            except ServerError as err:
+                self._record_error(item, err.to_record(), err.attempts, err.kind)
+                return
+            record = completion_record(item, conv, self.shape, sampling)
+            assert conv.last is not None
+            self._write(self.completions, record)
+            self._account(record, conv.last)
+        except DispatchHalted:
+            return  # never sent: the next run sends it
+        except (FleetUnavailable, OutputError) as err:
+            self._fail(err)
+        except Exception as exc:  # a bug on one record: record it, keep its traceback in the log
+            log.exception("prompt %s (line %d) failed", item.prompt.id, item.prompt.line)
+            message = f"{type(exc).__name__}: {exc}"[:500]
+            self._record_error(item, {"type": "internal_error", "message": message}, 0)
+
+    def _record_error(self, item: WorkItem, error: dict, attempts: int, kind: str = "") -> None:
+        error = {**error, "message": redact.scrub(str(error.get("message", "")))}
+        record = {
+            "id": item.prompt.id,
+            "sample": item.sample,
+            "line": item.prompt.line,
+            "error": error,
+            "attempts": attempts,
+        }
+        try:
+            self._write(self.errors, record)
+        except OutputError as err:
+            self._fail(err)
             return
-        record = completion_record(item, conv, self.shape, sampling)
-        self._write(self.completions, record)
-        assert conv.last is not None
-        self._account(record, conv.last)
+        self.stats.failed += 1
+        self.stats.errors_by_type[kind or error["type"]] += 1
 
     def _write(self, writer: ShardWriter, record: dict) -> None:
         try:
             writer.write(record)
         except OSError as exc:  # a full or vanished disk: stop, keep what is written
-            raise RunStateError(
-                f"cannot write to {writer.folder}: {exc.strerror or exc}",
-                hint="free space (or fix the mount), then run the same command to resume",
-            ) from exc
+            raise output_error(writer.folder, exc) from exc
 
     def _account(self, record: dict, generated: Generated) -> None:
         self.stats.completed += 1
@@ -432,9 +501,8 @@ class Run:
             if alarm.name not in self._alarms_on:
                 self._event(f"QUALITY ALARM {alarm}")
         self._alarms_on = {a.name for a in alarms}
-        if alarms and self.config.abort_on_degenerate and not self.stopping:
-            self.stopping = "degenerate"
-            self._event("--abort-on-degenerate: stopping the run")
+        if alarms and self.config.abort_on_degenerate:
+            self._request_stop(StopReason.DEGENERATE, "--abort-on-degenerate: stopping the run")
 
     def _write_snapshot(self) -> None:
         extra = {
@@ -445,16 +513,25 @@ class Run:
                 if self.fleet.all_down_since is not None
                 else None
             ),
-            "stopping": self.stopping,
+            "stopping": self.stop.reason.label if self.stop.reason else None,
         }
         snap = snapshot(self.stats, self.servers, self.quality, extra)
-        write_snapshot(self.layout.progress, snap)
+        try:
+            write_snapshot(self.layout.progress, snap)
+        except OSError as exc:  # a full disk: the shard writes will stop the run and say so
+            log.warning("cannot write %s: %s", self.layout.progress, exc.strerror or exc)
         self.report(snap)
 
     def _result(self, exit_code: int, repaired: list[str]) -> RunResult:
         stats = self.stats
         new_work = stats.completed + stats.failed + stats.bad_lines
+        lines, usable = getattr(self, "_input_lines", (0, 0))
         already = exit_code == EXIT_OK and new_work == 0
+        if exit_code == EXIT_OK and mostly_unusable(lines, usable):
+            # Recorded in errors/ and kept, but a run that made little of its input is no
+            # success: say so with a non-zero exit.
+            err = unusable_error(self.config.prompts, lines, usable, self._first_bad, f"of {lines}")
+            return RunResult(self.layout.where, err.exit_code, stats, str(err), False, repaired)
         if already:
             message = (
                 f"nothing to do: all {stats.finished} items are already in {self.layout.where}"
@@ -465,13 +542,22 @@ class Run:
                 f"{stats.bad_lines} unusable input lines; output in {self.layout.where}"
             )
         else:
+            assert self.stop.reason is not None
             message = (
-                f"stopped ({self.stopping}) after {stats.completed} new completions; "
+                f"stopped ({self.stop.reason.label}) after {stats.completed} new completions; "
                 "run the same command again to resume (finished work is kept)"
             )
-            if self.stop_detail:
-                message = f"{self.stop_detail}\n{message}"
+            if self.fatal is not None:
+                message = f"{self.fatal}\n{message}"
         return RunResult(self.layout.where, exit_code, stats, message, already, repaired)
+
+
+def output_error(folder: Path, exc: OSError) -> OutputError:
+    return OutputError(
+        f"cannot write to {folder}: {exc.strerror or exc}",
+        hint="free space (or make it writable, or fix the mount), then run the same command "
+        "to resume: nothing written is lost",
+    )
 
 
 def _install_signal_handlers(loop, handler) -> list[signal.Signals]:
@@ -481,6 +567,6 @@ def _install_signal_handlers(loop, handler) -> list[signal.Signals]:
 
     if threading.current_thread() is not threading.main_thread():
         return []
-    for sig in EXIT_SIGNAL:
+    for sig in SIGNALS:
         loop.add_signal_handler(sig, handler, sig)
-    return list(EXIT_SIGNAL)
+    return list(SIGNALS)

@@ -35,10 +35,13 @@ def read_status(output_dir: str | Path) -> dict[str, Any]:
         )
     manifest = read_json(layout.manifest)
     progress = read_json(layout.progress) if layout.progress.exists() else None
+    alive = _liveness(layout, progress)
+    if progress is not None and not alive["alive"]:
+        progress = _at_exit(progress)
     parts = {p.name: read_json(p) for p in layout.root.glob("progress-*.json")}
     return {
         "output_dir": str(layout.root),
-        **with_shards(_liveness(layout, progress), parts),
+        **with_shards(alive, parts),
         "files": {kind: count_records(layout, kind) for kind in (COMPLETIONS, ERRORS)},
         "manifest": {"created": manifest["created"], "config": manifest["config"],
                      "input": manifest["input"], "sessions": len(manifest["sessions"])},
@@ -69,6 +72,16 @@ def _liveness(layout: OutputLayout, progress: dict | None) -> dict[str, Any]:
         "last_update_s_ago": None if age is None else round(age, 1),
         "state": (progress or {}).get("state"),
     }
+
+
+def _at_exit(progress: dict[str, Any]) -> dict[str, Any]:
+    """A run that is not alive has nothing in flight: its last snapshot's in-flight counts
+    are history (kept as `in_flight_at_exit`), not the present."""
+    servers = [
+        {**s, "in_flight": 0, "in_flight_at_exit": s.get("in_flight", 0)}
+        for s in progress.get("servers", [])
+    ]
+    return {**progress, "servers": servers}
 
 
 def count_records(layout: OutputLayout, kind: str) -> int:
