@@ -25,6 +25,7 @@ from regen.storage.bucket import Bucket
 from regen.storage.shards import KINDS, upload_shard
 
 log = logging.getLogger("regen.storage")
+REPORT_EVERY = 60.0  # seconds between repeated "upload failed" events in one outage
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,7 @@ class Uploader:
         self._sent_mtime: dict[str, float] = {}
         self._last_heartbeat = 0.0
         self._delay = policy.base_delay
+        self._last_report = 0.0
         self._thread = threading.Thread(target=self._loop, name="regen-upload", daemon=True)
         self.crashed: BaseException | None = None
 
@@ -147,7 +149,8 @@ class Uploader:
         now = time.monotonic()
         first = self.failing_since is None
         self.failing_since = self.failing_since or now
-        if first or self._delay >= self.policy.max_delay:
+        if first or now - self._last_report >= REPORT_EVERY:  # an outage is not a flood
+            self._last_report = now
             self.event(
                 f"upload failed, retrying in {self._delay:.0f}s "
                 f"({self.pending_bytes / 1e6:.1f} MB waiting in staging): {err.message}"
