@@ -40,3 +40,11 @@ def test_repeats_are_counted_not_kept():
     assert ks.duplicates == 3
     ks.add(4)
     assert len(ks) == 4 and ks.duplicates == 4
+
+
+def test_add_new_says_whether_the_key_was_there(monkeypatch):
+    monkeypatch.setattr(keyset, "MERGE_AT", 3)
+    ks = KeySet()
+    assert [ks.add_new(k) for k in (5, 6, 5, 7, 8, 6, 9)] == [True, True, False, True, True,
+                                                            False, True]  # fmt: skip
+    assert len(ks) == 5 and ks.duplicates == 0

@@ -336,12 +336,11 @@ class Run:
                 self._record_bad_line(entry)
                 continue
             id_hash = xxhash.xxh3_64_intdigest(entry.id.encode())
-            if id_hash in seen_ids:
+            if not seen_ids.add_new(id_hash):
                 self._record_bad_line(
                     BadLine(entry.line, "duplicate_id", f"id {entry.id!r} appears again", entry.id)
                 )
                 continue
-            seen_ids.add(id_hash)
             usable += 1
             if isinstance(entry, Finished):
                 self.stats.skipped += samples

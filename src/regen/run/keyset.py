@@ -83,6 +83,7 @@ class KeySet:
         self._pending: set[int] = set()
         self._unsettled = False
         self._lookup = [(s.keys, s.starts, s.shift, s.mask) for s in self._stripes]
+        self._empty = True  # no key outside the pending set
         self.duplicates = 0  # keys added more than once (the ledger reports them)
         self.update(keys)
 
@@ -96,11 +97,23 @@ class KeySet:
             self._merge()
         if key in self._pending:
             return True
+        if self._empty:  # errors/ is usually empty: its set is asked for every prompt too
+            return False
         keys, starts, shift, mask = self._lookup[key >> TOP]
         bucket = (key >> shift) & mask
         end = starts[bucket + 1]
         at = bisect_left(keys, key, starts[bucket], end)
         return at < end and keys[at] == key
+
+    def add_new(self, key: int) -> bool:
+        """Add `key`; False (and nothing added) if it was already there. One call, not two:
+        the input pass does this for every line."""
+        if key in self._pending or (not self._empty and key in self):
+            return False
+        self._pending.add(key)
+        if len(self._pending) >= MERGE_AT:
+            self._merge()
+        return True
 
     def add(self, key: int) -> None:
         if key in self._pending:
@@ -140,3 +153,4 @@ class KeySet:
                 if hi > lo:
                     self.duplicates += self._stripes[index].insert(new[lo:hi])
         self._lookup = [(s.keys, s.starts, s.shift, s.mask) for s in self._stripes]
+        self._empty = not any(len(s.keys) for s in self._stripes)

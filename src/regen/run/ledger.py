@@ -39,7 +39,7 @@ class Ledger:
     part: Part = WHOLE
 
     def finished(self, key: Key) -> bool:
-        return key in self.done or key in self.failed
+        return key in self.done or (self.errors > 0 and key in self.failed)
 
 
 def scan(
