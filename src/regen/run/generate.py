@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import os
 import signal
@@ -55,6 +56,7 @@ EXIT_OK = 0
 EXIT_DEGENERATE = StopReason.DEGENERATE.exit_code
 EXIT_FLEET_DOWN = StopReason.FLEET_DOWN.exit_code
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
+UNWRITABLE = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT}
 
 
 @dataclass
@@ -78,6 +80,8 @@ def generate(config: GenerateConfig, report: Reporter | None = None) -> RunResul
     try:
         layout.root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
+        if exc.errno in UNWRITABLE:  # a read-only or full parent: the fix is the storage's
+            raise output_error(layout.root, exc) from exc
         raise ConfigError(f"cannot create --output-dir {layout.root}: {exc.strerror}") from exc
     api_key = config.api_key()
     with RunLock(layout.lock), contextlib.ExitStack() as stack:
