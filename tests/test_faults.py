@@ -445,7 +445,15 @@ LINE = st.one_of(
     JSON.map(orjson.dumps),
     st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"")),
 )
-GOOD = orjson.dumps(prompt("first"))  # files start with a usable line: the format is known
+GOOD = orjson.dumps(prompt("first"))
+# Bounded and repeatable: the same examples every run, nothing written into the repository.
+FUZZ = settings(
+    max_examples=25,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)  # files start with a usable line: the format is known
 
 
 @pytest.fixture(scope="module")
@@ -455,7 +463,7 @@ def fuzz_server():
     server.stop()
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@FUZZ
 @given(lines=st.lists(LINE, max_size=12))
 def test_fuzzed_lines_never_crash_generate_and_every_line_is_accounted_for(fuzz_server, lines):
     with tempfile.TemporaryDirectory() as tmp:
@@ -475,7 +483,7 @@ def test_fuzzed_lines_never_crash_generate_and_every_line_is_accounted_for(fuzz_
         assert result.stats.bad_lines + result.stats.failed == len(failed)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@FUZZ
 @given(lines=st.lists(LINE, max_size=12))
 def test_fuzzed_lines_never_crash_prepare_and_every_row_is_accounted_for(lines):
     from regen.prepare import Recipe
