@@ -341,6 +341,25 @@ def test_a_read_only_output_dir_is_a_plain_message(tmp_path, fake_server, existi
 READ_ONLY_MOUNT = 'mount --bind -o ro "$0" "$0" && exec "$@"'
 
 
+def test_prepare_into_a_read_only_dir_is_a_plain_message(tmp_path):
+    write_prompts(tmp_path / "src.jsonl", 3)
+    read_only = tmp_path / "ro"
+    read_only.mkdir()
+    command = [
+        sys.executable, "-m", "regen", "prepare", "--source", str(tmp_path / "src.jsonl"),
+        "-o", str(read_only / "prompts.jsonl"),
+    ]  # fmt: skip
+    if os.geteuid() == 0:
+        command = ["unshare", "-m", "sh", "-c", READ_ONLY_MOUNT, str(read_only), *command]
+    read_only.chmod(0o555)
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    finally:
+        read_only.chmod(0o755)
+    assert result.returncode == 6, result.stderr
+    assert f"cannot write to {read_only}" in result.stderr and "Traceback" not in result.stderr
+
+
 # -- 8. an input file of the wrong shape ------------------------------------------------------
 def test_an_empty_prompt_file_is_an_error(tmp_path, fake_server):
     server = fake_server()
