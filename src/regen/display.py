@@ -12,6 +12,8 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+FINAL_STATES = ("finished", "stopped", "calibrated")  # "calibrated": regen plan's sample is in
+
 
 def format_duration(seconds: float | None) -> str:
     if seconds is None:
@@ -76,7 +78,11 @@ class PlainReporter:
             return
         self._print_events(snap)
         now = time.monotonic()
-        if now - self._last >= self.interval or snap["state"] in ("finished", "stopped"):
+        if now - self._last >= self.interval or snap["state"] in (
+            "finished",
+            "stopped",
+            "calibrated",
+        ):
             self._last = now
             self._print(summary_line(snap))
 
@@ -107,7 +113,7 @@ class LiveReporter:
             return
         if self.live is not None:
             self.live.update(self._render(snap))
-            if snap["state"] in ("finished", "stopped"):
+            if snap["state"] in FINAL_STATES:
                 self.live.stop()
                 self.live = None
 

@@ -45,6 +45,9 @@ def _register() -> None:
     from regen.cli import export
 
     main.add_command(export.export)
+    from regen.cli import plan
+
+    main.add_command(plan.plan)
     # Other verbs register here, one line each.
 
 

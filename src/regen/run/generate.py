@@ -157,8 +157,9 @@ class Run:
         for note in ledger.repaired:
             self._event(f"repaired {note}")
         self.ledger = ledger
+        lines = input_fp.lines if config.only_lines is None else len(config.only_lines)
         self.stats = RunStats(
-            total=input_fp.lines * config.samples_per_prompt,
+            total=lines * config.samples_per_prompt,
             finished_before=ledger.completions + ledger.errors,
         )
         tag = writer_tag()
@@ -210,6 +211,8 @@ class Run:
             monitor.cancel()
             await asyncio.gather(health, monitor, return_exceptions=True)
         self.stats.state = "finished" if exit_code == EXIT_OK else "stopped"
+        if exit_code == EXIT_OK and self.config.only_lines is not None:
+            self.stats.state = "calibrated"  # the sample is in; the run itself has not started
         self._check_quality()
         self._write_snapshot()
         return exit_code
@@ -259,12 +262,15 @@ class Run:
         def is_finished(prompt_id: str) -> bool:
             return all(self.ledger.finished(record_key(prompt_id, k)) for k in range(samples))
 
+        only = self.config.only_lines
         for entry in read_prompts(self.config.prompts, is_finished):
             lines += 1
             if self.stopping:
                 return
             if lines % 1000 == 0:
                 yield None
+            if only is not None and entry.line not in only:
+                continue
             if isinstance(entry, BadLine):
                 self._record_bad_line(entry)
                 continue
@@ -286,6 +292,8 @@ class Run:
                     continue
                 yield WorkItem(entry, sample)
         self._exact_total = usable * samples + (lines - usable)
+        if only is not None:  # a calibration sample: its own items are the whole job
+            self._exact_total = usable * samples
 
     def _record_bad_line(self, bad: BadLine) -> None:
         if bad.line in self.ledger.bad_lines:

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import socket
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from regen.errors import ConfigError
 from regen.jsonio import ZST_SUFFIX, iter_lines, read_json
+from regen.run import eta
 from regen.run.layout import COMPLETIONS, ERRORS, OutputLayout
 from regen.run.lock import is_locked, read_holder
 from regen.run.writer import read_sidecar
@@ -30,7 +32,7 @@ def read_status(output_dir: str | Path) -> dict[str, Any]:
         )
     manifest = read_json(layout.manifest)
     progress = read_json(layout.progress) if layout.progress.exists() else None
-    return {
+    info = {
         "output_dir": str(layout.root),
         "alive": _liveness(layout, progress),
         "files": {kind: count_records(layout, kind) for kind in (COMPLETIONS, ERRORS)},
@@ -38,6 +40,8 @@ def read_status(output_dir: str | Path) -> dict[str, Any]:
                      "input": manifest["input"], "sessions": len(manifest["sessions"])},
         "progress": progress,
     }  # fmt: skip
+    info["eta"] = asdict(eta.from_status(info))
+    return info
 
 
 def _liveness(layout: OutputLayout, progress: dict | None) -> dict[str, Any]:
