@@ -131,7 +131,7 @@ def test_all_zero_mask_is_an_error_not_a_silent_zero():
 
 
 def test_tokenizer_errors_are_config_errors(tmp_path):
-    from regen.check.tokenizer import load_tokenizer
+    from regen.tokenizer import load_tokenizer
 
     with pytest.raises(ConfigError):
         load_tokenizer(str(tmp_path / "missing.gguf"))

@@ -110,7 +110,8 @@ def test_show_marks_supervised_tokens(tmp_path):
 
 
 def test_smollm2_gguf_tokenizer_via_cli(tmp_path):
-    run = checkfix.write_run(tmp_path / "run", healthy(5))
+    plain = [checkfix.completion(f"p{i}", f"Paris is the capital, answer {i}.") for i in range(5)]
+    run = checkfix.write_run(tmp_path / "run", plain)
     result = CliRunner().invoke(
         main, ["check", str(run), "--tokenizer", str(checkfix.smollm2_gguf())]
     )
@@ -118,26 +119,47 @@ def test_smollm2_gguf_tokenizer_via_cli(tmp_path):
     assert result.exit_code == 0, result.output
 
 
+def test_smollm2_template_has_no_reasoning_slot(tmp_path):
+    """SmolLM2's real template renders no reasoning: data with reasoning fails, by rendering."""
+    run = checkfix.write_run(tmp_path / "run", healthy(5))
+    result = CliRunner().invoke(
+        main, ["check", str(run), "--tokenizer", str(checkfix.smollm2_gguf())]
+    )
+    assert result.exit_code == 1 and "FAIL reasoning_dropped" in result.output
+
+
 def test_html_report_renders_in_headless_chromium(tmp_path):
     # Not skipped when missing: "the page renders in a real browser" is part of done.
     assert CHROMIUM, "needs a headless browser: apt-get update && apt-get install -y chromium"
     html = tmp_path / "report.html"
-    result, _ = run_check(tmp_path, healthy(10) + six_tokens(20), "--html", str(html))
+    long_name = "a-very-long-source-name/with-a-config-and-split-name-in-it"
+    records = healthy(10) + six_tokens(20) + healthy(3, long_name)
+    result, _ = run_check(tmp_path, records, "--html", str(html))
     assert result.exit_code == 1
     flags = [
         "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run",
-        f"--user-data-dir={tmp_path / 'profile'}",
+        f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1280,1400",
     ]  # fmt: skip
+    # The page has no script; this copy gets one that reports the laid-out width.
+    probe = tmp_path / "probe.html"
+    probe.write_text(html.read_text().replace(
+        "</body>", "<script>document.title = 'W=' + document.documentElement.scrollWidth;"
+        "</script></body>"))  # fmt: skip
     dom = subprocess.run(
-        [CHROMIUM, *flags, "--dump-dom", html.as_uri()],
+        [CHROMIUM, *flags, "--dump-dom", probe.as_uri()],
         capture_output=True, text=True, timeout=120, check=True,
     ).stdout  # fmt: skip
     assert "Verdict: FAIL" in dom and "degenerate" in dom
-    assert dom.count('<svg class="plot"') >= 4 and 'class="bad"' in dom
+    assert dom.count('<svg class="plot"') == 5
+    assert "≤ 10: 20 samples" in dom  # the threshold is a line, with what the rule counts
+    assert "supervised tokens" in dom and ">samples<" in dom  # axes carry their units
+    assert long_name in dom  # labels are not cut
+    width = int(dom.split("<title>W=")[1].split("<")[0])
+    assert width <= 1280, f"the page is {width} px wide at a 1280 px window"
     shot = tmp_path / "shot.png"
     subprocess.run(
-        [CHROMIUM, *flags, f"--screenshot={shot}", "--window-size=1200,1400", html.as_uri()],
+        [CHROMIUM, *flags, f"--screenshot={shot}", html.as_uri()],
         capture_output=True, timeout=120, check=True,
     )  # fmt: skip
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000

@@ -1,4 +1,5 @@
-"""`regen export`: formats, filters, split, merge; every output loads with datasets.load_dataset."""
+"""`regen export`: formats, filters, split, merge, overwrite; every output loads with
+datasets.load_dataset, and each trainer target with that trainer's own loader."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ import checkfix
 from regen.check.encode import Encoder
 from regen.cli import main
 from regen.export import Filters, export_run, make_format
+from regen.export.files import MARKER
 
 WEATHER_TOOL = {"type": "function", "function": {"name": "get_weather", "parameters": {}}}
 
@@ -146,7 +148,7 @@ def test_merge_into_dedups_by_id_and_content(run, tmp_path):
     assert ds.num_rows == 34 and len(set(ds["id"])) == 34
     g0 = next(r for r in ds if r["id"] == "g0#0")
     assert g0["conversations"][-1]["content"].endswith("A better answer.")
-    assert not [p for p in out.iterdir() if p.name.startswith(".")]
+    assert not [p for p in out.iterdir() if p.name.startswith(".") and p.name != MARKER]
 
 
 def test_a_failed_export_leaves_no_finished_looking_file(run, tmp_path):
@@ -175,3 +177,120 @@ def test_library_call_with_encoder(run, tmp_path):
     summary = export_run([run], tmp_path / "s", make_format("tokenized", "inline"),
                          encoder=encoder, filters=Filters(), file_type="parquet")  # fmt: skip
     assert summary.written == {"train": 33} and summary.outcomes == {"added": 33}
+
+
+def rows_of(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_sharegpt_is_from_value_as_axolotl_and_llama_factory_read_it(run, tmp_path):
+    out = tmp_path / "sg"
+    cli("export", run, "--out", out, "--format", "sharegpt")
+    rows = {r["id"]: r for r in rows_of(out / "train.jsonl")}
+    g1 = rows["g1#0"]["conversations"]
+    assert [t["from"] for t in g1] == ["human", "gpt"] and set(g1[0]) == {"from", "value"}
+    assert g1[1]["value"].startswith("<think>\nThinking about 1.\n</think>\n\nAnswer 1")
+    tool = rows["tool#0"]
+    assert [t["from"] for t in tool["conversations"]] == [
+        "human", "function_call", "observation", "gpt"]  # fmt: skip
+    assert json.loads(tool["conversations"][1]["value"]) == {"name": "get_weather",
+                                                             "arguments": {}}  # fmt: skip
+    assert json.loads(tool["tools"]) == [WEATHER_TOOL]  # LLaMA-Factory's tools: a JSON string
+
+
+def test_a_second_export_to_the_same_directory_is_refused(run, tmp_path):
+    out = tmp_path / "x"
+    first = cli("export", run, "--out", out)
+    assert f"wrote {out.resolve()} (specforge): train 33" in first
+    assert "{" not in first and "train with: SpecForge" in first
+    before = (out / "train.jsonl").read_bytes()
+    again = CliRunner().invoke(main, ["export", str(run), "--out", str(out), "--format",
+                                      "sharegpt"])  # fmt: skip
+    assert again.exit_code == 2 and "already holds an export" in again.output
+    assert "--overwrite" in again.output and (out / "train.jsonl").read_bytes() == before
+    cli("export", run, "--out", out, "--format", "sharegpt", "--overwrite")
+    assert (out / "train.jsonl").read_bytes() != before
+
+
+def test_an_unrelated_non_empty_directory_is_refused(run, tmp_path):
+    other = tmp_path / "home"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    result = CliRunner().invoke(main, ["export", str(run), "--out", str(other)])
+    assert result.exit_code == 2 and "not an export (notes.txt)" in result.output
+    assert sorted(p.name for p in other.iterdir()) == ["notes.txt"]
+
+
+def test_targets_warn_when_they_would_drop_reasoning(run, tmp_path):
+    field = cli("export", run, "--out", tmp_path / "f", "--reasoning", "field")
+    assert "warning: 31 samples carry reasoning in reasoning_content" in field
+    dropped = cli("export", run, "--out", tmp_path / "d", "--format", "sharegpt",
+                  "--reasoning", "drop")  # fmt: skip
+    assert "--reasoning drop left it out" in dropped
+    assert "rows have no system message" in field
+
+
+# --- the trainers' own loaders ----------------------------------------------------------------
+
+
+def regen_rows(run: Path, tmp_path: Path, fmt: str = "specforge-tokenized") -> dict[str, dict]:
+    out = tmp_path / fmt
+    cli("export", run, "--out", out, "--format", fmt, "--tokenizer", checkfix.qwen_style_dir())
+    return {r["id"]: r for r in rows_of(out / "train.jsonl")}
+
+
+def test_specforge_tokenized_reads_with_specforge_prompt_builder(run, tmp_path):
+    from specforge.data.prompt_builder import prepare_prompt_tasks
+
+    ours = regen_rows(run, tmp_path)
+    tasks = prepare_prompt_tasks(tmp_path / "specforge-tokenized" / "train.jsonl", None,
+                                 chat_template=None, max_length=4096, is_preformatted=False,
+                                 train_only_last_turn=False, cache_dir=None, cache_key=None,
+                                 num_proc=1)  # fmt: skip
+    assert len(tasks) == len(ours) == 33
+    got = sorted((t["payload"]["input_ids"], t["payload"]["loss_mask"]) for t in tasks)
+    assert got == sorted((r["input_ids"], r["loss_mask"]) for r in ours.values())
+
+
+def test_speculators_reads_the_rows_without_rendering(run, tmp_path):
+    from speculators.data_generation.preprocessing import (
+        build_speculator_training_dataset,
+        load_raw_dataset,
+    )
+
+    ours = regen_rows(run, tmp_path, "speculators")
+    raw, _ = load_raw_dataset(str(tmp_path / "speculators" / "train.jsonl"))
+    ds = build_speculator_training_dataset(raw, checkfix.load("qwen"), max_length=4096,
+                                           num_proc=1)  # fmt: skip
+    assert len(ds) == 33
+    got = sorted((r["input_ids"].tolist(), r["loss_mask"].tolist()) for r in ds)
+    assert got == sorted((r["input_ids"], r["loss_mask"]) for r in ours.values())
+
+
+def specforge_encode(rows_path: Path, template_name: str) -> list[tuple[list[int], list[int]]]:
+    from specforge.data.preprocessing import build_eagle3_dataset
+
+    ds = datasets.load_dataset("json", data_files=str(rows_path), split="train")
+    out = build_eagle3_dataset(ds, checkfix.load("qwen"), chat_template=template_name,
+                               max_length=4096, num_proc=None, shuffle_seed=None)  # fmt: skip
+    return [(r["input_ids"][0], r["loss_mask"][0]) for r in out.with_format(None)]
+
+
+def test_specforge_conversations_give_regens_ids_with_a_template_without_system_prompt(
+    tmp_path,
+):
+    from specforge.data.template import TEMPLATE_REGISTRY, ChatTemplate
+
+    TEMPLATE_REGISTRY.register("regen-chatml", ChatTemplate(
+        assistant_header="<|im_start|>assistant\n", user_header="<|im_start|>user\n",
+        system_prompt=None, end_of_turn_token="<|im_end|>"), override=True)  # fmt: skip
+    plain = [checkfix.completion(f"p{i}", f"Paris is answer {i}.") for i in range(20)]
+    run = checkfix.write_run(tmp_path / "run", plain)
+    cli("export", run, "--out", tmp_path / "conv", "--format", "specforge")
+    ours = sorted((r["input_ids"], r["loss_mask"]) for r in regen_rows(run, tmp_path).values())
+    theirs = specforge_encode(tmp_path / "conv" / "train.jsonl", "regen-chatml")
+    assert sorted(theirs) == ours  # 20/20: the same ids and the same masks
+    # SpecForge's built-in `qwen` template adds a system prompt: the context changes.
+    with_default = specforge_encode(tmp_path / "conv" / "train.jsonl", "qwen")
+    assert all(len(ids) > len(o[0]) for (ids, _), o in zip(sorted(with_default), ours,
+                                                            strict=True))  # fmt: skip

@@ -1,13 +1,12 @@
 """`regen check`: prove a generate run is trainable before anyone trains on it.
 
-Modules:
+Modules (the tokenizer loader is regen.tokenizer, shared with prepare and export):
     record.py    a read-only view of one completion line
-    tokenizer.py load the target's tokenizer + chat template (dir, hub name, GGUF)
     render.py    render with the template; find each assistant turn by diffing renders
     mask.py      tokenise once, map character ranges to a loss mask
     encode.py    Encoder: completions -> (input_ids, mask), shared with `regen export`
     sample.py    the per-sample facts; stats.py counts them; rules.py judges them
-    runner.py    the library entry point; report_*.py, svg.py, show.py present the result
+    runner.py    the library entry point; report_*.py, charts.py, show.py present the result
 """
 
 from regen.check.encode import Encoder

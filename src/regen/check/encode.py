@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from itertools import islice
 from typing import Any
 
 from regen.check.mask import Encoded, build_mask, special_ids, tokenize_all
 from regen.check.record import Completion
-from regen.check.render import TEMPLATE_TOKENS, Rendered, render_turns
-from regen.check.tokenizer import load_tokenizer
+from regen.check.render import (
+    TEMPLATE_TOKENS,
+    Rendered,
+    generation_prompt,
+    render_turns,
+)
+from regen.check.template import template_flags
 from regen.errors import ConfigError, InputError
+from regen.tokenizer import load_tokenizer
 
 BATCH = 256
 
@@ -21,6 +27,8 @@ class Encoder:
     tok: Any
     specials: frozenset[int]
     template_tokens: str = "train"
+    # the generation prompt per thinking mode: a property of the template, rendered once
+    _prompts: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def load(
@@ -58,14 +66,26 @@ class Encoder:
                 continue
             ids, offsets = next(tokens)
             try:
-                out.append(
-                    build_mask(
-                        completion.id, item, ids, offsets, self.specials, self.template_tokens
-                    )
+                enc = build_mask(
+                    completion.id, item, ids, offsets, self.specials, self.template_tokens
                 )
+                prompt = self.generation_prompt(completion)
             except InputError as err:
                 out.append(err)
+                continue
+            out.append(replace(enc, flags=template_flags(completion, item, enc, prompt)))
         return out
+
+    def generation_prompt(self, completion: Completion) -> str:
+        """Rendered once per thinking mode with a probe conversation; a template that cannot
+        render the probe (it wants a system turn, say) is asked with this sample's turns."""
+        mode = completion.thinking
+        if mode not in self._prompts:
+            try:
+                self._prompts[mode] = generation_prompt(self.tok, completion)
+            except InputError:
+                return generation_prompt(self.tok, completion, probe=False)
+        return self._prompts[mode]
 
     def stream(
         self, completions: Iterable[Completion]

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from regen.check.render import Rendered, TurnChars
+from regen.check.render import Rendered
 from regen.errors import InputError
 
 
@@ -27,6 +27,9 @@ class Encoded:
     final_generated: tuple[int, int]  # token range the server generated for the final turn
     offsets: list[tuple[int, int]]
     text: str
+    final_own: tuple[int, int] = (0, 0)  # token range of the final turn's own text
+    unterminated: int = 0  # assistant turns whose supervised span ends on no special token
+    flags: tuple[str, ...] = ()  # template checks this sample fails (check/template.py)
 
     @property
     def mask_sum(self) -> int:
@@ -64,42 +67,50 @@ def build_mask(
     specials: frozenset[int],
     template_tokens: str,
 ) -> Encoded:
-    starts = [o[0] for o in offsets]
+    locate = _Locator(ids, offsets, specials, rendered.text)
     spans: list[tuple[int, int]] = []
-    final = (0, 0)
+    unterminated = 0
     for turn in rendered.turns:
-        first = turn.generated_from if template_tokens == "train" else turn.own_from
-        span = _turn_span(turn, first, starts, offsets, ids, specials, rendered.text)
-        if span[1] > span[0]:
-            spans.append(span)
-        final = _turn_span(turn, turn.generated_from, starts, offsets, ids, specials, rendered.text)
+        lo, hi, closed = locate.span(turn.first_supervised(template_tokens), turn.own_to)
+        if hi > lo:
+            spans.append((lo, hi))
+            unterminated += not closed
     if not spans:
         raise InputError(
             f"{sample_id}: the loss mask is all zero (no assistant token found in the render)",
             kind="empty_mask",
             hint="check that --tokenizer/--chat-template belong to the target model",
         )
-    return Encoded(ids, _merge(spans), final, offsets, rendered.text)
+    final, own = (0, 0), (0, 0)
+    if rendered.final is not None:
+        turn = rendered.final
+        final = locate.span(turn.generated_from, turn.own_to)[:2]
+        own = (locate.token_at(turn.own_from), locate.token_at(turn.own_to))
+    return Encoded(ids, _merge(spans), final, offsets, rendered.text, own, unterminated)
 
 
-def _turn_span(
-    turn: TurnChars,
-    first_char: int,
-    starts: list[int],
-    offsets: list[tuple[int, int]],
-    ids: list[int],
-    specials: frozenset[int],
-    text: str,
-) -> tuple[int, int]:
-    lo = bisect_left(starts, first_char)
-    hi = bisect_left(starts, turn.own_to)
-    # Walk over whitespace-only tokens to the end-of-turn token; include it if found.
-    k = hi
-    while k < len(ids) and ids[k] not in specials and not text[slice(*offsets[k])].strip():
-        k += 1
-    if k < len(ids) and ids[k] in specials:
-        hi = k + 1
-    return lo, max(lo, hi)
+class _Locator:
+    """Character positions to token positions, over one tokenised render."""
+
+    def __init__(self, ids: list[int], offsets: list[tuple[int, int]], specials, text: str):
+        self.ids, self.offsets, self.specials, self.text = ids, offsets, specials, text
+        self.starts = [o[0] for o in offsets]
+
+    def token_at(self, char: int) -> int:
+        return bisect_left(self.starts, char)
+
+    def span(self, first_char: int, end_char: int) -> tuple[int, int, bool]:
+        """Tokens from `first_char` to the turn's end-of-turn token, and whether one was found:
+        whitespace-only tokens after the turn's text are walked over to reach it."""
+        lo, hi = self.token_at(first_char), self.token_at(end_char)
+        ids, k = self.ids, hi
+        while k < len(ids) and ids[k] not in self.specials and not self._text(k).strip():
+            k += 1
+        closed = k < len(ids) and ids[k] in self.specials
+        return lo, max(lo, k + 1 if closed else hi), closed
+
+    def _text(self, k: int) -> str:
+        return self.text[slice(*self.offsets[k])]
 
 
 def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:

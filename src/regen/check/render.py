@@ -29,17 +29,44 @@ class TurnChars:
     own_from: int  # first character that changes with the turn's own text
     own_to: int  # one past the last such character (the end-of-turn token follows)
 
+    def first_supervised(self, template_tokens: str) -> int:
+        """ "train" starts at the generation prompt's end, "context" at the turn's own text."""
+        return self.generated_from if template_tokens == "train" else self.own_from
+
 
 @dataclass(frozen=True)
 class Rendered:
     text: str
     turns: list[TurnChars]
+    final_index: int  # message index of the last assistant turn: what this line generated
+
+    @property
+    def final(self) -> TurnChars | None:
+        """The final turn's characters, or None when the template does not render it."""
+        last = self.turns[-1] if self.turns else None
+        return last if last is not None and last.message_index == self.final_index else None
 
 
 def template_kwargs(completion: Completion) -> dict[str, Any]:
     """Render with the thinking switch the run asked the server for (when it asked)."""
     mode = completion.thinking
     return {} if mode == "auto" else {"enable_thinking": mode == "on"}
+
+
+def generation_prompt(tok: Any, completion: Completion, probe: bool = True) -> str:
+    """What the template appends for `add_generation_prompt=True` ("" when it has none).
+
+    With `probe`, one made-up user message stands for any conversation (the answer is a fact
+    of the template, cached by the caller); otherwise the completion's own turns are used.
+    """
+    kwargs = template_kwargs(completion)
+    messages, tools = completion.messages, completion.tools
+    final = max(i for i, m in enumerate(messages) if m.get("role") == "assistant")
+    if probe:
+        messages, tools, final = [{"role": "user", "content": PROBE}], None, 1
+    plain = _render(tok, completion, messages[:final], tools, False, kwargs)
+    prompted = _render(tok, completion, messages[:final], tools, True, kwargs)
+    return prompted[len(plain) :] if prompted.startswith(plain) else prompted
 
 
 def render_turns(tok: Any, completion: Completion) -> Rendered:
@@ -60,7 +87,8 @@ def render_turns(tok: Any, completion: Completion) -> Rendered:
         # turn exists) is not prefix-stable; the turn then starts at its own text.
         stable = full.startswith(prompt) and len(prompt) <= own_from
         turns.append(TurnChars(i, len(prompt) if stable else own_from, own_from, own_to))
-    return Rendered(full, turns)
+    final_index = max(i for i, m in enumerate(messages) if m.get("role") == "assistant")
+    return Rendered(full, turns, final_index)
 
 
 PROBE = "\ue000"  # private use: no real answer starts or ends with it

@@ -1,19 +1,24 @@
-"""A self-contained HTML page: verdict, rules table, plots (inline SVG), per-source tables."""
+"""A self-contained HTML page: verdict, rules table, charts (matplotlib SVG, inlined),
+per-source table and composition. It fits a 1280 px window: wide tables scroll in their box."""
 
 from __future__ import annotations
 
 from html import escape
 from typing import Any
 
+from regen.check.charts import bars_svg, histogram_svg, lengths_by_source_svg
 from regen.check.runner import CheckReport
-from regen.check.svg import bars_svg, histogram_svg
 
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}
 .pass{color:#176d2c}.fail{color:#b3261e}
-table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:3px 8px}
-th{background:#f3f3f3;text-align:left}.plots{display:flex;flex-wrap:wrap;gap:12px}
-.bar{fill:#4a78b5}.bad{fill:#c8372d}svg.plot{border:1px solid #eee;background:#fff}
+.box{max-width:100%;overflow-x:auto;margin:.5em 0 1.5em}
+table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px}
+th{background:#f3f3f3;text-align:left}td{text-align:right}td.what,td.rule{text-align:left}td.count{white-space:nowrap}
+td.text{text-align:left;max-width:16em;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
+th.name{max-width:12em;overflow-wrap:anywhere}
+.plots{display:flex;flex-wrap:wrap;gap:12px}
+svg.plot{border:1px solid #eee;background:#fff;max-width:100%;height:auto}
 """
 
 
@@ -21,24 +26,6 @@ def render_html(report: CheckReport) -> str:
     data = report.to_json()
     verdict = data["verdict"]
     overall = data["overall"]
-    plots = [
-        histogram_svg(
-            overall["mask_sum"]["histogram"]["edges"],
-            overall["mask_sum"]["histogram"]["counts"],
-            "Loss-mask sum per sample (tokens, all sources)",
-            mark_upto=overall["mask_sum"]["degenerate_at"],
-        ),
-        bars_svg({k: v["samples"] for k, v in data["sources"].items()}, "Samples by source"),
-        bars_svg(overall["categories"], "Samples by category"),
-    ]
-    plots += [
-        histogram_svg(
-            g["output_tokens"]["histogram"]["edges"],
-            g["output_tokens"]["histogram"]["counts"],
-            f"Output length (tokens), source {name}",
-        )
-        for name, g in data["sources"].items()
-    ]
     failed = ", ".join(data["failed_rules"]) or "none"
     return "".join([
         "<!DOCTYPE html><html><head><meta charset='utf-8'><title>regen check report</title>",
@@ -46,48 +33,90 @@ def render_html(report: CheckReport) -> str:
         f"<p id='verdict' class='{verdict}'><b>Verdict: {verdict.upper()}</b>",
         f" (failed rules: {escape(failed)}) - {overall['samples']} samples</p>",
         _rules_table(data["rules"]),
-        f"<div class='plots'>{''.join(plots)}</div>",
+        f"<div class='plots'>{''.join(_charts(report))}</div>",
         "<h2>By source</h2>",
         _groups_table({**data["sources"], "(overall)": overall}),
+        _composition(data["composition"]),
         _errors(data["error_examples"]),
         "</body></html>",
     ])  # fmt: skip
 
 
+def _charts(report: CheckReport) -> list[str]:
+    overall = report.overall
+    return [
+        histogram_svg(
+            overall.mask_sums,
+            "Loss-mask sum per sample, all sources",
+            "supervised tokens",
+            threshold=overall.opts.degenerate_at,
+        ),
+        histogram_svg(overall.output_tokens, "Output length, all sources", "tokens (final turn)"),
+        lengths_by_source_svg(
+            {name: g.output_tokens for name, g in report.sources.items()},
+            "Output length by source (box: quartiles, whiskers: 5th-95th percentile)",
+        ),
+        bars_svg({name: g.samples for name, g in report.sources.items()}, "Samples by source"),
+        bars_svg(dict(overall.categories), "Samples by category"),
+    ]
+
+
 def _rules_table(rules: list[dict[str, Any]]) -> str:
     rows = "".join(
-        f"<tr class='{'pass' if r['passed'] else 'fail'}'><td>{r['rule']}</td>"
+        f"<tr class='{'pass' if r['passed'] else 'fail'}'><td class='rule'>{r['rule']}</td>"
         f"<td>{'ok' if r['passed'] else 'FAIL'}</td><td>{r['fraction']:.2%}</td>"
-        f"<td>{r['max_fraction']:.2%}</td><td>{r['count']} / {r['of']}</td>"
-        f"<td>{escape(r['what'])}</td></tr>"
+        f"<td>{r['max_fraction']:.2%}</td><td class='count'>{r['count']} / {r['of']}</td>"
+        f"<td class='what'>{escape(r['what'])}</td></tr>"
         for r in rules
     )
     head = "<tr><th>rule</th><th></th><th>value</th><th>max</th><th>count</th><th>meaning</th>"
-    return f"<h2>Rules</h2><table>{head}</tr>{rows}</table>"
+    return f"<h2>Rules</h2><div class='box'><table>{head}</tr>{rows}</table></div>"
 
 
 def _groups_table(groups: dict[str, dict[str, Any]]) -> str:
     cols = [
         ("samples", lambda g: g["samples"]),
         ("mask p50", lambda g: g["mask_sum"]["p50"]),
-        ("mask ≤ threshold", lambda g: g["mask_sum"]["at_or_below"]),
+        ("mask ≤ thr.", lambda g: g["mask_sum"]["at_or_below"]),
         ("output p50/p90/p99", lambda g: "{p50}/{p90}/{p99}".format(**g["output_tokens"])),
-        ("empty answers", lambda g: g["empty_answers"]),
-        ("missing reasoning", lambda g: g["reasoning_missing"]["count"]),
+        ("empty", lambda g: g["empty_answers"]),
+        ("no reasoning", lambda g: g["reasoning_missing"]["count"]),
         ("truncated", lambda g: g["truncated"]),
-        ("duplicates", lambda g: g["duplicate_answers"]["count"]),
+        ("dupes", lambda g: g["duplicate_answers"]["count"]),
+        ("near dupes", lambda g: g["near_duplicates"]),
         ("short runs", lambda g: g["short_runs"]["count"]),
         ("mask errors", lambda g: sum(g["errors"].values())),
-        ("top prefix", lambda g: g["top_prefixes"][0][0] if g["top_prefixes"] else ""),
     ]
     head = "".join(f"<th>{escape(c)}</th>" for c, _ in cols)
     rows = "".join(
-        f"<tr><th>{escape(name)}</th>"
+        f"<tr><th class='name'>{escape(name)}</th>"
         + "".join(f"<td>{escape(str(f(g)))}</td>" for _, f in cols)
-        + "</tr>"
+        + f"<td class='text' title='{escape(_prefix(g))}'>{escape(_prefix(g))}</td></tr>"
         for name, g in groups.items()
     )
-    return f"<table><tr><th>source</th>{head}</tr>{rows}</table>"
+    table = f"<table><tr><th>source</th>{head}<th>top prefix</th></tr>{rows}</table>"
+    return f"<div class='box'>{table}</div>"
+
+
+def _prefix(g: dict[str, Any]) -> str:
+    return g["top_prefixes"][0][0] if g["top_prefixes"] else ""
+
+
+def _composition(comp: dict[str, Any] | None) -> str:
+    if comp is None:
+        return ""
+    if comp["unavailable"]:
+        return f"<p>Composition not compared: {escape(comp['unavailable'])}</p>"
+    rows = "".join(
+        f"<tr><th class='name'>{escape(n)}</th><td>{v['prompts']:.1%}</td>"
+        f"<td>{v['completions']:.1%}</td></tr>"
+        for n, v in comp["by_source"].items()
+    )
+    head = "<tr><th>source</th><th>prompt file</th><th>completions</th></tr>"
+    return (
+        f"<h2>Composition (drift {comp['distance']:.1%})</h2>"
+        f"<div class='box'><table>{head}{rows}</table></div>"
+    )
 
 
 def _errors(examples: list[dict[str, Any]]) -> str:

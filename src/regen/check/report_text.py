@@ -18,11 +18,12 @@ def render_text(report: CheckReport) -> str:
         lines.append("first mask errors:")
         lines += [f"  {e['id']}: [{e['error']}] {e['message']}" for e in data["error_examples"][:5]]
         lines.append("")
+    lines += _composition_lines(data["composition"])
     lines.append("rules:")
     for rule in data["rules"]:
         mark = "ok  " if rule["passed"] else "FAIL"
         lines.append(
-            f"  {mark} {rule['rule']:<18} {rule['fraction']:7.2%} (max {rule['max_fraction']:.2%})"
+            f"  {mark} {rule['rule']:<20} {rule['fraction']:7.2%} (max {rule['max_fraction']:.2%})"
             f"  {rule['count']}/{rule['of']}  {rule['what']}"
         )
     verdict = data["verdict"].upper()
@@ -45,7 +46,11 @@ def _group_lines(g: dict[str, Any]) -> list[str]:
         f"  truncated (length)  {g['truncated']}",
         f"  short runs (<{g['short_runs']['min_run']})    {g['short_runs']['count']}",
         f"  duplicate answers   {g['duplicate_answers']['count']}",
+        f"  near-duplicates     {g['near_duplicates']}",
     ]
+    others = {k: v for k, v in g["flags"].items() if k in SAMPLE_CHECKS}
+    if others:
+        lines.append("  flagged             " + ", ".join(f"{k} {v}" for k, v in others.items()))
     if g["too_long"]["max_length"] is not None:
         lines.append(f"  over {g['too_long']['max_length']} tokens   {g['too_long']['count']}")
     if g["token_ids"]["checked"]:
@@ -61,3 +66,28 @@ def _group_lines(g: dict[str, Any]) -> list[str]:
     cats = ", ".join(f"{k} {v}" for k, v in list(g["categories"].items())[:6])
     lines.append(f"  categories          {cats}")
     return lines
+
+
+SAMPLE_CHECKS = (
+    "no_generation_prompt",
+    "unterminated_turn",
+    "reasoning_dropped",
+    "double_reasoning",
+    "repetition",
+    "echo_prompt",
+    "echo_system",
+    "bad_tool_call",
+)
+
+
+def _composition_lines(comp: dict[str, Any] | None) -> list[str]:
+    if comp is None:
+        return []
+    if comp["unavailable"]:
+        return [f"composition: not compared ({comp['unavailable']})", ""]
+    lines = [f"composition vs the prompt file (drift {comp['distance']:.1%}):"]
+    for name, share in comp["by_source"].items():
+        lines.append(
+            f"  {name:<24} prompts {share['prompts']:6.1%}  completions {share['completions']:6.1%}"
+        )
+    return [*lines, ""]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from regen.check.composition import Composition
 from regen.check.stats import Group
 from regen.errors import ConfigError
 
@@ -20,23 +21,48 @@ class Rule:
     of: Callable[[Group], int] = lambda g: g.samples
 
 
+def flag(name: str) -> Callable[[Group], int]:
+    return lambda g: g.count(name)
+
+
 RULES = (
     Rule("mask_errors", 0.001, "samples whose loss mask could not be built (all-zero, template "
          "error)", lambda g: sum(g.errors.values())),
-    Rule("degenerate", 0.05, "mask sum at or below --degenerate-at, or an empty answer",
-         lambda g: g.degenerate),
+    Rule("no_generation_prompt", 0.0, "the template adds no generation prompt, so the "
+         "assistant header is supervised", flag("no_generation_prompt")),
+    Rule("unterminated_turn", 0.0, "a supervised turn does not end on a special end-of-turn "
+         "token: the drafter never learns to stop", flag("unterminated_turn")),
+    Rule("reasoning_dropped", 0.0, "the template drops the final turn's reasoning: the drafter "
+         "never sees what it must predict", flag("reasoning_dropped")),
+    Rule("double_reasoning", 0.0, "reasoning inline in the answer (<think> in content) and the "
+         "template adds its own block: two think blocks", flag("double_reasoning")),
+    Rule("degenerate", 0.05, "an empty answer, or a mask of at most --degenerate-at tokens that "
+         "is mostly template tokens (an empty answer wrapped in the template)",
+         flag("degenerate")),
     Rule("empty_answer", 0.02, "final answer empty (no text, no tool call)",
-         lambda g: g.empty_answers),
+         flag("empty_answer")),
     Rule("missing_reasoning", 0.05, "thinking was on but the reasoning is empty or missing",
-         lambda g: g.reasoning_missing, lambda g: g.thinking_on),
-    Rule("truncated", 0.10, "finish_reason is length", lambda g: g.truncated),
-    Rule("too_long", 0.05, "sequence longer than --max-length tokens", lambda g: g.too_long),
-    Rule("duplicate_answers", 0.10, "final answer identical to another sample's",
-         lambda g: g.duplicate_answers),
+         flag("missing_reasoning"), lambda g: g.thinking_on),
+    Rule("truncated", 0.10, "finish_reason is length", flag("truncated")),
+    Rule("too_long", 0.05, "sequence longer than --max-length tokens", flag("too_long")),
+    Rule("repetition", 0.01, "the text ends in a loop (its last 4 KB compress below 10%), "
+         "whatever the finish reason", flag("repetition")),
+    Rule("echo_prompt", 0.01, "the answer contains the whole user prompt verbatim",
+         flag("echo_prompt")),
+    Rule("echo_system", 0.01, "the answer starts by repeating the system prompt",
+         flag("echo_system")),
+    Rule("bad_tool_call", 0.0, "a tool call whose arguments are not a JSON object or whose "
+         "tool was not offered", flag("bad_tool_call")),
+    Rule("duplicate_answers", 0.10, "reasoning + answer + tool calls identical to another "
+         "sample's", lambda g: g.duplicate_answers),
+    Rule("near_duplicates", 0.10, "answers of 512+ characters sharing their first 256 "
+         "with another sample's (not exact copies)", lambda g: g.near_duplicates),
     Rule("short_runs", 0.01, "fewer than --min-run consecutive supervised tokens",
-         lambda g: g.short_runs),
+         flag("short_runs")),
     Rule("token_mismatch", 0.01, "re-tokenised final turn differs from the server's token ids",
-         lambda g: g.ids_mismatched, lambda g: g.ids_checked),
+         flag("token_mismatch"), lambda g: g.ids_checked),
+    Rule("composition_drift", 0.10, "share of samples that would have to change source to "
+         "match the prompt file's mix (total variation distance)", lambda g: 0),
 )  # fmt: skip
 RULE_NAMES = tuple(r.name for r in RULES)
 
@@ -72,12 +98,25 @@ def parse_limits(pairs: tuple[str, ...]) -> dict[str, float | None]:
     return limits
 
 
-def judge(overall: Group, limits: dict[str, float | None]) -> list[Outcome]:
+def judge(
+    overall: Group, limits: dict[str, float | None], composition: Composition | None = None
+) -> list[Outcome]:
     outcomes = []
+    no_mix = composition is None or composition.unavailable is not None
     for rule in RULES:
         limit = limits.get(rule.name, rule.max_fraction)
         if limit is None or (rule.name == "too_long" and overall.opts.max_length is None):
             continue  # turned off, or nothing to measure against
+        if rule.name == "composition_drift":
+            if no_mix:
+                continue  # no prompt file to compare with: the report says why
+            assert composition is not None
+            of = sum(composition.completed.values())
+            fraction = composition.distance
+            outcomes.append(
+                Outcome(rule.name, rule.what, round(fraction * of), of, fraction, limit)
+            )
+            continue
         count, of = rule.count(overall), rule.of(overall)
         fraction = count / of if of else 0.0
         outcomes.append(Outcome(rule.name, rule.what, count, of, fraction, limit))

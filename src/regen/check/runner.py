@@ -7,12 +7,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from regen.check.composition import Composition, compare
 from regen.check.encode import Encoder
 from regen.check.mask import Encoded
 from regen.check.record import Completion
 from regen.check.rules import Outcome, judge
 from regen.check.sample import SampleResult, failed, invalid, result_of
-from regen.check.stats import Group, StatOptions
+from regen.check.stats import Group, StatOptions, sample_flags
 from regen.errors import ConfigError, InputError
 from regen.jsonio import dumps_line
 from regen.run.layout import OutputLayout
@@ -27,7 +28,8 @@ class CheckReport:
     outcomes: list[Outcome]
     settings: dict[str, Any]
     error_examples: list[dict] = field(default_factory=list)
-    shown: list[tuple[Completion, Encoded]] = field(default_factory=list)
+    shown: list[tuple[Completion, Encoded, str]] = field(default_factory=list)
+    composition: Composition | None = None
 
     @property
     def passed(self) -> bool:
@@ -40,6 +42,7 @@ class CheckReport:
             "rules": [{**o.__dict__, "passed": o.passed} for o in self.outcomes],
             "overall": self.overall.to_json(),
             "sources": {name: g.to_json() for name, g in sorted(self.sources.items())},
+            "composition": self.composition.to_json() if self.composition else None,
             "error_examples": self.error_examples,
             "settings": self.settings,
         }
@@ -61,22 +64,51 @@ def read_runs(output_dirs: Iterable[str | Path]) -> Iterator[dict]:
 class _Tally:
     opts: StatOptions
     per_sample: IO[bytes] | None
+    show: int = 0
     overall: Group = field(init=False)
     sources: dict[str, Group] = field(default_factory=dict)
     examples: list[dict] = field(default_factory=list)
+    completed: dict[str, str] = field(default_factory=dict)  # prompt id -> source
+    # rule -> up to `show` failing samples, so `--show` prints the failures, not the first N
+    failing: dict[str, list[tuple[Completion, Encoded]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.overall = Group(self.opts)
 
-    def add(self, result: SampleResult) -> None:
+    def add(self, result: SampleResult, completion: Completion | None = None,
+            enc: Encoded | None = None) -> None:  # fmt: skip
         self.overall.add(result)
         self.sources.setdefault(result.source, Group(self.opts)).add(result)
+        if completion is not None:
+            self.completed[str(completion.raw.get("id"))] = result.source
         if result.error is not None and len(self.examples) < ERROR_EXAMPLES:
             self.examples.append(
                 {"id": result.id, "error": result.error, "message": result.message}
             )
         if self.per_sample is not None:
             self.per_sample.write(dumps_line(result.to_json()))
+        if completion is not None and enc is not None and self.show:
+            self._keep(result, completion, enc)
+
+    def _keep(self, result: SampleResult, completion: Completion, enc: Encoded) -> None:
+        names = ["(first)", *sample_flags(result, self.opts)]
+        if not result.answer_empty and self.overall.answers[result.answer_hash] > 1:
+            names.append("duplicate_answers")
+        for name in names:
+            kept = self.failing.setdefault(name, [])
+            if len(kept) < self.show:
+                kept.append((completion, enc))
+
+    def shown(self, outcomes: list[Outcome]) -> list[tuple[Completion, Encoded, str]]:
+        """Samples of the failing rules, taken in turn; the first samples when all pass."""
+        names = [o.rule for o in outcomes if not o.passed and self.failing.get(o.rule)]
+        out: list[tuple[Completion, Encoded, str]] = []
+        for rank in range(self.show):
+            for name in names or ["(first)"]:
+                kept = self.failing.get(name, [])
+                if rank < len(kept) and len(out) < self.show:
+                    out.append((*kept[rank], name))
+        return out
 
     def valid(self, records: Iterable[dict]) -> Iterator[Completion]:
         """Completions that can be read; the rest are counted as errors here."""
@@ -95,21 +127,24 @@ def check_completions(
     *,
     show: int = 0,
     per_sample: IO[bytes] | None = None,
+    output_dirs: Iterable[str | Path] = (),
 ) -> CheckReport:
-    tally = _Tally(opts, per_sample)
-    shown: list[tuple[Completion, Encoded]] = []
+    """`output_dirs`: the runs the records come from, for the composition check."""
+    tally = _Tally(opts, per_sample, show)
     for completion, enc in encoder.stream(tally.valid(records)):
         if isinstance(enc, InputError):
-            tally.add(failed(completion, enc.kind, enc.message))
+            tally.add(failed(completion, enc.kind, enc.message), completion)
             continue
-        tally.add(result_of(completion, enc, encoder.specials))
-        if len(shown) < show:
-            shown.append((completion, enc))
+        result = result_of(completion, enc, encoder.specials, opts.degenerate_at, enc.flags)
+        tally.add(result, completion, enc)
     if not tally.overall.samples:
         raise ConfigError("no completions to check", hint="is the generate run empty?")
     settings = {"template_tokens": encoder.template_tokens, **opts.__dict__}
-    outcomes = judge(tally.overall, limits)
-    return CheckReport(tally.overall, tally.sources, outcomes, settings, tally.examples, shown)
+    dirs = list(output_dirs)
+    composition = compare(dirs, tally.completed) if dirs else None
+    outcomes = judge(tally.overall, limits, composition)
+    return CheckReport(tally.overall, tally.sources, outcomes, settings, tally.examples,
+                       tally.shown(outcomes), composition)  # fmt: skip
 
 
 def check_run(
@@ -122,11 +157,14 @@ def check_run(
     per_sample: Path | None = None,
 ) -> CheckReport:
     """Check one or more generate runs; `per_sample` gets one JSON line per sample."""
-    records = read_runs(output_dirs)
+    dirs = list(output_dirs)
+    records = read_runs(dirs)
     if per_sample is None:
-        return check_completions(records, encoder, opts, limits, show=show)
+        return check_completions(records, encoder, opts, limits, show=show, output_dirs=dirs)
     tmp = per_sample.with_name(f".{per_sample.name}.tmp")
     with open(tmp, "wb") as fh:
-        report = check_completions(records, encoder, opts, limits, show=show, per_sample=fh)
+        report = check_completions(
+            records, encoder, opts, limits, show=show, per_sample=fh, output_dirs=dirs
+        )
     tmp.replace(per_sample)
     return report

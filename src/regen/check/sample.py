@@ -1,12 +1,15 @@
-"""Everything check learns about one completion, in one small record (kept for every sample)."""
+"""Everything check learns about one completion, in one small record (kept for every sample).
+
+`flags` names the per-sample rules the sample breaks (see rules.py): the `--per-sample` file
+says why each sample was counted, and `--show` picks its examples from them.
+"""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import xxhash
-
+from regen.check.content import answer_key, content_flags, prefix_key
 from regen.check.mask import Encoded
 from regen.check.record import Completion
 
@@ -23,13 +26,17 @@ class SampleResult:
     answer_empty: bool
     reasoning_missing: bool
     answer_hash: int
+    prefix_hash: int | None
     answer_prefix: str
+    flags: tuple[str, ...] = ()
     error: str | None = None  # InputError.kind when the sample could not be encoded
     message: str | None = None
     n_tokens: int = 0
     mask_sum: int = 0
     longest_run: int = 0
     output_tokens: int = 0
+    own_tokens: int = 0  # tokens of the final turn's own text (not template-inserted)
+    degenerate: bool = True  # see is_degenerate; an unusable sample is never healthy
     ids_match: bool | None = None  # None: the line carries no token ids
 
     def to_json(self) -> dict[str, Any]:
@@ -47,25 +54,50 @@ def describe(completion: Completion) -> dict[str, Any]:
         "thinking": completion.thinking,
         "answer_empty": not answer and not completion.has_tool_calls,
         "reasoning_missing": completion.thinking == "on" and not completion.reasoning.strip(),
-        "answer_hash": xxhash.xxh64_intdigest(answer.encode()),
+        "answer_hash": answer_key(completion),
+        "prefix_hash": prefix_key(completion),
         "answer_prefix": " ".join(answer[: PREFIX_CHARS * 2].split())[:PREFIX_CHARS],
     }
 
 
-def result_of(completion: Completion, enc: Encoded, specials: frozenset[int]) -> SampleResult:
+def result_of(
+    completion: Completion,
+    enc: Encoded,
+    specials: frozenset[int],
+    degenerate_at: int,
+    template_flags: tuple[str, ...] = (),
+) -> SampleResult:
     start, end = enc.final_generated
+    own_start, own_end = enc.final_own
+    facts = describe(completion)
     return SampleResult(
-        **describe(completion),
+        **facts,
+        degenerate=is_degenerate(facts["answer_empty"], enc, degenerate_at),
+        flags=template_flags + content_flags(completion),
         n_tokens=len(enc.input_ids),
         mask_sum=enc.mask_sum,
         longest_run=enc.longest_run,
         output_tokens=end - start,
+        own_tokens=own_end - own_start,
         ids_match=ids_match(enc.input_ids[start:end], completion.completion_ids, specials),
     )
 
 
+def is_degenerate(answer_empty: bool, enc: Encoded | None, degenerate_at: int) -> bool:
+    """An empty answer, or an empty answer wrapped in template tokens: a mask of at most
+    `degenerate_at` tokens of which the model's own text is less than half. A short real
+    answer ("4817" with thinking off) is not degenerate."""
+    if answer_empty or enc is None:
+        return answer_empty
+    start, end = enc.final_generated
+    own_start, own_end = enc.final_own
+    return enc.mask_sum <= degenerate_at and (own_end - own_start) * 2 < end - start
+
+
 def failed(completion: Completion, kind: str, message: str) -> SampleResult:
-    return SampleResult(**describe(completion), error=kind, message=message)
+    return SampleResult(
+        **describe(completion), flags=content_flags(completion), error=kind, message=message
+    )
 
 
 def ids_match(ours: list[int], server: list[int] | None, specials: frozenset[int]) -> bool | None:
@@ -95,6 +127,7 @@ def invalid(raw: Any, err: Exception) -> SampleResult:
         answer_empty=True,
         reasoning_missing=False,
         answer_hash=0,
+        prefix_hash=None,
         answer_prefix="",
         error=getattr(err, "kind", "invalid_record"),
         message=str(err),

@@ -10,9 +10,10 @@ from regen.check.record import Completion
 OPEN, CLOSE = "⟦", "⟧"  # marks supervised runs when colour is off (pipes, files)
 
 
-def render_sample(completion: Completion, enc: Encoded, *, color: bool) -> str:
+def render_sample(completion: Completion, enc: Encoded, *, color: bool, rule: str = "") -> str:
     mask = enc.loss_mask()
-    out = [f"--- {completion.id}  tokens {len(mask)}  supervised {enc.mask_sum}"]
+    why = f"  [{rule}]" if rule and not rule.startswith("(") else ""
+    out = [f"--- {completion.id}  tokens {len(mask)}  supervised {enc.mask_sum}{why}"]
     parts: list[str] = []
     for i, (start, end) in enumerate(enc.offsets):
         piece = enc.text[start:end]

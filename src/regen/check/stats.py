@@ -21,55 +21,73 @@ class StatOptions:
     max_length: int | None = None
 
 
+def sample_flags(r: SampleResult, opts: StatOptions) -> tuple[str, ...]:
+    """Every per-sample rule this sample breaks (the rules over the whole set are in Group)."""
+    if r.error is not None:
+        # an unusable sample is never counted as healthy
+        return ("mask_errors", "degenerate", *r.flags, *(("empty_answer",) * r.answer_empty))
+    checks = {
+        "degenerate": r.degenerate,
+        "empty_answer": r.answer_empty,
+        "missing_reasoning": r.reasoning_missing,
+        "truncated": r.finish_reason == "length",
+        "too_long": opts.max_length is not None and r.n_tokens > opts.max_length,
+        "short_runs": r.longest_run < opts.min_run,
+        "token_mismatch": r.ids_match is False,
+    }
+    return (*(name for name, hit in checks.items() if hit), *r.flags)
+
+
 @dataclass
 class Group:
     opts: StatOptions
     samples: int = 0
     errors: Counter = field(default_factory=Counter)
+    flags: Counter = field(default_factory=Counter)  # per-sample rule -> samples breaking it
     mask_sums: list[int] = field(default_factory=list)
     output_tokens: list[int] = field(default_factory=list)
-    degenerate: int = 0
-    empty_answers: int = 0
     thinking_on: int = 0
-    reasoning_missing: int = 0
-    truncated: int = 0
-    too_long: int = 0
-    short_runs: int = 0
     ids_checked: int = 0
-    ids_mismatched: int = 0
     answers: Counter = field(default_factory=Counter)
+    long_prefixes: Counter = field(default_factory=Counter)
+    long_answers: Counter = field(default_factory=Counter)
     prefixes: Counter = field(default_factory=Counter)
     categories: Counter = field(default_factory=Counter)
 
     def add(self, r: SampleResult) -> None:
         self.samples += 1
         self.categories[r.category] += 1
-        self.empty_answers += r.answer_empty
         self.thinking_on += r.thinking == "on"
-        self.reasoning_missing += r.reasoning_missing
-        self.truncated += r.finish_reason == "length"
+        self.flags.update(sample_flags(r, self.opts))
         if not r.answer_empty:
             self.answers[r.answer_hash] += 1
             self.prefixes[r.answer_prefix] += 1
+        if r.prefix_hash is not None:
+            self.long_prefixes[r.prefix_hash] += 1
+            self.long_answers[r.answer_hash] += 1
         if r.error is not None:
             self.errors[r.error] += 1
-            self.degenerate += 1  # an unusable sample is never counted as healthy
             return
         self.mask_sums.append(r.mask_sum)
         self.output_tokens.append(r.output_tokens)
-        self.degenerate += r.mask_sum <= self.opts.degenerate_at or r.answer_empty
-        self.short_runs += r.longest_run < self.opts.min_run
-        self.too_long += self.opts.max_length is not None and r.n_tokens > self.opts.max_length
-        if r.ids_match is not None:
-            self.ids_checked += 1
-            self.ids_mismatched += not r.ids_match
+        self.ids_checked += r.ids_match is not None
+
+    def count(self, flag: str) -> int:
+        return self.flags[flag]
+
+    @property
+    def near_duplicates(self) -> int:
+        """Long texts that share their opening with another one but are not exact copies."""
+        shared = sum(self.long_prefixes.values()) - len(self.long_prefixes)
+        exact = sum(self.long_answers.values()) - len(self.long_answers)
+        return max(0, shared - exact)
 
     @property
     def duplicate_answers(self) -> int:
         return sum(self.answers.values()) - len(self.answers)
 
     def to_json(self) -> dict[str, Any]:
-        o = self.opts
+        o, f = self.opts, self.flags
         return {
             "samples": self.samples,
             "errors": dict(self.errors),
@@ -83,15 +101,17 @@ class Group:
                 **summary(self.output_tokens),
                 "histogram": histogram(self.output_tokens),
             },
-            "degenerate": self.degenerate,
-            "empty_answers": self.empty_answers,
-            "reasoning_missing": {"count": self.reasoning_missing, "thinking_on": self.thinking_on},
-            "truncated": self.truncated,
-            "too_long": {"max_length": o.max_length, "count": self.too_long},
-            "short_runs": {"min_run": o.min_run, "count": self.short_runs},
+            "degenerate": f["degenerate"],
+            "empty_answers": f["empty_answer"],
+            "reasoning_missing": {"count": f["missing_reasoning"], "thinking_on": self.thinking_on},
+            "truncated": f["truncated"],
+            "too_long": {"max_length": o.max_length, "count": f["too_long"]},
+            "short_runs": {"min_run": o.min_run, "count": f["short_runs"]},
             "duplicate_answers": {"count": self.duplicate_answers, "distinct": len(self.answers)},
+            "near_duplicates": self.near_duplicates,
             "top_prefixes": [[p, n] for p, n in self.prefixes.most_common(TOP_PREFIXES) if n > 1],
-            "token_ids": {"checked": self.ids_checked, "mismatched": self.ids_mismatched},
+            "token_ids": {"checked": self.ids_checked, "mismatched": f["token_mismatch"]},
+            "flags": dict(f.most_common()),
             "categories": dict(self.categories.most_common()),
         }
 

@@ -57,7 +57,12 @@ PATH = click.Path(path_type=Path)
 @click.option("--json", "json_path", type=PATH, help="Write the report as JSON here.")
 @click.option("--html", "html_path", type=PATH, help="Write a self-contained HTML report here.")
 @click.option("--per-sample", type=PATH, help="Write one JSON line per sample here.")
-@click.option("--show", type=int, default=0, help="Print N samples with supervised tokens marked.")
+@click.option(
+    "--show",
+    type=int,
+    default=0,
+    help="Print N samples with supervised tokens marked: samples of the failing rules first.",
+)
 def check(output_dirs, tokenizer, chat_template, template_tokens, max_length, degenerate_at,
           min_run, limits, json_path, html_path, per_sample, show) -> None:  # fmt: skip
     """Tokenise OUTPUT_DIRS with the target's template, report, and exit 1 if a rule fails."""
@@ -66,8 +71,8 @@ def check(output_dirs, tokenizer, chat_template, template_tokens, max_length, de
     opts = StatOptions(degenerate_at=degenerate_at, min_run=min_run, max_length=max_length)
     report = check_run(output_dirs, encoder, opts, thresholds, show=show, per_sample=per_sample)
     color = sys.stdout.isatty()
-    for completion, enc in report.shown:
-        click.echo(render_sample(completion, enc, color=color) + "\n")
+    for completion, enc, rule in report.shown:
+        click.echo(render_sample(completion, enc, color=color, rule=rule) + "\n")
     click.echo(render_text(report))
     if json_path:
         atomic_write_json(json_path, report.to_json())

@@ -1,4 +1,4 @@
-"""`regen export`: write a run as SpecForge JSONL or tokenized Parquet/JSONL."""
+"""`regen export`: write a run in the format a trainer reads (SpecForge, speculators, ...)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import click
 
 from regen.check import Encoder
 from regen.export import Filters, export_run, make_format
+from regen.export.formats import FORMATS
 from regen.jsonio import atomic_write_json
 
 PATH = click.Path(path_type=Path)
@@ -19,9 +20,11 @@ PATH = click.Path(path_type=Path)
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["sharegpt", "specforge", "tokenized"]),
-    default="sharegpt",
+    type=click.Choice(list(FORMATS)),
+    default="specforge",
     show_default=True,
+    help="The trainer target: specforge, specforge-tokenized, speculators, sharegpt "
+    "(axolotl/LLaMA-Factory from/value) or tokenized (Parquet for datasets).",
 )
 @click.option(
     "--file-type",
@@ -33,7 +36,7 @@ PATH = click.Path(path_type=Path)
     type=click.Choice(["inline", "field", "drop"]),
     default="inline",
     show_default=True,
-    help="sharegpt: <think> inline, a reasoning_content field, or none.",
+    help="Conversation formats: <think> inline, a reasoning_content field, or none.",
 )
 @click.option("--tokenizer", help="Target tokenizer (tokenized format and mask filters).")
 @click.option("--chat-template", help="Jinja file that overrides the tokenizer's chat template.")
@@ -53,9 +56,10 @@ PATH = click.Path(path_type=Path)
 )
 @click.option("--merge-into", type=PATH, help="An earlier export to add these samples to.")
 @click.option("--report", type=PATH, help="Write the export summary as JSON here.")
+@click.option("--overwrite", is_flag=True, help="Replace an export already in --out.")
 def export(output_dirs, out, fmt, file_type, reasoning, tokenizer, chat_template, template_tokens,
            drop_degenerate, degenerate_at, drop_truncated, min_supervised_tokens, eval_fraction,
-           merge_into, report) -> None:  # fmt: skip
+           merge_into, report, overwrite) -> None:  # fmt: skip
     """Export OUTPUT_DIRS to --out, loadable with datasets.load_dataset(OUT)."""
     encoder = None
     if tokenizer:
@@ -63,12 +67,11 @@ def export(output_dirs, out, fmt, file_type, reasoning, tokenizer, chat_template
             tokenizer, chat_template=chat_template, template_tokens=template_tokens
         )
     filters = Filters(drop_degenerate, drop_truncated, min_supervised_tokens, degenerate_at)
-    file_type = file_type or ("parquet" if fmt == "tokenized" else "jsonl")
-    summary = export_run(output_dirs, out, make_format(fmt, reasoning), encoder=encoder,
+    target = make_format(fmt, reasoning)
+    file_type = file_type or target.file_types[0]
+    summary = export_run(output_dirs, out, target, encoder=encoder,
                          filters=filters, eval_fraction=eval_fraction, file_type=file_type,
-                         merge_into=merge_into)  # fmt: skip
-    click.echo(f"read {summary.read}; written {summary.written}; kept from --merge-into "
-               f"{summary.kept_existing}")  # fmt: skip
-    click.echo(f"outcomes {dict(summary.outcomes)}; dropped {dict(summary.dropped)}")
+                         merge_into=merge_into, overwrite=overwrite)  # fmt: skip
+    click.echo(summary.render())
     if report:
         atomic_write_json(report, summary.to_json())

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from regen.errors import ConfigError
-from regen.jsonio import dumps_line, iter_jsonl
+from regen.jsonio import atomic_write_json, dumps_line, iter_jsonl
 
 SPLITS = ("train", "validation")
 FILE_TYPES = ("jsonl", "parquet")
@@ -86,6 +86,37 @@ class SplitWriter:
             writer.close()
         for tmp in self._tmp.values():
             tmp.unlink(missing_ok=True)
+
+
+MARKER = ".regen-export"  # no .json suffix: trainers that glob *.json must not load it
+
+
+def claim_output(out_dir: Path, *, overwrite: bool, merging: bool) -> None:
+    """Refuse to write over an earlier export or into an unrelated non-empty directory."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ConfigError(f"--out {out_dir} is a file, not a directory")
+    entries = [p.name for p in out_dir.iterdir()] if out_dir.is_dir() else []
+    if entries and not overwrite:
+        if (out_dir / MARKER).exists() and merging:
+            pass  # --merge-into reads the earlier rows first, then replaces the files
+        elif (out_dir / MARKER).exists() or data_files(out_dir):
+            raise ConfigError(
+                f"--out {out_dir} already holds an export; it would be replaced",
+                hint="pass --overwrite to replace it, --merge-into it to add to it, "
+                "or choose another --out",
+            )
+        else:
+            shown = ", ".join(sorted(entries)[:3]) + (", ..." if len(entries) > 3 else "")
+            raise ConfigError(
+                f"--out {out_dir} is a non-empty directory that is not an export ({shown})",
+                hint="choose an empty or new directory, or pass --overwrite to write there",
+            )
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+
+def mark_output(out_dir: Path, summary: Any) -> None:
+    """What this directory holds and how to train on it; also marks it as an export."""
+    atomic_write_json(out_dir / MARKER, summary.to_json())
 
 
 def data_files(folder: Path) -> list[Path]:

@@ -13,7 +13,7 @@ from regen.check.mask import Encoded
 from regen.check.record import Completion
 from regen.check.runner import read_runs
 from regen.errors import ConfigError, InputError
-from regen.export.files import FILE_TYPES, SplitWriter, read_rows
+from regen.export.files import FILE_TYPES, SplitWriter, claim_output, mark_output, read_rows
 from regen.export.formats import Format
 from regen.export.merge import Deduper
 from regen.export.select import Filters, split_of
@@ -21,15 +21,39 @@ from regen.export.select import Filters, split_of
 
 @dataclass
 class ExportSummary:
+    format: str = ""
+    out_dir: str = ""
     read: int = 0
     outcomes: Counter = field(default_factory=Counter)  # added / replaced / skipped_*
     dropped: Counter = field(default_factory=Counter)  # filter rule or mask error -> count
     kept_existing: int = 0
+    with_reasoning: int = 0
+    without_system: int = 0
     written: dict[str, int] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    how_to_train: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {**self.__dict__, "outcomes": dict(self.outcomes), "dropped": dict(self.dropped)}
+
+    def render(self) -> str:
+        """The plain-text summary the CLI prints."""
+        splits = ", ".join(f"{k} {v}" for k, v in self.written.items()) or "nothing"
+        lines = [f"wrote {self.out_dir} ({self.format}): {splits}"]
+        lines += [f"  {Path(f).name}" for f in self.files]
+        lines.append(f"read {self.read} completions; " + _counts("dropped", self.dropped)
+                     + "; " + _counts("merge", self.outcomes))  # fmt: skip
+        if self.kept_existing:
+            lines.append(f"kept {self.kept_existing} rows of the earlier export")
+        lines += [f"warning: {w}" for w in self.warnings]
+        lines.append(f"train with: {self.how_to_train.replace('OUT', self.out_dir)}")
+        return "\n".join(lines)
+
+
+def _counts(label: str, counts: Counter) -> str:
+    items = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in counts.most_common())
+    return f"{label}: {items or 'none'}"
 
 
 def export_run(
@@ -42,7 +66,10 @@ def export_run(
     eval_fraction: float = 0.0,
     file_type: str = "jsonl",
     merge_into: Path | None = None,
+    overwrite: bool = False,
 ) -> ExportSummary:
+    """Write the runs' completions to `out_dir` as `fmt`. An existing export there, or any
+    other non-empty directory, is refused unless `overwrite` (or `merge_into` is it)."""
     if (fmt.needs_tokenizer or filters.needs_mask) and encoder is None:
         raise ConfigError(
             f"--format {fmt.name} with these filters needs the target's tokenizer",
@@ -54,15 +81,19 @@ def export_run(
         )
     if not 0 <= eval_fraction < 1:
         raise ConfigError("--eval-fraction must be in [0, 1)")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    into_itself = merge_into is not None and merge_into.resolve() == out_dir.resolve()
+    claim_output(out_dir, overwrite=overwrite, merging=into_itself)
     dedup = Deduper.over(r for _, r in read_rows(merge_into)) if merge_into else Deduper()
-    summary, writer = ExportSummary(), SplitWriter(out_dir, file_type)
+    summary = ExportSummary(fmt.name, str(out_dir.resolve()), how_to_train=fmt.how_to_train)
+    writer = SplitWriter(out_dir, file_type)
     try:
         for completion, enc in _encoded(read_runs(output_dirs), encoder, summary):
             reason = filters.reason_to_drop(completion, enc)
             if reason:
                 summary.dropped[reason] += 1
                 continue
+            summary.with_reasoning += bool(completion.reasoning.strip())
+            summary.without_system += completion.messages[0].get("role") != "system"
             row = fmt.row(completion, enc)
             outcome = dedup.classify(row)
             summary.outcomes[outcome] += 1
@@ -77,7 +108,20 @@ def export_run(
         writer.abort()
         raise
     summary.written = dict(writer.counts)
+    summary.warnings = export_warnings(fmt, summary)
+    mark_output(out_dir, summary)
     return summary
+
+
+def export_warnings(fmt: Format, summary: ExportSummary) -> list[str]:
+    out = [w for w in [fmt.reasoning_warning(summary.with_reasoning)] if w]
+    if fmt.name == "specforge" and summary.without_system:
+        out.append(
+            f"{summary.without_system} rows have no system message: train with a SpecForge "
+            "template whose system_prompt is None, or it adds its default one and the context "
+            "is not the one the target answered"
+        )
+    return out
 
 
 def _encoded(

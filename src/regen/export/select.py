@@ -8,6 +8,7 @@ import xxhash
 
 from regen.check.mask import Encoded
 from regen.check.record import Completion
+from regen.check.sample import is_degenerate
 
 TRAIN, EVAL = "train", "validation"  # `validation` is a split name datasets recognises
 
@@ -28,7 +29,7 @@ class Filters:
         if self.drop_truncated and completion.finish_reason == "length":
             return "truncated"
         empty = not completion.answer.strip() and not completion.has_tool_calls
-        if self.drop_degenerate and (empty or (enc and enc.mask_sum <= self.degenerate_at)):
+        if self.drop_degenerate and is_degenerate(empty, enc, self.degenerate_at):
             return "degenerate"
         if enc is not None and enc.mask_sum < self.min_supervised_tokens:
             return "min_supervised_tokens"

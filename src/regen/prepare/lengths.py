@@ -33,7 +33,7 @@ def load_counter(name: str) -> Counter:
             f"cannot load tokenizer {name!r}: {exc}",
             hint="give a tokenizer.json file, a local model directory or a Hub name",
         ) from exc
-    from regen.check.tokenizer import load_tokenizer
+    from regen.tokenizer import load_tokenizer
 
     auto = load_tokenizer(name, require_template=False)
     return lambda texts: [len(ids) for ids in auto(texts, add_special_tokens=False)["input_ids"]]

@@ -1,0 +1,107 @@
+"""Named checks of what the model wrote, and the keys that find duplicates.
+
+Each check is one question with no tokenizer involved: a repetition loop, an echo of the
+prompt, a tool call a trainer would learn wrongly. Thresholds are module constants, named and
+documented in the README's rule table.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import orjson
+import xxhash
+
+from regen.check.record import Completion
+
+LOOP_MIN_CHARS = 1024  # shorter texts cannot hold a loop worth flagging
+LOOP_WINDOW = 4096  # loops run to the end of the text: judge its tail
+LOOP_RATIO = 0.10  # compressed/raw below this is a loop (prose ~0.4, code ~0.3)
+ECHO_MIN_CHARS = 32  # a prompt shorter than this is often quoted legitimately
+NEAR_PREFIX = 256  # near-duplicates share this many leading characters...
+NEAR_MIN_CHARS = 512  # ...of a text at least this long
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.split())
+
+
+def output_text(c: Completion) -> str:
+    return f"{c.reasoning}\n{c.answer}".strip()
+
+
+def repetition(c: Completion) -> bool:
+    """The text ends in a loop (a phrase repeated many times), even when finish is `stop`."""
+    data = output_text(c).encode()
+    if len(data) < LOOP_MIN_CHARS:
+        return False
+    tail = data[-LOOP_WINDOW:]
+    return len(zlib.compress(tail, 6)) / len(tail) < LOOP_RATIO
+
+
+def _last(c: Completion, role: str) -> str:
+    final = c.messages.index(c.final)
+    found = (m for m in reversed(c.messages[:final]) if m.get("role") == role)
+    content = next(found, {}).get("content")
+    return content if isinstance(content, str) else ""
+
+
+def echo_prompt(c: Completion) -> bool:
+    """The answer contains the whole last user message verbatim."""
+    prompt = _norm(_last(c, "user"))
+    return len(prompt) >= ECHO_MIN_CHARS and prompt in _norm(c.answer)
+
+
+def echo_system(c: Completion) -> bool:
+    """The answer starts by repeating the system prompt."""
+    system = _norm(_last(c, "system"))[:80]
+    return len(system) >= ECHO_MIN_CHARS and _norm(c.answer).startswith(system)
+
+
+def bad_tool_call(c: Completion) -> bool:
+    """A final tool call whose arguments are not a JSON object, or names a tool not offered."""
+    offered = {(t.get("function") or t).get("name") for t in c.tools or [] if isinstance(t, dict)}
+    for call in c.final.get("tool_calls") or []:
+        fn = (call.get("function") or {}) if isinstance(call, dict) else {}
+        if fn.get("name") not in offered:
+            return True
+        args = fn.get("arguments")
+        if isinstance(args, str):
+            try:
+                args = orjson.loads(args)
+            except orjson.JSONDecodeError:
+                return True
+        if not isinstance(args, dict):
+            return True
+    return False
+
+
+def content_flags(c: Completion) -> tuple[str, ...]:
+    checks = {
+        "repetition": repetition(c),
+        "echo_prompt": echo_prompt(c),
+        "echo_system": echo_system(c),
+        "bad_tool_call": bad_tool_call(c),
+    }
+    return tuple(name for name, hit in checks.items() if hit)
+
+
+def _calls(c: Completion) -> list:
+    """Tool calls without their ids: ids are random per call, the call itself is the content."""
+    calls = c.final.get("tool_calls") or []
+    return [call.get("function", call) if isinstance(call, dict) else call for call in calls]
+
+
+def answer_key(c: Completion) -> int:
+    """Exact duplicates are judged on reasoning + answer + tool calls together: a short final
+    answer ("42") after distinct reasoning is not a duplicate, nor are distinct tool calls."""
+    key = orjson.dumps([c.reasoning.strip(), c.answer.strip(), _calls(c)])
+    return xxhash.xxh64_intdigest(key)
+
+
+def prefix_key(c: Completion) -> int | None:
+    """The hash of a long answer's first characters (near-duplicates), None for short ones."""
+    text = _norm(c.answer)
+    if len(text) < NEAR_MIN_CHARS:
+        return None
+    return xxhash.xxh64_intdigest(text[:NEAR_PREFIX].encode())
