@@ -8,11 +8,12 @@ from pathlib import Path
 
 import click
 
+from regen.cli.options import sampling_from, shared_run_options
 from regen.display import make_reporter
 from regen.fleet.dispatch import HealthPolicy, RetryPolicy
 from regen.fleet.server import Timeouts
 from regen.metrics import serve_metrics
-from regen.run.config import GenerateConfig, Sampling
+from regen.run.config import GenerateConfig
 from regen.run.generate import generate as run_generate
 from regen.run.quality import Thresholds
 
@@ -37,34 +38,8 @@ def server_urls_after_flag(extra: list[str]) -> list[str]:
 @click.option(
     "--output-dir", type=click.Path(path_type=Path), required=True, help="All run files go here."
 )
-@click.option(
-    "--servers", multiple=True, help="OpenAI-compatible base URLs; omit to run the embedded model."
-)
-@click.option(
-    "--local-model", type=click.Path(path_type=Path), help="GGUF for the embedded server."
-)
-@click.option("--model", help="Model name to request (default: what the servers report).")
-@click.option(
-    "--max-output-tokens", type=int, default=4096, show_default=True, help="max_tokens per request."
-)
-@click.option("--concurrency", type=int, help="Requests in flight per server [64; embedded: 2].")
-@click.option("--temperature", type=float, help="Default: the server's generation config.")
-@click.option("--top-p", type=float, help="Default: the server's generation config.")
-@click.option("--top-k", type=int, help="Default: the server's generation config.")
-@click.option("--seed", type=int, help="Base seed; sample k uses seed+k.")
-@click.option(
-    "--thinking",
-    type=click.Choice(["on", "off", "auto"]),
-    default="auto",
-    show_default=True,
-    help="Sent as chat_template_kwargs.enable_thinking; auto sends nothing.",
-)
-@click.option("--samples-per-prompt", type=int, default=1, show_default=True)
-@click.option(
-    "--regenerate-turns", type=click.Choice(["last", "all"]), default="last", show_default=True
-)
+@shared_run_options
 @click.option("--return-token-ids", is_flag=True, help="Store prompt/completion token ids.")
-@click.option("--api-key-env", metavar="VAR", help="Read the API key from this variable.")
 @click.option(
     "--request-timeout",
     type=float,
@@ -129,10 +104,7 @@ def generate(ctx: click.Context, **opts) -> None:
         prompts=opts["prompts"], output_dir=opts["output_dir"],
         servers=[*opts["servers"], *server_urls_after_flag(ctx.args)],
         local_model=opts["local_model"], model=opts["model"],
-        sampling=Sampling(
-            max_tokens=opts["max_output_tokens"], temperature=opts["temperature"],
-            top_p=opts["top_p"], top_k=opts["top_k"], seed=opts["seed"], thinking=opts["thinking"],
-        ),
+        sampling=sampling_from(opts),
         concurrency=opts["concurrency"], samples_per_prompt=opts["samples_per_prompt"],
         regenerate_turns=opts["regenerate_turns"], return_token_ids=opts["return_token_ids"],
         api_key_env=opts["api_key_env"], timeouts=Timeouts(

@@ -51,8 +51,9 @@ def steady_rate(models: dict[str, LatencyModel], concurrency: int, tokens: float
 def schedule(tokens: list[int], models: dict[str, LatencyModel], concurrency: int) -> float:
     """When the last of these items (in dispatch order) finishes, each taking the first slot
     that frees up, as least-loaded dispatch does on a full fleet."""
-    heap = [(0.0, n * concurrency + k) for n in range(len(models)) for k in range(concurrency)]
-    speed = [model for model in models.values() for _ in range(concurrency)]
+    # Slots interleaved across servers: at the start the dispatcher fills them in turn.
+    speed = [model for _ in range(concurrency) for model in models.values()]
+    heap = [(0.0, slot) for slot in range(len(speed))]
     end = 0.0
     for count in tokens:
         free_at, slot = heapq.heappop(heap)
@@ -121,9 +122,16 @@ def overhead_factor(
 ) -> float:
     """How much longer the calibration took than the model says its own items should have
     (client work between requests, event-loop delays, a model that misses something): the
-    same items in the same order, scheduled on the fitted models. 1 when not measurable."""
+    same items on the same servers in the same order, scheduled on the fitted models. 1 when
+    not measurable."""
     if not measured_seconds or len(observations) < 2:
         return 1.0
-    ordered = sorted(observations, key=lambda o: o.line)
-    simulated = schedule([o.tokens for o in ordered], fleet_models(observations), concurrency)
+    models = fleet_models(observations)
+    # Each server's own answers, in dispatch order, on its own slots: which answers went to
+    # the slow server decides a small calibration's tail, so that is replayed as it was.
+    simulated = max(
+        schedule([o.tokens for o in sorted(group, key=lambda o: o.line)], {url: models[url]},
+                 concurrency)
+        for url, group in by_server(observations).items()
+    )  # fmt: skip
     return measured_seconds / simulated if simulated > 0 else 1.0
