@@ -27,7 +27,7 @@ def test_servers_take_several_urls_after_one_flag(tmp_path, fake_server):
 def test_a_mistyped_option_is_an_error_not_ignored(tmp_path):
     result = invoke("--prompts", "p", "--output-dir", "o", "--concurreny", "8")
     assert result.exit_code == 2
-    assert "no such option: --concurreny" in result.output
+    assert "No such option '--concurreny'" in result.output
 
 
 def test_a_url_without_scheme_names_the_fix(tmp_path):

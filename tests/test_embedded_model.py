@@ -63,3 +63,128 @@ def test_embedded_server_end_to_end(tmp_path):
     assert info["alive"]["alive"] is False
     assert info["files"] == {"completions": 7, "errors": 1}
     assert info["progress"]["state"] == "finished"
+
+
+def test_portable_build_uses_no_instructions_beyond_the_baseline():
+    """The wheel scripts/bootstrap.sh builds runs on any x86-64-v3 machine: no AVX-512 or AMX
+    compiled in, whatever the build machine has (a native build died with SIGILL on VMs that
+    advertise them)."""
+    import platform
+
+    import llama_cpp
+
+    info = llama_cpp.llama_print_system_info().decode()
+    if platform.machine() in ("x86_64", "AMD64"):
+        assert "AVX2 = 1" in info, info
+        assert "AVX512" not in info and "AMX" not in info, info
+
+
+def wait_for(check, timeout: float, what: str):
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"no {what} within {timeout}s")
+
+
+def many_prompts(path: Path, n: int) -> list[str]:
+    from gen_helpers import write_prompts
+
+    return write_prompts(path, n)
+
+
+def test_kill9_of_the_embedded_server_mid_run_is_restarted_and_finishes(tmp_path):
+    import os
+    import signal
+
+    from gen_helpers import assert_exactly_once
+    from regen.serve.fleetfile import FleetFile
+
+    ids = many_prompts(tmp_path / "p.jsonl", 24)
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "regen", "generate", "--prompts", str(tmp_path / "p.jsonl"),
+         "--output-dir", str(out), "--max-output-tokens", "16", "--temperature", "0",
+         "--display", "plain", "--log-interval", "1"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        record = out / "servers" / "FLEET.json"
+        wait_for(record.exists, 120, "embedded server")
+        (server,) = FleetFile.read(record).servers
+        wait_for(lambda: len(read_lines(out, "completions")) >= 3, 120, "first completions")
+        os.kill(server.pid, signal.SIGKILL)
+        text, _ = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=10)
+    assert proc.returncode == 0, text
+    assert "killed by SIGKILL" in text and "restarting server server-0" in text
+    completions, errors = assert_exactly_once(out, ids)
+    assert len(completions) == 24 and not errors
+    assert {p.pid for p in llama_servers()}.isdisjoint({server.pid})
+
+
+def test_serve_two_llamacpp_servers_restart_dead_and_generate_with_fleet(tmp_path):
+    import os
+    import signal
+
+    from gen_helpers import assert_exactly_once
+    from regen.serve.control import is_our_process
+    from regen.serve.fleetfile import FleetFile
+
+    fleet_path = tmp_path / "fleet.json"
+    gguf = subprocess.run(
+        [sys.executable, "-c", "from regen.fleet.embedded import default_model_path as d; "
+         "print(d())"], capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "regen", "serve", "--engine", "llamacpp", "--model", gguf,
+         "--replicas", "2", "--threads", "1", "--fleet", str(fleet_path), "--restart-dead"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    generate = None
+    try:
+        wait_for(fleet_path.exists, 180, "FLEET.json")
+        fleet = FleetFile.read(fleet_path)
+        ids = many_prompts(tmp_path / "p.jsonl", 40)
+        out = tmp_path / "out"
+        generate = subprocess.Popen(
+            [sys.executable, "-m", "regen", "generate", "--prompts", str(tmp_path / "p.jsonl"),
+             "--output-dir", str(out), "--fleet", str(fleet_path), "--concurrency", "2",
+             "--max-output-tokens", "16", "--temperature", "0", "--display", "plain",
+             "--log-interval", "1", "--health-interval", "1"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        wait_for(lambda: len(read_lines(out, "completions")) >= 4, 120, "first completions")
+        victim = fleet.servers[1]
+        os.kill(victim.pid, signal.SIGKILL)
+        back = wait_for(
+            lambda: [s for s in FleetFile.read(fleet_path).servers[1:] if s.pid != victim.pid],
+            120, "restarted server",
+        )  # fmt: skip
+        assert is_our_process(back[0]) and back[0].port == victim.port
+        text, _ = generate.communicate(timeout=300)
+        assert generate.returncode == 0, text
+        completions, errors = assert_exactly_once(out, ids)
+        assert len(completions) == 40 and not errors
+        served_by = {r["meta"]["server"] for r in completions}
+        assert served_by == set(fleet.urls)  # both servers did work
+    finally:
+        logs = {}
+        for name, proc in (("generate", generate), ("serve", serve)):
+            if proc is not None and proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    logs[name] = proc.communicate(timeout=30)[0]
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.communicate(timeout=10)
+    assert serve.returncode == 0, logs.get("serve")
+    assert "killed by SIGKILL" in logs["serve"] and "is back and answers" in logs["serve"]
+    assert not any(is_our_process(s) for s in FleetFile.read(fleet_path).servers)

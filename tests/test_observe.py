@@ -8,14 +8,12 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import orjson
 import pytest
 
 from gen_helpers import assert_exactly_once, write_prompts
-from regen.fleet.embedded import free_port
 from regen.testing.fake_server import Behaviour, echo_answer
 
 
@@ -135,26 +133,3 @@ def test_status_tells_a_live_run_from_a_dead_one(tmp_path, fake_server):
         [sys.executable, "-m", "regen", "status", str(out)], capture_output=True, text=True
     ).stdout
     assert "NOT RUNNING" in text and "died" in text
-
-
-def test_metrics_endpoint_serves_the_counters(tmp_path, fake_server):
-    server = slow_server(fake_server, 0.2)
-    write_prompts(tmp_path / "p.jsonl", 100)
-    port = free_port()
-    proc = start(tmp_path / "p.jsonl", tmp_path / "out", server.url, "--metrics-port", str(port))
-    try:
-
-        def scrape() -> str | None:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
-                    body = r.read().decode()
-            except OSError:
-                return None
-            return body if "regen_completions_total" in body else None
-
-        body = wait_for(scrape)
-        assert f'regen_server_in_flight{{server="{server.url}"}}' in body
-        assert "regen_quality_rate" in body
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.communicate(timeout=30)

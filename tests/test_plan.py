@@ -23,6 +23,7 @@ from regen.plan.sweep import sweep
 from regen.run.config import Sampling
 from regen.run.generate import generate
 from regen.run.status import read_status
+from regen.serve.fleetfile import FleetFile, FleetServer
 
 
 def mixed_lengths(body: dict) -> dict:
@@ -162,3 +163,19 @@ def test_the_simulation_dispatches_like_the_fleet_and_scales_by_the_overhead():
     slowed = estimate(40, observations, 2, overhead=2.0)
     assert plain.wall_seconds == pytest.approx(20.0)
     assert slowed.wall_seconds == pytest.approx(40.0) and slowed.wall_seconds_p90 == 40.0
+
+
+def test_cli_plans_on_the_servers_of_a_fleet_file(tmp_path, fake_server):
+    a, b = fake_server(answer=mixed_lengths), fake_server(answer=mixed_lengths)
+    fleet = FleetFile("fake", "fake-model", "fake-model", [
+        FleetServer(f"server-{n}", s.url, s.port, None, "log", ["fake"])
+        for n, s in enumerate((a, b))
+    ])  # fmt: skip
+    fleet.write(tmp_path / "fleet.json")
+    write_prompts(tmp_path / "p.jsonl", 20)
+    result = CliRunner().invoke(main, [
+        "plan", "--prompts", str(tmp_path / "p.jsonl"), "--fleet", str(tmp_path / "fleet.json"),
+        "--sample", "12", "--concurrency-per-server", "2", "--json",
+    ])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert {s["url"] for s in orjson.loads(result.output)["servers"]} == {a.url, b.url}

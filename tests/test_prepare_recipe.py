@@ -92,7 +92,7 @@ def test_rejects_say_where_and_what_to_change(recipe_file: Path, tmp_path: Path)
     empty = next(r for r in rejects if r["source"] == "traces" and not r["skipped"])
     assert empty["kind"] == "empty_prompt" and "--keep-multimodal" in empty["fix"]
     skipped = sorted(r["kind"] for r in rejects if r["skipped"])
-    assert skipped == ["auxiliary_call", "auxiliary_call", "prefix_of_later_request"]
+    assert skipped == ["prefix_of_later_request", "quota_probe", "token_count"]
 
 
 def test_historical_failures_are_caught(recipe_file: Path, tmp_path: Path) -> None:

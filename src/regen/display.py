@@ -9,6 +9,16 @@ from typing import Any, TextIO
 
 from rich.console import Console, Group
 from rich.live import Live
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TaskProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 from rich.text import Text
 
@@ -52,10 +62,11 @@ def config_lines(config: dict[str, Any]) -> list[str]:
     sampling = ", ".join(
         f"{k}={'server default' if v is None else v}" for k, v in config["sampling"].items()
     )
+    n, per = len(config["servers"]), config["concurrency_per_server"]
     return [
         f"model       {config['model']}",
-        f"servers     {len(config['servers'])} x {config['concurrency_per_server']} in flight: "
-        + " ".join(config["servers"]),
+        f"servers     {n} x {per} per server = {n * per} in flight: " + " ".join(config["servers"]),
+        f"api key     {config.get('api_key_from', 'none')}",
         f"prompts     {config['prompts']}",
         f"output      {config['output_dir']}",
         f"sampling    {sampling}",
@@ -99,42 +110,90 @@ class PlainReporter:
         pass
 
 
+class EtaColumn(ProgressColumn):
+    """The run's own ETA (from tokens: long answers dominate the time left), not rich's
+    estimate from item counts."""
+
+    def render(self, task: Task) -> Text:
+        return Text(f"ETA {format_duration(task.fields.get('eta_s'))}", style="cyan")
+
+
+class RateColumn(ProgressColumn):
+    def render(self, task: Task) -> Text:
+        rate = task.fields.get("rate") or {"completions_per_s": 0.0, "tokens_per_s": 0.0}
+        return Text(
+            f"{rate['completions_per_s']:.2f} compl/s  {rate['tokens_per_s']:,.0f} tok/s",
+            style="magenta",
+        )
+
+
 class LiveReporter:
+    """A progress bar (done/total, rate, tokens/s, elapsed, token-based ETA), one row per
+    server, the quality rates and the last events, redrawn from each snapshot. Highlighting
+    is off: rich would colour random numbers and words in server messages."""
+
     def __init__(self, console: Console | None = None) -> None:
-        self.console = console or Console()
+        self.console = console or Console(highlight=False)
         self.live: Live | None = None
+        self.bar = Progress(
+            TextColumn("[bold]{task.description}"), BarColumn(bar_width=None),
+            MofNCompleteColumn(), TaskProgressColumn(), RateColumn(), TextColumn("elapsed"),
+            TimeElapsedColumn(), EtaColumn(), console=self.console, expand=True,
+        )  # fmt: skip
+        self.task = self.bar.add_task("generate", total=None, eta_s=None, rate=None)
 
     def __call__(self, snap: dict[str, Any]) -> None:
         if "config" in snap:
             for line in config_lines(snap["config"]):
-                self.console.print(line)
-            self.live = Live(console=self.console, refresh_per_second=2, transient=False)
+                self.console.print(Text(line))
+            self.live = Live(console=self.console, refresh_per_second=4, transient=False)
             self.live.start()
             return
         if self.live is not None:
-            self.live.update(self._render(snap))
+            self.live.update(self.render(snap))
             if snap["state"] in FINAL_STATES:
                 self.live.stop()
                 self.live = None
 
-    def _render(self, snap: dict[str, Any]) -> Group:
-        table = Table(box=None, expand=False)
-        for column in ("server", "state", "in flight", "done", "failed", "latency", "last error"):
-            table.add_column(column)
-        for s in snap["servers"]:
-            style = "green" if s["state"] == "healthy" else "red"
-            table.add_row(
-                s["url"], Text(s["state"], style=style), str(s["in_flight"]),
-                str(s["completed"]), str(s["failed"]), f"{s['latency_ewma_s']:.1f}s",
-                (s["last_error"] or "")[:50],
-            )  # fmt: skip
-        parts: list[Any] = [Text(summary_line(snap), style="bold"), table]
+    def render(self, snap: dict[str, Any]) -> Group:
+        self.bar.update(
+            self.task, total=snap["total"], completed=snap["finished"], eta_s=snap["eta_s"],
+            rate=snap["rates"]["last_1m"], description=snap["state"],
+        )  # fmt: skip
+        parts: list[Any] = [self.bar, server_table(snap["servers"]), quality_line(snap)]
+        if snap.get("all_servers_down_for_s") is not None:
+            waited = snap["all_servers_down_for_s"]
+            parts.append(Text(f"WAITING: all servers down for {waited:.0f}s", style="bold red"))
+        parts += [Text(f"ALARM {a}", style="bold red") for a in snap["quality"]["alarms"]]
         parts += [Text(f"  {e}", style="yellow") for e in snap["events"][-5:]]
         return Group(*parts)
 
     def close(self) -> None:
         if self.live is not None:
             self.live.stop()
+
+
+def server_table(servers: list[dict[str, Any]]) -> Table:
+    table = Table(box=None, expand=False, pad_edge=False)
+    for column in ("server", "state", "in flight", "done", "failed", "retried", "tokens",
+                   "latency", "last error"):  # fmt: skip
+        table.add_column(column, justify="left" if column in ("server", "last error") else "right")
+    for s in servers:
+        style = "green" if s["state"] == "healthy" else "red"
+        table.add_row(
+            Text(s["url"]), Text(s["state"], style=style), str(s["in_flight"]),
+            str(s["completed"]), str(s["failed"]), str(s.get("retried", 0)),
+            f"{s['completion_tokens']:,}", f"{s['latency_ewma_s']:.1f}s",
+            Text((s["last_error"] or "")[:60]),
+        )  # fmt: skip
+    return table
+
+
+def quality_line(snap: dict[str, Any]) -> Text:
+    quality = snap["quality"]
+    rates = ", ".join(f"{k} {v:.1%}" for k, v in quality["rates"].items())
+    errors = sum(snap["errors_by_type"].values())
+    return Text(f"quality (last {quality['window']}): {rates}   errors {errors}")
 
 
 class NullReporter:

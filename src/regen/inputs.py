@@ -2,6 +2,8 @@
 
 A record has an optional `id`, and `messages` (OpenAI style) or `conversations` (ShareGPT
 `from`/`value`, or role/content), plus optional `tools`, `sampling`, `source` and `meta`.
+A line of an OpenAI/vLLM batch file (`custom_id`, `url`, `body`) is read too
+(`regen.batch_input`).
 A trailing assistant turn is the old answer being regenerated, so it is dropped. A line that
 cannot be used becomes a BadLine with its number and the reason: never a crash, never a
 silent skip.
@@ -16,12 +18,13 @@ from typing import Any
 import orjson
 import xxhash
 
+from regen.batch_input import from_batch_request, is_batch_request
 from regen.chat import normalise_messages
 from regen.errors import ConfigError, InputError
 from regen.jsonio import canonical, is_file, iter_lines
 from regen.records import BadLine, Finished, Prompt
 
-SAMPLING_KEYS = {"temperature", "top_p", "top_k", "max_tokens", "thinking", "seed"}
+SAMPLING_KEYS = {"temperature", "top_p", "top_k", "max_tokens", "thinking", "seed", "extra"}
 
 
 def stable_id(messages: list[dict], tools: list[dict] | None) -> str:
@@ -37,8 +40,7 @@ def read_prompts(
     `is_finished(id)`: a record with an explicit id that is already done becomes a Finished
     marker without being normalised, so a resume over a million finished prompts is fast.
     """
-    if not is_file(path):
-        raise ConfigError(f"prompt file {path} does not exist", hint="check --prompts")
+    check_prompt_file(path)
     for number, raw in iter_lines(path):
         if not raw.strip():
             continue
@@ -47,6 +49,19 @@ def read_prompts(
         except InputError as err:
             message = err.message if not err.hint else f"{err.message} ({err.hint})"
             yield BadLine(line=number, kind=err.kind, message=message)
+
+
+def check_prompt_file(path: str | Path) -> None:
+    """--prompts names one file; a directory or a missing path is said to be just that."""
+    if is_file(path):
+        return
+    if "://" not in str(path) and Path(path).is_dir():
+        raise ConfigError(
+            f"--prompts {path} is a directory; it takes one prompt file",
+            hint=f"pass a file inside it, or join them: regen prepare --source '{path}/*.jsonl' "
+            "-o prompts.jsonl",
+        )
+    raise ConfigError(f"prompt file {path} does not exist", hint="check --prompts")
 
 
 def parse_record(
@@ -58,6 +73,8 @@ def parse_record(
         raise InputError(f"not valid JSON: {exc}", kind="invalid_json") from exc
     if not isinstance(record, dict):
         raise InputError("a record must be a JSON object", kind="bad_type")
+    if is_batch_request(record):
+        record = from_batch_request(record)
     given = record.get("id")
     plain_id = isinstance(given, str | int) and not isinstance(given, bool) and given != ""
     if is_finished is not None and plain_id and is_finished(str(given)):
@@ -130,6 +147,8 @@ def _sampling(raw: Any) -> dict[str, Any] | None:
             f"unknown sampling key(s) {sorted(unknown)}; allowed: {sorted(SAMPLING_KEYS)}",
             kind="bad_sampling",
         )
+    if not isinstance(raw.get("extra", {}), dict):
+        raise InputError("sampling.extra must be an object of request fields", kind="bad_sampling")
     thinking = raw.get("thinking")
     if isinstance(thinking, bool):
         raw = {**raw, "thinking": "on" if thinking else "off"}

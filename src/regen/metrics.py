@@ -2,62 +2,104 @@
 
 The collector reads the latest progress snapshot at scrape time, so the metrics are the
 same numbers `regen status` shows, with no second set of counters to keep in step.
+Names follow Prometheus conventions: counters end in `_total`, durations are a histogram
+in seconds, fractions end in `_ratio`; every series carries the `model`, and per-server
+series the `server`. `examples/grafana-dashboard.json` is built on exactly these.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, start_http_server
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+)
 from prometheus_client.registry import Collector
 
 from regen.errors import ConfigError
+from regen.fleet.server import LATENCY_BUCKETS
+
+SERVER_LABELS = ["model", "server"]
 
 
 class SnapshotCollector(Collector):
     def __init__(self) -> None:
         self.snap: dict[str, Any] | None = None
+        self.model = ""
 
     def collect(self) -> Iterator[Any]:
         snap = self.snap
         if snap is None or "servers" not in snap:
             return
-        session = snap["session"]
-        yield CounterMetricFamily(
-            "regen_completions", "Completions written", value=session["completed"]
-        )
-        yield CounterMetricFamily(
-            "regen_completion_tokens", "Completion tokens", value=session["completion_tokens"]
-        )
-        yield CounterMetricFamily(
-            "regen_prompt_tokens", "Prompt tokens", value=session["prompt_tokens"]
-        )
-        errors = CounterMetricFamily("regen_errors", "Errors by type", labels=["type"])
+        yield from self._run_metrics(snap)
+        yield from self._server_metrics(snap["servers"])
+
+    def _run_metrics(self, snap: dict[str, Any]) -> Iterator[Any]:
+        m, session = [self.model], snap["session"]
+        for name, doc, value in (
+            ("regen_completions", "Completions written by this session", session["completed"]),
+            ("regen_failures", "Items recorded in errors/ by this session", session["failed"]),
+            ("regen_completion_tokens", "Completion tokens", session["completion_tokens"]),
+            ("regen_prompt_tokens", "Prompt tokens", session["prompt_tokens"]),
+        ):
+            yield _one(CounterMetricFamily(name, doc, labels=["model"]), m, value)
+        for name, doc, value in (
+            ("regen_items", "(prompt, sample) items in the input", snap["total"]),
+            ("regen_items_finished", "Items in completions/ or errors/", snap["finished"]),
+            ("regen_items_remaining", "Items left to generate", snap["remaining"]),
+            ("regen_eta_seconds", "Estimated seconds left (from tokens)", snap["eta_s"] or 0),
+        ):
+            yield _one(GaugeMetricFamily(name, doc, labels=["model"]), m, value)
+        errors = CounterMetricFamily("regen_errors", "Errors by type", labels=["model", "type"])
         for kind, count in snap["errors_by_type"].items():
-            errors.add_metric([kind], count)
+            errors.add_metric([self.model, kind], count)
         yield errors
-        yield GaugeMetricFamily(
-            "regen_remaining", "Items left to generate", value=snap["remaining"]
+        quality = GaugeMetricFamily(
+            "regen_quality_ratio", "Rolling quality rates (0-1)", labels=["model", "kind"]
         )
-        in_flight = GaugeMetricFamily(
-            "regen_server_in_flight", "Requests in flight", labels=["server"]
-        )
-        latency = GaugeMetricFamily(
-            "regen_server_latency_seconds", "EWMA request latency", labels=["server"]
-        )
-        healthy = GaugeMetricFamily("regen_server_healthy", "1 if in rotation", labels=["server"])
-        for s in snap["servers"]:
-            in_flight.add_metric([s["url"]], s["in_flight"])
-            latency.add_metric([s["url"]], s["latency_ewma_s"])
-            healthy.add_metric([s["url"]], 1.0 if s["state"] == "healthy" else 0.0)
-        yield from (in_flight, latency, healthy)
-        alarms = GaugeMetricFamily("regen_quality_rate", "Rolling quality rates", labels=["kind"])
         for kind, rate in snap["quality"]["rates"].items():
-            alarms.add_metric([kind], rate)
-        yield alarms
+            quality.add_metric([self.model, kind], rate)
+        yield quality
+
+    def _server_metrics(self, servers: list[dict[str, Any]]) -> Iterator[Any]:
+        def family(kind: type, name: str, doc: str) -> Any:
+            return kind(name, doc, labels=SERVER_LABELS)
+
+        done = family(CounterMetricFamily, "regen_server_completions", "Completions per server")
+        failed = family(CounterMetricFamily, "regen_server_failures", "Failed attempts")
+        retries = family(CounterMetricFamily, "regen_retries", "Failed attempts sent again")
+        tokens = family(CounterMetricFamily, "regen_server_completion_tokens", "Tokens")
+        in_flight = family(GaugeMetricFamily, "regen_server_in_flight", "Requests in flight")
+        healthy = family(GaugeMetricFamily, "regen_server_healthy", "1 if in rotation")
+        latency = family(
+            HistogramMetricFamily, "regen_request_duration_seconds", "Successful request time"
+        )
+        for s in servers:
+            labels = [self.model, s["url"]]
+            done.add_metric(labels, s["completed"])
+            failed.add_metric(labels, s["failed"])
+            retries.add_metric(labels, s.get("retried", 0))
+            tokens.add_metric(labels, s["completion_tokens"])
+            in_flight.add_metric(labels, s["in_flight"])
+            healthy.add_metric(labels, 1.0 if s["state"] == "healthy" else 0.0)
+            counts = s.get("latency_counts") or [0] * (len(LATENCY_BUCKETS) + 1)
+            cumulative = list(itertools.accumulate(counts))
+            bounds = [str(b) for b in LATENCY_BUCKETS] + ["+Inf"]
+            latency.add_metric(
+                labels, list(zip(bounds, cumulative, strict=True)), s.get("latency_sum_s", 0.0)
+            )
+        yield from (done, failed, retries, tokens, in_flight, healthy, latency)
+
+
+def _one(family: Any, labels: list[str], value: float) -> Any:
+    family.add_metric(labels, value)
+    return family
 
 
 class MetricsEndpoint:
@@ -70,6 +112,8 @@ class MetricsEndpoint:
         collector = self.collector
 
         def report(snap: dict) -> None:
+            if "config" in snap:
+                collector.model = snap["config"]["model"]
             if "servers" in snap:
                 collector.snap = snap
             reporter(snap)

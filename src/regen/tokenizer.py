@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from regen.errors import ConfigError
+from regen.hub import check_repo, looks_like_path
 
 
 def load_tokenizer(
@@ -41,8 +42,15 @@ def load_tokenizer(
                 hint="pass the directory that holds tokenizer.json, a .gguf file or a hub name",
             )
         source = str(path)
+    elif looks_like_path(spec):
+        raise ConfigError(
+            f"--tokenizer {spec}: no such directory",
+            hint="pass the directory that holds tokenizer.json, a .gguf file or a hub name",
+        )
     else:
         source = spec
+        if not _cached(source):
+            check_repo(source, "model", "--tokenizer")
     try:
         tok = AutoTokenizer.from_pretrained(source, **kwargs)
     except (OSError, ValueError, ImportError) as exc:
@@ -63,6 +71,13 @@ def load_tokenizer(
             hint="pass the target's template with --chat-template FILE.jinja",
         )
     return tok
+
+
+def _cached(name: str) -> bool:
+    """Whether the Hub model's tokenizer is in the local cache (then no network is needed)."""
+    from huggingface_hub import try_to_load_from_cache
+
+    return isinstance(try_to_load_from_cache(name, "tokenizer_config.json"), str)
 
 
 def _read_template(path: str) -> str:

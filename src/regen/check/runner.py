@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -48,8 +48,11 @@ class CheckReport:
         }
 
 
-def read_runs(output_dirs: Iterable[str | Path]) -> Iterator[dict]:
-    """Every finished completion record of one or more `regen generate` output dirs."""
+def read_runs(
+    output_dirs: Iterable[str | Path], on_row: Callable[[str], None] | None = None
+) -> Iterator[dict]:
+    """Every finished completion record of one or more `regen generate` output dirs;
+    `on_row(run)` is called for each (a progress bar)."""
     for output_dir in output_dirs:
         layout = OutputLayout.at(output_dir)
         if not layout.shard_files("completions"):
@@ -57,7 +60,13 @@ def read_runs(output_dirs: Iterable[str | Path]) -> Iterator[dict]:
                 f"no completion shards under {layout.completions}",
                 hint="pass the --output-dir of a `regen generate` run",
             )
-        yield from layout.iter_records("completions")
+        records = layout.iter_records("completions")
+        if on_row is None:
+            yield from records
+            continue
+        for record in records:
+            on_row(str(output_dir))
+            yield record
 
 
 @dataclass
@@ -155,10 +164,11 @@ def check_run(
     *,
     show: int = 0,
     per_sample: Path | None = None,
+    on_row: Callable[[str], None] | None = None,
 ) -> CheckReport:
     """Check one or more generate runs; `per_sample` gets one JSON line per sample."""
     dirs = list(output_dirs)
-    records = read_runs(dirs)
+    records = read_runs(dirs, on_row)
     if per_sample is None:
         return check_completions(records, encoder, opts, limits, show=show, output_dirs=dirs)
     tmp = per_sample.with_name(f".{per_sample.name}.tmp")

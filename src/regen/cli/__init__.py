@@ -26,7 +26,7 @@ class RegenGroup(click.Group):
             sys.exit(2)
 
 
-@click.group(cls=RegenGroup)
+@click.group(cls=RegenGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="regen")
 def main() -> None:
     """Regenerate training data for speculative-decoding drafters with the target model."""
@@ -45,6 +45,9 @@ def _register() -> None:
     from regen.cli import export
 
     main.add_command(export.export)
+    from regen.cli import serve
+
+    main.add_command(serve.serve)
     from regen.cli import plan
 
     main.add_command(plan.plan)

@@ -12,13 +12,15 @@ from regen.check.report_html import render_html
 from regen.check.report_text import render_text
 from regen.check.rules import parse_limits
 from regen.check.show import render_sample
+from regen.cli.options import Command
+from regen.cli.rowbar import row_progress
 from regen.jsonio import atomic_write_bytes, atomic_write_json
 
 PATH = click.Path(path_type=Path)
 
 
-@click.command()
-@click.argument("output_dirs", nargs=-1, required=True, type=PATH)
+@click.command(cls=Command)
+@click.argument("output_dirs", nargs=-1, required=True, type=PATH, metavar="RUN...")
 @click.option(
     "--tokenizer",
     required=True,
@@ -65,11 +67,13 @@ PATH = click.Path(path_type=Path)
 )
 def check(output_dirs, tokenizer, chat_template, template_tokens, max_length, degenerate_at,
           min_run, limits, json_path, html_path, per_sample, show) -> None:  # fmt: skip
-    """Tokenise OUTPUT_DIRS with the target's template, report, and exit 1 if a rule fails."""
+    """Tokenise the runs RUN... with the target's template, report, and exit 1 if a rule fails."""
     thresholds = parse_limits(limits)
     encoder = Encoder.load(tokenizer, chat_template=chat_template, template_tokens=template_tokens)
     opts = StatOptions(degenerate_at=degenerate_at, min_run=min_run, max_length=max_length)
-    report = check_run(output_dirs, encoder, opts, thresholds, show=show, per_sample=per_sample)
+    with row_progress("check") as on_row:
+        report = check_run(output_dirs, encoder, opts, thresholds, show=show,
+                           per_sample=per_sample, on_row=on_row)  # fmt: skip
     color = sys.stdout.isatty()
     for completion, enc, rule in report.shown:
         click.echo(render_sample(completion, enc, color=color, rule=rule) + "\n")

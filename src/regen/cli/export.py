@@ -7,6 +7,8 @@ from pathlib import Path
 import click
 
 from regen.check import Encoder
+from regen.cli.options import Command, option
+from regen.cli.rowbar import row_progress
 from regen.export import Filters, export_run, make_format
 from regen.export.formats import FORMATS
 from regen.jsonio import atomic_write_json
@@ -14,9 +16,10 @@ from regen.jsonio import atomic_write_json
 PATH = click.Path(path_type=Path)
 
 
-@click.command()
-@click.argument("output_dirs", nargs=-1, required=True, type=PATH)
-@click.option("--out", required=True, type=PATH, help="Directory for train/validation files.")
+@click.command(cls=Command)
+@click.argument("output_dirs", nargs=-1, required=True, type=PATH, metavar="RUN...")
+@option("-o", "--output-dir", "out", required=True, type=PATH, metavar="DIR", aliases=["--out"],
+        help="Directory for train/validation files.")  # fmt: skip
 @click.option(
     "--format",
     "fmt",
@@ -56,11 +59,11 @@ PATH = click.Path(path_type=Path)
 )
 @click.option("--merge-into", type=PATH, help="An earlier export to add these samples to.")
 @click.option("--report", type=PATH, help="Write the export summary as JSON here.")
-@click.option("--overwrite", is_flag=True, help="Replace an export already in --out.")
+@click.option("--overwrite", is_flag=True, help="Replace an export already in --output-dir.")
 def export(output_dirs, out, fmt, file_type, reasoning, tokenizer, chat_template, template_tokens,
            drop_degenerate, degenerate_at, drop_truncated, min_supervised_tokens, eval_fraction,
            merge_into, report, overwrite) -> None:  # fmt: skip
-    """Export OUTPUT_DIRS to --out, loadable with datasets.load_dataset(OUT)."""
+    """Export the runs RUN... to --output-dir DIR, loadable with datasets.load_dataset(DIR)."""
     encoder = None
     if tokenizer:
         encoder = Encoder.load(
@@ -69,9 +72,10 @@ def export(output_dirs, out, fmt, file_type, reasoning, tokenizer, chat_template
     filters = Filters(drop_degenerate, drop_truncated, min_supervised_tokens, degenerate_at)
     target = make_format(fmt, reasoning)
     file_type = file_type or target.file_types[0]
-    summary = export_run(output_dirs, out, target, encoder=encoder,
-                         filters=filters, eval_fraction=eval_fraction, file_type=file_type,
-                         merge_into=merge_into, overwrite=overwrite)  # fmt: skip
+    with row_progress("export") as on_row:
+        summary = export_run(output_dirs, out, target, encoder=encoder,
+                             filters=filters, eval_fraction=eval_fraction, file_type=file_type,
+                             merge_into=merge_into, overwrite=overwrite, on_row=on_row)  # fmt: skip
     click.echo(summary.render())
     if report:
         atomic_write_json(report, summary.to_json())

@@ -8,103 +8,247 @@ from pathlib import Path
 
 import click
 
-from regen.cli.options import sampling_from, shared_run_options
+from regen.cli.options import (
+    DISPLAY,
+    FLEET,
+    INPUT,
+    OUTPUT,
+    RELIABILITY,
+    SAMPLING,
+    Command,
+    option,
+)
 from regen.display import make_reporter
 from regen.fleet.dispatch import HealthPolicy, RetryPolicy
+from regen.fleet.openai_env import servers_from_env
 from regen.fleet.server import Timeouts
 from regen.metrics import serve_metrics
-from regen.run.config import GenerateConfig
+from regen.run.config import GenerateConfig, Sampling
 from regen.run.generate import generate as run_generate
 from regen.run.quality import Thresholds
 
-
-def server_urls_after_flag(extra: list[str]) -> list[str]:
-    """`--servers A B C`: click takes A; B and C arrive as extra arguments. Anything else
-    there is a typo, reported as such rather than silently ignored."""
-    for arg in extra:
-        if arg.startswith("-"):
-            raise click.UsageError(f"no such option: {arg}")
-        if "://" not in arg:
-            raise click.UsageError(
-                f"unexpected argument {arg!r} (server URLs look like http://host:port)"
-            )
-    return extra
+SERVER_DEFAULT = "Default: the server's generation config."
 
 
-@click.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
-@click.option(
-    "--prompts", required=True, help="Prompt JSONL (.zst ok): a path or an fsspec URL (s3://...)."
+def chosen_servers(opts: dict) -> list[str]:
+    """--servers, else $OPENAI_BASE_URL unless --fleet or --local-model says otherwise
+    (`regen plan` calibrates on exactly the servers generate would use)."""
+    servers = list(opts["servers"])
+    if not servers and not opts["fleet"]:
+        servers = servers_from_env(opts["local_model"])
+    return servers
+
+
+@click.command(cls=Command)
+@option(
+    "--prompts",
+    required=True,
+    metavar="FILE",
+    group=INPUT,
+    help="Prompt JSONL (.zst ok) or an OpenAI/vLLM batch file: a path or an fsspec URL.",
 )
-@click.option(
-    "--output-dir", type=click.Path(path_type=Path), required=True, help="All run files go here."
+@option(
+    "--samples-per-prompt",
+    type=int,
+    default=1,
+    show_default=True,
+    group=INPUT,
+    help="Completions per prompt (sample 0..K-1).",
 )
-@shared_run_options
-@click.option("--return-token-ids", is_flag=True, help="Store prompt/completion token ids.")
-@click.option(
+@option(
+    "--regenerate-turns",
+    type=click.Choice(["last", "all"]),
+    default="last",
+    show_default=True,
+    group=INPUT,
+    help="Regenerate the last assistant turn, or every one in order.",
+)
+@option(
+    "--allow-changed-input",
+    is_flag=True,
+    group=INPUT,
+    help="Resume although the prompt file changed.",
+)
+@option(
+    "--fleet",
+    type=click.Path(path_type=Path),
+    metavar="FLEET.json",
+    group=FLEET,
+    help="The servers `regen serve` started (not with --servers).",
+)
+@option(
+    "--servers",
+    multiple=True,
+    multi_value=True,
+    metavar="URL ...",
+    group=FLEET,
+    help="OpenAI-compatible base URLs [default: $OPENAI_BASE_URL, else the embedded model].",
+)
+@option(
+    "--local-model",
+    type=click.Path(path_type=Path),
+    metavar="GGUF",
+    group=FLEET,
+    help="GGUF for the embedded llama.cpp server.",
+)
+@option("--model", group=FLEET, help="Model name to request [default: what the servers list].")
+@option(
+    "--api-key-env",
+    metavar="VAR",
+    group=FLEET,
+    help="Read the API key from this variable [default: OPENAI_API_KEY when set].",
+)
+@option(
+    "--concurrency-per-server",
+    "concurrency",
+    type=int,
+    metavar="N",
+    group=FLEET,
+    aliases=["--concurrency"],
+    help="Requests in flight per server [64; embedded: 2].",
+)
+@option(
+    "--max-output-tokens",
+    type=int,
+    default=4096,
+    show_default=True,
+    group=SAMPLING,
+    help="max_tokens per request.",
+)
+@option("--temperature", type=float, group=SAMPLING, help=SERVER_DEFAULT)
+@option("--top-p", type=float, group=SAMPLING, help=SERVER_DEFAULT)
+@option("--top-k", type=int, group=SAMPLING, help=SERVER_DEFAULT)
+@option("--seed", type=int, group=SAMPLING, help="Base seed; sample k uses seed+k.")
+@option(
+    "--thinking",
+    type=click.Choice(["on", "off", "auto"]),
+    default="auto",
+    show_default=True,
+    group=SAMPLING,
+    help="Sent as chat_template_kwargs.enable_thinking; auto sends nothing.",
+)
+@option(
+    "--allow-changed-sampling",
+    is_flag=True,
+    group=SAMPLING,
+    help="Resume although sampling flags changed.",
+)
+@option(
     "--request-timeout",
     type=float,
     default=1800,
     show_default=True,
+    group=RELIABILITY,
     help="Seconds for one whole request.",
 )
-@click.option("--stream", is_flag=True, help="Stream responses, so that a stalled one is noticed.")
-@click.option(
-    "--stall-timeout", type=float, default=300, show_default=True,
+@option(
+    "--stream",
+    is_flag=True,
+    group=RELIABILITY,
+    help="Stream responses, so that a stalled one is noticed.",
+)
+@option(
+    "--stall-timeout",
+    type=float,
+    default=300,
+    show_default=True,
+    group=RELIABILITY,
     help="With --stream: seconds of silence before a response counts as stalled.",
-)  # fmt: skip
-@click.option("--max-retries", type=int, default=5, show_default=True)
-@click.option(
+)
+@option(
+    "--max-retries",
+    type=int,
+    default=5,
+    show_default=True,
+    group=RELIABILITY,
+    help="Retries of a request after 5xx, 408, 429 or a timeout.",
+)
+@option(
     "--give-up-after",
     type=float,
     default=1800,
     show_default=True,
+    group=RELIABILITY,
     help="Seconds with every server down before stopping (0: never).",
 )
-@click.option(
+@option(
     "--health-interval",
     type=float,
     default=15,
     show_default=True,
+    group=RELIABILITY,
     help="Seconds between liveness checks of a busy server.",
 )
-@click.option(
+@option(
     "--drain-timeout",
     type=float,
     default=60,
     show_default=True,
+    group=RELIABILITY,
     help="On SIGINT/SIGTERM: seconds to let requests in flight finish.",
 )
-@click.option("--retry-errors", is_flag=True, help="Retry what is in errors/.")
-@click.option(
-    "--allow-changed-input", is_flag=True, help="Resume although the prompt file changed."
+@option("--retry-errors", is_flag=True, group=RELIABILITY, help="Retry what is in errors/.")
+@option(
+    "--abort-on-degenerate",
+    is_flag=True,
+    group=RELIABILITY,
+    help="Stop when a quality alarm fires (exit 4).",
 )
-@click.option(
-    "--allow-changed-sampling", is_flag=True, help="Resume although sampling flags changed."
+@option(
+    "-o",
+    "--output-dir",
+    type=click.Path(path_type=Path),
+    required=True,
+    metavar="RUN",
+    group=OUTPUT,
+    help="The run directory: every file of the run goes here.",
 )
-@click.option("--compress", is_flag=True, help="Seal completion shards as .jsonl.zst.")
-@click.option("--abort-on-degenerate", is_flag=True, help="Stop when a quality alarm fires.")
-@click.option("--display", type=click.Choice(["auto", "live", "plain", "none"]), default="auto")
-@click.option(
+@option("--compress", is_flag=True, group=OUTPUT, help="Seal completion shards as .jsonl.zst.")
+@option(
+    "--return-token-ids",
+    is_flag=True,
+    group=OUTPUT,
+    help="Store prompt/completion token ids (vLLM's return_token_ids).",
+)
+@option(
+    "--display",
+    type=click.Choice(["auto", "live", "plain", "none"]),
+    default="auto",
+    show_default=True,
+    group=DISPLAY,
+    help="Live panel on a terminal, plain lines in a log (auto picks).",
+)
+@option(
     "--log-interval",
     type=float,
     default=30,
     show_default=True,
+    group=DISPLAY,
     help="Seconds between plain summaries.",
 )
-@click.option("--metrics-port", type=int, help="Serve Prometheus metrics on this port.")
-@click.option("--metrics-host", default="127.0.0.1", show_default=True)
-@click.pass_context
-def generate(ctx: click.Context, **opts) -> None:
+@option("--metrics-port", type=int, group=DISPLAY, help="Serve Prometheus metrics on this port.")
+@option(
+    "--metrics-host",
+    default="127.0.0.1",
+    show_default=True,
+    group=DISPLAY,
+    help="Address the metrics endpoint listens on.",
+)
+def generate(**opts) -> None:
     """Generate completions for every prompt, resuming where a previous run stopped.
 
     --servers takes one or more URLs: `--servers http://h:30000 http://h:30001`.
     """
     logging.basicConfig(level=logging.ERROR, format="%(message)s")
+    servers = chosen_servers(opts)
     config = GenerateConfig(
-        prompts=opts["prompts"], output_dir=opts["output_dir"],
-        servers=[*opts["servers"], *server_urls_after_flag(ctx.args)],
+        prompts=opts["prompts"], output_dir=opts["output_dir"], servers=servers,
+        fleet=opts["fleet"],
         local_model=opts["local_model"], model=opts["model"],
-        sampling=sampling_from(opts),
+        sampling=Sampling(
+            max_tokens=opts["max_output_tokens"], temperature=opts["temperature"],
+            top_p=opts["top_p"], top_k=opts["top_k"], seed=opts["seed"], thinking=opts["thinking"],
+        ),
         concurrency=opts["concurrency"], samples_per_prompt=opts["samples_per_prompt"],
         regenerate_turns=opts["regenerate_turns"], return_token_ids=opts["return_token_ids"],
         api_key_env=opts["api_key_env"], timeouts=Timeouts(

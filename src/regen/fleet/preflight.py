@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 
 from regen.errors import ConfigError, ServerError
-from regen.fleet.server import Server
+from regen.fleet.openai_env import AUTH_HINT
+from regen.fleet.server import AUTH_STATUSES, Server
 
 
 async def resolve_model(servers: list[Server], expected: str | None, timeout: float = 10.0) -> str:
@@ -14,10 +15,12 @@ async def resolve_model(servers: list[Server], expected: str | None, timeout: fl
         *(s.models(timeout=timeout) for s in servers), return_exceptions=True
     )
     problems: list[str] = []
+    auth_refused = False
     served: dict[str, list[str]] = {}
     for server, result in zip(servers, results, strict=True):
         if isinstance(result, ServerError):
             problems.append(f"{server.url}: {result.message}")
+            auth_refused = auth_refused or result.status in AUTH_STATUSES
         elif isinstance(result, BaseException):
             raise result
         else:
@@ -28,7 +31,9 @@ async def resolve_model(servers: list[Server], expected: str | None, timeout: fl
             + ", ".join(p.split(": ")[0] for p in problems)
             + ":\n  "
             + "\n  ".join(problems),
-            hint="check the --servers URLs and that each server is up "
+            hint=AUTH_HINT
+            if auth_refused
+            else "check the --servers URLs and that each server is up "
             "(it must answer GET <url>/v1/models)",
         )
     model = expected or _single_model(served)

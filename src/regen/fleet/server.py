@@ -4,6 +4,7 @@ failure onto regen's exception tree (this is the only place that looks at aiohtt
 from __future__ import annotations
 
 import asyncio
+import bisect
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,10 +21,15 @@ from regen.errors import (
     TransportError,
 )
 from regen.fleet.health import CircuitBreaker
+from regen.fleet.openai_env import AUTH_HINT
 from regen.fleet.stream import StreamAccumulator
 
+# Upper bounds (seconds) of the request-latency histogram: from a short answer on a fast
+# GPU to a 32K-token one queued behind others.
+LATENCY_BUCKETS = (0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0)
 RETRY_LATER_STATUSES = {429, 503}
 SERVER_FAULT_STATUSES = {408, 500, 502, 504}
+AUTH_STATUSES = {401, 403}  # the server wants an API key (or a different one)
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,10 +52,15 @@ class ServerStats:
     completion_tokens: int = 0
     latency_ewma: float = 0.0
     last_error: str | None = None
+    retried: int = 0  # failed attempts that were sent again
+    latency_counts: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BUCKETS) + 1))
+    latency_sum: float = 0.0
 
     def record_success(self, latency: float, tokens: int) -> None:
         self.completed += 1
         self.completion_tokens += tokens
+        self.latency_counts[bisect.bisect_left(LATENCY_BUCKETS, latency)] += 1
+        self.latency_sum += latency
         alpha = 0.1 if self.latency_ewma else 1.0
         self.latency_ewma += alpha * (latency - self.latency_ewma)
 
@@ -189,6 +200,8 @@ def status_error(status: int, payload: bytes, retry_after: str | None, server: s
         return Overloaded(message, server=server, status=status, retry_after=_seconds(retry_after))
     if status in SERVER_FAULT_STATUSES or status >= 500:
         return ServerFault(message, server=server, status=status)
+    if status in AUTH_STATUSES:
+        return PermanentError(f"{message} ({AUTH_HINT})", server=server, status=status)
     return PermanentError(message, server=server, status=status)
 
 

@@ -40,7 +40,7 @@ class Pricing:
 def default_sample_size(config: GenerateConfig) -> int:
     """Enough to keep every slot busy twice over (so the latencies are those of a full
     fleet), and at least 100 answers for the length distribution."""
-    servers = max(1, len(config.servers))
+    servers = max(1, len(config.server_urls()))
     return max(100, 2 * servers * config.per_server_concurrency)
 
 
@@ -80,7 +80,7 @@ def plan(
     items = sample.prompts * config.samples_per_prompt
     whole = estimate(items, observations, concurrency, sample_seed, overhead)
     left = estimate(max(items - done, 0), observations, concurrency, sample_seed, overhead)
-    servers = max(1, len(config.servers))
+    servers = max(1, len(config.server_urls()))
     return PlanReport(
         prompts=sample.prompts,
         bad_lines=sample.bad_lines,

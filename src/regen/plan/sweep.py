@@ -56,7 +56,7 @@ def sweep(
     sample_seed: int = 0,
     report: Reporter | None = None,
 ) -> SweepResult:
-    servers = max(1, len(config.servers))
+    servers = max(1, len(config.server_urls()))
     biggest = max(max(levels) * servers * WAVES, 20)
     sample = draw_sample(config.prompts, biggest, sample_seed)
     order = list(sample.lines)

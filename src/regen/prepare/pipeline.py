@@ -22,7 +22,7 @@ from regen.prepare.recipe import Recipe, SourceSpec
 from regen.prepare.record import Skip
 from regen.prepare.rejects import RejectsWriter
 from regen.prepare.report import Report, build_report
-from regen.prepare.sources import Row, read_rows
+from regen.prepare.sources import Row, check_sources, read_rows
 from regen.prepare.stats import SourceStats
 
 BATCH = 4096  # prompts hashed and deduplicated together (vectorised index lookups)
@@ -36,8 +36,10 @@ def prepare(
     rejects: str | Path | None = None,
     report: str | Path | None = None,
     log: Log = lambda _: None,
+    on_row: Callable[[str], None] | None = None,
 ) -> Report:
     """Write the blended prompt file, the rejects file and the report; return the report."""
+    check_sources(recipe.sources)
     output = Path(output)
     rejects_path = Path(rejects) if rejects else output.with_suffix(".rejects.jsonl")
     report_path = Path(report) if report else output.with_suffix(".report.json")
@@ -51,7 +53,7 @@ def prepare(
         for spec in recipe.sources:
             reader = SourceReader(recipe, spec, indexes, [s.name for s in all_stats], writer)
             pool = Candidates(heap_limit(spec.ask, fixed, recipe.total))
-            all_stats.append(reader.run(pool, log))
+            all_stats.append(reader.run(pool, log, on_row))
             indexes.append(reader.index)
             pools.append(pool)
     chosen = select(recipe, all_stats, pools)
@@ -102,10 +104,12 @@ class SourceReader:
         self.options = Options(
             role_map={**recipe.role_map, **spec.role_map},
             keep_multimodal=recipe.keep_multimodal,
-            aux_max_tokens=recipe.aux_max_tokens,
+            auxiliary=recipe.auxiliary,
         )
 
-    def run(self, pool: Candidates, log: Log) -> SourceStats:
+    def run(
+        self, pool: Candidates, log: Log, on_row: Callable[[str], None] | None = None
+    ) -> SourceStats:
         rows = read_rows(self.spec)
         adapter, rows = self.choose_adapter(rows)
         log(f"{self.spec.name}: format {adapter.name} ({self.stats.format_reason})")
@@ -115,6 +119,8 @@ class SourceReader:
         pending: list[tuple[int, Candidate]] = []
         for index, value, where in rows:
             self.stats.read += 1
+            if on_row is not None:
+                on_row(self.spec.name)
             candidate = self.convert(converter, index, value, where)
             if candidate is not None:
                 pending.append(candidate)

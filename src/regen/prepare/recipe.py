@@ -14,6 +14,7 @@ import yaml
 
 from regen.chat import ROLES
 from regen.errors import ConfigError
+from regen.prepare.auxiliary import AuxRules, parse_rules
 from regen.prepare.blend import Ask
 
 SOURCE_KEYS = (
@@ -43,6 +44,7 @@ RECIPE_KEYS = (
     "reject_warn_rate",
     "category_warn_share",
     "aux_max_tokens",
+    "auxiliary",
 )
 
 
@@ -84,7 +86,7 @@ class Recipe:
     dedup_warn_rate: float = 0.2
     reject_warn_rate: float = 0.2
     category_warn_share: float | None = 0.5
-    aux_max_tokens: int = 16
+    auxiliary: AuxRules = field(default_factory=AuxRules)
 
     def with_overrides(self, **changes: Any) -> Recipe:
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
@@ -131,7 +133,9 @@ def parse_recipe(data: Any, base_dir: str = ".") -> Recipe:
         dedup_warn_rate=_rate(data, "dedup_warn_rate", 0.2),
         reject_warn_rate=_rate(data, "reject_warn_rate", 0.2),
         category_warn_share=_rate(data, "category_warn_share", 0.5),
-        aux_max_tokens=_opt_int(data, "aux_max_tokens", "recipe") or 16,
+        auxiliary=parse_rules(
+            data.get("auxiliary"), _opt_int(data, "aux_max_tokens", "recipe") or 16
+        ),
     )
     check_blend(recipe)
     return recipe

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import glob
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from regen.errors import ConfigError, InputError
+from regen.hub import check_repo
 from regen.jsonio import iter_lines, open_binary
 from regen.prepare.recipe import SourceSpec
 
@@ -29,6 +30,24 @@ def read_rows(spec: SourceSpec) -> Iterator[Row]:
         if not isinstance(value, (dict, InputError)):
             value = InputError(f"row is a {type(value).__name__}, not an object", kind="bad_row")
         yield index, value, where
+
+
+def check_sources(specs: Iterable[SourceSpec]) -> None:
+    """Every local path matches a file and every Hub name exists, before any row is read:
+    a typo in the last source must not wait for the first ones to be read in full."""
+    for spec in specs:
+        try:
+            if spec.hf is None:
+                local_paths(spec.local_pattern)
+            elif not _local_dataset(spec.hf):
+                check_repo(spec.hf, "dataset", "hf:")
+        except ConfigError as err:
+            raise ConfigError(f"source {spec.name!r}: {err.message}", hint=err.hint) from err
+
+
+def _local_dataset(hf: str) -> bool:
+    """A `save_to_disk` directory, or any local folder datasets can load."""
+    return Path(os.path.expanduser(hf)).is_dir()
 
 
 def local_paths(pattern: str) -> list[str]:

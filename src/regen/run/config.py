@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
 from regen.errors import ConfigError
 from regen.fleet.dispatch import HealthPolicy, RetryPolicy
+from regen.fleet.openai_env import ApiKey, resolve_api_key
 from regen.fleet.server import Timeouts
 from regen.run.quality import Thresholds
+from regen.serve.fleetfile import FleetFile
 
 Thinking = Literal["on", "off", "auto"]
 
@@ -25,6 +26,7 @@ class Sampling:
     top_k: int | None = None
     seed: int | None = None
     thinking: Thinking = "auto"
+    extra: dict[str, Any] | None = None  # other request fields, as a batch file's body gave them
 
     def with_overrides(self, overrides: dict[str, Any] | None) -> Sampling:
         if not overrides:
@@ -33,7 +35,8 @@ class Sampling:
 
     def request_fields(self, sample: int) -> dict[str, Any]:
         """The sampling part of a chat completion request body."""
-        body: dict[str, Any] = {"max_tokens": self.max_tokens}
+        body: dict[str, Any] = dict(self.extra or {})
+        body["max_tokens"] = self.max_tokens
         for name in ("temperature", "top_p", "top_k"):
             value = getattr(self, name)
             if value is not None:
@@ -42,7 +45,11 @@ class Sampling:
             body["seed"] = self.seed + sample  # K samples of one prompt must differ
         if self.thinking != "auto":
             # SGLang and vLLM pass these to the chat template (Qwen3-style enable_thinking).
-            body["chat_template_kwargs"] = {"enable_thinking": self.thinking == "on"}
+            kwargs = {
+                **body.get("chat_template_kwargs", {}),
+                "enable_thinking": self.thinking == "on",
+            }
+            body["chat_template_kwargs"] = kwargs
         return body
 
 
@@ -51,6 +58,7 @@ class GenerateConfig:
     prompts: str | Path  # a local path or an fsspec URL such as s3://bucket/prompts.jsonl
     output_dir: Path
     servers: list[str] = field(default_factory=list)  # empty: start the embedded server
+    fleet: Path | None = None  # a FLEET.json written by `regen serve`, instead of servers
     local_model: Path | None = None
     model: str | None = None
     sampling: Sampling = field(default_factory=Sampling)
@@ -82,32 +90,38 @@ class GenerateConfig:
     def __post_init__(self) -> None:
         if self.samples_per_prompt < 1:
             raise ConfigError("--samples-per-prompt must be at least 1")
+        if self.servers and self.fleet is not None:
+            raise ConfigError(
+                "--servers and --fleet both name the servers", hint="pass only one of them"
+            )
         if self.concurrency is not None and self.concurrency < 1:
-            raise ConfigError("--concurrency must be at least 1")
+            raise ConfigError("--concurrency-per-server must be at least 1")
         if self.sampling.max_tokens < 1:
             raise ConfigError("--max-output-tokens must be at least 1")
         for url in self.servers:
-            if not url.startswith(("http://", "https://")):
-                raise ConfigError(
-                    f"server URL {url!r} has no scheme", hint=f"write it as http://{url}"
-                )
+            check_base_url(url)
+
+    def server_urls(self) -> list[str]:
+        """--servers, or the servers of --fleet; empty means: start the embedded model."""
+        if self.fleet is None:
+            return list(self.servers)
+        return FleetFile.read(self.fleet).urls
 
     @property
     def per_server_concurrency(self) -> int:
         if self.concurrency is not None:
             return self.concurrency
-        return 64 if self.servers else 2
+        return 64 if self.servers or self.fleet else 2
 
     def api_key(self) -> str | None:
-        if not self.api_key_env:
-            return None
-        key = os.environ.get(self.api_key_env)
-        if not key:
-            raise ConfigError(
-                f"--api-key-env names {self.api_key_env}, but that variable is not set",
-                hint=f"export {self.api_key_env}=... in the shell that runs regen",
-            )
-        return key
+        return self.api_key_info().value
+
+    def api_key_info(self) -> ApiKey:
+        return resolve_api_key(self.api_key_env, embedded=self.embedded)
+
+    @property
+    def embedded(self) -> bool:
+        return not self.servers and self.fleet is None
 
     def resolved(self, servers: list[str], model: str) -> dict[str, Any]:
         """The manifest's `config`: everything that shapes the output, and no secret."""
@@ -115,7 +129,7 @@ class GenerateConfig:
             "prompts": str(self.prompts),
             "output_dir": str(self.output_dir),
             "servers": servers,
-            "embedded": not self.servers,
+            "embedded": self.embedded,
             "model": model,
             "sampling": asdict(self.sampling),
             "samples_per_prompt": self.samples_per_prompt,
@@ -123,8 +137,26 @@ class GenerateConfig:
             "return_token_ids": self.return_token_ids,
             "concurrency_per_server": self.per_server_concurrency,
             "api_key_env": self.api_key_env,
+            "api_key_from": self.api_key_info().source,
             "timeouts": asdict(self.timeouts),
             "max_retries": self.retry.max_retries,
             "give_up_after_s": self.health.give_up_after,
             "compress": self.compress,
         }
+
+
+ENDPOINT_SUFFIXES = ("/chat/completions", "/completions", "/models")
+
+
+def check_base_url(url: str) -> None:
+    """A server is named by its base URL; regen appends /v1/chat/completions itself."""
+    if not url.startswith(("http://", "https://")):
+        raise ConfigError(f"server URL {url!r} has no scheme", hint=f"write it as http://{url}")
+    trimmed = url.rstrip("/")
+    for suffix in ENDPOINT_SUFFIXES:
+        if trimmed.endswith(suffix):
+            base = trimmed[: -len(suffix)]
+            raise ConfigError(
+                f"{url} is an endpoint, not a server: pass the base URL",
+                hint=f"write it as {base} (regen adds {suffix} itself)",
+            )

@@ -29,12 +29,11 @@ from regen.errors import (
     ServerError,
 )
 from regen.fleet.dispatch import Fleet
-from regen.fleet.embedded import EmbeddedServer, default_model_path
+from regen.fleet.embedded import EmbeddedFleet, default_model_path, embedded_spec
 from regen.fleet.preflight import check_token_ids, resolve_model
 from regen.fleet.response import Generated
 from regen.fleet.server import Server
-from regen.inputs import read_prompts
-from regen.jsonio import is_file
+from regen.inputs import check_prompt_file, read_prompts
 from regen.records import BadLine, Finished, WorkItem, record_key
 from regen.run import ledger as ledger_mod
 from regen.run.config import GenerateConfig
@@ -68,21 +67,19 @@ Reporter = Callable[[dict[str, Any]], None]
 def generate(config: GenerateConfig, report: Reporter | None = None) -> RunResult:
     """Run (or resume) a generation; returns when it is finished, stopped, or gave up."""
     layout = OutputLayout.at(config.output_dir)
-    if not is_file(config.prompts):
-        raise ConfigError(f"prompt file {config.prompts} does not exist", hint="check --prompts")
+    check_prompt_file(config.prompts)
     try:
         layout.root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ConfigError(f"cannot create --output-dir {layout.root}: {exc.strerror}") from exc
     api_key = config.api_key()
     with RunLock(layout.lock), contextlib.ExitStack() as stack:
-        urls = list(config.servers)
-        embedded: EmbeddedServer | None = None
+        urls = config.server_urls()
+        embedded: EmbeddedFleet | None = None
         if not urls:
             model_path = config.local_model or default_model_path()
-            embedded = EmbeddedServer(model_path, layout.root / "embedded-server.log")
-            stack.enter_context(embedded)
-            urls = [embedded.url]
+            embedded = stack.enter_context(EmbeddedFleet(embedded_spec(model_path, layout.root)))
+            urls = embedded.urls
         run = Run(config, layout, urls, api_key, report, embedded)
         return asyncio.run(run.execute())
 
@@ -95,7 +92,7 @@ class Run:
         urls: list[str],
         api_key: str | None,
         report: Reporter | None,
-        embedded: EmbeddedServer | None,
+        embedded: EmbeddedFleet | None,
     ) -> None:
         self.config = config
         self.layout = layout
@@ -106,6 +103,7 @@ class Run:
         ]
         self.quality = QualityMonitor(config.quality)
         self.stopping: str | None = None  # why we stop dispatching, once we do
+        self.stop_detail = ""  # what the user needs to read when the run stops on a fault
         self._alarms_on: set[str] = set()
         self.model = ""
         self.stats = RunStats(total=0, finished_before=0)
@@ -197,19 +195,21 @@ class Run:
         self._write_snapshot()  # `regen status` has something to show from the first second
         monitor = asyncio.create_task(self._monitor())
         health = asyncio.create_task(self.fleet.watch_health())
+        supervise = asyncio.create_task(self._supervise())
         exit_code = EXIT_OK
         try:
             exit_code = await self._dispatch()
         except FleetUnavailable as err:
-            self._event(str(err.message))
+            self._event(err.message.splitlines()[0])
             self.stopping = "fleet_down"
+            self.stop_detail = str(err)
             exit_code = EXIT_FLEET_DOWN
         finally:
             for sig in handled:
                 loop.remove_signal_handler(sig)
-            health.cancel()
-            monitor.cancel()
-            await asyncio.gather(health, monitor, return_exceptions=True)
+            for task in (health, monitor, supervise):
+                task.cancel()
+            await asyncio.gather(health, monitor, supervise, return_exceptions=True)
         self.stats.state = "finished" if exit_code == EXIT_OK else "stopped"
         if exit_code == EXIT_OK and self.config.only_lines is not None:
             self.stats.state = "calibrated"  # the sample is in; the run itself has not started
@@ -399,6 +399,30 @@ class Run:
             self._check_quality()
             self._write_snapshot()
 
+    async def _supervise(self) -> None:
+        """Servers regen started: an exit is seen within a fraction of a second; the server is
+        taken out at once (its requests move on), restarted in place, and put back when it
+        answers. One that keeps dying is retired, which stops the run when none is left."""
+        if self.embedded is None or self.embedded.supervisor is None:
+            return
+        by_process = dict(zip(self.embedded.processes, self.servers, strict=True))
+        while True:
+            for change in self.embedded.supervisor.step():
+                server = by_process[change.process]
+                if change.kind == "exited":
+                    self.fleet.take_out(server, change.text, abort_in_flight=True)
+                elif change.kind == "restarted":
+                    self._event(change.text)
+                    self.embedded.refresh_record()
+                elif change.kind == "ready":
+                    self.fleet.bring_back(server, "restarted and answers")
+                else:
+                    fix = change.report.fix if change.report else "see the server's log"
+                    detail = change.report.describe() if change.report else change.text
+                    self.fleet.retire(server, FleetUnavailable(
+                        f"{change.text}\n{detail}", hint=fix))  # fmt: skip
+            await asyncio.sleep(0.2)
+
     def _check_quality(self) -> None:
         """Warn once per alarm episode; with --abort-on-degenerate, stop dispatching."""
         alarms = self.quality.alarms()
@@ -441,6 +465,8 @@ class Run:
                 f"stopped ({self.stopping}) after {stats.completed} new completions; "
                 "run the same command again to resume (finished work is kept)"
             )
+            if self.stop_detail:
+                message = f"{self.stop_detail}\n{message}"
         return RunResult(self.layout.root, exit_code, stats, message, already, repaired)
 
 

@@ -120,6 +120,9 @@ def snapshot(
                 "completion_tokens": s.stats.completion_tokens,
                 "latency_ewma_s": round(s.stats.latency_ewma, 3),
                 "last_error": s.stats.last_error,
+                "retried": s.stats.retried,
+                "latency_counts": list(s.stats.latency_counts),
+                "latency_sum_s": round(s.stats.latency_sum, 3),
             }
             for s in servers
         ],

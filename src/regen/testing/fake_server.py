@@ -49,6 +49,7 @@ class Behaviour:
     pad_bytes: int = 0  # extra response bytes, for client-cost benchmarks
     models_hang: bool = False
     return_token_ids: bool = False
+    api_key: str | None = None  # when set, a request without `Bearer <api_key>` gets a 401
 
 
 class FakeServer:
@@ -210,8 +211,16 @@ class FakeServer:
         return data
 
     # -- lifecycle -----------------------------------------------------------------------
+    @web.middleware
+    async def auth(self, request: web.Request, handler: Callable) -> web.StreamResponse:
+        key = self.behaviour.api_key
+        if key is not None and request.headers.get("Authorization") != f"Bearer {key}":
+            error = {"message": "Incorrect API key provided", "type": "invalid_request_error"}
+            return web.json_response({"error": error}, status=401)
+        return await handler(request)
+
     def app(self) -> web.Application:
-        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[self.auth])
         app.router.add_get("/v1/models", self.models)
         app.router.add_post("/v1/chat/completions", self.chat)
         app.router.add_get("/stats", self.stats)

@@ -12,13 +12,14 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from regen.chat import canonical_role, flatten
+from regen.prepare.auxiliary import AuxRules
 
 
 @dataclass(frozen=True)
 class Options:
     role_map: dict[str, str] = field(default_factory=dict)
     keep_multimodal: bool = False
-    aux_max_tokens: int = 16
+    auxiliary: AuxRules = field(default_factory=AuxRules)
 
 
 @dataclass

@@ -2,10 +2,11 @@
 OpenAI chat request or an Anthropic Messages request (top-level `system`; content blocks
 text, image, tool_use, tool_result, thinking).
 
-Two kinds of request are skipped with a reason: auxiliary calls (token counting, quota probes
-with a tiny max_tokens) and requests that are a prefix of a longer request in the same
-session, since the longer one already holds that conversation. Finding the second needs the
-whole source first, hence the `scan` pre-pass (it keeps one 8-byte hash per message).
+Two kinds of request are skipped with a reason: agent auxiliary calls (title generation,
+quota probes, token counting: see `regen.prepare.auxiliary`) and requests that are a prefix
+of a longer request in the same session, since the longer one already holds that
+conversation. Finding the second needs the whole source first, hence the `scan` pre-pass
+(it keeps one 8-byte hash per message).
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from regen.prepare.formats.openai import OpenAIMessages
 from regen.prepare.record import Skip
 from regen.prepare.tools import normalise_tools, tool_call
 
-CHAT_PATHS = ("/messages", "/chat/completions")
 SESSION_KEYS = ("session_id", "session", "conversation_id", "trace_id")
 
 
@@ -89,12 +89,7 @@ class Traces(Adapter):
 
     def check_auxiliary(self, request: dict, body: dict) -> None:
         url = str(request.get("url", request.get("path", "")))
-        path = url.split("?", 1)[0].rstrip("/")
-        if path and not path.endswith(CHAT_PATHS):
-            raise Skip(f"auxiliary call to {path}", kind="auxiliary_call")
-        max_tokens = body.get("max_tokens", body.get("max_completion_tokens"))
-        if isinstance(max_tokens, int) and max_tokens <= self.options.aux_max_tokens:
-            raise Skip(f"auxiliary call (max_tokens={max_tokens})", kind="auxiliary_call")
+        self.options.auxiliary.check(url.split("?", 1)[0].rstrip("/"), body)
 
     def anthropic(self, body: dict) -> Converted:
         dropped: Counter = Counter()

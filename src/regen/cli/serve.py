@@ -1,0 +1,89 @@
+"""`regen serve`: bring up a fleet of inference servers, look at it, stop it."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from regen.errors import ConfigError
+from regen.fleet.embedded import EMBEDDED_MODEL_NAME, default_model_path
+from regen.serve.control import fleet_status, stop_fleet
+from regen.serve.fleetfile import FleetFile
+from regen.serve.gpus import parse_gpu_list
+from regen.serve.launch import ServeSpec
+from regen.serve.run import serve as run_serve
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--engine", type=click.Choice(["sglang", "vllm", "llamacpp"]), help="Server engine.")
+@click.option("--model", help="Model path or hub name; `embedded`: the demo SmolLM2 GGUF.")
+@click.option("--fleet", "fleet_path", type=click.Path(path_type=Path), help="FLEET.json to write.")
+@click.option("--gpus", help="GPUs to use, e.g. 0-7 or 0,1,2,3 [default: all nvidia-smi sees].")
+@click.option("--gpus-per-server", type=int, default=1, show_default=True, help="Tensor parallel.")
+@click.option("--replicas", type=int, default=1, show_default=True, help="CPU servers (llamacpp).")
+@click.option("--port-base", type=int, help="First port; server k gets port-base+k [free ports].")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@click.option("--served-model-name", help="Name clients request [model's name].")
+@click.option("--python", default=sys.executable, show_default=True, help="Python with the engine.")
+@click.option("--threads", type=int, default=2, show_default=True, help="llamacpp CPU threads.")
+@click.option("--context", type=int, help="Context length passed to the engine.")
+@click.option("--copy-model-to", type=click.Path(path_type=Path), help="Copy first, e.g. /dev/shm.")
+@click.option("--max-gpu-memory-used", type=float, default=0.1, show_default=True,
+              help="A GPU with more of its memory in use counts as busy.")  # fmt: skip
+@click.option("--startup-timeout", type=float, default=900, show_default=True,
+              help="Seconds for every server to answer a first completion.")  # fmt: skip
+@click.option("--restart-dead", is_flag=True, help="Stay in the foreground; restart dead servers.")
+@click.option("--status", "status_of", type=click.Path(path_type=Path), help="Check a FLEET.json.")
+@click.option(
+    "--stop", "stop_of", type=click.Path(path_type=Path), help="Stop a FLEET.json's servers."
+)
+@click.argument("engine_args", nargs=-1, type=click.UNPROCESSED)
+def serve(engine_args: tuple[str, ...], status_of, stop_of, **opts) -> None:
+    """Start one server per GPU group (or CPU replica), wait until each answers, write FLEET.json.
+
+    Arguments after `--` go to every server: regen serve --engine sglang --model M
+    --fleet fleet.json -- --reasoning-parser qwen3 --mem-fraction-static 0.85
+    """
+    if status_of or stop_of:
+        sys.exit(_status(status_of) if status_of else _stop(stop_of))
+    missing = [f"--{name}" for name in ("engine", "model", "fleet_path") if not opts[name]]
+    if missing:
+        raise ConfigError(
+            "regen serve needs " + ", ".join(m.replace("_path", "") for m in missing),
+            hint="e.g. regen serve --engine vllm --model /models/M --fleet fleet.json",
+        )
+    model, served_name = opts["model"], opts["served_model_name"]
+    if model == "embedded":  # the demo model, as `--tokenizer embedded` names its tokenizer
+        model, served_name = str(default_model_path()), served_name or EMBEDDED_MODEL_NAME
+    spec = ServeSpec(
+        engine=opts["engine"], model=model, served_name=served_name,
+        log_dir=opts["fleet_path"].resolve().parent / "logs",
+        gpus=parse_gpu_list(opts["gpus"]) if opts["gpus"] else None,
+        gpus_per_server=opts["gpus_per_server"], replicas=opts["replicas"],
+        port_base=opts["port_base"], host=opts["host"], python=opts["python"],
+        threads=opts["threads"], context=opts["context"],
+        startup_timeout=opts["startup_timeout"],
+        max_gpu_memory_used=opts["max_gpu_memory_used"], copy_model_to=opts["copy_model_to"],
+        extra=list(engine_args),
+    )  # fmt: skip
+    sys.exit(run_serve(spec, opts["fleet_path"], opts["restart_dead"], echo=click.echo))
+
+
+def _status(path: Path) -> int:
+    fleet = FleetFile.read(path)
+    states = fleet_status(fleet)
+    for s in states:
+        word = "ok" if s.answers else ("running, not answering" if s.running else "DOWN")
+        click.echo(f"{s.name}  {s.url}  pid {s.pid}  {word}")
+    down = sum(not s.answers for s in states)
+    click.echo(f"{len(states) - down} of {len(states)} servers answer ({fleet.engine}, "
+               f"{fleet.served_model_name})")  # fmt: skip
+    return 0 if down == 0 else 1
+
+
+def _stop(path: Path) -> int:
+    for line in stop_fleet(FleetFile.read(path)):
+        click.echo(line)
+    return 0

@@ -1,0 +1,68 @@
+"""`regen serve --status` and `--stop`: look at or stop the servers a FLEET.json lists.
+
+A pid in an old file may since belong to another program, so a process is only signalled when
+its command line is exactly the one regen started (read from /proc).
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from regen.serve.fleetfile import FleetFile, FleetServer
+from regen.serve.process import answers_chat, signal_group
+
+
+@dataclass(frozen=True)
+class ServerState:
+    name: str
+    url: str
+    pid: int | None
+    running: bool  # the process regen started is still alive
+    answers: bool  # it completed a one-token chat
+
+
+def is_our_process(server: FleetServer) -> bool:
+    """True when the pid is alive and runs the command regen started. Only the arguments are
+    compared: `python` may be a shim (pyenv, conda) that execs another interpreter path, and
+    the arguments hold the server's own port, which no other process has."""
+    if server.pid is None:
+        return False
+    try:
+        raw = Path(f"/proc/{server.pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    args = [arg.encode() for arg in server.command[1:]]
+    running = raw.rstrip(b"\0").split(b"\0")
+    return len(running) > len(args) and running[-len(args) :] == args
+
+
+def fleet_status(fleet: FleetFile) -> list[ServerState]:
+    return [
+        ServerState(
+            s.name, s.url, s.pid, is_our_process(s),
+            answers_chat(s.url, fleet.served_model_name, timeout=10.0),
+        )
+        for s in fleet.servers
+    ]  # fmt: skip
+
+
+def stop_fleet(fleet: FleetFile, grace: float = 15.0) -> list[str]:
+    """SIGTERM every server regen started, SIGKILL what is left after `grace` seconds.
+    Returns one line per server saying what was done."""
+    ours = [s for s in fleet.servers if is_our_process(s)]
+    lines = [f"{s.name}: not running" for s in fleet.servers if s not in ours]
+    for server in ours:
+        signal_group(server.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and any(is_our_process(s) for s in ours):
+        time.sleep(0.2)
+    for server in ours:
+        if is_our_process(server):
+            signal_group(server.pid, signal.SIGKILL)
+            lines.append(f"{server.name}: killed (pid {server.pid}, ignored SIGTERM)")
+        else:
+            lines.append(f"{server.name}: stopped (pid {server.pid})")
+    return lines

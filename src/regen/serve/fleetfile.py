@@ -1,0 +1,65 @@
+"""FLEET.json: what `regen serve` started, for `regen generate --fleet`, `regen serve --status`
+and `regen serve --stop`. Written atomically; read with errors that name the file."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import orjson
+
+from regen.errors import ConfigError
+
+VERSION = 1
+
+
+@dataclass
+class FleetServer:
+    name: str
+    url: str
+    port: int
+    pid: int | None
+    log: str
+    command: list[str]
+    gpus: list[int] = field(default_factory=list)
+
+
+@dataclass
+class FleetFile:
+    engine: str
+    model: str
+    served_model_name: str
+    servers: list[FleetServer]
+    version: int = VERSION
+
+    @property
+    def urls(self) -> list[str]:
+        return [s.url for s in self.servers]
+
+    def write(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_bytes(orjson.dumps(asdict(self), option=orjson.OPT_INDENT_2))
+        os.replace(tmp, path)
+
+    @classmethod
+    def read(cls, path: str | Path) -> FleetFile:
+        path = Path(path)
+        try:
+            data = orjson.loads(path.read_bytes())
+            servers = [FleetServer(**s) for s in data.pop("servers")]
+            fleet = cls(servers=servers, **data)
+        except FileNotFoundError:
+            raise ConfigError(
+                f"fleet file {path} does not exist",
+                hint="start a fleet with `regen serve ... --fleet FILE`, or pass --servers URL",
+            ) from None
+        except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
+            raise ConfigError(
+                f"{path} is not a fleet file written by `regen serve` ({exc})",
+                hint="pass the FLEET.json that `regen serve --fleet` wrote",
+            ) from None
+        if not fleet.servers:
+            raise ConfigError(f"fleet file {path} lists no server")
+        return fleet

@@ -1,0 +1,223 @@
+"""Bring up a fleet: preflight (engine importable, GPUs present and free, ports free, model
+there), one server per GPU group or CPU replica, each with its own log, then wait until every
+one answers a real completion. Used by `regen serve` and by `regen generate`'s embedded model.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from regen.errors import ConfigError
+from regen.serve import gpus as gpu_mod
+from regen.serve.engines import ENGINES
+from regen.serve.fleetfile import FleetFile, FleetServer
+from regen.serve.process import LaunchSpec, ServerProcess
+
+
+@dataclass
+class ServeSpec:
+    engine: str
+    model: str
+    log_dir: Path
+    served_name: str | None = None
+    gpus: list[int] | None = None  # None: every GPU nvidia-smi sees (GPU engines)
+    gpus_per_server: int = 1
+    replicas: int = 1  # CPU servers (llamacpp)
+    port_base: int | None = None  # None: any free ports
+    host: str = "127.0.0.1"
+    python: str = sys.executable
+    threads: int = 2
+    context: int | None = None
+    startup_timeout: float = 600.0
+    max_gpu_memory_used: float = 0.10
+    copy_model_to: Path | None = None
+    extra: list[str] = field(default_factory=list)
+
+
+def plan_servers(spec: ServeSpec) -> list[LaunchSpec]:
+    """Preflight everything, then the launch spec of every server. Raises ConfigError with the
+    fix before anything is started."""
+    engine = ENGINES.get(spec.engine)
+    if engine is None:
+        raise ConfigError(
+            f"unknown engine {spec.engine!r}", hint="use one of: " + ", ".join(ENGINES)
+        )
+    check_importable(spec.python, engine.import_check, engine.name)
+    model = _model_path(spec)
+    groups = _gpu_groups(spec) if engine.uses_gpus else [[] for _ in range(spec.replicas)]
+    ports = _ports(spec.port_base, len(groups), spec.host)
+    served = spec.served_name or _default_served_name(spec.model)
+    launches = []
+    for n, (group, port) in enumerate(zip(groups, ports, strict=True)):
+        command = engine.command(
+            spec.python, model, served, spec.host, port, spec.gpus_per_server,
+            spec.threads, spec.context, spec.extra,
+        )  # fmt: skip
+        env = {"CUDA_VISIBLE_DEVICES": ",".join(map(str, group))} if engine.uses_gpus else {}
+        launches.append(
+            LaunchSpec(f"server-{n}", command, env, port,
+                       spec.log_dir / f"server-{n}.log", served, group, _url_host(spec.host))
+        )  # fmt: skip
+    return launches
+
+
+def start_all(launches: list[LaunchSpec], timeout: float, tied: bool) -> list[ServerProcess]:
+    """Start every server at once, then wait until each answers. If one dies or never answers,
+    every server started here is stopped and the error carries its exit report: a death is
+    seen at once, not after the others finished loading."""
+    processes = [ServerProcess(launch, tied_to_parent=tied) for launch in launches]
+    try:
+        for process in processes:
+            process.start()
+        _wait_all_ready(processes, timeout)
+    except BaseException:
+        for process in processes:
+            process.stop()
+        raise
+    return processes
+
+
+def _wait_all_ready(processes: list[ServerProcess], timeout: float) -> None:
+    pending = list(processes)
+    deadline = time.monotonic() + timeout
+    while pending:
+        for process in list(pending):
+            report = process.exited()
+            if report is not None:
+                raise ConfigError(
+                    "a server died while starting: " + report.describe(), hint=report.fix
+                )
+            if process.answers():
+                pending.remove(process)
+        if pending and time.monotonic() > deadline:
+            names = ", ".join(f"{p.spec.name} ({p.spec.url})" for p in pending)
+            raise ConfigError(
+                f"{names} did not answer a chat completion within {timeout:.0f}s",
+                hint=f"see the logs in {pending[0].spec.log_path.parent}; a large model may "
+                "need a longer --startup-timeout",
+            )
+        time.sleep(0.3)
+
+
+def fleet_file(spec: ServeSpec, processes: list[ServerProcess]) -> FleetFile:
+    servers = [
+        FleetServer(p.spec.name, p.spec.url, p.spec.port, p.pid, str(p.spec.log_path),
+                    p.spec.command, p.spec.gpus)
+        for p in processes
+    ]  # fmt: skip
+    return FleetFile(spec.engine, spec.model, processes[0].spec.model_name, servers)
+
+
+def check_importable(python: str, module: str, engine: str) -> None:
+    """The engine must import in the Python that will run it; its own error is shown."""
+    try:
+        done = subprocess.run(
+            [python, "-c", f"import {module}"], capture_output=True, text=True, timeout=120
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ConfigError(
+            f"cannot run {python} to check the {engine} engine: {exc}", hint="check --python"
+        ) from None
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise ConfigError(
+            f"{python} cannot import {module}: {last}",
+            hint=f"install {engine} in that Python, or point --python at the one that has it",
+        )
+
+
+def _model_path(spec: ServeSpec) -> str:
+    """A local path must exist; a hub name (org/name, not a path here) is passed as it is."""
+    path = Path(spec.model).expanduser()
+    looks_local = path.exists() or spec.model.startswith(("/", ".", "~"))
+    if not looks_local:
+        return spec.model
+    if not path.exists():
+        raise ConfigError(f"--model {spec.model} does not exist", hint="check the path")
+    if spec.copy_model_to is None:
+        return str(path.resolve())
+    return str(copy_model(path.resolve(), spec.copy_model_to))
+
+
+def copy_model(source: Path, dest_dir: Path) -> Path:
+    """Copy a model (file or folder) to a faster disk such as /dev/shm. Resumable: files that
+    are already there with the same size are kept; each file is written under a temporary
+    name and renamed, so an interrupted copy never leaves a short file that looks whole."""
+    target = dest_dir / source.name
+    files = [source] if source.is_file() else sorted(p for p in source.rglob("*") if p.is_file())
+    for file in files:
+        out = target if source.is_file() else target / file.relative_to(source)
+        if out.exists() and out.stat().st_size == file.stat().st_size:
+            continue
+        out.parent.mkdir(parents=True, exist_ok=True)
+        partial = out.with_name(out.name + ".partial")
+        try:
+            shutil.copyfile(file, partial)
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot copy the model to {dest_dir}: {exc.strerror or exc}",
+                hint="free space there, or drop --copy-model-to",
+            ) from exc
+        os.replace(partial, out)
+    return target
+
+
+def _gpu_groups(spec: ServeSpec) -> list[list[int]]:
+    present = gpu_mod.discover()
+    wanted = spec.gpus if spec.gpus is not None else [g.index for g in present]
+    if not wanted:
+        raise ConfigError("nvidia-smi sees no GPU", hint="check the driver and the container")
+    gpu_mod.check_requested(wanted, present, spec.max_gpu_memory_used)
+    return gpu_mod.split_groups(wanted, spec.gpus_per_server)
+
+
+def _ports(base: int | None, count: int, host: str) -> list[int]:
+    if base is None:
+        return [free_port(host) for _ in range(count)]
+    ports = list(range(base, base + count))
+    taken = [p for p in ports if not port_is_free(host, p)]
+    if taken:
+        raise ConfigError(
+            f"port(s) {taken} on {host} are in use",
+            hint="stop what listens there (`regen serve --stop FLEET.json` for an old fleet), "
+            "or choose another --port-base",
+        )
+    return ports
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def port_is_free(host: str, port: int) -> bool:
+    """Free to listen on. SO_REUSEADDR as servers set it, so that connections of a server that
+    just stopped (TIME_WAIT) do not count: only a listener does."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def _default_served_name(model: str) -> str:
+    """A hub name as it is (what clients of that model expect); a local model by its folder
+    or file name, not the machine-specific path."""
+    path = Path(model.rstrip("/"))
+    if path.suffix == ".gguf":
+        return path.stem
+    return path.name if path.expanduser().exists() else model.rstrip("/")
+
+
+def _url_host(bind_host: str) -> str:
+    return "127.0.0.1" if bind_host in ("0.0.0.0", "::", "") else bind_host

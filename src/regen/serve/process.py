@@ -1,0 +1,215 @@
+"""One inference server process that regen started: start it, know when it is ready, notice
+at once when it exits (and why), stop it by its pid.
+
+Ready means it answered a real one-token chat completion, not only `/v1/models`: a llama.cpp
+build with instructions the CPU does not run lists its model happily and dies with SIGILL on
+the first token.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+
+from regen.errors import ConfigError
+
+LOG_TAIL_LINES = 20
+START_MARK = "--- regen: starting "
+_PR_SET_PDEATHSIG = 1
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """Everything needed to (re)start one server, identically, any number of times."""
+
+    name: str  # e.g. "server-0"
+    command: list[str]
+    env: dict[str, str]  # added to the environment regen runs in
+    port: int
+    log_path: Path
+    model_name: str  # what /v1/chat/completions is asked for in the readiness check
+    gpus: list[int] = field(default_factory=list)
+    host: str = "127.0.0.1"  # where clients reach it
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class ExitReport:
+    """How a server process ended, in words a user can act on."""
+
+    name: str
+    returncode: int
+    log_path: Path
+    log_tail: list[str]
+
+    @property
+    def how(self) -> str:
+        if self.returncode < 0:
+            try:
+                return f"killed by {signal.Signals(-self.returncode).name}"
+            except ValueError:
+                return f"killed by signal {-self.returncode}"
+        return f"exited with code {self.returncode}"
+
+    @property
+    def fix(self) -> str:
+        sig = -self.returncode
+        if sig == signal.SIGILL:
+            return (
+                "the server binary uses CPU instructions this machine does not run: rebuild "
+                "llama-cpp-python portably with scripts/bootstrap.sh, or by hand with "
+                'CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON" '
+                "pip install --force-reinstall --no-cache-dir llama-cpp-python"
+            )
+        if sig == signal.SIGKILL:
+            return (
+                "something killed it with SIGKILL, often the kernel's out-of-memory killer "
+                "(see `dmesg`): lower the context size or the number of servers per machine"
+            )
+        return f"read the server's log for the cause: {self.log_path}"
+
+    @property
+    def summary(self) -> str:
+        return f"server {self.name} {self.how} (log: {self.log_path})"
+
+    def describe(self) -> str:
+        tail = "\n    ".join(self.log_tail) if self.log_tail else "(the log is empty)"
+        return f"server {self.name} {self.how}; last lines of {self.log_path}:\n    {tail}"
+
+
+class ServerProcess:
+    """A started server. `tied_to_parent` makes the kernel kill it when regen dies (Linux),
+    so a `kill -9` of regen never leaves an orphan holding a port and memory."""
+
+    def __init__(self, spec: LaunchSpec, tied_to_parent: bool) -> None:
+        self.spec = spec
+        self.tied_to_parent = tied_to_parent
+        self.process: subprocess.Popen | None = None
+        self.restarts = 0
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
+
+    def start(self) -> None:
+        """Start the process (without waiting for readiness). Must be called from a thread that
+        lives as long as the server: the parent-death signal follows the thread that forked."""
+        self.spec.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.spec.log_path, "ab") as log:
+            log.write(f"{START_MARK}{' '.join(self.spec.command)}\n".encode())
+            log.flush()
+            try:
+                self.process = subprocess.Popen(
+                    self.spec.command,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env={**os.environ, **self.spec.env},
+                    # Its own session: a Ctrl-C meant for regen's drain does not kill it first.
+                    start_new_session=True,
+                    preexec_fn=_die_with(os.getpid()) if self.tied_to_parent else None,
+                )
+            except OSError as exc:
+                raise ConfigError(
+                    f"cannot start server {self.spec.name}: {exc.strerror or exc} "
+                    f"({self.spec.command[0]})",
+                    hint="check that the engine's Python or executable exists",
+                ) from exc
+
+    def exited(self) -> ExitReport | None:
+        """The exit report if the process has ended, else None. Never blocks."""
+        if self.process is None or self.process.poll() is None:
+            return None
+        return ExitReport(
+            self.spec.name, self.process.returncode, self.spec.log_path, self.log_tail()
+        )
+
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> list[str]:
+        """The last lines this incarnation wrote (the log is appended across restarts)."""
+        try:
+            with open(self.spec.log_path, "rb") as log:
+                log.seek(max(0, log.seek(0, os.SEEK_END) - 64 * 1024))
+                text = log.read().decode(errors="replace")
+        except OSError:
+            return []
+        tail: deque[str] = deque(maxlen=lines)
+        for line in text.splitlines():
+            if line.startswith(START_MARK):
+                tail.clear()
+            else:
+                tail.append(line.rstrip())
+        return list(tail)
+
+    def answers(self, timeout: float = 5.0) -> bool:
+        """Ready: it generated one token for a trivial chat."""
+        return answers_chat(self.spec.url, self.spec.model_name, timeout)
+
+    def stop(self, grace: float = 10.0) -> None:
+        """SIGTERM its process group, then SIGKILL after `grace` seconds."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        signal_group(self.process.pid, signal.SIGTERM)
+        try:
+            self.process.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            signal_group(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=grace)
+
+
+def answers_chat(url: str, model: str, timeout: float = 30.0) -> bool:
+    """True when the server generates one token for a trivial chat."""
+    body = orjson.dumps(
+        {"model": model, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1}
+    )
+    request = urllib.request.Request(
+        url + "/v1/chat/completions", data=body, headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as resp:
+            data = orjson.loads(resp.read())
+    except (urllib.error.URLError, OSError, orjson.JSONDecodeError):
+        return False
+    return isinstance(data, dict) and bool(data.get("choices"))
+
+
+def signal_group(pid: int | None, sig: signal.Signals) -> None:
+    """Signal a server and its workers: it was started in its own session, so its process
+    group is its own."""
+    if pid is None:
+        return
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+
+
+# Loaded once in the parent: the child, between fork and exec, only calls it.
+_prctl = ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else None
+
+
+def _die_with(parent_pid: int):
+    """A pre-exec hook for the child: the kernel sends it SIGKILL when the parent thread that
+    started it dies (PR_SET_PDEATHSIG; Linux only, elsewhere nothing)."""
+
+    def hook() -> None:
+        if _prctl is not None:
+            _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+            if os.getppid() != parent_pid:  # the parent died before prctl took effect
+                os._exit(1)
+
+    return hook

@@ -1,0 +1,72 @@
+"""OpenAI/vLLM batch files (`custom_id`, `url`, `body`) are read directly by generate."""
+
+from __future__ import annotations
+
+import orjson
+from click.testing import CliRunner
+
+from regen.cli import main
+from regen.inputs import read_prompts
+from regen.records import BadLine, Prompt
+
+
+def batch_line(custom_id: str, content: str, **body) -> dict:
+    return {
+        "custom_id": custom_id,
+        "method": "POST",
+        "url": "/v1/chat/completions",
+        "body": {"model": "gpt-x", "messages": [{"role": "user", "content": content}], **body},
+    }
+
+
+def write(path, *records) -> None:
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+
+
+def test_custom_id_messages_tools_and_sampling_are_kept(tmp_path):
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {}}}]
+    write(
+        tmp_path / "b.jsonl",
+        batch_line("req-1", "hi", temperature=0.2, max_completion_tokens=99, seed=5, tools=tools,
+                   stop=["\n\n"], chat_template_kwargs={"enable_thinking": False}),
+    )  # fmt: skip
+    (prompt,) = read_prompts(tmp_path / "b.jsonl")
+    assert isinstance(prompt, Prompt)
+    assert prompt.id == "req-1"
+    assert prompt.messages == [{"role": "user", "content": "hi"}]
+    assert prompt.tools == tools
+    assert prompt.sampling == {
+        "temperature": 0.2, "seed": 5, "max_tokens": 99, "thinking": "off",
+        "extra": {"stop": ["\n\n"]},
+    }  # fmt: skip
+
+
+def test_other_endpoints_and_n_are_bad_lines_with_a_reason(tmp_path):
+    embed = {"custom_id": "e", "url": "/v1/embeddings", "body": {"input": "x"}}
+    write(tmp_path / "b.jsonl", embed, batch_line("n", "q", n=3))
+    first, second = read_prompts(tmp_path / "b.jsonl")
+    assert isinstance(first, BadLine) and first.kind == "unsupported_endpoint"
+    assert "/v1/chat/completions" in first.message
+    assert isinstance(second, BadLine) and "--samples-per-prompt" in second.message
+
+
+def test_generate_runs_a_batch_file_and_sends_the_body_sampling(tmp_path, fake_server):
+    server = fake_server()
+    write(
+        tmp_path / "b.jsonl",
+        batch_line("a", "one", temperature=0.1, max_tokens=7, stop=["x"]),
+        batch_line("b", "two"),
+    )
+    result = CliRunner().invoke(main, [
+        "generate", "--prompts", str(tmp_path / "b.jsonl"), "-o", str(tmp_path / "run"),
+        "--servers", server.url, "--display", "none", "--temperature", "0.9",
+    ])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "done: 2 new completions" in result.output
+    sent = {r["messages"][0]["content"]: r for r in server.requests}
+    assert sent["one"]["temperature"] == 0.1 and sent["one"]["max_tokens"] == 7
+    assert sent["one"]["stop"] == ["x"] and sent["one"]["model"] == "fake-model"
+    assert sent["two"]["temperature"] == 0.9
+    lines = [orjson.loads(x) for f in (tmp_path / "run" / "completions").glob("*.jsonl")
+             for x in f.read_bytes().splitlines()]  # fmt: skip
+    assert sorted(r["id"] for r in lines) == ["a", "b"]

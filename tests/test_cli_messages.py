@@ -1,0 +1,60 @@
+"""Mistakes a new user makes get a message about that mistake, not about something else."""
+
+from __future__ import annotations
+
+from click.testing import CliRunner
+
+from gen_helpers import write_prompts
+from regen.cli import main
+
+
+def run(*args: str, env: dict[str, str] | None = None):
+    return CliRunner().invoke(main, list(args), env=env)
+
+
+def test_a_full_endpoint_url_asks_for_the_base_url(tmp_path):
+    write_prompts(tmp_path / "p.jsonl", 1)
+    result = run(
+        "generate", "--prompts", str(tmp_path / "p.jsonl"), "-o", str(tmp_path / "run"),
+        "--servers", "http://127.0.0.1:8000/v1/chat/completions",
+    )  # fmt: skip
+    assert result.exit_code == 2
+    assert "pass the base URL" in result.output
+    assert "write it as http://127.0.0.1:8000/v1 " in result.output
+
+
+def test_prompts_naming_a_directory_says_so(tmp_path):
+    result = run("generate", "--prompts", str(tmp_path), "-o", str(tmp_path / "run"))
+    assert result.exit_code == 2
+    assert "is a directory" in result.output and "does not exist" not in result.output
+    assert "regen prepare --source" in result.output
+
+
+def test_a_missing_tokenizer_directory_is_a_plain_message(tmp_path):
+    result = run("check", str(tmp_path), "--tokenizer", "/no/such/dir")
+    assert result.exit_code == 2
+    assert "--tokenizer /no/such/dir: no such directory" in result.output
+    assert "Repo id" not in result.output and "Traceback" not in result.output
+
+
+def test_an_unreachable_hub_fails_at_once_with_the_fix(tmp_path, monkeypatch):
+    # the Hub is "offline": its address is a closed port on loopback
+    monkeypatch.setattr("huggingface_hub.constants.ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    result = run("check", str(tmp_path), "--tokenizer", "nosuch-owner/misspelled-model")
+    assert result.exit_code == 2
+    assert "cannot reach the Hugging Face Hub" in result.output
+    assert "HF_HUB_OFFLINE=1" in result.output
+
+
+def test_a_wrong_recipe_path_is_found_before_any_source_is_read(tmp_path):
+    good = tmp_path / "good.jsonl"
+    good.write_text('{"messages": [{"role": "user", "content": "hi"}]}\n')
+    (tmp_path / "r.yaml").write_text(
+        "sources:\n  - name: first\n    path: good.jsonl\n    count: all\n"
+        "  - name: second\n    path: missing/*.jsonl\n    count: all\n"
+    )
+    result = run("prepare", str(tmp_path / "r.yaml"), "-o", str(tmp_path / "out.jsonl"))
+    assert result.exit_code == 2
+    assert "source 'second': no file matches" in result.output
+    assert not (tmp_path / "out.rejects.jsonl").exists()  # nothing was opened or read

@@ -1,0 +1,331 @@
+"""`regen serve` with stand-in engines and a stand-in nvidia-smi on PATH: the exact command
+lines and CUDA_VISIBLE_DEVICES of an 8-GPU launch, preflight errors, FLEET.json, --status,
+--stop, a server that dies while starting, and the supervisor restarting a dead server.
+
+The stand-ins (tests/standins/) record their argv and environment and serve the OpenAI API
+with the fake server on the port they were given, like a real engine would."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from regen.errors import ConfigError
+from regen.serve.control import is_our_process
+from regen.serve.fleetfile import FleetFile
+from regen.serve.launch import ServeSpec, free_port, plan_servers, start_all
+from regen.serve.supervisor import RestartPolicy, Supervisor
+
+STANDINS = Path(__file__).parent / "standins"
+EIGHT_FREE_GPUS = "".join(f"{i}, GPU-{i:04x}, 3, 143771\\n" for i in range(8))
+
+
+@pytest.fixture
+def standin_env(tmp_path, monkeypatch) -> dict[str, str]:
+    """PATH finds the stand-in nvidia-smi; a stand-in `python` runs the stand-in engine."""
+    python = tmp_path / "bin" / "python"
+    python.parent.mkdir()
+    python.write_text(f'#!/bin/sh\nexec {sys.executable} {STANDINS / "engine.py"} "$@"\n')
+    python.chmod(0o755)
+    records = tmp_path / "records"
+    records.mkdir()
+    env = {
+        "PATH": f"{STANDINS}{os.pathsep}{os.environ['PATH']}",
+        "STANDIN_GPUS": EIGHT_FREE_GPUS,
+        "STANDIN_RECORD_DIR": str(records),
+        "STANDIN_PYTHON": str(python),
+        "PYTHONPATH": os.pathsep.join([str(STANDINS), *sys.path]),
+    }
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    return env
+
+
+def regen(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "regen", *args], capture_output=True, text=True, timeout=timeout
+    )
+
+
+def recorded(tmp_path: Path, port: int) -> dict:
+    return orjson.loads((tmp_path / "records" / f"{port}.json").read_bytes())
+
+
+def test_eight_gpu_sglang_launch_runs_the_exact_commands(tmp_path, standin_env):
+    fleet_path = tmp_path / "fleet.json"
+    model = tmp_path / "models" / "Qwen3-27B"
+    model.mkdir(parents=True)
+    python = standin_env["STANDIN_PYTHON"]
+    done = regen(
+        "serve", "--engine", "sglang", "--model", str(model), "--gpus", "0-7",
+        "--port-base", str(free_port_block(8)), "--python", python, "--fleet", str(fleet_path),
+        "--", "--reasoning-parser", "qwen3", "--mem-fraction-static", "0.85",
+    )  # fmt: skip
+    try:
+        assert done.returncode == 0, done.stderr
+        fleet = FleetFile.read(fleet_path)
+        assert len(fleet.servers) == 8
+        for gpu, server in enumerate(fleet.servers):
+            seen = recorded(tmp_path, server.port)
+            assert seen["env"]["CUDA_VISIBLE_DEVICES"] == str(gpu)
+            assert seen["argv"][1:] == [
+                "-m", "sglang.launch_server", "--model-path", str(model),
+                "--served-model-name", "Qwen3-27B", "--host", "127.0.0.1",
+                "--port", str(server.port),
+                "--reasoning-parser", "qwen3", "--mem-fraction-static", "0.85",
+            ]  # fmt: skip
+            assert server.gpus == [gpu] and is_our_process(server)
+        assert f"CUDA_VISIBLE_DEVICES=7 {python} -m sglang.launch_server" in done.stdout
+        status = regen("serve", "--status", str(fleet_path))
+        assert status.returncode == 0, status.stdout
+        assert "8 of 8 servers answer" in status.stdout
+    finally:
+        stop = regen("serve", "--stop", str(fleet_path))
+    assert stop.returncode == 0
+    assert stop.stdout.count("stopped (pid") == 8
+    assert not any(is_our_process(s) for s in fleet.servers)
+    status = regen("serve", "--status", str(fleet_path))
+    assert status.returncode == 1 and "0 of 8 servers answer" in status.stdout
+
+
+def test_vllm_tensor_parallel_groups(tmp_path, standin_env):
+    spec = ServeSpec(
+        engine="vllm", model="Qwen/Qwen3-32B", log_dir=tmp_path / "logs", gpus=list(range(8)),
+        gpus_per_server=2, python=standin_env["STANDIN_PYTHON"], context=32768,
+        extra=["--speculative-config", '{"method": "mtp"}'],
+    )  # fmt: skip
+    launches = plan_servers(spec)
+    processes = start_all(launches, timeout=60, tied=True)
+    try:
+        assert [p.spec.env["CUDA_VISIBLE_DEVICES"] for p in processes] == [
+            "0,1", "2,3", "4,5", "6,7"
+        ]  # fmt: skip
+        for process in processes:
+            seen = recorded(tmp_path, process.spec.port)
+            assert seen["env"]["CUDA_VISIBLE_DEVICES"] == process.spec.env["CUDA_VISIBLE_DEVICES"]
+            assert seen["argv"][1:] == [
+                "-m", "vllm.entrypoints.openai.api_server", "--model", "Qwen/Qwen3-32B",
+                "--served-model-name", "Qwen/Qwen3-32B", "--host", "127.0.0.1",
+                "--port", str(process.spec.port), "--tensor-parallel-size", "2",
+                "--max-model-len", "32768", "--speculative-config", '{"method": "mtp"}',
+            ]  # fmt: skip
+    finally:
+        for process in processes:
+            process.stop()
+    assert all(p.exited() is not None for p in processes)
+
+
+@pytest.mark.parametrize(
+    ("change", "args", "expected"),
+    [
+        ({}, ["--gpus", "0-9"], "GPU(s) [8, 9] do not exist"),
+        ({"STANDIN_GPUS": "0, GPU-0, 70000, 143771\\n1, GPU-1, 3, 143771\\n"}, ["--gpus", "0-1"],
+         "busy: GPU 0 (70000/143771 MiB used)"),
+        ({"STANDIN_SMI_FAIL": "1"}, [], "nvidia-smi failed: NVIDIA-SMI has failed"),
+        ({"PATH": "/usr/bin:/bin"}, [], "nvidia-smi is not on PATH"),
+        ({"STANDIN_MISSING": "sglang"}, [], "cannot import sglang"),
+        ({}, ["--gpus", "0-2", "--gpus-per-server", "2"], "cannot be split into groups of 2"),
+        ({}, ["--gpus", "x"], "--gpus 'x' is not a GPU list"),
+    ],
+)  # fmt: skip
+def test_preflight_errors_name_the_fix(tmp_path, standin_env, monkeypatch, change, args, expected):
+    for key, value in change.items():
+        monkeypatch.setenv(key, value)
+    done = regen(
+        "serve", "--engine", "sglang", "--model", "org/model", "--fleet",
+        str(tmp_path / "f.json"), "--python", standin_env["STANDIN_PYTHON"], *args,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert expected in done.stderr
+    assert "hint:" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "f.json").exists()
+    assert not list((tmp_path / "records").iterdir()), "nothing may start when preflight fails"
+
+
+def test_port_in_use_and_missing_model_are_refused(tmp_path, standin_env):
+    base = free_port_block(2)
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", base + 1))
+        busy.listen()
+        done = regen(
+            "serve", "--engine", "llamacpp", "--model", __file__, "--replicas", "2",
+            "--port-base", str(base), "--python", standin_env["STANDIN_PYTHON"],
+            "--fleet", str(tmp_path / "f.json"),
+        )  # fmt: skip
+    assert done.returncode == 2 and f"port(s) [{base + 1}]" in done.stderr
+    done = regen(
+        "serve", "--engine", "vllm", "--model", "/no/such/model", "--fleet",
+        str(tmp_path / "f.json"), "--python", standin_env["STANDIN_PYTHON"],
+    )  # fmt: skip
+    assert done.returncode == 2 and "--model /no/such/model does not exist" in done.stderr
+
+
+def test_a_server_that_dies_while_starting_is_reported_with_its_log(
+    tmp_path, standin_env, monkeypatch
+):
+    monkeypatch.setenv("STANDIN_DIE_AFTER", "1")  # the readiness chat kills it, as SIGILL did
+    spec = ServeSpec(
+        engine="llamacpp", model="m.gguf", served_name="m", log_dir=tmp_path / "logs",
+        replicas=2, python=standin_env["STANDIN_PYTHON"],
+    )  # fmt: skip
+    with pytest.raises(ConfigError) as caught:
+        start_all(plan_servers(spec), timeout=60, tied=True)
+    err = caught.value
+    assert "killed by SIGILL" in err.message
+    assert "stand-in: dying as a miscompiled binary would" in err.message  # the log's tail
+    assert "GGML_NATIVE=OFF" in (err.hint or "")
+
+
+def test_supervisor_restarts_a_dead_server_in_place(tmp_path, standin_env, monkeypatch):
+    monkeypatch.setenv("STANDIN_DIE_AFTER", "2")
+    monkeypatch.setenv("STANDIN_DIE_ONCE", str(tmp_path / "died-once"))
+    spec = ServeSpec(
+        engine="llamacpp", model="m.gguf", served_name="m", log_dir=tmp_path / "logs",
+        python=standin_env["STANDIN_PYTHON"],
+    )  # fmt: skip
+    (process,) = start_all(plan_servers(spec), timeout=60, tied=True)
+    supervisor = Supervisor([process], RestartPolicy(backoff=0.1, startup_timeout=30))
+    try:
+        first_pid = process.pid
+        from regen.serve.process import answers_chat
+
+        assert not answers_chat(process.spec.url, "m", timeout=10)  # the 2nd chat kills it
+        kinds = _step_until(supervisor, "ready")
+        assert kinds[:3] == ["exited", "restarted", "ready"]
+        assert process.pid != first_pid and process.spec.port == spec_port(process)
+        assert answers_chat(process.spec.url, "m", timeout=10)
+    finally:
+        process.stop()
+
+
+def test_supervisor_gives_up_on_a_server_that_keeps_dying(tmp_path, standin_env, monkeypatch):
+    monkeypatch.setenv("STANDIN_DIE_AFTER", "2")
+    spec = ServeSpec(
+        engine="llamacpp", model="m.gguf", served_name="m", log_dir=tmp_path / "logs",
+        python=standin_env["STANDIN_PYTHON"],
+    )  # fmt: skip
+    (process,) = start_all(plan_servers(spec), timeout=60, tied=True)
+    from regen.serve.process import answers_chat
+
+    # Every incarnation passes its readiness chat, then dies on the next one.
+    supervisor = Supervisor(
+        [process], RestartPolicy(max_restarts=2, backoff=0.05, startup_timeout=30),
+        ready_check=lambda p: answers_chat(p.spec.url, "m") and answers_chat(p.spec.url, "m"),
+    )  # fmt: skip
+    try:
+        answers_chat(process.spec.url, "m")
+        kinds = _step_until(supervisor, "dead")
+        assert kinds.count("restarted") == 2 and kinds[-1] == "dead"
+        assert supervisor.all_dead
+    finally:
+        process.stop()
+
+
+def _step_until(supervisor: Supervisor, kind: str, timeout: float = 60) -> list[str]:
+    kinds: list[str] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        kinds += [c.kind for c in supervisor.step()]
+        if kind in kinds:
+            return kinds
+        time.sleep(0.1)
+    raise AssertionError(f"no {kind!r} within {timeout}s; saw {kinds}")
+
+
+def spec_port(process) -> int:
+    return int(process.spec.command[process.spec.command.index("--port") + 1])
+
+
+def free_port_block(count: int) -> int:
+    """A base port with `count` free ports after it (best effort, on loopback)."""
+    from regen.serve.launch import port_is_free
+
+    for _ in range(50):
+        base = free_port()
+        if base + count < 65535 and all(port_is_free("127.0.0.1", base + k) for k in range(count)):
+            return base
+    raise RuntimeError("no block of free ports")
+
+
+def test_restart_dead_mode_stops_its_servers_on_sigterm(tmp_path, standin_env):
+    fleet_path = tmp_path / "fleet.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "regen", "serve", "--engine", "llamacpp", "--model", "m.gguf",
+         "--replicas", "2", "--python", standin_env["STANDIN_PYTHON"], "--fleet",
+         str(fleet_path), "--restart-dead"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not fleet_path.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        fleet = FleetFile.read(fleet_path)
+        assert all(is_our_process(s) for s in fleet.servers)
+        os.kill(fleet.servers[0].pid, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            new = FleetFile.read(fleet_path).servers[0]
+            if new.pid != fleet.servers[0].pid and is_our_process(new):
+                break
+            time.sleep(0.2)
+        else:
+            raise AssertionError("the killed server was not restarted")
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=10)
+    assert proc.returncode == 0, out
+    assert "killed by SIGKILL" in out and "restarting server server-0" in out
+    assert "stopped 2 server(s)" in out
+    assert not any(is_our_process(s) for s in FleetFile.read(fleet_path).servers)
+
+
+def test_a_fleet_file_of_running_servers_is_not_overwritten(tmp_path, standin_env):
+    fleet_path = tmp_path / "fleet.json"
+    args = ["serve", "--engine", "llamacpp", "--model", "m.gguf", "--python",
+            standin_env["STANDIN_PYTHON"], "--fleet", str(fleet_path)]  # fmt: skip
+    first = regen(*args)
+    try:
+        assert first.returncode == 0, first.stderr
+        again = regen(*args)
+        assert again.returncode == 2
+        assert "lists servers that still run (server-0)" in again.stderr
+        assert f"regen serve --stop {fleet_path}" in again.stderr
+    finally:
+        regen("serve", "--stop", str(fleet_path))
+    after_stop = regen(*args)  # a stale file of stopped servers is simply replaced
+    regen("serve", "--stop", str(fleet_path))
+    assert after_stop.returncode == 0, after_stop.stderr
+
+
+def test_copy_model_is_resumable(tmp_path):
+    from regen.serve.launch import copy_model
+
+    source = tmp_path / "src" / "Model"
+    (source / "sub").mkdir(parents=True)
+    (source / "a.safetensors").write_bytes(b"a" * 1000)
+    (source / "sub" / "b.json").write_bytes(b"{}")
+    dest = tmp_path / "shm"
+    # An interrupted copy: one file whole, one short, a partial left behind.
+    (dest / "Model").mkdir(parents=True)
+    (dest / "Model" / "a.safetensors").write_bytes(b"a" * 10)
+    (dest / "Model" / "a.safetensors.partial").write_bytes(b"a" * 5)
+    (dest / "Model" / "sub").mkdir()
+    (dest / "Model" / "sub" / "b.json").write_bytes(b"{}")
+    before = (dest / "Model" / "sub" / "b.json").stat().st_mtime_ns
+    target = copy_model(source, dest)
+    assert target == dest / "Model"
+    assert (target / "a.safetensors").read_bytes() == b"a" * 1000
+    assert not (target / "a.safetensors.partial").exists()
+    assert (target / "sub" / "b.json").stat().st_mtime_ns == before  # kept, not copied again
