@@ -12,7 +12,8 @@
    command's wall time; (b) `regen plan --output-dir RUN` then `regen generate --output-dir
    RUN`: the estimate of what is left after the kept calibration answers against that run.
 2. Embedded model: the real llama.cpp server (SmolLM2-135M) started once by this script,
-   a 40-prompt file mixing one-word and essay questions, the same (a) and (b).
+   a 40-prompt file of two sources, one-word and essay questions (a sample of 12, six of
+   each by stratification), the same (a) and (b).
 
 Every command is a child process (`python -m regen ...`); its wall time is measured from
 spawn to exit, so start-up is charged to generate as a user sees it. The target: within 25%
@@ -112,14 +113,16 @@ TOPICS = ["the sea", "bread", "a bicycle", "winter", "a library", "trains", "the
 
 
 def write_model_prompts(path: Path, count: int) -> None:
-    """Half one-word answers, half essays: a wide answer-length mix on a small model."""
+    """Half one-word answers, half essays: a wide answer-length mix on a small model. Each
+    names its source dataset, as `regen prepare` writes it, so plan stratifies by it."""
     with open(path, "wb") as fh:
         for i in range(count):
             topic = TOPICS[i % len(TOPICS)]
-            ask = (f"Answer with one word: what colour is {topic}?" if i % 2
-                   else f"Write a detailed essay about {topic}.")  # fmt: skip
-            fh.write(orjson.dumps({"id": f"m{i}", "messages": [{"role": "user", "content": ask}]}))
-            fh.write(b"\n")
+            source, ask = (("one-word", f"Answer with one word: what colour is {topic}?") if i % 2
+                           else ("essays", f"Write a detailed essay about {topic}."))  # fmt: skip
+            record = {"id": f"m{i}", "messages": [{"role": "user", "content": ask}],
+                      "source": {"dataset": source}}  # fmt: skip
+            fh.write(orjson.dumps(record) + b"\n")
 
 
 def bench_fake(work: Path, prompts_count: int, timeout: float) -> dict[str, Any]:
@@ -138,20 +141,22 @@ def bench_model(work: Path, timeout: float) -> dict[str, Any]:
     write_model_prompts(work / "model.jsonl", 40)
     with EmbeddedServer(default_model_path(), work / "embedded.log") as server:
         return plan_then_generate(work / "model.jsonl", [server.url], MODEL_FLAGS, work / "model",
-                                  10, timeout)  # fmt: skip
+                                  12, timeout)  # fmt: skip
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--skip-model", action="store_true")
+    parser.add_argument("--skip-fake", action="store_true")
     parser.add_argument("--timeout", type=float, default=900)
     args = parser.parse_args()
     results: dict[str, Any] = {"machine": f"{platform.machine()} {platform.node()}"}
     with tempfile.TemporaryDirectory(prefix="regen-bench-plan-") as tmp:
         work = Path(tmp)
-        results["fake"] = bench_fake(work, 600 if args.quick else 1500, args.timeout)
-        print(json.dumps({"fake": results["fake"]}, indent=2), flush=True)
+        if not args.skip_fake:
+            results["fake"] = bench_fake(work, 600 if args.quick else 1500, args.timeout)
+            print(json.dumps({"fake": results["fake"]}, indent=2), flush=True)
         if not (args.quick or args.skip_model):
             results["model"] = bench_model(work, args.timeout)
             print(json.dumps({"model": results["model"]}, indent=2), flush=True)
