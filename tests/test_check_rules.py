@@ -241,3 +241,20 @@ def test_show_prints_the_failing_samples_not_the_first(tmp_path):
 def test_every_new_rule_can_be_tuned_or_turned_off(tmp_path, rule):
     result, report = check(tmp_path, healthy(5), "--max", f"{rule}=off")
     assert rule not in [r["rule"] for r in report["rules"]] and result.exit_code == 0
+
+
+def test_template_without_tool_call_slot_fails_by_rendering(tmp_path):
+    """SmolLM2's real template (from its GGUF) renders no tool calls."""
+    calls = [checkfix.completion(f"t{i}", "", tools=[WEATHER], prompt=f"Weather in {i}?",
+                                 tool_calls=[call("get_weather", json.dumps({"city": f"c{i}"}))])
+             for i in range(3)]  # fmt: skip
+    plain = [checkfix.completion(f"p{i}", f"Paris, answer {i}.") for i in range(10)]
+    run = checkfix.write_run(tmp_path / "run", plain + calls)
+    out = tmp_path / "r.json"
+    smol = str(checkfix.smollm2_gguf())
+    result = CliRunner().invoke(main, ["check", str(run), "--tokenizer", smol, "--json", str(out)])
+    report = json.loads(out.read_text())
+    assert "tools_dropped" in failed(report) and result.exit_code == 1
+    assert report["overall"]["flags"]["tools_dropped"] == 3
+    _, qwen = check(tmp_path / "q", plain + calls)  # the Qwen-style template renders them
+    assert "tools_dropped" not in qwen["overall"]["flags"]

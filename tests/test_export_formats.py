@@ -294,3 +294,12 @@ def test_specforge_conversations_give_regens_ids_with_a_template_without_system_
     with_default = specforge_encode(tmp_path / "conv" / "train.jsonl", "qwen")
     assert all(len(ids) > len(o[0]) for (ids, _), o in zip(sorted(with_default), ours,
                                                             strict=True))  # fmt: skip
+
+
+def test_tokenized_targets_warn_when_the_template_drops_reasoning(run, tmp_path):
+    out = cli("export", run, "--out", tmp_path / "t", "--format", "tokenized",
+              "--tokenizer", checkfix.smollm2_gguf())  # fmt: skip
+    assert "warning: 31 rows lose their reasoning: the chat template does not render it" in out
+    quiet = cli("export", run, "--out", tmp_path / "q", "--format", "specforge-tokenized",
+                "--tokenizer", checkfix.qwen_style_dir())  # fmt: skip
+    assert "warning" not in quiet

@@ -8,7 +8,7 @@ import orjson
 import pytest
 
 from gen_helpers import assert_exactly_once, read_lines, run, write_prompts
-from regen.errors import ConfigError, RunStateError
+from regen.errors import ConfigError, FleetUnavailable, OutputError, RunStateError
 from regen.fleet.server import Timeouts
 from regen.run.config import Sampling
 from regen.run.generate import generate
@@ -165,8 +165,8 @@ def test_output_dir_in_use_is_refused_and_stale_lock_is_not(tmp_path, fake_serve
 def test_preflight_fails_fast_naming_the_server(tmp_path, fake_server):
     good = fake_server()
     write_prompts(tmp_path / "p.jsonl", 1)
-    with pytest.raises(ConfigError, match=r"127\.0\.0\.1:9") as err:
-        run(tmp_path / "p.jsonl", tmp_path / "out", [good.url, "http://127.0.0.1:9"])
+    with pytest.raises(FleetUnavailable, match=r"127\.0\.0\.1:9") as err:
+        run(tmp_path / "p.jsonl", tmp_path / "out", ["http://127.0.0.1:9"])
     assert "/v1/models" in err.value.hint
     with pytest.raises(ConfigError, match="'other' is not served"):
         run(tmp_path / "p.jsonl", tmp_path / "out2", [good.url], model="other")
@@ -339,7 +339,7 @@ def test_a_full_disk_stops_the_run_with_a_clear_error_and_resume_recovers(
         real_write(self, record)
 
     monkeypatch.setattr(ShardWriter, "write", fill_up)
-    with pytest.raises(RunStateError, match="No space left on device") as err:
+    with pytest.raises(OutputError, match="No space left on device") as err:
         run(tmp_path / "p.jsonl", tmp_path / "out", [server.url])
     assert "resume" in err.value.hint
     monkeypatch.setattr(ShardWriter, "write", real_write)

@@ -1,16 +1,21 @@
 """One exception tree for everything regen raises on purpose.
 
-    RegenError                  has .hint: what the user should change
+    RegenError                  has .hint: what the user should change, and .exit_code
     ├── ConfigError             bad flags, paths, recipes: fix the command or the file
+    │   └── InputFileError      the input file as a whole is unusable (exit 3)
     ├── InputError              one input record cannot be used (the run goes on)
     ├── RunStateError           output dir in use, or resumed with a changed input/parameters
+    ├── OutputError             the output dir cannot be written: full, read-only (exit 6)
+    ├── FleetUnavailable        no server can serve: none answers, or all refuse us (exit 5)
     └── ServerError             one request to an inference server failed
         ├── RetryableError      may succeed later or elsewhere
         │   ├── TransportError  connection refused/reset, DNS, broken response stream
         │   ├── RequestTimeout  no (complete) answer in time
         │   ├── Overloaded      429 / 503, with the server's Retry-After when it sent one
         │   └── ServerFault     500 / 502 / 504 / 408
-        └── PermanentError      will fail again anywhere (400-class, unusable response)
+        ├── PermanentError      will fail again anywhere (400-class, unusable response)
+        └── ServerRefused       the server refuses every request alike (401/403/404, or a
+                                200 login page): the fleet's fault, never the prompt's
 
 HTTP-library errors are mapped to this tree in one place (`regen.fleet.server`), so the
 retry decision is a type check (`isinstance(err, RetryableError)`), never a string match.
@@ -22,7 +27,10 @@ from __future__ import annotations
 
 
 class RegenError(Exception):
-    """Base of every error regen raises on purpose."""
+    """Base of every error regen raises on purpose. `exit_code` is what the CLI exits with:
+    2 means "fix the command"; the others tell a supervisor (Slurm, systemd) what happened."""
+
+    exit_code = 2
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
         super().__init__(message)
@@ -35,6 +43,20 @@ class RegenError(Exception):
 
 class ConfigError(RegenError):
     """The command line, a path or a recipe is wrong."""
+
+
+class InputFileError(ConfigError):
+    """The input file as a whole cannot be used: empty, the wrong shape, mostly unusable
+    lines, or a compressed stream that is truncated or corrupt."""
+
+    exit_code = 3
+
+
+class OutputError(RegenError):
+    """The output dir cannot be written (disk full, read-only): free space or fix the mount,
+    then the same command resumes with nothing lost."""
+
+    exit_code = 6
 
 
 class InputError(RegenError):
@@ -107,5 +129,14 @@ class PermanentError(ServerError):
     """Will fail the same way anywhere: a 400-class answer or an unusable response body."""
 
 
+class ServerRefused(ServerError):
+    """The server answers, but not as an inference API would, whatever the prompt: 401, 403,
+    404, 405, 407, or a 2xx body that is not JSON (a login page, a proxy). The dispatcher
+    takes such a server out of rotation rather than blame the prompts."""
+
+
 class FleetUnavailable(RegenError):
-    """No server has been healthy for longer than --give-up-after."""
+    """No server can serve: none answers at start, every one has been down for longer than
+    --give-up-after, or every one refuses our requests (401, a login page)."""
+
+    exit_code = 5

@@ -11,6 +11,8 @@ silent skip.
 
 from __future__ import annotations
 
+import logging
+import math
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +26,16 @@ from regen.errors import ConfigError, InputError
 from regen.jsonio import canonical, is_file, iter_lines
 from regen.records import BadLine, Finished, Prompt
 
+log = logging.getLogger("regen.inputs")
 SAMPLING_KEYS = {"temperature", "top_p", "top_k", "max_tokens", "thinking", "seed", "extra"}
+# the lowest value each numeric field takes, and whether it must be an integer
+SAMPLING_RANGES = {
+    "temperature": (0, False),
+    "top_p": (0, False),
+    "top_k": (-1, True),  # -1: vLLM's "no top-k"
+    "max_tokens": (1, True),
+    "seed": (0, True),
+}
 
 
 def stable_id(messages: list[dict], tools: list[dict] | None) -> str:
@@ -49,6 +60,9 @@ def read_prompts(
         except InputError as err:
             message = err.message if not err.hint else f"{err.message} ({err.hint})"
             yield BadLine(line=number, kind=err.kind, message=message)
+        except Exception as exc:  # a shape no check foresaw: this line only, never the run
+            log.exception("line %d of %s could not be read", number, path)
+            yield BadLine(number, "unreadable_record", f"{type(exc).__name__}: {exc}"[:500])
 
 
 def check_prompt_file(path: str | Path) -> None:
@@ -147,13 +161,36 @@ def _sampling(raw: Any) -> dict[str, Any] | None:
             f"unknown sampling key(s) {sorted(unknown)}; allowed: {sorted(SAMPLING_KEYS)}",
             kind="bad_sampling",
         )
-    if not isinstance(raw.get("extra", {}), dict):
-        raise InputError("sampling.extra must be an object of request fields", kind="bad_sampling")
-    thinking = raw.get("thinking")
-    if isinstance(thinking, bool):
-        raw = {**raw, "thinking": "on" if thinking else "off"}
-    elif thinking is not None and thinking not in ("on", "off", "auto"):
+    out = {key: _sampling_value(key, value) for key, value in raw.items()}
+    return {k: v for k, v in out.items() if not (k == "thinking" and v is None)}
+
+
+def _sampling_value(key: str, value: Any) -> Any:
+    """Check one per-record sampling field: the wrong type here would otherwise fail every
+    time this record is sent (`"seed": "7"`), on every resume."""
+    if key == "extra":
+        if not isinstance(value, dict):
+            raise InputError(
+                "sampling.extra must be an object of request fields", kind="bad_sampling"
+            )
+        return value
+    if key == "thinking":
+        if isinstance(value, bool):
+            return "on" if value else "off"
+        if value is None or value in ("on", "off", "auto"):
+            return value
         raise InputError(
             "sampling.thinking must be on, off, auto or a boolean", kind="bad_sampling"
         )
-    return raw
+    if value is None and key != "max_tokens":
+        return None  # the server's default, as when the flag is not given
+    lowest, whole = SAMPLING_RANGES[key]
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if not number or (whole and not isinstance(value, int)) or not lowest <= value < math.inf:
+        kind = "an integer" if whole else "a number"
+        raise InputError(
+            f"sampling.{key} must be {kind} >= {lowest}, got {value!r}", kind="bad_sampling"
+        )
+    if key == "top_p" and value > 1:
+        raise InputError(f"sampling.top_p must be at most 1, got {value!r}", kind="bad_sampling")
+    return value

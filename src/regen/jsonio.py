@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gzip
 import io
 import os
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,7 +13,12 @@ from typing import Any
 import orjson
 import zstandard
 
+from regen.errors import InputFileError
+
 ZST_SUFFIX = ".zst"
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+GZIP_MAGIC = b"\x1f\x8b"
+CHUNK = 1 << 20
 
 
 def dumps_line(obj: Any) -> bytes:
@@ -53,20 +60,99 @@ def is_file(path: str | os.PathLike) -> bool:
     return Path(text).is_file()
 
 
+def compression(path: str | os.PathLike) -> str | None:
+    """ "zstd", "gzip" or None, from the file's first bytes (not its name: a gzip file named
+    `.jsonl` is common, and reading it as text would turn every line into garbage)."""
+    with open_binary(path) as fh:
+        head = fh.read(4)
+    if head.startswith(ZSTD_MAGIC):
+        return "zstd"
+    if head.startswith(GZIP_MAGIC):
+        return "gzip"
+    return None
+
+
 def iter_lines(path: str | os.PathLike) -> Iterator[tuple[int, bytes]]:
-    """Yield (1-based line number, raw line without the newline); `.zst` files are decompressed.
+    """Yield (1-based line number, raw line without the newline); zstd and gzip files are
+    decompressed, whatever their name.
 
     Streams: memory does not grow with the file. A final line with no newline is yielded too;
-    callers that care about torn writes (the run ledger) check for that themselves.
+    callers that care about torn writes (the run ledger) check for that themselves. A
+    compressed stream that ends mid-frame raises InputFileError naming the file and how far
+    it got: a truncated download must not read as a short file.
     """
-    raw = open_binary(path)
-    stream: io.BufferedIOBase = raw
-    if str(path).endswith(ZST_SUFFIX):
-        reader = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
-        stream = io.BufferedReader(reader, buffer_size=1 << 20)  # type: ignore[arg-type]
-    with raw, stream:
-        for number, line in enumerate(stream, start=1):
-            yield number, line.rstrip(b"\r\n")
+    kind = compression(path)
+    number = 0
+    with open_binary(path) as raw:
+        stream = raw
+        if kind:  # C-speed line splitting over the decompressed chunks
+            chunks = _Chunks(_decompressed(raw, kind, path))
+            stream = io.BufferedReader(chunks, buffer_size=CHUNK)  # type: ignore[assignment]
+        try:
+            for number, line in enumerate(stream, start=1):
+                yield number, line.rstrip(b"\r\n")
+        except _Truncated as cut:
+            raise InputFileError(
+                f"{path} is truncated: its {kind} stream ends mid-frame after {number} whole "
+                f"line(s) ({cut.decompressed:,} bytes decompressed)",
+                hint="copy or download the file again (or recompress it); lines read so far "
+                "are kept",
+            ) from None
+
+
+class _Chunks(io.RawIOBase):
+    """A readable stream over an iterator of byte chunks."""
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self._chunks = chunks
+        self._view = memoryview(b"")
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:  # type: ignore[override]
+        while not self._view:
+            chunk = next(self._chunks, b"")
+            if not chunk:
+                return 0
+            self._view = memoryview(chunk)
+        n = min(len(buffer), len(self._view))
+        buffer[:n] = self._view[:n]
+        self._view = self._view[n:]
+        return n
+
+
+class _Truncated(Exception):
+    def __init__(self, decompressed: int) -> None:
+        self.decompressed = decompressed
+
+
+def _decompressed(raw: io.BufferedIOBase, kind: str, path: object) -> Iterator[bytes]:
+    """Decompressed chunks of a (possibly multi-frame / multi-member) zstd or gzip stream."""
+    new = (
+        zstandard.ZstdDecompressor().decompressobj
+        if kind == "zstd"
+        else lambda: zlib.decompressobj(16 + zlib.MAX_WBITS)
+    )
+    dobj, in_frame, total = new(), False, 0
+    while data := raw.read(CHUNK):
+        while data:
+            try:
+                out = dobj.decompress(data)
+            except (zstandard.ZstdError, zlib.error, gzip.BadGzipFile) as exc:
+                raise InputFileError(
+                    f"{path} is not a valid {kind} stream ({exc}) after {total:,} bytes",
+                    hint="check the file, or decompress it yourself and pass the result",
+                ) from exc
+            in_frame = True
+            total += len(out)
+            if out:
+                yield out
+            if not dobj.eof:
+                break
+            data, dobj, in_frame = dobj.unused_data, new(), False  # the next frame / member
+    if in_frame:
+        raise _Truncated(total)
 
 
 def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:

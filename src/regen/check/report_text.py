@@ -72,6 +72,7 @@ SAMPLE_CHECKS = (
     "no_generation_prompt",
     "unterminated_turn",
     "reasoning_dropped",
+    "tools_dropped",
     "double_reasoning",
     "repetition",
     "echo_prompt",

@@ -34,6 +34,8 @@ RULES = (
          "token: the drafter never learns to stop", flag("unterminated_turn")),
     Rule("reasoning_dropped", 0.0, "the template drops the final turn's reasoning: the drafter "
          "never sees what it must predict", flag("reasoning_dropped")),
+    Rule("tools_dropped", 0.0, "the template does not render the final turn's tool calls",
+         flag("tools_dropped")),
     Rule("double_reasoning", 0.0, "reasoning inline in the answer (<think> in content) and the "
          "template adds its own block: two think blocks", flag("double_reasoning")),
     Rule("degenerate", 0.05, "an empty answer, or a mask of at most --degenerate-at tokens that "

@@ -1,8 +1,8 @@
 """The `regen` command line: one module per verb, each a thin layer over a library function.
 
 Library code raises `regen.errors.RegenError`; only here does it become a message with a
-hint and an exit code (2 for a user error), so no user ever sees a bare traceback for a
-mistake they can fix.
+hint and the error's exit code (2 for a user error; see `RegenError.exit_code`), so no
+user ever sees a bare traceback for a mistake they can fix.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ class RegenGroup(click.Group):
             click.secho(f"Error: {err.message}", fg="red", err=True)
             if err.hint:
                 click.echo(f"  hint: {err.hint}", err=True)
-            sys.exit(2)
+            sys.exit(err.exit_code)
 
 
 @click.group(cls=RegenGroup, context_settings={"help_option_names": ["-h", "--help"]})

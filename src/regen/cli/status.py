@@ -67,8 +67,12 @@ def render(info: dict[str, Any]) -> list[str]:
         )
     )
     for s in progress["servers"]:
+        at_exit = s.get("in_flight_at_exit")
+        flight = f"{s['in_flight']} in flight"
+        if at_exit:  # the run is not alive: that was then, not now
+            flight = f"none in flight ({at_exit} were at its last update)"
         lines.append(
-            f"  {s['url']}: {s['state']}, {s['in_flight']} in flight, {s['completed']} done, "
+            f"  {s['url']}: {s['state']}, {flight}, {s['completed']} done, "
             f"{s['failed']} failed, latency {s['latency_ewma_s']:.1f}s"
             + (f", last error: {s['last_error']}" if s["last_error"] else "")
         )

@@ -29,13 +29,15 @@ class ExportSummary:
     kept_existing: int = 0
     with_reasoning: int = 0
     without_system: int = 0
+    template_dropped: Counter = field(default_factory=Counter)  # reasoning/tools not rendered
     written: dict[str, int] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     how_to_train: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        return {**self.__dict__, "outcomes": dict(self.outcomes), "dropped": dict(self.dropped)}
+        return {**self.__dict__, "outcomes": dict(self.outcomes), "dropped": dict(self.dropped),
+                "template_dropped": dict(self.template_dropped)}  # fmt: skip
 
     def render(self) -> str:
         """The plain-text summary the CLI prints."""
@@ -94,6 +96,8 @@ def export_run(
                 summary.dropped[reason] += 1
                 continue
             summary.with_reasoning += bool(completion.reasoning.strip())
+            if enc is not None and fmt.needs_tokenizer:
+                summary.template_dropped.update(f for f in enc.flags if f in TEMPLATE_DROPS)
             summary.without_system += completion.messages[0].get("role") != "system"
             row = fmt.row(completion, enc)
             outcome = dedup.classify(row)
@@ -114,8 +118,17 @@ def export_run(
     return summary
 
 
+TEMPLATE_DROPS = {"reasoning_dropped": "reasoning", "tools_dropped": "tool calls"}
+
+
 def export_warnings(fmt: Format, summary: ExportSummary) -> list[str]:
     out = [w for w in [fmt.reasoning_warning(summary.with_reasoning)] if w]
+    for flag, n in summary.template_dropped.items():
+        what = TEMPLATE_DROPS[flag]
+        out.append(
+            f"{n} rows lose their {what}: the chat template does not render it, so the "
+            "tokenised rows do not contain it (see `regen check`, rule " + flag + ")"
+        )
     if fmt.name == "specforge" and summary.without_system:
         out.append(
             f"{summary.without_system} rows have no system message: train with a SpecForge "

@@ -23,6 +23,7 @@ from regen.errors import (
     PermanentError,
     RequestTimeout,
     RetryableError,
+    ServerRefused,
     TransportError,
 )
 from regen.fleet.server import Server
@@ -34,18 +35,21 @@ log = logging.getLogger("regen.fleet")
 class RetryPolicy:
     """Exponential backoff with full jitter; a server's Retry-After wins when it sends one.
 
-    Connection failures (refused, reset) say nothing about the prompt, so they do not use up
-    `max_retries`; the circuit breaker and --give-up-after bound them instead. A hard cap on
-    all attempts keeps a prompt that kills every server it touches from looping forever.
+    One counter per request, its attempts. A failure that may be the prompt's fault (5xx,
+    408, 429, a timeout) is retried while attempts <= `max_retries`. A connection failure
+    (refused, reset) says nothing about the prompt, so it is retried up to the larger
+    `max_attempts`: the circuit breaker and --give-up-after bound a dead fleet, and this cap
+    still ends a prompt that kills every server it touches.
     """
 
     max_retries: int = 5
+    max_attempts: int = 24
     base_delay: float = 1.0
     max_delay: float = 60.0
 
-    @property
-    def max_attempts(self) -> int:
-        return 4 * (self.max_retries + 1)
+    def allows_retry(self, attempts: int, error: RetryableError) -> bool:
+        limit = self.max_attempts if isinstance(error, TransportError) else self.max_retries + 1
+        return attempts < limit
 
     def delay(self, attempt: int, error: RetryableError) -> float:
         if isinstance(error, Overloaded) and error.retry_after is not None:
@@ -64,6 +68,11 @@ class HealthPolicy:
     liveness_timeout: float = 10.0
     liveness_failures: int = 3
     give_up_after: float = 1800.0
+
+
+class DispatchHalted(Exception):
+    """The run is stopping: a request still waiting for a slot or a backoff gives up, unsent
+    and unrecorded, so the next run sends it again."""
 
 
 @dataclass
@@ -87,7 +96,10 @@ class Fleet:
         self.health = health or HealthPolicy()
         self.on_event = on_event or log.warning
         self.all_down_since: float | None = None
+        self.model: str | None = None  # once known, a server back from down must serve it
+        self.halted = False
         self._waiters: deque[asyncio.Future] = deque()
+        self._sleepers: set[asyncio.Future] = set()
         self._liveness_misses: dict[Server, int] = {s: 0 for s in servers}
         self._last_liveness: dict[Server, float] = {s: 0.0 for s in servers}
         self._retired: dict[Server, FleetUnavailable] = {}  # never coming back, and why
@@ -110,6 +122,8 @@ class Fleet:
 
     async def acquire(self) -> Server:
         while True:
+            if self.halted:
+                raise DispatchHalted
             server = self._pick()
             if server is not None:
                 server.in_flight += 1
@@ -123,6 +137,27 @@ class Fleet:
     def release(self, server: Server) -> None:
         server.in_flight -= 1
         self._wake(1)
+
+    def halt(self) -> None:
+        """The run stops: every request waiting for a slot or a backoff leaves now (with
+        DispatchHalted); those on a server finish or are cut by the drain."""
+        self.halted = True
+        self._wake(len(self._waiters))
+        for sleeper in self._sleepers:
+            if not sleeper.done():
+                sleeper.set_result(None)
+
+    async def _pause(self, seconds: float) -> None:
+        """asyncio.sleep that `halt` cuts short."""
+        sleeper = asyncio.get_running_loop().create_future()
+        self._sleepers.add(sleeper)
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(sleeper, timeout=seconds)
+        finally:
+            self._sleepers.discard(sleeper)
+        if self.halted:
+            raise DispatchHalted
 
     def _wake(self, count: int) -> None:
         while self._waiters and count:
@@ -148,37 +183,57 @@ class Fleet:
                 "or raise --give-up-after",
             )
 
+    def take_out_at_start(self, server: Server, why: str) -> None:
+        """A server that did not answer the preflight: the run starts without it, and the
+        health watch probes it until it answers."""
+        server.breaker.trip(f"not answering at start: {why}")
+        self.on_event(f"server {server.name} does not answer ({why}); starting without it")
+
     # -- requests ------------------------------------------------------------------------
     async def complete(self, body: dict[str, Any]) -> Completed:
         """Run one chat completion to success, retrying elsewhere as needed.
 
-        Raises PermanentError at once, or the last RetryableError once retries are spent.
+        Raises PermanentError at once, the last RetryableError once the retry policy says
+        stop, FleetUnavailable when no server can serve, DispatchHalted when the run stops.
         """
-        attempts = counted = 0
+        attempts = 0
         while True:
             server = await self.acquire()
             attempts += 1
             started = time.monotonic()
             try:
                 data = await server.chat(body)
-            except RetryableError as err:
+            except (RetryableError, ServerRefused) as err:
                 error = err
             except PermanentError as err:
                 err.attempts = attempts
                 raise
             else:
                 server.breaker.record_success()
+                server.refusals.reset()
                 return Completed(data, server, attempts, time.monotonic() - started)
             finally:
                 self.release(server)
+            if isinstance(error, ServerRefused):
+                self._record_refusal(server, error)
+                if attempts < self.retry.max_attempts:
+                    continue  # the server's fault, not the prompt's: send it elsewhere
+                error.attempts = attempts
+                raise error
             self._record_failure(server, error)
-            if not isinstance(error, TransportError):
-                counted += 1
-            if counted > self.retry.max_retries or attempts >= self.retry.max_attempts:
+            if not self.retry.allows_retry(attempts, error):
                 error.attempts = attempts
                 raise error
             server.stats.retried += 1
-            await asyncio.sleep(self.retry.delay(attempts, error))
+            await self._pause(self.retry.delay(attempts, error))
+
+    def _record_refusal(self, server: Server, error: ServerRefused) -> None:
+        server.stats.failed += 1
+        server.stats.last_error = f"{error.kind}: {error.message}"
+        if server.refusals.record(error.message, error.hint) and server not in self._retired:
+            server.breaker.refuse(error.message)
+            reason = f"server {server.name} refuses every request: {error.message}"
+            self.retire(server, FleetUnavailable(reason, hint=error.hint))
 
     def _record_failure(self, server: Server, error: RetryableError) -> None:
         """A 429/503 pauses new requests to that server (it is alive and asked us to wait);
@@ -251,21 +306,26 @@ class Fleet:
         )
 
     async def _probe(self, server: Server) -> None:
-        # Any HTTP answer, even an error status, means the server is up again.
+        # Any HTTP answer, even an error status, means the server is up again; but one that
+        # lists models must list ours (a server that rebooted with another model stays out).
         try:
-            await server.models(timeout=self.health.liveness_timeout)
+            models = await server.models(timeout=self.health.liveness_timeout)
         except RetryableError:
             server.breaker.probe_failed(time.monotonic())
             return
-        except PermanentError:
-            pass
+        except (PermanentError, ServerRefused):
+            models = None
+        if models is not None and self.model is not None and self.model not in models:
+            server.breaker.probe_failed(time.monotonic())
+            server.breaker.reason = f"serves {models}, not {self.model!r}"
+            return
         self.bring_back(server, "answers again")
 
     async def _check_liveness(self, server: Server) -> None:
         try:
             await server.models(timeout=self.health.liveness_timeout)
             self._liveness_misses[server] = 0
-        except PermanentError:
+        except (PermanentError, ServerRefused):
             self._liveness_misses[server] = 0
         except RetryableError:
             self._liveness_misses[server] += 1

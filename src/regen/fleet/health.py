@@ -1,10 +1,32 @@
-"""Per-server circuit breaker: a server that keeps failing leaves the rotation, is probed in
-the background, and comes back when it answers again."""
+"""Per-server health: a circuit breaker (a server that keeps failing leaves the rotation, is
+probed in the background, and comes back when it answers again) and a refusal count (a
+server that answers every request the same wrong way leaves for good: it is the fleet's
+fault, not the prompts')."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+
+
+@dataclass
+class Refusals:
+    """Refusals in a row from one server (see `ServerRefused`). A success in between resets
+    it: one odd answer from a load balancer must not take a good server out."""
+
+    threshold: int = 3
+    in_a_row: int = 0
+    last: str | None = None  # the server's answer, for the message that stops the run
+    hint: str | None = None  # the fix for that answer
+
+    def record(self, answer: str, hint: str | None) -> bool:
+        """Count a refusal; True when the server should leave the rotation."""
+        self.in_a_row += 1
+        self.last, self.hint = answer, hint
+        return self.in_a_row >= self.threshold
+
+    def reset(self) -> None:
+        self.in_a_row = 0
 
 
 @dataclass
@@ -20,6 +42,7 @@ class CircuitBreaker:
     reason: str | None = None
     next_probe_at: float = 0.0
     trips: int = field(default=0)
+    refused: bool = False  # out for good: it refuses every request (never probed)
     _probe_delay: float = 0.0
 
     @property
@@ -28,7 +51,9 @@ class CircuitBreaker:
 
     @property
     def state(self) -> str:
-        return "healthy" if self.opened_at is None else "down"
+        if self.opened_at is None:
+            return "healthy"
+        return "refused" if self.refused else "down"
 
     def record_success(self) -> None:
         self.consecutive_failures = 0
@@ -48,6 +73,13 @@ class CircuitBreaker:
         self.trips += 1
         self._probe_delay = self.probe_interval
         self.next_probe_at = self.opened_at + self._probe_delay
+
+    def refuse(self, answer: str) -> None:
+        """Out for the rest of the run: a probe of /v1/models would succeed and bring it back
+        to refuse again, so it is not probed."""
+        self.trip(f"refuses requests: {answer}")
+        self.refused = True
+        self.next_probe_at = float("inf")
 
     def probe_due(self, now: float) -> bool:
         return self.opened_at is not None and now >= self.next_probe_at

@@ -1,24 +1,35 @@
 """Check every server before any prompt is read: reachable, OpenAI-compatible, and serving
-the model we expect. Fails in seconds with a message that says what to fix."""
+the model we expect. Fails in seconds with a message that says what to fix.
+
+A server that does not answer at all (refused, timed out) is not a configuration error: one
+of eight rebooting must not stop a restart. The run starts with those that answer and
+probes the others; only when none answers does it refuse, as a fleet fault (exit 5).
+"""
 
 from __future__ import annotations
 
 import asyncio
 
-from regen.errors import ConfigError, ServerError
+from regen.errors import ConfigError, FleetUnavailable, RetryableError, ServerError
 from regen.fleet.openai_env import AUTH_HINT
 from regen.fleet.server import AUTH_STATUSES, Server
 
 
-async def resolve_model(servers: list[Server], expected: str | None, timeout: float = 10.0) -> str:
+async def resolve_model(
+    servers: list[Server], expected: str | None, timeout: float = 10.0
+) -> tuple[str, dict[Server, str]]:
+    """The model to request, and the servers that did not answer (with why)."""
     results = await asyncio.gather(
         *(s.models(timeout=timeout) for s in servers), return_exceptions=True
     )
     problems: list[str] = []
     auth_refused = False
     served: dict[str, list[str]] = {}
+    down: dict[Server, str] = {}
     for server, result in zip(servers, results, strict=True):
-        if isinstance(result, ServerError):
+        if isinstance(result, RetryableError):
+            down[server] = result.message
+        elif isinstance(result, ServerError):
             problems.append(f"{server.url}: {result.message}")
             auth_refused = auth_refused or result.status in AUTH_STATUSES
         elif isinstance(result, BaseException):
@@ -36,6 +47,12 @@ async def resolve_model(servers: list[Server], expected: str | None, timeout: fl
             else "check the --servers URLs and that each server is up "
             "(it must answer GET <url>/v1/models)",
         )
+    if not served:
+        raise FleetUnavailable(
+            "no server answers:\n  " + "\n  ".join(f"{s.url}: {why}" for s, why in down.items()),
+            hint="start the servers (each must answer GET <url>/v1/models), then run the "
+            "same command again",
+        )
     model = expected or _single_model(served)
     missing = [url for url, models in served.items() if model not in models]
     if missing:
@@ -46,7 +63,7 @@ async def resolve_model(servers: list[Server], expected: str | None, timeout: fl
             + "; ".join(f"{u}: {served[u]}" for u in missing),
             hint="pass --model with a name every server lists, or fix the fleet",
         )
-    return model
+    return model, down
 
 
 def _single_model(served: dict[str, list[str]]) -> str:

@@ -12,15 +12,17 @@ from typing import Any
 import aiohttp
 import orjson
 
+from regen import redact
 from regen.errors import (
     Overloaded,
     PermanentError,
     RequestTimeout,
     ServerError,
     ServerFault,
+    ServerRefused,
     TransportError,
 )
-from regen.fleet.health import CircuitBreaker
+from regen.fleet.health import CircuitBreaker, Refusals
 from regen.fleet.openai_env import AUTH_HINT
 from regen.fleet.stream import StreamAccumulator
 
@@ -30,6 +32,9 @@ LATENCY_BUCKETS = (0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600
 RETRY_LATER_STATUSES = {429, 503}
 SERVER_FAULT_STATUSES = {408, 500, 502, 504}
 AUTH_STATUSES = {401, 403}  # the server wants an API key (or a different one)
+# The same answer whatever the prompt: a wrong key, URL or model, or a proxy in the way.
+REFUSED_STATUSES = {*AUTH_STATUSES, 404, 405, 407}
+API_CONTENT_TYPES = {"application/json", "text/event-stream"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +80,7 @@ class Server:
     paused_until: float = 0.0  # monotonic time: a 429/503 asked us to wait until then
     stats: ServerStats = field(default_factory=ServerStats)
     breaker: CircuitBreaker = field(default_factory=CircuitBreaker)
+    refusals: Refusals = field(default_factory=Refusals)
     _session: aiohttp.ClientSession | None = None
     _requests: set[asyncio.Task] = field(default_factory=set)
 
@@ -82,6 +88,7 @@ class Server:
         self.url = self.url.rstrip("/")
         if self.url.endswith("/v1"):
             self.url = self.url[: -len("/v1")]
+        redact.register(self.api_key)
 
     @property
     def name(self) -> str:
@@ -165,7 +172,7 @@ class Server:
             async with self.session().post(
                 self.url + path, data=orjson.dumps(body), timeout=timeout
             ) as resp:
-                if resp.status >= 400:
+                if resp.status >= 400 or resp.content_type not in API_CONTENT_TYPES:
                     return _decode(resp, await resp.read(), self.name)
                 stream = StreamAccumulator(self.name)
                 async for line in resp.content:
@@ -186,8 +193,17 @@ def _decode(resp: aiohttp.ClientResponse, payload: bytes, server: str) -> Any:
     try:
         return orjson.loads(payload)
     except orjson.JSONDecodeError as exc:
+        answer = redact.scrub(repr(payload[:200]))
+        if resp.content_type not in API_CONTENT_TYPES:  # a login page, a proxy's banner
+            raise ServerRefused(
+                f"HTTP {resp.status} {resp.content_type} instead of JSON: {answer}",
+                server=server,
+                status=resp.status,
+                hint="the URL reaches something other than the inference server (a login "
+                "page or a proxy): point --servers at the server itself (http://host:port)",
+            ) from exc
         raise ServerFault(
-            f"HTTP {resp.status} with a body that is not JSON: {payload[:200]!r}",
+            f"HTTP {resp.status} with a body that is not JSON: {answer}",
             server=server,
             status=resp.status,
         ) from exc
@@ -195,14 +211,23 @@ def _decode(resp: aiohttp.ClientResponse, payload: bytes, server: str) -> Any:
 
 def status_error(status: int, payload: bytes, retry_after: str | None, server: str) -> ServerError:
     """The error for an HTTP error status; the server's own message is kept."""
-    message = f"HTTP {status}: {_server_message(payload)}"
+    message = redact.scrub(f"HTTP {status}: {_server_message(payload)}")
+    if status in REFUSED_STATUSES:
+        return ServerRefused(message, server=server, status=status, hint=REFUSED_HINTS[status])
     if status in RETRY_LATER_STATUSES:
         return Overloaded(message, server=server, status=status, retry_after=_seconds(retry_after))
     if status in SERVER_FAULT_STATUSES or status >= 500:
         return ServerFault(message, server=server, status=status)
-    if status in AUTH_STATUSES:
-        return PermanentError(f"{message} ({AUTH_HINT})", server=server, status=status)
     return PermanentError(message, server=server, status=status)
+
+
+REFUSED_HINTS = {
+    401: AUTH_HINT,
+    403: f"{AUTH_HINT} (this key is not allowed to use this server or model)",
+    404: "check the --servers URL (http://host:port, no extra path) and --model",
+    405: "check the --servers URL: it does not reach an OpenAI-compatible API",
+    407: "a proxy asks for credentials: bypass it for these hosts (NO_PROXY) or fix it",
+}
 
 
 class map_errors:
@@ -239,7 +264,7 @@ def map_exception(exc: BaseException, server: str, elapsed: float) -> ServerErro
     if isinstance(exc, aiohttp.ClientPayloadError | aiohttp.ServerDisconnectedError):
         return TransportError(f"response broken off: {exc}", server=server)
     if isinstance(exc, aiohttp.ClientError | ConnectionError | OSError):
-        return TransportError(f"{type(exc).__name__}: {exc}", server=server)
+        return TransportError(redact.scrub(f"{type(exc).__name__}: {exc}"), server=server)
     return None
 
 

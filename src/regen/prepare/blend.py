@@ -35,6 +35,11 @@ class Candidates:
         self.limit = limit
         self.heap: list[tuple[int, int, Candidate]] = []  # (-rank, -row): max-heap on rank
 
+    def would_keep(self, rank: int, row: int) -> bool:
+        """Could a candidate of this rank still enter? The bar only rises, so a "no" now is a
+        "no" later: such a prompt needs no line, category or meta at all."""
+        return self.limit is None or len(self.heap) < self.limit or (-rank, -row) > self.heap[0][:2]
+
     def offer(self, candidate: Candidate) -> None:
         item = (-candidate.rank, -candidate.row, candidate)
         if self.limit is None or len(self.heap) < self.limit:

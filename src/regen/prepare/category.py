@@ -67,8 +67,9 @@ def guess(messages: list[dict], tools: list[dict] | None) -> str:
         m["content"] for m in messages if m["role"] == "user" and isinstance(m["content"], str)
     )[:HEAD]
     lower = text.lower()
-    if any(marker in lower for marker in CODE_MARKERS):
+    # map over a bound method iterates in C: a generator here cost a third of guess()
+    if any(map(lower.__contains__, CODE_MARKERS)):
         return "code"
-    if any(marker in lower for marker in MATH_MARKERS) or ARITHMETIC_RE.search(text):
+    if any(map(lower.__contains__, MATH_MARKERS)) or ARITHMETIC_RE.search(text):
         return "math"
     return "general"

@@ -26,15 +26,24 @@ class Converter:
 
     def convert(self, row: dict, index: int) -> tuple[Prompt, bytes, Converted]:
         """The prompt, its 16-byte hash, and the adapter's answer (for the dropped counts)."""
+        converted, digest = self.parse(row)
+        return self.prompt(row, index, converted, digest), digest, converted
+
+    def parse(self, row: dict) -> tuple[Converted, bytes]:
+        """The checked messages and their 16-byte hash: all that dedup and ranking need."""
         converted = self.adapter.convert(row)
         messages = converted.messages
         while messages and messages[-1]["role"] == "assistant":
             messages.pop()
         check(messages, converted)
-        digest = prompt_hash(messages, converted.tools)
-        prompt = Prompt(
+        return converted, prompt_hash(messages, converted.tools)
+
+    def prompt(self, row: dict, index: int, converted: Converted, digest: bytes) -> Prompt:
+        """The full record, category and meta included (built only for prompts the blend may
+        keep: the category heuristic is the costliest step per row)."""
+        return Prompt(
             id=digest.hex(),
-            messages=messages,
+            messages=converted.messages,
             tools=converted.tools,
             source={
                 "dataset": self.spec.dataset,
@@ -44,7 +53,6 @@ class Converter:
             },
             meta=self.meta(row, converted),
         )
-        return prompt, digest, converted
 
     def meta(self, row: dict, converted: Converted) -> dict[str, Any]:
         label = self.spec.category or category.own_label(row, self.spec.category_field)

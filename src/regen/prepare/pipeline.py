@@ -6,8 +6,10 @@ earlier source (or earlier in the same one) is counted as a duplicate and left o
 
 from __future__ import annotations
 
+import gc
 import itertools
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +29,22 @@ from regen.prepare.stats import SourceStats
 
 BATCH = 4096  # prompts hashed and deduplicated together (vectorised index lookups)
 Log = Callable[[str], None]
+
+
+@contextmanager
+def few_collections(gen0: int = 50_000) -> Iterator[None]:
+    """Run the cyclic garbage collector less often while reading sources.
+
+    Every row makes a dozen short-lived dicts and lists that hold no cycles (reference counting
+    frees them), yet they trigger a collection every 700 allocations; collecting every 50,000
+    made prepare ~18% faster (bench/bench_prepare.py). The setting is restored afterwards.
+    """
+    old = gc.get_threshold()
+    gc.set_threshold(gen0, *old[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
 
 
 def prepare(
@@ -49,7 +67,7 @@ def prepare(
     indexes: list[HashIndex] = []
     all_stats: list[SourceStats] = []
     pools: list[Candidates] = []
-    with RejectsWriter(rejects_path) as writer:
+    with RejectsWriter(rejects_path) as writer, few_collections():
         for spec in recipe.sources:
             reader = SourceReader(recipe, spec, indexes, [s.name for s in all_stats], writer)
             pool = Candidates(heap_limit(spec.ask, fixed, recipe.total))
@@ -116,12 +134,12 @@ class SourceReader:
         if adapter.needs_scan:
             adapter.scan(v for _, v, _ in read_rows(self.spec) if isinstance(v, dict))
         converter = Converter(self.spec, adapter)
-        pending: list[tuple[int, Candidate]] = []
+        pending: list[tuple[int, Candidate | None]] = []
         for index, value, where in rows:
             self.stats.read += 1
             if on_row is not None:
                 on_row(self.spec.name)
-            candidate = self.convert(converter, index, value, where)
+            candidate = self.convert(converter, pool, index, value, where)
             if candidate is not None:
                 pending.append(candidate)
             if len(pending) >= BATCH:
@@ -132,12 +150,14 @@ class SourceReader:
         return self.stats
 
     def convert(
-        self, converter: Converter, index: int, value: object, where: str
-    ) -> tuple[int, Candidate] | None:
+        self, converter: Converter, pool: Candidates, index: int, value: object, where: str
+    ) -> tuple[int, Candidate | None] | None:
+        """(dedup key, candidate), None when rejected; the candidate is None when its rank
+        already keeps it out of the blend (it still counts for dedup)."""
         try:
             if isinstance(value, InputError):
                 raise value
-            prompt, digest, converted = converter.convert(value, index)  # type: ignore[arg-type]
+            converted, digest = converter.parse(value)  # type: ignore[arg-type]
         except InputError as err:
             counter = self.stats.skipped if isinstance(err, Skip) else self.stats.rejected
             counter[err.kind] += 1
@@ -145,12 +165,16 @@ class SourceReader:
             self.rejects.write(self.spec, index, where, err)
             return None
         self.stats.converted += 1
-        self.stats.dropped_blocks.update(converted.dropped)
+        if converted.dropped:
+            self.stats.dropped_blocks.update(converted.dropped)
+        order = rank(digest, self.recipe.seed)
+        if not pool.would_keep(order, index):
+            return key64(digest), None
+        prompt = converter.prompt(value, index, converted, digest)  # type: ignore[arg-type]
         line = dumps_line(prompt.to_dict())
-        category = prompt.meta["category"]
-        return key64(digest), Candidate(rank(digest, self.recipe.seed), index, category, line)
+        return key64(digest), Candidate(order, index, prompt.meta["category"], line)
 
-    def dedup(self, pending: list[tuple[int, Candidate]], pool: Candidates) -> None:
+    def dedup(self, pending: list[tuple[int, Candidate | None]], pool: Candidates) -> None:
         """Exact dedup of one batch against earlier sources, this source, and itself."""
         if not pending:
             return
@@ -171,7 +195,8 @@ class SourceReader:
                 continue
             seen.add(key)
             fresh.append(key)
-            pool.offer(candidate)
+            if candidate is not None:
+                pool.offer(candidate)
         self.stats.unique += len(fresh)
         self.index.add(np.array(fresh, dtype=np.uint64))
 

@@ -21,34 +21,40 @@ from typing import Any
 
 import xxhash
 
+from regen import redact
 from regen.errors import (
     ConfigError,
     FleetUnavailable,
+    OutputError,
     RegenError,
-    RunStateError,
     ServerError,
 )
-from regen.fleet.dispatch import Fleet
+from regen.fleet.dispatch import DispatchHalted, Fleet
 from regen.fleet.embedded import EmbeddedFleet, default_model_path, embedded_spec
 from regen.fleet.preflight import check_token_ids, resolve_model
 from regen.fleet.response import Generated
 from regen.fleet.server import Server
 from regen.inputs import check_prompt_file, read_prompts
+from regen.jsonio import compression
 from regen.records import BadLine, Finished, WorkItem, record_key
 from regen.run import ledger as ledger_mod
 from regen.run.config import GenerateConfig
 from regen.run.conversation import RequestShape, completion_record, regenerate
+from regen.run.input_gate import check_input, mostly_unusable, unusable_error
 from regen.run.layout import OutputLayout
 from regen.run.lock import RunLock
 from regen.run.manifest import check_and_record, fingerprint
 from regen.run.progress import RunStats, snapshot, write_snapshot
 from regen.run.quality import QualityMonitor
+from regen.run.stop import Stop, StopReason
 from regen.run.writer import ShardWriter, sidecar_path, writer_tag
 
 log = logging.getLogger("regen.run")
 
-EXIT_OK, EXIT_DEGENERATE, EXIT_FLEET_DOWN = 0, 4, 5
-EXIT_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143}
+EXIT_OK = 0
+EXIT_DEGENERATE = StopReason.DEGENERATE.exit_code
+EXIT_FLEET_DOWN = StopReason.FLEET_DOWN.exit_code
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 @dataclass
@@ -68,6 +74,7 @@ def generate(config: GenerateConfig, report: Reporter | None = None) -> RunResul
     """Run (or resume) a generation; returns when it is finished, stopped, or gave up."""
     layout = OutputLayout.at(config.output_dir)
     check_prompt_file(config.prompts)
+    check_input(config.prompts)
     try:
         layout.root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -102,21 +109,39 @@ class Run:
             Server(url, config.per_server_concurrency, api_key, config.timeouts) for url in urls
         ]
         self.quality = QualityMonitor(config.quality)
-        self.stopping: str | None = None  # why we stop dispatching, once we do
-        self.stop_detail = ""  # what the user needs to read when the run stops on a fault
+        self.stop = Stop()
+        self.fatal: RegenError | None = None  # the error that stopped the run, if one did
+        self._first_bad: list[BadLine] = []  # quoted if the input turns out mostly unusable
         self._alarms_on: set[str] = set()
         self.model = ""
         self.stats = RunStats(total=0, finished_before=0)
         self.fleet = Fleet(self.servers, config.retry, config.health, self._event)
 
     def _event(self, text: str) -> None:
+        text = redact.scrub(text)
         log.warning(text)
         self.stats.event(text)
+
+    def _request_stop(self, reason: StopReason, why: str | None = None) -> None:
+        if self.stop.request(reason):
+            self.fleet.halt()  # requests waiting for a slot or a backoff leave at once
+            if why:
+                self._event(why)
+
+    def _fail(self, err: RegenError) -> None:
+        """An error that stops the whole run (not one record): keep the first, and stop."""
+        self.fatal = self.fatal or err
+        fleet = isinstance(err, FleetUnavailable)
+        reason = StopReason.FLEET_DOWN if fleet else StopReason.FAILED
+        self._request_stop(reason, err.message.splitlines()[0])
 
     # -- the whole run -------------------------------------------------------------------
     async def execute(self) -> RunResult:
         try:
-            self.model = await resolve_model(self.servers, self.config.model)
+            self.model, down = await resolve_model(self.servers, self.config.model)
+            self.fleet.model = self.model
+            for server, why in down.items():
+                self.fleet.take_out_at_start(server, why)
             self.shape = RequestShape(
                 self.model, self.config.regenerate_turns, self.config.return_token_ids
             )
@@ -129,7 +154,8 @@ class Run:
     async def _check_token_ids(self) -> None:
         if not self.config.return_token_ids:
             return
-        unable = [s.url for s in self.servers if not await check_token_ids(s, self.model)]
+        answering = [s for s in self.servers if s.available]
+        unable = [s.url for s in answering if not await check_token_ids(s, self.model)]
         if unable:
             raise ConfigError(
                 "--return-token-ids: these servers do not return token ids: " + ", ".join(unable),
@@ -141,14 +167,20 @@ class Run:
         config = self.config
         input_fp = fingerprint(config.prompts)
         resolved = config.resolved([s.url for s in self.servers], self.model)
-        check_and_record(
-            self.layout.manifest,
-            config=resolved,
-            input_fp=input_fp,
-            allow_changed_input=config.allow_changed_input,
-            allow_changed_sampling=config.allow_changed_sampling,
-        )
+        try:
+            check_and_record(
+                self.layout.manifest,
+                config=resolved,
+                input_fp=input_fp,
+                allow_changed_input=config.allow_changed_input,
+                allow_changed_sampling=config.allow_changed_sampling,
+            )
+        except OSError as exc:
+            raise output_error(self.layout.root, exc) from exc
         self.report({"config": resolved})
+        packed = compression(config.prompts)
+        if packed and not str(config.prompts).endswith((".zst", ".gz")):
+            self._event(f"{config.prompts} is {packed}-compressed; reading it decompressed")
         if config.retry_errors:
             self._set_errors_aside()
         ledger = ledger_mod.scan(self.layout, compress=config.compress)
@@ -156,9 +188,12 @@ class Run:
             self._event(f"repaired {note}")
         self.ledger = ledger
         lines = input_fp.lines if config.only_lines is None else len(config.only_lines)
+        earlier = self.stats  # events so far (down servers, repairs) carry over
         self.stats = RunStats(
             total=lines * config.samples_per_prompt,
             finished_before=ledger.completions + ledger.errors,
+            events=earlier.events,
+            events_total=earlier.events_total,
         )
         tag = writer_tag()
         self.completions = ShardWriter(
@@ -168,10 +203,23 @@ class Run:
         self.errors = ShardWriter(self.layout.errors, tag, max_records=config.shard_max_records)
         try:
             exit_code = await self._dispatch_with_monitoring()
-        finally:
-            self.completions.close()
-            self.errors.close()
+        except BaseException:
+            self._close_writers(quiet=True)  # the error on its way out is the one to show
+            raise
+        self._close_writers(quiet=False)
         return self._result(exit_code, ledger.repaired)
+
+    def _close_writers(self, quiet: bool) -> None:
+        """Seal the open shards. On a full disk sealing fails too; what is written is kept
+        unsealed and the next run reads it, so this failure must not hide the first one."""
+        for writer in (self.completions, self.errors):
+            try:
+                writer.close()
+            except OSError as exc:
+                err = output_error(writer.folder, exc)
+                if not quiet:
+                    raise err from exc
+                self._event(f"could not seal the last shard: {err.message}")
 
     def _set_errors_aside(self) -> None:
         """--retry-errors: error shards move out of the ledger, so their keys are pending again.
@@ -196,39 +244,35 @@ class Run:
         monitor = asyncio.create_task(self._monitor())
         health = asyncio.create_task(self.fleet.watch_health())
         supervise = asyncio.create_task(self._supervise())
-        exit_code = EXIT_OK
         try:
-            exit_code = await self._dispatch()
-        except FleetUnavailable as err:
-            self._event(err.message.splitlines()[0])
-            self.stopping = "fleet_down"
-            self.stop_detail = str(err)
-            exit_code = EXIT_FLEET_DOWN
+            await self._dispatch()
         finally:
             for sig in handled:
                 loop.remove_signal_handler(sig)
             for task in (health, monitor, supervise):
                 task.cancel()
             await asyncio.gather(health, monitor, supervise, return_exceptions=True)
+        exit_code = EXIT_OK if self.stop.reason is None else self.stop.reason.exit_code
         self.stats.state = "finished" if exit_code == EXIT_OK else "stopped"
         if exit_code == EXIT_OK and self.config.only_lines is not None:
             self.stats.state = "calibrated"  # the sample is in; the run itself has not started
         self._check_quality()
         self._write_snapshot()
+        if self.fatal is not None and not isinstance(self.fatal, FleetUnavailable):
+            raise self.fatal  # the CLI shows it and exits with its code
         return exit_code
 
-    async def _dispatch(self) -> int:
+    async def _dispatch(self) -> None:
         capacity = asyncio.Semaphore(sum(s.concurrency for s in self.servers))
         tasks: set[asyncio.Task] = set()
-        dispatch_error: BaseException | None = None
 
         def done(task: asyncio.Task) -> None:
             tasks.discard(task)
             capacity.release()
-            nonlocal dispatch_error
-            if not task.cancelled() and task.exception() is not None:
-                dispatch_error = dispatch_error or task.exception()
-                self.stopping = self.stopping or "error"
+            if not task.cancelled() and task.exception() is not None:  # a bug in _process
+                exc = task.exception()
+                log.error("a request task failed", exc_info=exc)
+                self._fail(RegenError(f"internal error: {type(exc).__name__}: {exc}"))
 
         try:
             for n, item in enumerate(self._work_items()):
@@ -236,21 +280,37 @@ class Run:
                     await asyncio.sleep(0)  # let finished requests be written meanwhile
                 if item is None:
                     continue
-                await capacity.acquire()
-                if self.stopping:
-                    capacity.release()
+                if not await self._free_slot(capacity):
                     break
                 task = asyncio.create_task(self._process(item))
                 tasks.add(task)
                 task.add_done_callback(done)
             else:
                 self.stats.total = self._exact_total
-        except RegenError as err:  # recording a bad input line failed: stop cleanly
-            dispatch_error, self.stopping = err, "error"
+        except RegenError as err:  # the input broke off, or recording a bad line failed
+            self._fail(err)
         await self._drain(tasks)
-        if dispatch_error is not None:
-            raise dispatch_error
-        return self._stop_code()
+
+    async def _free_slot(self, capacity: asyncio.Semaphore) -> bool:
+        """Wait for a free request slot, or for the stop (when every server is down, no slot
+        frees up, and a SIGTERM must still be seen). True if a slot was taken."""
+        if self.stop:
+            return False
+        if not capacity.locked():
+            await capacity.acquire()
+            return True
+        acquire = asyncio.ensure_future(capacity.acquire())
+        stopped = asyncio.ensure_future(self.stop.event.wait())
+        await asyncio.wait({acquire, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        stopped.cancel()
+        acquire.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await acquire
+        taken = not acquire.cancelled()
+        if taken and self.stop:
+            capacity.release()
+            return False
+        return taken
 
     def _work_items(self) -> Iterator[WorkItem | None]:
         """Pending items in input order; None now and then, so that the dispatcher yields to
@@ -263,13 +323,15 @@ class Run:
             return all(self.ledger.finished(record_key(prompt_id, k)) for k in range(samples))
 
         only = self.config.only_lines
+        outside = 0  # lines a calibration sample leaves to the real run
         for entry in read_prompts(self.config.prompts, is_finished):
             lines += 1
-            if self.stopping:
+            if self.stop:
                 return
             if lines % 1000 == 0:
                 yield None
             if only is not None and entry.line not in only:
+                outside += 1
                 continue
             if isinstance(entry, BadLine):
                 self._record_bad_line(entry)
@@ -291,11 +353,13 @@ class Run:
                     self.stats.skipped += 1
                     continue
                 yield WorkItem(entry, sample)
+        lines -= outside  # a calibration sample: its own lines are the whole job
         self._exact_total = usable * samples + (lines - usable)
-        if only is not None:  # a calibration sample: its own items are the whole job
-            self._exact_total = usable * samples
+        self._input_lines = (lines, usable)
 
     def _record_bad_line(self, bad: BadLine) -> None:
+        if len(self._first_bad) < 3:
+            self._first_bad.append(bad)
         if bad.line in self.ledger.bad_lines:
             return
         self._write(
@@ -314,13 +378,14 @@ class Run:
     async def _drain(self, tasks: set[asyncio.Task]) -> None:
         """Wait for what is in flight: all of it normally, up to --drain-timeout once stopping
         (a signal may arrive while we wait, so keep looking)."""
-        while tasks and not self.stopping:
+        while tasks and not self.stop:
             await asyncio.wait(set(tasks), timeout=0.5)
         if not tasks:
             return
+        assert self.stop.reason is not None
         self._event(
-            f"stopping ({self.stopping}): waiting up to {self.config.drain_timeout:.0f}s "
-            f"for {len(tasks)} request(s) in flight"
+            f"stopping ({self.stop.reason.label}): waiting up to "
+            f"{self.config.drain_timeout:.0f}s for {len(tasks)} request(s) in flight"
         )
         self.stats.state = "draining"
         _, pending = await asyncio.wait(set(tasks), timeout=self.config.drain_timeout)
@@ -328,59 +393,64 @@ class Run:
             task.cancel()  # not written: the next run redoes exactly these
         await asyncio.gather(*pending, return_exceptions=True)
 
-    def _stop_code(self) -> int:
-        if self.stopping is None:
-            return EXIT_OK
-        if self.stopping == "degenerate":
-            return EXIT_DEGENERATE
-        if self.stopping == "fleet_down":
-            return EXIT_FLEET_DOWN
-        if self.stopping.startswith("SIG"):
-            return EXIT_SIGNAL[signal.Signals[self.stopping]]
-        return 1
-
     def _on_signal(self, sig: signal.Signals) -> None:
-        if self.stopping and self.stopping.startswith("SIG"):
+        if self.stop.reason is not None and self.stop.reason.is_signal:
             # Second signal: leave now. Every record is one write() of a whole line, so
             # exiting here cannot leave a half-written record behind.
             if self.embedded is not None:
                 self.embedded.stop()
-            os._exit(EXIT_SIGNAL[sig])
-        self.stopping = sig.name
-        self._event(f"{sig.name} received: no new requests; finishing those in flight")
+            os._exit(StopReason.from_signal(sig).exit_code)
+        self._request_stop(
+            StopReason.from_signal(sig),
+            f"{sig.name} received: no new requests; finishing those in flight",
+        )
 
     # -- one item ------------------------------------------------------------------------
     async def _process(self, item: WorkItem) -> None:
-        sampling = self.config.sampling.with_overrides(item.prompt.sampling)
+        """One (prompt, sample) to one line in completions/ or errors/. Nothing raised for
+        one record stops the run; only a fleet or output fault does."""
         try:
-            conv = await regenerate(self.fleet, item, self.shape, sampling)
-        except ServerError as err:
-            self._write(
-                self.errors,
-                {
-                    "id": item.prompt.id,
-                    "sample": item.sample,
-                    "line": item.prompt.line,
-                    "error": err.to_record(),
-                    "attempts": err.attempts,
-                },
-            )
-            self.stats.failed += 1
-            self.stats.errors_by_type[err.kind] += 1
+            sampling = self.config.sampling.with_overrides(item.prompt.sampling)
+            try:
+                conv = await regenerate(self.fleet, item, self.shape, sampling)
+            except ServerError as err:
+                self._record_error(item, err.to_record(), err.attempts, err.kind)
+                return
+            record = completion_record(item, conv, self.shape, sampling)
+            assert conv.last is not None
+            self._write(self.completions, record)
+            self._account(record, conv.last)
+        except DispatchHalted:
+            return  # never sent: the next run sends it
+        except (FleetUnavailable, OutputError) as err:
+            self._fail(err)
+        except Exception as exc:  # a bug on one record: record it, keep its traceback in the log
+            log.exception("prompt %s (line %d) failed", item.prompt.id, item.prompt.line)
+            message = f"{type(exc).__name__}: {exc}"[:500]
+            self._record_error(item, {"type": "internal_error", "message": message}, 0)
+
+    def _record_error(self, item: WorkItem, error: dict, attempts: int, kind: str = "") -> None:
+        error = {**error, "message": redact.scrub(str(error.get("message", "")))}
+        record = {
+            "id": item.prompt.id,
+            "sample": item.sample,
+            "line": item.prompt.line,
+            "error": error,
+            "attempts": attempts,
+        }
+        try:
+            self._write(self.errors, record)
+        except OutputError as err:
+            self._fail(err)
             return
-        record = completion_record(item, conv, self.shape, sampling)
-        self._write(self.completions, record)
-        assert conv.last is not None
-        self._account(record, conv.last)
+        self.stats.failed += 1
+        self.stats.errors_by_type[kind or error["type"]] += 1
 
     def _write(self, writer: ShardWriter, record: dict) -> None:
         try:
             writer.write(record)
         except OSError as exc:  # a full or vanished disk: stop, keep what is written
-            raise RunStateError(
-                f"cannot write to {writer.folder}: {exc.strerror or exc}",
-                hint="free space (or fix the mount), then run the same command to resume",
-            ) from exc
+            raise output_error(writer.folder, exc) from exc
 
     def _account(self, record: dict, generated: Generated) -> None:
         self.stats.completed += 1
@@ -430,9 +500,8 @@ class Run:
             if alarm.name not in self._alarms_on:
                 self._event(f"QUALITY ALARM {alarm}")
         self._alarms_on = {a.name for a in alarms}
-        if alarms and self.config.abort_on_degenerate and not self.stopping:
-            self.stopping = "degenerate"
-            self._event("--abort-on-degenerate: stopping the run")
+        if alarms and self.config.abort_on_degenerate:
+            self._request_stop(StopReason.DEGENERATE, "--abort-on-degenerate: stopping the run")
 
     def _write_snapshot(self) -> None:
         extra = {
@@ -443,16 +512,25 @@ class Run:
                 if self.fleet.all_down_since is not None
                 else None
             ),
-            "stopping": self.stopping,
+            "stopping": self.stop.reason.label if self.stop.reason else None,
         }
         snap = snapshot(self.stats, self.servers, self.quality, extra)
-        write_snapshot(self.layout.progress, snap)
+        try:
+            write_snapshot(self.layout.progress, snap)
+        except OSError as exc:  # a full disk: the shard writes will stop the run and say so
+            log.warning("cannot write %s: %s", self.layout.progress, exc.strerror or exc)
         self.report(snap)
 
     def _result(self, exit_code: int, repaired: list[str]) -> RunResult:
         stats = self.stats
         new_work = stats.completed + stats.failed + stats.bad_lines
+        lines, usable = getattr(self, "_input_lines", (0, 0))
         already = exit_code == EXIT_OK and new_work == 0
+        if exit_code == EXIT_OK and mostly_unusable(lines, usable):
+            # Recorded in errors/ and kept, but a run that made little of its input is no
+            # success: say so with a non-zero exit.
+            err = unusable_error(self.config.prompts, lines, usable, self._first_bad, f"of {lines}")
+            return RunResult(self.layout.root, err.exit_code, stats, str(err), False, repaired)
         if already:
             message = f"nothing to do: all {stats.finished} items are already in {self.layout.root}"
         elif exit_code == EXIT_OK:
@@ -461,13 +539,22 @@ class Run:
                 f"{stats.bad_lines} unusable input lines; output in {self.layout.root}"
             )
         else:
+            assert self.stop.reason is not None
             message = (
-                f"stopped ({self.stopping}) after {stats.completed} new completions; "
+                f"stopped ({self.stop.reason.label}) after {stats.completed} new completions; "
                 "run the same command again to resume (finished work is kept)"
             )
-            if self.stop_detail:
-                message = f"{self.stop_detail}\n{message}"
+            if self.fatal is not None:
+                message = f"{self.fatal}\n{message}"
         return RunResult(self.layout.root, exit_code, stats, message, already, repaired)
+
+
+def output_error(folder: Path, exc: OSError) -> OutputError:
+    return OutputError(
+        f"cannot write to {folder}: {exc.strerror or exc}",
+        hint="free space (or make it writable, or fix the mount), then run the same command "
+        "to resume: nothing written is lost",
+    )
 
 
 def _install_signal_handlers(loop, handler) -> list[signal.Signals]:
@@ -477,6 +564,6 @@ def _install_signal_handlers(loop, handler) -> list[signal.Signals]:
 
     if threading.current_thread() is not threading.main_thread():
         return []
-    for sig in EXIT_SIGNAL:
+    for sig in SIGNALS:
         loop.add_signal_handler(sig, handler, sig)
-    return list(EXIT_SIGNAL)
+    return list(SIGNALS)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import orjson
 
-from regen.errors import RunStateError
+from regen.errors import OutputError, RunStateError
 
 
 class RunLock:
@@ -24,7 +24,14 @@ class RunLock:
         self._fd: int | None = None
 
     def acquire(self) -> None:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:  # a read-only or full output dir: say which and what to do
+            raise OutputError(
+                f"cannot write to {self.path.parent}: {exc.strerror or exc}",
+                hint="make it writable (or free space, or fix the mount), or pick another "
+                "--output-dir; then run the same command",
+            ) from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -37,9 +44,18 @@ class RunLock:
                 hint=f"watch it with `regen status {self.path.parent}`, or stop it first",
             ) from None
         info = {"pid": os.getpid(), "host": socket.gethostname(), "started": _now()}
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, orjson.dumps(info), 0)
         self._fd = fd
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, orjson.dumps(info), 0)
+        except OSError as exc:  # a full disk
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+            self._fd = None
+            raise OutputError(
+                f"cannot write to {self.path.parent}: {exc.strerror or exc}",
+                hint="free space (or fix the mount), then run the same command to resume",
+            ) from exc
 
     def release(self) -> None:
         if self._fd is not None:

@@ -32,9 +32,12 @@ def read_status(output_dir: str | Path) -> dict[str, Any]:
         )
     manifest = read_json(layout.manifest)
     progress = read_json(layout.progress) if layout.progress.exists() else None
+    alive = _liveness(layout, progress)
+    if progress is not None and not alive["alive"]:
+        progress = _at_exit(progress)
     info = {
         "output_dir": str(layout.root),
-        "alive": _liveness(layout, progress),
+        "alive": alive,
         "files": {kind: count_records(layout, kind) for kind in (COMPLETIONS, ERRORS)},
         "manifest": {"created": manifest["created"], "config": manifest["config"],
                      "input": manifest["input"], "sessions": len(manifest["sessions"])},
@@ -53,7 +56,7 @@ def _liveness(layout: OutputLayout, progress: dict | None) -> dict[str, Any]:
         alive = (
             age is not None
             and age < STALE_AFTER_S
-            and progress["state"] not in ("finished", "stopped")
+            and progress["state"] not in ("finished", "stopped", "calibrated")
         )
         how = f"heartbeat {age:.0f}s ago from {progress['host']}"
     else:
@@ -67,6 +70,16 @@ def _liveness(layout: OutputLayout, progress: dict | None) -> dict[str, Any]:
         "last_update_s_ago": None if age is None else round(age, 1),
         "state": (progress or {}).get("state"),
     }
+
+
+def _at_exit(progress: dict[str, Any]) -> dict[str, Any]:
+    """A run that is not alive has nothing in flight: its last snapshot's in-flight counts
+    are history (kept as `in_flight_at_exit`), not the present."""
+    servers = [
+        {**s, "in_flight": 0, "in_flight_at_exit": s.get("in_flight", 0)}
+        for s in progress.get("servers", [])
+    ]
+    return {**progress, "servers": servers}
 
 
 def count_records(layout: OutputLayout, kind: str) -> int:

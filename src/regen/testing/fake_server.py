@@ -43,7 +43,9 @@ class Behaviour:
     reasoning: str | None = None  # "split": reasoning_content field; "inline": <think> in content
     finish_reason: str = "stop"
     answer: Answer = echo_answer
-    # cycled per request: ok|500|429|reset|hang|400, and stall (a stream that stops midway)
+    # cycled per request: ok|500|429|reset|hang|400, stall (a stream that stops midway),
+    # html (200 text/html: a login page), 401, and echo (a 400 whose body echoes the
+    # request headers, as debug gateways do)
     faults: list[str] = field(default_factory=list)
     retry_after: float = 0.2
     pad_bytes: int = 0  # extra response bytes, for client-cost benchmarks
@@ -112,6 +114,16 @@ class FakeServer:
             )
         if fault == "hang":
             await asyncio.sleep(3600)
+        if fault == "html":
+            page = "<html><head><title>Sign in</title></head><body>Log in</body></html>"
+            return web.Response(text=page, content_type="text/html")
+        if fault == "401":
+            return web.json_response({"error": {"message": "invalid api key"}}, status=401)
+        if fault == "echo":
+            headers = "\n".join(f"{k}: {v}" for k, v in request.headers.items())
+            return web.json_response(
+                {"error": {"message": f"bad request; got {headers}"}}, status=400
+            )
         assert self._slots is not None
         async with self._slots:
             answer = self.behaviour.answer(body)

@@ -38,6 +38,7 @@ class Adapter:
 
     def __init__(self, options: Options) -> None:
         self.options = options
+        self._roles: dict[str, str] = {}  # label -> role: a few labels, millions of turns
 
     @classmethod
     def detect(cls, row: dict) -> str | None:
@@ -53,9 +54,15 @@ class Adapter:
 
     # Helpers shared by adapters.
     def role(self, label: Any) -> str:
-        return canonical_role(label, self.options.role_map)
+        if isinstance(label, str) and label in self._roles:
+            return self._roles[label]
+        role = canonical_role(label, self.options.role_map)  # raises for unknown labels
+        self._roles[label] = role
+        return role
 
     def content(self, raw: Any, dropped: Counter) -> str | list[dict]:
+        if type(raw) is str:  # the common case, without the call
+            return raw
         return flatten(raw, keep_multimodal=self.options.keep_multimodal, dropped=dropped)
 
 

@@ -10,6 +10,7 @@ from regen.prepare.formats.base import Adapter, Converted, first_turn
 from regen.prepare.tools import link_tool_results, normalise_tool_calls, normalise_tools
 
 TURN_KEYS = ("conversations", "conversation", "messages")
+USED = {key: frozenset({key, "system", "tools"}) for key in TURN_KEYS}  # built once, not per row
 
 
 class ShareGPT(Adapter):
@@ -23,7 +24,11 @@ class ShareGPT(Adapter):
         return None
 
     def convert(self, row: dict) -> Converted:
-        key = next((k for k in TURN_KEYS if isinstance(row.get(k), list)), None)
+        key = None
+        for k in TURN_KEYS:
+            if isinstance(row.get(k), list):
+                key = k
+                break
         if key is None or not row[key]:
             raise InputError(
                 "no non-empty 'conversations' list",
@@ -38,13 +43,13 @@ class ShareGPT(Adapter):
             messages.append(self.turn(turn, i, dropped))
         link_tool_results(messages)
         tools = normalise_tools(row.get("tools"))
-        return Converted(messages, tools, frozenset({key, "system", "tools"}), dropped)
+        return Converted(messages, tools, USED[key], dropped)
 
     def turn(self, turn: object, i: int, dropped: Counter) -> dict:
         if not isinstance(turn, dict):
             raise InputError(f"turn {i} is not an object", kind="bad_message")
-        label = turn.get("from", turn.get("role"))
-        value = turn.get("value", turn.get("content"))
+        label = turn["from"] if "from" in turn else turn.get("role")
+        value = turn["value"] if "value" in turn else turn.get("content")
         if isinstance(label, str) and label.lower() == "function_call":
             return {
                 "role": "assistant",

@@ -1,0 +1,94 @@
+"""Refuse a prompt file that cannot be what `regen generate` reads, before anything is sent.
+
+An empty file, or one of another shape (prompt/answer pairs, a prepare recipe), would
+otherwise end "done" with exit 0 and every line in errors/. The first
+lines decide: when most of them are unusable, the run stops with the reasons and the command
+that converts the file. The same rule is applied to the whole file at the end of the run.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from pathlib import Path
+
+import orjson
+
+from regen.errors import InputFileError
+from regen.inputs import read_prompts
+from regen.jsonio import iter_lines
+from regen.records import BadLine
+
+HEAD_LINES = 1000  # enough to judge a file, quick to read even from object storage
+MOSTLY = 0.5  # more unusable lines than this share: the file is not a prompt file
+SHOWN = 3  # reasons quoted in the message
+
+# Keys that give away what a record is, and what to call it in the message.
+SHAPES = (
+    ({"query", "response"}, "query/response pairs"),
+    ({"instruction", "output"}, "instruction/output pairs"),
+    ({"prompt", "completion"}, "prompt/completion pairs"),
+    ({"prompt", "response"}, "prompt/response pairs"),
+    ({"question", "answer"}, "question/answer pairs"),
+)
+YAML_KEY = re.compile(rb"^[A-Za-z_][\w-]*:(\s|$)")
+YAML = " (it looks like YAML, such as a `regen prepare` recipe)"
+
+
+def check_input(path: str | Path) -> None:
+    """Raise InputFileError if the file is empty or most of its first lines are unusable."""
+    lines = usable = 0
+    bad: list[BadLine] = []
+    for entry in itertools.islice(read_prompts(path), HEAD_LINES):
+        lines += 1
+        if isinstance(entry, BadLine):
+            bad.append(entry)
+        else:
+            usable += 1
+    if lines == 0:
+        raise InputFileError(
+            f"the prompt file {path} is empty: there is nothing to generate",
+            hint=f"check --prompts; build a prompt file with `{convert_command(path)}`",
+        )
+    if mostly_unusable(lines, usable):
+        raise unusable_error(path, lines, usable, bad, f"of the first {lines}")
+
+
+def mostly_unusable(lines: int, usable: int) -> bool:
+    return lines > 0 and lines - usable > MOSTLY * lines
+
+
+def unusable_error(
+    path: str | Path, lines: int, usable: int, bad: list[BadLine], which: str
+) -> InputFileError:
+    reasons = "; ".join(f"line {b.line}: {b.message}" for b in bad[:SHOWN])
+    shape = _shape(path)
+    command = convert_command(path, recipe=shape == YAML)
+    return InputFileError(
+        f"{path} is not a prompt file{shape}: {lines - usable} {which} line(s) are "
+        f"unusable ({reasons})",
+        hint=f"convert it with `{command}` and pass that file to --prompts",
+    )
+
+
+def convert_command(path: str | Path, recipe: bool = False) -> str:
+    if recipe:
+        return f"regen prepare {path} -o prompts.jsonl"
+    return f"regen prepare --source {path} -o prompts.jsonl"
+
+
+def _shape(path: str | Path) -> str:
+    """' (it looks like ...)' from the first non-blank line, or '' when nothing stands out."""
+    first = next((line for _, line in iter_lines(path) if line.strip()), b"")
+    if YAML_KEY.match(first):
+        return YAML
+    try:
+        record = orjson.loads(first)
+    except orjson.JSONDecodeError:
+        return ""
+    if not isinstance(record, dict):
+        return ""
+    for keys, name in SHAPES:
+        if keys <= record.keys():
+            return f" (it looks like {name})"
+    return ""

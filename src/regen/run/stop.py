@@ -1,0 +1,55 @@
+"""Why a run stops dispatching, as a type rather than a string, and the one place that
+records it: the first reason wins, and every wait in the dispatcher can see it."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from enum import Enum
+
+
+class StopReason(Enum):
+    """Each reason's value is the exit code it ends the run with."""
+
+    DEGENERATE = 4  # --abort-on-degenerate and a quality alarm fired
+    FLEET_DOWN = 5  # no server could serve (down for --give-up-after, or refusing us)
+    FAILED = 1  # a RegenError stopped the run; that error decides the exit code
+    SIGINT = 130
+    SIGTERM = 143
+
+    @property
+    def exit_code(self) -> int:
+        return self.value
+
+    @property
+    def is_signal(self) -> bool:
+        return self in (StopReason.SIGINT, StopReason.SIGTERM)
+
+    @classmethod
+    def from_signal(cls, sig: signal.Signals) -> StopReason:
+        return cls[sig.name]
+
+    @property
+    def label(self) -> str:
+        return self.name if self.is_signal else self.name.lower()
+
+
+class Stop:
+    """The run's stop state. `event` is set once a reason is recorded, so that waits on a
+    free slot or a backoff end at once instead of when the fleet comes back."""
+
+    def __init__(self) -> None:
+        self.reason: StopReason | None = None
+        self.event = asyncio.Event()
+
+    def __bool__(self) -> bool:
+        return self.reason is not None
+
+    def request(self, reason: StopReason) -> bool:
+        """Record `reason` unless one is already recorded (a signal outranks any other
+        reason: it decides the exit code); True if this call recorded it."""
+        if self.reason is not None and (self.reason.is_signal or not reason.is_signal):
+            return False
+        self.reason = reason
+        self.event.set()
+        return True
