@@ -19,7 +19,7 @@ CONFIG = {
     "model": "Qwen/Qwen3-8B-2504", "servers": ["http://10.0.0.1:30000"],
     "concurrency_per_server": 64, "api_key_from": "none", "prompts": "p.jsonl",
     "output_dir": "run", "samples_per_prompt": 1, "regenerate_turns": "last",
-    "sampling": {"max_tokens": 4096, "temperature": 0.6, "seed": 1234},
+    "sampling": {"max_tokens": 4096, "temperature": 0.6, "seed": 1234, "extra": None},
 }  # fmt: skip
 
 
@@ -57,12 +57,11 @@ def test_live_panel_has_bar_rates_elapsed_eta_servers_quality_and_events():
     assert "3.25 compl/s" in text and "1,810 tok/s" in text
     assert re.search(r"elapsed 0:00:0\d", text)
     assert "ETA 12m34s" in text  # the run's token-based ETA, not rich's own
-    assert re.search(
-        r"http://10\.0\.0\.1:30000\s+healthy\s+64\s+118\s+3\s+2\s+65,432\s+19\.7s", text
-    )
+    assert re.search(r"10\.0\.0\.1:30000\s+healthy\s+64\s+118\s+3\s+2\s+65,432\s+19\.7s", text)
     assert "quality (last 12): empty 0.0%, length 8.3%" in text  # shown before 50 samples
     assert "back in rotation" in text
     assert "64 per server = 64 in flight" in text
+    assert "extra" not in text  # no per-record request fields: nothing to say
 
 
 def test_no_auto_highlighting_of_numbers_and_words():

@@ -60,7 +60,9 @@ def summary_line(snap: dict[str, Any]) -> str:
 
 def config_lines(config: dict[str, Any]) -> list[str]:
     sampling = ", ".join(
-        f"{k}={'server default' if v is None else v}" for k, v in config["sampling"].items()
+        f"{k}={'server default' if v is None else v}"
+        for k, v in config["sampling"].items()
+        if k != "extra" or v  # per-record request fields (batch files) only when there are some
     )
     n, per = len(config["servers"]), config["concurrency_per_server"]
     return [
@@ -176,12 +178,14 @@ class LiveReporter:
 def server_table(servers: list[dict[str, Any]]) -> Table:
     table = Table(box=None, expand=False, pad_edge=False)
     for column in ("server", "state", "in flight", "done", "failed", "retried", "tokens",
-                   "latency", "last error"):  # fmt: skip
-        table.add_column(column, justify="left" if column in ("server", "last error") else "right")
+                   "latency"):  # fmt: skip
+        table.add_column(column, justify="left" if column == "server" else "right", no_wrap=True)
+    # a long server message is cut, not wrapped: one line per server
+    table.add_column("last error", no_wrap=True, overflow="ellipsis", max_width=40)
     for s in servers:
         style = "green" if s["state"] == "healthy" else "red"
         table.add_row(
-            Text(s["url"]), Text(s["state"], style=style), str(s["in_flight"]),
+            Text(s["url"].split("://", 1)[-1]), Text(s["state"], style=style), str(s["in_flight"]),
             str(s["completed"]), str(s["failed"]), str(s.get("retried", 0)),
             f"{s['completion_tokens']:,}", f"{s['latency_ewma_s']:.1f}s",
             Text((s["last_error"] or "")[:60]),

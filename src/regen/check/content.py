@@ -40,7 +40,8 @@ def repetition(c: Completion) -> bool:
 
 
 def _last(c: Completion, role: str) -> str:
-    final = c.messages.index(c.final)
+    """The last `role` message before the final answer (by position, not by equality)."""
+    final = max(i for i, m in enumerate(c.messages) if m.get("role") == "assistant")
     found = (m for m in reversed(c.messages[:final]) if m.get("role") == role)
     content = next(found, {}).get("content")
     return content if isinstance(content, str) else ""

@@ -121,7 +121,7 @@ class Server:
         request = asyncio.ensure_future(post("/v1/chat/completions", body))
         self._requests.add(request)
         try:
-            return await request
+            data = await request
         except asyncio.CancelledError:
             current = asyncio.current_task()
             if request.cancelled() and current is not None and not current.cancelling():
@@ -134,6 +134,16 @@ class Server:
             self._requests.discard(request)
             if not request.done():
                 request.cancel()
+        if not isinstance(data, dict) or not isinstance(data.get("choices"), list):
+            # JSON, but not a chat completion (a gateway's status page): no prompt causes this
+            raise ServerRefused(
+                f"HTTP 200 JSON without 'choices': {redact.scrub(str(data)[:200])}",
+                server=self.name,
+                status=200,
+                hint="the URL answers JSON but not an OpenAI chat completion: point --servers "
+                "at an OpenAI-compatible server (http://host:port)",
+            )
+        return data
 
     def abort_requests(self) -> None:
         for request in list(self._requests):

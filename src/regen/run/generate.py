@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import os
 import signal
@@ -55,6 +56,7 @@ EXIT_OK = 0
 EXIT_DEGENERATE = StopReason.DEGENERATE.exit_code
 EXIT_FLEET_DOWN = StopReason.FLEET_DOWN.exit_code
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
+UNWRITABLE = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT}
 
 
 @dataclass
@@ -78,6 +80,8 @@ def generate(config: GenerateConfig, report: Reporter | None = None) -> RunResul
     try:
         layout.root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
+        if exc.errno in UNWRITABLE:  # a read-only or full parent: the fix is the storage's
+            raise output_error(layout.root, exc) from exc
         raise ConfigError(f"cannot create --output-dir {layout.root}: {exc.strerror}") from exc
     api_key = config.api_key()
     with RunLock(layout.lock), contextlib.ExitStack() as stack:
@@ -112,6 +116,8 @@ class Run:
         self.stop = Stop()
         self.fatal: RegenError | None = None  # the error that stopped the run, if one did
         self._first_bad: list[BadLine] = []  # quoted if the input turns out mostly unusable
+        self._exact_total: int | None = None  # known once the whole input has been read
+        self._input_lines = (0, 0)  # (lines, usable lines), once the whole input is read
         self._alarms_on: set[str] = set()
         self.model = ""
         self.stats = RunStats(total=0, finished_before=0)
@@ -286,7 +292,8 @@ class Run:
                 tasks.add(task)
                 task.add_done_callback(done)
             else:
-                self.stats.total = self._exact_total
+                if self._exact_total is not None:  # None: the input was left early (a stop)
+                    self.stats.total = self._exact_total
         except RegenError as err:  # the input broke off, or recording a bad line failed
             self._fail(err)
         await self._drain(tasks)
@@ -524,7 +531,7 @@ class Run:
     def _result(self, exit_code: int, repaired: list[str]) -> RunResult:
         stats = self.stats
         new_work = stats.completed + stats.failed + stats.bad_lines
-        lines, usable = getattr(self, "_input_lines", (0, 0))
+        lines, usable = self._input_lines
         already = exit_code == EXIT_OK and new_work == 0
         if exit_code == EXIT_OK and mostly_unusable(lines, usable):
             # Recorded in errors/ and kept, but a run that made little of its input is no

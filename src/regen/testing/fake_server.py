@@ -44,8 +44,8 @@ class Behaviour:
     finish_reason: str = "stop"
     answer: Answer = echo_answer
     # cycled per request: ok|500|429|reset|hang|400, stall (a stream that stops midway),
-    # html (200 text/html: a login page), 401, and echo (a 400 whose body echoes the
-    # request headers, as debug gateways do)
+    # html (200 text/html: a login page), status (200 JSON that is no completion), 401,
+    # and echo (a 400 whose body echoes the request headers, as debug gateways do)
     faults: list[str] = field(default_factory=list)
     retry_after: float = 0.2
     pad_bytes: int = 0  # extra response bytes, for client-cost benchmarks
@@ -117,6 +117,8 @@ class FakeServer:
         if fault == "html":
             page = "<html><head><title>Sign in</title></head><body>Log in</body></html>"
             return web.Response(text=page, content_type="text/html")
+        if fault == "status":  # JSON, but not a completion: a gateway's status page
+            return web.json_response({"status": "ok", "service": "gateway"})
         if fault == "401":
             return web.json_response({"error": {"message": "invalid api key"}}, status=401)
         if fault == "echo":
