@@ -315,22 +315,24 @@ def test_a_failing_seal_does_not_hide_the_full_disk_message(tmp_path, fake_serve
         run(tmp_path / "p.jsonl", tmp_path / "out", [server.url])
 
 
-def test_a_read_only_output_dir_is_a_plain_message(tmp_path, fake_server):
+@pytest.mark.parametrize("existing", [True, False])
+def test_a_read_only_output_dir_is_a_plain_message(tmp_path, fake_server, existing):
     server = fake_server()
     write_prompts(tmp_path / "p.jsonl", 2)
-    out = tmp_path / "out"
-    out.mkdir()
+    read_only = tmp_path / "ro"
+    read_only.mkdir()
+    out = read_only if existing else read_only / "run"  # an existing dir, or one to create
     command = [
         sys.executable, "-m", "regen", "generate", "--prompts", str(tmp_path / "p.jsonl"),
         "--output-dir", str(out), "--servers", server.url, "--display", "none",
     ]  # fmt: skip
     if os.geteuid() == 0:  # root ignores permissions: mount the dir read-only, privately
-        command = ["unshare", "-m", "sh", "-c", READ_ONLY_MOUNT, str(out), *command]
-    out.chmod(0o555)
+        command = ["unshare", "-m", "sh", "-c", READ_ONLY_MOUNT, str(read_only), *command]
+    read_only.chmod(0o555)
     try:
         result = subprocess.run(command, capture_output=True, text=True, timeout=60)
     finally:
-        out.chmod(0o755)
+        read_only.chmod(0o755)
     assert result.returncode == 6, result.stderr
     assert f"cannot write to {out}" in result.stderr and "hint:" in result.stderr
     assert "Traceback" not in result.stderr

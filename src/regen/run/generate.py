@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import os
 import signal
@@ -55,6 +56,7 @@ EXIT_OK = 0
 EXIT_DEGENERATE = StopReason.DEGENERATE.exit_code
 EXIT_FLEET_DOWN = StopReason.FLEET_DOWN.exit_code
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
+UNWRITABLE = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT}
 
 
 @dataclass
@@ -78,6 +80,8 @@ def generate(config: GenerateConfig, report: Reporter | None = None) -> RunResul
     try:
         layout.root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
+        if exc.errno in UNWRITABLE:  # a read-only or full parent: the fix is the storage's
+            raise output_error(layout.root, exc) from exc
         raise ConfigError(f"cannot create --output-dir {layout.root}: {exc.strerror}") from exc
     api_key = config.api_key()
     with RunLock(layout.lock), contextlib.ExitStack() as stack:
@@ -112,6 +116,8 @@ class Run:
         self.stop = Stop()
         self.fatal: RegenError | None = None  # the error that stopped the run, if one did
         self._first_bad: list[BadLine] = []  # quoted if the input turns out mostly unusable
+        self._exact_total: int | None = None  # known once the whole input has been read
+        self._input_lines = (0, 0)  # (lines, usable lines), once the whole input is read
         self._alarms_on: set[str] = set()
         self.model = ""
         self.stats = RunStats(total=0, finished_before=0)
@@ -187,9 +193,10 @@ class Run:
         for note in ledger.repaired:
             self._event(f"repaired {note}")
         self.ledger = ledger
+        lines = input_fp.lines if config.only_lines is None else len(config.only_lines)
         earlier = self.stats  # events so far (down servers, repairs) carry over
         self.stats = RunStats(
-            total=input_fp.lines * config.samples_per_prompt,
+            total=lines * config.samples_per_prompt,
             finished_before=ledger.completions + ledger.errors,
             events=earlier.events,
             events_total=earlier.events_total,
@@ -253,6 +260,8 @@ class Run:
             await asyncio.gather(health, monitor, supervise, return_exceptions=True)
         exit_code = EXIT_OK if self.stop.reason is None else self.stop.reason.exit_code
         self.stats.state = "finished" if exit_code == EXIT_OK else "stopped"
+        if exit_code == EXIT_OK and self.config.only_lines is not None:
+            self.stats.state = "calibrated"  # the sample is in; the run itself has not started
         self._check_quality()
         self._write_snapshot()
         if self.fatal is not None and not isinstance(self.fatal, FleetUnavailable):
@@ -283,7 +292,8 @@ class Run:
                 tasks.add(task)
                 task.add_done_callback(done)
             else:
-                self.stats.total = self._exact_total
+                if self._exact_total is not None:  # None: the input was left early (a stop)
+                    self.stats.total = self._exact_total
         except RegenError as err:  # the input broke off, or recording a bad line failed
             self._fail(err)
         await self._drain(tasks)
@@ -319,12 +329,17 @@ class Run:
         def is_finished(prompt_id: str) -> bool:
             return all(self.ledger.finished(record_key(prompt_id, k)) for k in range(samples))
 
+        only = self.config.only_lines
+        outside = 0  # lines a calibration sample leaves to the real run
         for entry in read_prompts(self.config.prompts, is_finished):
             lines += 1
             if self.stop:
                 return
             if lines % 1000 == 0:
                 yield None
+            if only is not None and entry.line not in only:
+                outside += 1
+                continue
             if isinstance(entry, BadLine):
                 self._record_bad_line(entry)
                 continue
@@ -345,6 +360,7 @@ class Run:
                     self.stats.skipped += 1
                     continue
                 yield WorkItem(entry, sample)
+        lines -= outside  # a calibration sample: its own lines are the whole job
         self._exact_total = usable * samples + (lines - usable)
         self._input_lines = (lines, usable)
 
@@ -515,7 +531,7 @@ class Run:
     def _result(self, exit_code: int, repaired: list[str]) -> RunResult:
         stats = self.stats
         new_work = stats.completed + stats.failed + stats.bad_lines
-        lines, usable = getattr(self, "_input_lines", (0, 0))
+        lines, usable = self._input_lines
         already = exit_code == EXIT_OK and new_work == 0
         if exit_code == EXIT_OK and mostly_unusable(lines, usable):
             # Recorded in errors/ and kept, but a run that made little of its input is no
