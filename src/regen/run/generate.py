@@ -192,9 +192,10 @@ class Run:
         for note in ledger.repaired:
             self._event(f"repaired {note}")
         self.ledger = ledger
+        lines = input_fp.lines if config.only_lines is None else len(config.only_lines)
         earlier = self.stats  # events so far (down servers, repairs) carry over
         self.stats = RunStats(
-            total=input_fp.lines * config.samples_per_prompt,
+            total=lines * config.samples_per_prompt,
             finished_before=ledger.completions + ledger.errors,
             events=earlier.events,
             events_total=earlier.events_total,
@@ -258,6 +259,8 @@ class Run:
             await asyncio.gather(health, monitor, supervise, return_exceptions=True)
         exit_code = EXIT_OK if self.stop.reason is None else self.stop.reason.exit_code
         self.stats.state = "finished" if exit_code == EXIT_OK else "stopped"
+        if exit_code == EXIT_OK and self.config.only_lines is not None:
+            self.stats.state = "calibrated"  # the sample is in; the run itself has not started
         self._check_quality()
         self._write_snapshot()
         if self.fatal is not None and not isinstance(self.fatal, FleetUnavailable):
@@ -325,12 +328,17 @@ class Run:
         def is_finished(prompt_id: str) -> bool:
             return all(self.ledger.finished(record_key(prompt_id, k)) for k in range(samples))
 
+        only = self.config.only_lines
+        outside = 0  # lines a calibration sample leaves to the real run
         for entry in read_prompts(self.config.prompts, is_finished):
             lines += 1
             if self.stop:
                 return
             if lines % 1000 == 0:
                 yield None
+            if only is not None and entry.line not in only:
+                outside += 1
+                continue
             if isinstance(entry, BadLine):
                 self._record_bad_line(entry)
                 continue
@@ -351,6 +359,7 @@ class Run:
                     self.stats.skipped += 1
                     continue
                 yield WorkItem(entry, sample)
+        lines -= outside  # a calibration sample: its own lines are the whole job
         self._exact_total = usable * samples + (lines - usable)
         self._input_lines = (lines, usable)
 
