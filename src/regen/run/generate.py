@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import logging
 import os
 import signal
@@ -24,6 +23,7 @@ import xxhash
 
 from regen import redact
 from regen.errors import (
+    UNWRITABLE_ERRNOS,
     ConfigError,
     FleetUnavailable,
     OutputError,
@@ -56,7 +56,6 @@ EXIT_OK = 0
 EXIT_DEGENERATE = StopReason.DEGENERATE.exit_code
 EXIT_FLEET_DOWN = StopReason.FLEET_DOWN.exit_code
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
-UNWRITABLE = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT}
 
 
 @dataclass
@@ -80,8 +79,8 @@ def generate(config: GenerateConfig, report: Reporter | None = None) -> RunResul
     try:
         layout.root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        if exc.errno in UNWRITABLE:  # a read-only or full parent: the fix is the storage's
-            raise output_error(layout.root, exc) from exc
+        if exc.errno in UNWRITABLE_ERRNOS:  # a read-only or full parent: the fix is the storage's
+            raise OutputError.writing(layout.root, exc) from exc
         raise ConfigError(f"cannot create --output-dir {layout.root}: {exc.strerror}") from exc
     api_key = config.api_key()
     with RunLock(layout.lock), contextlib.ExitStack() as stack:
@@ -182,7 +181,7 @@ class Run:
                 allow_changed_sampling=config.allow_changed_sampling,
             )
         except OSError as exc:
-            raise output_error(self.layout.root, exc) from exc
+            raise OutputError.writing(self.layout.root, exc) from exc
         self.report({"config": resolved})
         packed = compression(config.prompts)
         if packed and not str(config.prompts).endswith((".zst", ".gz")):
@@ -193,9 +192,10 @@ class Run:
         for note in ledger.repaired:
             self._event(f"repaired {note}")
         self.ledger = ledger
+        lines = input_fp.lines if config.only_lines is None else len(config.only_lines)
         earlier = self.stats  # events so far (down servers, repairs) carry over
         self.stats = RunStats(
-            total=input_fp.lines * config.samples_per_prompt,
+            total=lines * config.samples_per_prompt,
             finished_before=ledger.completions + ledger.errors,
             events=earlier.events,
             events_total=earlier.events_total,
@@ -221,7 +221,7 @@ class Run:
             try:
                 writer.close()
             except OSError as exc:
-                err = output_error(writer.folder, exc)
+                err = OutputError.writing(writer.folder, exc)
                 if not quiet:
                     raise err from exc
                 self._event(f"could not seal the last shard: {err.message}")
@@ -259,6 +259,8 @@ class Run:
             await asyncio.gather(health, monitor, supervise, return_exceptions=True)
         exit_code = EXIT_OK if self.stop.reason is None else self.stop.reason.exit_code
         self.stats.state = "finished" if exit_code == EXIT_OK else "stopped"
+        if exit_code == EXIT_OK and self.config.only_lines is not None:
+            self.stats.state = "calibrated"  # the sample is in; the run itself has not started
         self._check_quality()
         self._write_snapshot()
         if self.fatal is not None and not isinstance(self.fatal, FleetUnavailable):
@@ -326,12 +328,17 @@ class Run:
         def is_finished(prompt_id: str) -> bool:
             return all(self.ledger.finished(record_key(prompt_id, k)) for k in range(samples))
 
+        only = self.config.only_lines
+        outside = 0  # lines a calibration sample leaves to the real run
         for entry in read_prompts(self.config.prompts, is_finished):
             lines += 1
             if self.stop:
                 return
             if lines % 1000 == 0:
                 yield None
+            if only is not None and entry.line not in only:
+                outside += 1
+                continue
             if isinstance(entry, BadLine):
                 self._record_bad_line(entry)
                 continue
@@ -352,6 +359,7 @@ class Run:
                     self.stats.skipped += 1
                     continue
                 yield WorkItem(entry, sample)
+        lines -= outside  # a calibration sample: its own lines are the whole job
         self._exact_total = usable * samples + (lines - usable)
         self._input_lines = (lines, usable)
 
@@ -448,7 +456,7 @@ class Run:
         try:
             writer.write(record)
         except OSError as exc:  # a full or vanished disk: stop, keep what is written
-            raise output_error(writer.folder, exc) from exc
+            raise OutputError.writing(writer.folder, exc) from exc
 
     def _account(self, record: dict, generated: Generated) -> None:
         self.stats.completed += 1
@@ -545,14 +553,6 @@ class Run:
             if self.fatal is not None:
                 message = f"{self.fatal}\n{message}"
         return RunResult(self.layout.root, exit_code, stats, message, already, repaired)
-
-
-def output_error(folder: Path, exc: OSError) -> OutputError:
-    return OutputError(
-        f"cannot write to {folder}: {exc.strerror or exc}",
-        hint="free space (or make it writable, or fix the mount), then run the same command "
-        "to resume: nothing written is lost",
-    )
 
 
 def _install_signal_handlers(loop, handler) -> list[signal.Signals]:
