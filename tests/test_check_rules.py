@@ -204,10 +204,12 @@ def test_composition_drift_when_one_source_mostly_errored(tmp_path):
         for i in range(n):
             messages = [{"role": "user", "content": f"{src} question {i}"}]
             pid = stable_id(messages, None)
-            prompts.append({"messages": messages, "source": {"dataset": src}})
+            prompts.append({"messages": messages, "source": {"dataset": src},
+                            "meta": {"category": f"{src}-cat"}})  # fmt: skip
             if i < ok:
                 rec = checkfix.completion(pid, f"A full answer to {src} question {i} here.",
-                                          prompt=messages[0]["content"], source=src)  # fmt: skip
+                                          prompt=messages[0]["content"], source=src,
+                                          category=f"{src}-cat")  # fmt: skip
                 completions.append(rec)
             else:
                 errors.append({"id": pid, "sample": 0, "error": {"type": "http_500"}})
@@ -225,6 +227,7 @@ def test_composition_drift_when_one_source_mostly_errored(tmp_path):
     assert "composition_drift" in failed(report) and result.exit_code == 1
     mix = report["composition"]["by_source"]
     assert mix["code"] == {"prompts": 0.5, "completions": 0.0909}
+    assert report["composition"]["by_category"]["code-cat"]["prompts"] == 0.5
     assert "composition vs the prompt file" in result.output
 
 

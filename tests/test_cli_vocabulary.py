@@ -26,8 +26,10 @@ def test_dash_h_works_on_every_verb(verb):
 
 @pytest.mark.parametrize("verb", ["status", "check", "export"])
 def test_a_run_directory_is_called_RUN(verb):
-    usage = run(verb, "-h").output.splitlines()[0]
+    text = run(verb, "-h").output
+    usage = text.splitlines()[0]
     assert "RUN" in usage and "OUTPUT_DIR" not in usage
+    assert not any(line.strip().startswith("RUN") for line in text.splitlines()[1:])
 
 
 def test_generate_help_is_grouped_and_every_option_explained():

@@ -22,6 +22,8 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
+FINAL_STATES = ("finished", "stopped", "calibrated")  # "calibrated": regen plan's sample is in
+
 
 def format_duration(seconds: float | None) -> str:
     if seconds is None:
@@ -89,7 +91,11 @@ class PlainReporter:
             return
         self._print_events(snap)
         now = time.monotonic()
-        if now - self._last >= self.interval or snap["state"] in ("finished", "stopped"):
+        if now - self._last >= self.interval or snap["state"] in (
+            "finished",
+            "stopped",
+            "calibrated",
+        ):
             self._last = now
             self._print(summary_line(snap))
 
@@ -147,7 +153,7 @@ class LiveReporter:
             return
         if self.live is not None:
             self.live.update(self.render(snap))
-            if snap["state"] in ("finished", "stopped"):
+            if snap["state"] in FINAL_STATES:
                 self.live.stop()
                 self.live = None
 

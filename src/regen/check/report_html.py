@@ -108,11 +108,12 @@ def _composition(comp: dict[str, Any] | None) -> str:
     if comp["unavailable"]:
         return f"<p>Composition not compared: {escape(comp['unavailable'])}</p>"
     rows = "".join(
-        f"<tr><th class='name'>{escape(n)}</th><td>{v['prompts']:.1%}</td>"
+        f"<tr><th class='name'>{label} {escape(n)}</th><td>{v['prompts']:.1%}</td>"
         f"<td>{v['completions']:.1%}</td></tr>"
-        for n, v in comp["by_source"].items()
+        for label, key in (("source", "by_source"), ("category", "by_category"))
+        for n, v in comp[key].items()
     )
-    head = "<tr><th>source</th><th>prompt file</th><th>completions</th></tr>"
+    head = "<tr><th>mix</th><th>prompt file</th><th>completions</th></tr>"
     return (
         f"<h2>Composition (drift {comp['distance']:.1%})</h2>"
         f"<div class='box'><table>{head}{rows}</table></div>"

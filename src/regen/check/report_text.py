@@ -87,8 +87,10 @@ def _composition_lines(comp: dict[str, Any] | None) -> list[str]:
     if comp["unavailable"]:
         return [f"composition: not compared ({comp['unavailable']})", ""]
     lines = [f"composition vs the prompt file (drift {comp['distance']:.1%}):"]
-    for name, share in comp["by_source"].items():
-        lines.append(
-            f"  {name:<24} prompts {share['prompts']:6.1%}  completions {share['completions']:6.1%}"
-        )
+    for label, key in (("source", "by_source"), ("category", "by_category")):
+        for name, share in comp[key].items():
+            lines.append(
+                f"  {label} {name:<24} prompts {share['prompts']:6.1%}  "
+                f"completions {share['completions']:6.1%}"
+            )
     return [*lines, ""]

@@ -63,8 +63,8 @@ RULES = (
          flag("short_runs")),
     Rule("token_mismatch", 0.01, "re-tokenised final turn differs from the server's token ids",
          flag("token_mismatch"), lambda g: g.ids_checked),
-    Rule("composition_drift", 0.10, "share of samples that would have to change source to "
-         "match the prompt file's mix (total variation distance)", lambda g: 0),
+    Rule("composition_drift", 0.10, "share of prompts that would have to change source (or "
+         "category) to match the prompt file's mix (total variation distance)", lambda g: 0),
 )  # fmt: skip
 RULE_NAMES = tuple(r.name for r in RULES)
 
@@ -113,7 +113,7 @@ def judge(
             if no_mix:
                 continue  # no prompt file to compare with: the report says why
             assert composition is not None
-            of = sum(composition.completed.values())
+            of = composition.prompts
             fraction = composition.distance
             outcomes.append(
                 Outcome(rule.name, rule.what, round(fraction * of), of, fraction, limit)

@@ -77,7 +77,7 @@ class _Tally:
     overall: Group = field(init=False)
     sources: dict[str, Group] = field(default_factory=dict)
     examples: list[dict] = field(default_factory=list)
-    completed: dict[str, str] = field(default_factory=dict)  # prompt id -> source
+    completed: dict[str, tuple[str, str]] = field(default_factory=dict)  # id -> source, category
     # rule -> up to `show` failing samples, so `--show` prints the failures, not the first N
     failing: dict[str, list[tuple[Completion, Encoded]]] = field(default_factory=dict)
 
@@ -89,7 +89,7 @@ class _Tally:
         self.overall.add(result)
         self.sources.setdefault(result.source, Group(self.opts)).add(result)
         if completion is not None:
-            self.completed[str(completion.raw.get("id"))] = result.source
+            self.completed[str(completion.raw.get("id"))] = (result.source, result.category)
         if result.error is not None and len(self.examples) < ERROR_EXAMPLES:
             self.examples.append(
                 {"id": result.id, "error": result.error, "message": result.message}

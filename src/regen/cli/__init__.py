@@ -48,6 +48,9 @@ def _register() -> None:
     from regen.cli import serve
 
     main.add_command(serve.serve)
+    from regen.cli import plan
+
+    main.add_command(plan.plan)
     # Other verbs register here, one line each.
 
 

@@ -34,6 +34,15 @@ from regen.storage.uploader import UploadPolicy
 SERVER_DEFAULT = "Default: the server's generation config."
 
 
+def chosen_servers(opts: dict) -> list[str]:
+    """--servers, else $OPENAI_BASE_URL unless --fleet or --local-model says otherwise
+    (`regen plan` calibrates on exactly the servers generate would use)."""
+    servers = list(opts["servers"])
+    if not servers and not opts["fleet"]:
+        servers = servers_from_env(opts["local_model"])
+    return servers
+
+
 @click.command(cls=Command)
 @option(
     "--prompts",
@@ -262,9 +271,7 @@ def generate(**opts) -> None:
     --servers takes one or more URLs: `--servers http://h:30000 http://h:30001`.
     """
     logging.basicConfig(level=logging.ERROR, format="%(message)s")
-    servers = list(opts["servers"])
-    if not servers and not opts["fleet"]:
-        servers = servers_from_env(opts["local_model"])
+    servers = chosen_servers(opts)
     config = GenerateConfig(
         prompts=opts["prompts"], output_dir=opts["output_dir"], servers=servers,
         fleet=opts["fleet"],

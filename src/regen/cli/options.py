@@ -73,6 +73,8 @@ class Command(click.Command):
     def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         sections: dict[str, list[tuple[str, str]]] = {}
         for param in self.get_params(ctx):
+            if not isinstance(param, click.Option):
+                continue  # arguments are named in the usage line
             record = param.get_help_record(ctx)
             if record is not None:
                 sections.setdefault(getattr(param, "group", None) or OTHER, []).append(record)

@@ -30,6 +30,8 @@ REDRAW_S = 0.1  # counting is per row, drawing is not: a million rows, a few hun
 class RowRate(ProgressColumn):
     def render(self, task: Task) -> Text:
         speed = task.finished_speed or task.speed
+        if speed is None and task.elapsed:  # too few samples for rich's own estimate
+            speed = task.completed / task.elapsed
         return Text(f"{task.completed:,.0f} rows  {speed or 0:,.0f} rows/s", style="magenta")
 
 

@@ -34,6 +34,8 @@ def render(info: dict[str, Any]) -> list[str]:
         state = "RUNNING"
     elif last_state == "finished":
         state = "FINISHED"
+    elif last_state == "calibrated":
+        state = "NOT STARTED (regen plan's calibration sample is in; regen generate goes on)"
     elif last_state == "stopped":
         state = "NOT RUNNING (stopped; run the same command to resume)"
     else:
@@ -57,7 +59,16 @@ def render(info: dict[str, Any]) -> list[str]:
             for name, r in rates.items()
         )
     )
-    lines.append(f"ETA: {format_duration(progress['eta_s'])}")
+    eta = info["eta"]
+    lines.append(
+        f"ETA: {format_duration(eta['seconds'])} for {eta['items']} items left"
+        + (
+            f" ({format_duration(eta['seconds_low'])} to {format_duration(eta['seconds_high'])}"
+            " at the fastest and slowest recent rates)"
+            if eta["seconds"] is not None
+            else ""
+        )
+    )
     for s in progress["servers"]:
         at_exit = s.get("in_flight_at_exit")
         flight = f"{s['in_flight']} in flight"

@@ -37,9 +37,10 @@ class RetryPolicy:
 
     One counter per request, its attempts. A failure that may be the prompt's fault (5xx,
     408, 429, a timeout) is retried while attempts <= `max_retries`. A connection failure
-    (refused, reset) says nothing about the prompt, so it is retried up to the larger
-    `max_attempts`: the circuit breaker and --give-up-after bound a dead fleet, and this cap
-    still ends a prompt that kills every server it touches.
+    (refused, reset) or a server refusing every request says nothing about the prompt, so it
+    is retried up to the larger `max_attempts`: the circuit breaker, refusal count and
+    --give-up-after bound a bad fleet, and this cap still ends a prompt that kills every
+    server it touches.
     """
 
     max_retries: int = 5
@@ -47,9 +48,9 @@ class RetryPolicy:
     base_delay: float = 1.0
     max_delay: float = 60.0
 
-    def allows_retry(self, attempts: int, error: RetryableError) -> bool:
-        limit = self.max_attempts if isinstance(error, TransportError) else self.max_retries + 1
-        return attempts < limit
+    def allows_retry(self, attempts: int, error: RetryableError | ServerRefused) -> bool:
+        blameless = isinstance(error, TransportError | ServerRefused)
+        return attempts < (self.max_attempts if blameless else self.max_retries + 1)
 
     def delay(self, attempt: int, error: RetryableError) -> float:
         if isinstance(error, Overloaded) and error.retry_after is not None:
@@ -214,16 +215,16 @@ class Fleet:
                 return Completed(data, server, attempts, time.monotonic() - started)
             finally:
                 self.release(server)
-            if isinstance(error, ServerRefused):
+            refused = isinstance(error, ServerRefused)
+            if refused:
                 self._record_refusal(server, error)
-                if attempts < self.retry.max_attempts:
-                    continue  # the server's fault, not the prompt's: send it elsewhere
-                error.attempts = attempts
-                raise error
-            self._record_failure(server, error)
+            else:
+                self._record_failure(server, error)
             if not self.retry.allows_retry(attempts, error):
                 error.attempts = attempts
                 raise error
+            if refused:
+                continue  # the server's fault, not the prompt's: send it elsewhere at once
             server.stats.retried += 1
             await self._pause(self.retry.delay(attempts, error))
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from regen.errors import ConfigError, InputError
+from regen.errors import UNWRITABLE_ERRNOS, ConfigError, InputError, OutputError
 from regen.jsonio import atomic_write_bytes, atomic_write_json, dumps_line
 from regen.prepare.blend import Candidate, Candidates, allocate, heap_limit, rank
 from regen.prepare.convert import Converter
@@ -64,15 +64,42 @@ def prepare(
     targets = (out, str(rejects or beside(out, ".rejects.jsonl")),
                str(report or beside(out, ".report.json")))  # fmt: skip
     with staged(*targets) as (output_path, rejects_path, report_path):
-        return _prepare(recipe, output_path, rejects_path, report_path, targets, log, on_row)
+        return _prepare_checked(
+            recipe, output_path, rejects_path, report_path, targets, log, on_row
+        )
 
 
-def _prepare(
+def _prepare_checked(
     recipe: Recipe, output: Path, rejects_path: Path, report_path: Path,
     names: tuple[str, str, str], log: Log, on_row: Callable[[str], None] | None,
 ) -> Report:  # fmt: skip
     for path in (output, rejects_path, report_path):
         _make_parent(path)
+    with _writable({output.parent, rejects_path.parent, report_path.parent}):
+        return _prepare(recipe, output, rejects_path, report_path, names, log, on_row)
+
+
+@contextmanager
+def _writable(folders: set[Path]) -> Iterator[None]:
+    """A read-only or full output folder is a message naming it, not a traceback."""
+    try:
+        yield
+    except OSError as exc:
+        folder = Path(exc.filename).parent if exc.filename else None
+        if exc.errno not in UNWRITABLE_ERRNOS or folder not in folders:
+            raise
+        raise OutputError.writing(folder, exc) from exc
+
+
+def _prepare(
+    recipe: Recipe,
+    output: Path,
+    rejects_path: Path,
+    report_path: Path,
+    names: tuple[str, str, str],  # as the user gave them: paths or bucket URLs
+    log: Log,
+    on_row: Callable[[str], None] | None,
+) -> Report:
     fixed = sum(s.ask.count or 0 for s in recipe.sources)
     indexes: list[HashIndex] = []
     all_stats: list[SourceStats] = []

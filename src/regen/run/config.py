@@ -90,6 +90,9 @@ class GenerateConfig:
     display: Literal["auto", "live", "plain", "none"] = "auto"
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
+    # `regen plan`'s calibration: generate only these input lines (1-based), as the first
+    # records of the run; the rest stays pending for `regen generate`. Not in the manifest.
+    only_lines: frozenset[int] | None = None
 
     def __post_init__(self) -> None:
         if self.samples_per_prompt < 1:

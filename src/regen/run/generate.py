@@ -16,7 +16,6 @@ import signal
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import xxhash
@@ -115,6 +114,8 @@ class Run:
         self.stop = Stop()
         self.fatal: RegenError | None = None  # the error that stopped the run, if one did
         self._first_bad: list[BadLine] = []  # quoted if the input turns out mostly unusable
+        self._exact_total: int | None = None  # known once the whole input has been read
+        self._input_lines = (0, 0)  # (lines, usable lines), once the whole input is read
         self._alarms_on: set[str] = set()
         self.model = ""
         self.stats = RunStats(total=0, finished_before=0)
@@ -179,7 +180,7 @@ class Run:
                 allow_changed_sampling=config.allow_changed_sampling,
             )
         except OSError as exc:
-            raise output_error(self.layout.root, exc) from exc
+            raise OutputError.writing(self.layout.root, exc) from exc
         self.report({"config": resolved})
         packed = compression(config.prompts)
         if packed and not str(config.prompts).endswith((".zst", ".gz")):
@@ -193,9 +194,10 @@ class Run:
         for note in ledger.repaired:
             self._event(f"repaired {note}")
         self.ledger = ledger
+        lines = input_fp.lines if config.only_lines is None else len(config.only_lines)
         earlier = self.stats  # events so far (down servers, repairs) carry over
         self.stats = RunStats(
-            total=input_fp.lines * config.samples_per_prompt // config.part.count,  # till exact
+            total=lines * config.samples_per_prompt // config.part.count,  # till exact
             finished_before=ledger.completions + ledger.errors,
             events=earlier.events,
             events_total=earlier.events_total,
@@ -222,7 +224,7 @@ class Run:
             try:
                 writer.close()
             except OSError as exc:
-                err = output_error(writer.folder, exc)
+                err = OutputError.writing(writer.folder, exc)
                 if not quiet:
                     raise err from exc
                 self._event(f"could not seal the last shard: {err.message}")
@@ -260,6 +262,8 @@ class Run:
             await asyncio.gather(health, monitor, supervise, return_exceptions=True)
         exit_code = EXIT_OK if self.stop.reason is None else self.stop.reason.exit_code
         self.stats.state = "finished" if exit_code == EXIT_OK else "stopped"
+        if exit_code == EXIT_OK and self.config.only_lines is not None:
+            self.stats.state = "calibrated"  # the sample is in; the run itself has not started
         self._check_quality()
         self._write_snapshot()
         if self.fatal is not None and not isinstance(self.fatal, FleetUnavailable):
@@ -290,7 +294,8 @@ class Run:
                 tasks.add(task)
                 task.add_done_callback(done)
             else:
-                self.stats.total = self._exact_total
+                if self._exact_total is not None:  # None: the input was left early (a stop)
+                    self.stats.total = self._exact_total
         except RegenError as err:  # the input broke off, or recording a bad line failed
             self._fail(err)
         await self._drain(tasks)
@@ -326,12 +331,17 @@ class Run:
         def is_finished(prompt_id: str) -> bool:
             return all(self.ledger.finished(record_key(prompt_id, k)) for k in range(samples))
 
+        only = self.config.only_lines
+        outside = 0  # lines a calibration sample leaves to the real run
         for entry in read_prompts(self.config.prompts, is_finished, self.config.part):
             lines += 1
             if self.stop:
                 return
             if lines % 1000 == 0:
                 yield None
+            if only is not None and entry.line not in only:
+                outside += 1
+                continue
             if isinstance(entry, BadLine):
                 self._record_bad_line(entry)
                 continue
@@ -351,6 +361,7 @@ class Run:
                     self.stats.skipped += 1
                     continue
                 yield WorkItem(entry, sample)
+        lines -= outside  # a calibration sample: its own lines are the whole job
         self._exact_total = usable * samples + (lines - usable)
         self._input_lines = (lines, usable)
 
@@ -448,7 +459,7 @@ class Run:
         try:
             writer.write(record)
         except OSError as exc:  # a full or vanished disk: stop, keep what is written
-            raise output_error(writer.folder, exc) from exc
+            raise OutputError.writing(writer.folder, exc) from exc
 
     def _account(self, record: dict, generated: Generated) -> None:
         self.stats.completed += 1
@@ -524,7 +535,7 @@ class Run:
     def _result(self, exit_code: int, repaired: list[str]) -> RunResult:
         stats = self.stats
         new_work = stats.completed + stats.failed + stats.bad_lines
-        lines, usable = getattr(self, "_input_lines", (0, 0))
+        lines, usable = self._input_lines
         already = exit_code == EXIT_OK and new_work == 0
         if exit_code == EXIT_OK and mostly_unusable(lines, usable):
             # Recorded in errors/ and kept, but a run that made little of its input is no
@@ -549,14 +560,6 @@ class Run:
             if self.fatal is not None:
                 message = f"{self.fatal}\n{message}"
         return RunResult(self.layout.where, exit_code, stats, message, already, repaired)
-
-
-def output_error(folder: Path, exc: OSError) -> OutputError:
-    return OutputError(
-        f"cannot write to {folder}: {exc.strerror or exc}",
-        hint="free space (or make it writable, or fix the mount), then run the same command "
-        "to resume: nothing written is lost",
-    )
 
 
 def _install_signal_handlers(loop, handler) -> list[signal.Signals]:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from regen.jsonio import atomic_write_json
+from regen.run.eta import remaining
 from regen.run.quality import QualityMonitor
 
 RATE_WINDOWS = {"last_1m": 60.0, "last_5m": 300.0, "last_15m": 900.0}
@@ -78,15 +79,9 @@ class RunStats:
         }
 
     def eta_seconds(self, now: float | None = None) -> float | None:
-        """From tokens, not request counts: long answers dominate the time left."""
-        if self.completed == 0:
-            return None
-        tokens_per_item = self.completion_tokens / self.completed
-        rates = self.rates(now)
-        rate = rates["last_5m"]["tokens_per_s"] or rates["overall"]["tokens_per_s"]
-        if rate <= 0:
-            return None
-        return self.remaining * tokens_per_item / rate
+        return remaining(
+            self.remaining, self.completed, self.completion_tokens, self.rates(now)
+        ).seconds
 
 
 def snapshot(

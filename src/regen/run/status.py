@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import socket
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from regen.errors import ConfigError
 from regen.jsonio import ZST_SUFFIX, iter_lines, read_json
+from regen.run import eta
 from regen.run.layout import COMPLETIONS, ERRORS, OutputLayout
 from regen.run.lock import is_locked, read_holder
 from regen.run.writer import read_sidecar
@@ -39,7 +41,7 @@ def read_status(output_dir: str | Path) -> dict[str, Any]:
     if progress is not None and not alive["alive"]:
         progress = _at_exit(progress)
     parts = {p.name: read_json(p) for p in layout.root.glob("progress-*.json")}
-    return {
+    info = {
         "output_dir": str(layout.root),
         **with_shards(alive, parts),
         "files": {kind: count_records(layout, kind) for kind in (COMPLETIONS, ERRORS)},
@@ -47,6 +49,8 @@ def read_status(output_dir: str | Path) -> dict[str, Any]:
                      "input": manifest["input"], "sessions": len(manifest["sessions"])},
         "progress": progress,
     }  # fmt: skip
+    info["eta"] = asdict(eta.from_status(info))
+    return info
 
 
 def _liveness(layout: OutputLayout, progress: dict | None) -> dict[str, Any]:
@@ -58,7 +62,7 @@ def _liveness(layout: OutputLayout, progress: dict | None) -> dict[str, Any]:
         alive = (
             age is not None
             and age < STALE_AFTER_S
-            and progress["state"] not in ("finished", "stopped")
+            and progress["state"] not in ("finished", "stopped", "calibrated")
         )
         how = f"heartbeat {age:.0f}s ago from {progress['host']}"
     else:

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from regen.errors import ConfigError
+from regen.run import eta
 from regen.run.layout import COMPLETIONS, ERRORS, OutputLayout
 from regen.scale.status import with_shards
 from regen.storage.bucket import Bucket, is_url
@@ -70,7 +72,7 @@ def bucket_status(url: str) -> dict[str, Any]:
         age is not None and age < STALE_AFTER_S and progress["state"] not in ("finished", "stopped")
     )
     how = f"heartbeat {age:.0f}s ago from {progress['host']}" if progress else "no heartbeat yet"
-    return {
+    info = {
         "output_dir": run.where,
         **with_shards({"alive": alive, "pid": (progress or {}).get("pid"),
                        "host": (progress or {}).get("host"), "how": how,
@@ -81,3 +83,5 @@ def bucket_status(url: str) -> dict[str, Any]:
                      "input": manifest["input"], "sessions": len(manifest["sessions"])},
         "progress": progress,
     }  # fmt: skip
+    info["eta"] = asdict(eta.from_status(info))
+    return info

@@ -18,7 +18,7 @@ from typing import Any
 
 import xxhash
 
-from regen.errors import ConfigError, StorageError
+from regen.errors import UNWRITABLE_ERRNOS, ConfigError, OutputError, StorageError
 from regen.jsonio import ZST_SUFFIX
 from regen.run.layout import COMPLETIONS, ERRORS, OutputLayout
 from regen.run.writer import SIDECAR_SUFFIX
@@ -42,9 +42,10 @@ class LocalStore:
         try:
             self.layout.root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise ConfigError(
-                f"cannot create --output-dir {self.layout.root}: {exc.strerror}"
-            ) from exc
+            if exc.errno in UNWRITABLE_ERRNOS:  # read-only or full: the fix is the storage's
+                raise OutputError.writing(self.layout.root, exc) from exc
+            root = self.layout.root
+            raise ConfigError(f"cannot create --output-dir {root}: {exc.strerror}") from exc
 
     def committed(self) -> Iterator[LedgerEntry]:
         return iter(())

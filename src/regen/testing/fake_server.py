@@ -12,11 +12,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import math
 import threading
 import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from statistics import NormalDist
 from typing import Any
 
 import orjson
@@ -37,6 +39,7 @@ class Behaviour:
     model: str = "fake-model"
     slots: int = 64
     seconds_per_token: float = 0.0
+    base_latency: float = 0.0  # seconds per request before the first token (prefill)
     reasoning: str | None = None  # "split": reasoning_content field; "inline": <think> in content
     finish_reason: str = "stop"
     answer: Answer = echo_answer
@@ -135,9 +138,13 @@ class FakeServer:
         assert self._slots is not None
         async with self._slots:
             answer = self.behaviour.answer(body)
-            tokens = min(answer.get("tokens", 8), body.get("max_tokens", 10**9))
-            if self.behaviour.seconds_per_token:
-                await asyncio.sleep(tokens * self.behaviour.seconds_per_token)
+            wanted = answer.get("tokens", 8)
+            tokens = min(wanted, body.get("max_tokens", 10**9))
+            if tokens < wanted:  # cut off by max_tokens, as an engine reports it
+                answer = {**answer, "finish_reason": "length"}
+            delay = self.behaviour.base_latency + tokens * self.behaviour.seconds_per_token
+            if delay:
+                await asyncio.sleep(delay)
             data = self._response(body, answer, tokens)
             if body.get("stream"):
                 return await self._stream(request, data, stall=fault == "stall")
@@ -299,6 +306,14 @@ def main() -> None:
         help="vary each answer's length uniformly within tokens*(1±J), decided by a hash of "
         "the prompt so every client sees the same work",
     )
+    parser.add_argument(
+        "--tokens-sigma",
+        type=float,
+        default=0.0,
+        help="instead: log-normal answer lengths with median --tokens and this sigma (a wide, "
+        "long-tailed mix like a thinking model's), also decided by a hash of the prompt",
+    )
+    parser.add_argument("--base-latency", type=float, default=0.0, help="seconds per request")
     parser.add_argument("--pad-bytes", type=int, default=0)
     parser.add_argument("--model", default="fake-model")
     args = parser.parse_args()
@@ -306,15 +321,19 @@ def main() -> None:
 
     def answer(body: dict[str, Any]) -> dict[str, Any]:
         echoed = echo_answer(body)
+        unit = zlib.crc32(echoed["content"].encode()) / 0xFFFFFFFF  # in [0, 1]
+        if args.tokens_sigma:
+            z = NormalDist().inv_cdf(min(max(unit, 1e-9), 1 - 1e-9))
+            return {**echoed, "tokens": max(1, round(tokens * math.exp(args.tokens_sigma * z)))}
         if not jitter:
             return {**echoed, "tokens": tokens}
-        unit = zlib.crc32(echoed["content"].encode()) / 0xFFFFFFFF  # in [0, 1]
         return {**echoed, "tokens": max(1, round(tokens * (1 - jitter + 2 * jitter * unit)))}
 
     behaviour = Behaviour(
         model=args.model,
         slots=args.slots,
         seconds_per_token=args.seconds_per_token,
+        base_latency=args.base_latency,
         pad_bytes=args.pad_bytes,
         answer=answer,
     )

@@ -1,0 +1,88 @@
+"""`regen plan --sweep`: which per-server concurrency gives the most throughput without
+overloading the servers.
+
+Each level runs its own small calibration (in a temporary dir: these answers are not kept)
+with enough prompts to fill every slot four times, the same prompts first at every level.
+Throughput is compared at one answer mix (all levels' answers pooled). The recommendation
+is the lowest level within 10% of the best throughput: past that knee, more requests in
+flight only queue on the server and add latency.
+"""
+
+from __future__ import annotations
+
+import random
+import tempfile
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from regen.plan.calibrate import calibrate
+from regen.plan.estimate import mean_tokens
+from regen.plan.measure import Observation, by_server
+from regen.plan.sample import CalibrationSample, draw_sample
+from regen.run.config import GenerateConfig
+from regen.run.generate import Reporter
+
+KNEE = 0.9
+WAVES = 4  # prompts per slot at each level: the last, partly empty wave weighs little
+
+
+@dataclass(frozen=True)
+class Level:
+    concurrency: int
+    prompts: int
+    output_tokens_per_second: float
+    latency_mean_s: float
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    levels: list[Level]
+    recommended: int
+
+    def to_json(self) -> dict:
+        return {"levels": [vars(level) for level in self.levels], "recommended": self.recommended}
+
+
+def default_levels(concurrency: int) -> list[int]:
+    return sorted(
+        {max(1, concurrency // 4), max(1, concurrency // 2), concurrency, concurrency * 2}
+    )
+
+
+def sweep(
+    config: GenerateConfig,
+    levels: list[int],
+    *,
+    sample_seed: int = 0,
+    report: Reporter | None = None,
+) -> SweepResult:
+    servers = max(1, len(config.server_urls()))
+    biggest = max(max(levels) * servers * WAVES, 20)
+    sample = draw_sample(config.prompts, biggest, sample_seed)
+    order = list(sample.lines)
+    random.Random(sample_seed).shuffle(order)  # any prefix is then a fair mix of the strata
+    measured: dict[int, list[Observation]] = {}
+    for level in sorted(levels):
+        take = order[: max(level * servers * WAVES, 10)]
+        part = CalibrationSample(sample.prompts, sample.bad_lines, sample.strata,
+                                 {n: sample.lines[n] for n in take},
+                                 {n: sample.ids[n] for n in take})  # fmt: skip
+        with tempfile.TemporaryDirectory(prefix="regen-sweep-") as tmp:
+            run = replace(config, concurrency=level)
+            measured[level] = calibrate(run, Path(tmp), part, report).observations
+    pooled = mean_tokens([o for group in measured.values() for o in group])
+    results = [
+        Level(level, len(group), round(_rate(group[level * servers :] or group, level) * pooled, 1),
+              round(sum(o.latency for o in group) / len(group), 3))
+        for level, group in measured.items()
+    ]  # fmt: skip
+    best = max(r.output_tokens_per_second for r in results)
+    recommended = next(r.concurrency for r in results if r.output_tokens_per_second >= KNEE * best)
+    return SweepResult(results, recommended)
+
+
+def _rate(steady: list[Observation], level: int) -> float:
+    """Completions per second by Little's law: `level` requests always in flight on each
+    server, each holding its slot for the server's mean latency. `steady` leaves out the
+    first wave (records are in completion order), which met empty queues."""
+    return sum(level * len(g) / sum(o.latency for o in g) for g in by_server(steady).values())
