@@ -11,7 +11,6 @@ most every `heartbeat` seconds: it is what `regen status` reads from the bucket)
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Callable
@@ -24,7 +23,6 @@ from regen.run.writer import read_sidecar, sidecar_path
 from regen.storage.bucket import Bucket
 from regen.storage.shards import KINDS, upload_shard
 
-log = logging.getLogger("regen.storage")
 REPORT_EVERY = 60.0  # seconds between repeated "upload failed" events in one outage
 
 
