@@ -290,6 +290,20 @@ def test_a_full_disk_ends_with_a_plain_message_and_resume_loses_nothing(tmp_path
     assert len(completions) == 300 and not errors
 
 
+def test_a_failed_atomic_write_leaves_no_temporary_file(tmp_path, monkeypatch):
+    import errno
+
+    from regen import jsonio
+
+    def no_space(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(jsonio.os, "fsync", no_space)
+    with pytest.raises(OSError, match="No space"):
+        jsonio.atomic_write_bytes(tmp_path / "progress.json", b"{}")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_failing_seal_does_not_hide_the_full_disk_message(tmp_path, fake_server, monkeypatch):
     import errno
 
