@@ -17,6 +17,14 @@ from regen.fleet.embedded import free_port
 from regen.testing.fake_server import Behaviour, FakeServer
 
 
+@pytest.fixture(autouse=True)
+def no_openai_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A developer's OPENAI_BASE_URL / OPENAI_API_KEY would point generate at their server
+    (as it should for them); tests choose their servers and keys themselves."""
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+
+
 @pytest.fixture
 def fake_server() -> Iterator[Callable[..., FakeServer]]:
     """Start fake OpenAI-compatible servers; all are stopped after the test."""
