@@ -209,7 +209,7 @@ class ProcRun:
 def regen_cmd(prompts: Path, out: Path, urls: list[str], concurrency: int) -> list[str]:
     return [
         sys.executable, "-m", "regen", "generate", "--prompts", str(prompts),
-        "--output-dir", str(out), "--concurrency", str(concurrency), "--display", "none",
+        "--output-dir", str(out), "--concurrency-per-server", str(concurrency), "--display", "none",
         "--servers", *urls,
     ]  # fmt: skip
 

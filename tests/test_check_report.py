@@ -66,6 +66,10 @@ def test_healthy_dataset_passes(tmp_path):
     assert result.exit_code == 0, result.output
     assert report["verdict"] == "pass" and set(report["sources"]) == {"code", "web"}
     assert report["overall"]["output_tokens"]["p50"] > 20
+    # no manifest: composition is not compared, and the report says why (no silent skip)
+    assert "no manifest.json" in report["composition"]["unavailable"]
+    assert "composition_drift" not in [r["rule"] for r in report["rules"]]
+    assert "composition: not compared" in result.output
 
 
 def test_truncation_too_long_and_short_runs_are_counted(tmp_path):

@@ -290,6 +290,20 @@ def test_a_full_disk_ends_with_a_plain_message_and_resume_loses_nothing(tmp_path
     assert len(completions) == 300 and not errors
 
 
+def test_a_failed_atomic_write_leaves_no_temporary_file(tmp_path, monkeypatch):
+    import errno
+
+    from regen import jsonio
+
+    def no_space(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(jsonio.os, "fsync", no_space)
+    with pytest.raises(OSError, match="No space"):
+        jsonio.atomic_write_bytes(tmp_path / "progress.json", b"{}")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_failing_seal_does_not_hide_the_full_disk_message(tmp_path, fake_server, monkeypatch):
     import errno
 
@@ -339,6 +353,25 @@ def test_a_read_only_output_dir_is_a_plain_message(tmp_path, fake_server, existi
 
 
 READ_ONLY_MOUNT = 'mount --bind -o ro "$0" "$0" && exec "$@"'
+
+
+def test_prepare_into_a_read_only_dir_is_a_plain_message(tmp_path):
+    write_prompts(tmp_path / "src.jsonl", 3)
+    read_only = tmp_path / "ro"
+    read_only.mkdir()
+    command = [
+        sys.executable, "-m", "regen", "prepare", "--source", str(tmp_path / "src.jsonl"),
+        "-o", str(read_only / "prompts.jsonl"),
+    ]  # fmt: skip
+    if os.geteuid() == 0:
+        command = ["unshare", "-m", "sh", "-c", READ_ONLY_MOUNT, str(read_only), *command]
+    read_only.chmod(0o555)
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    finally:
+        read_only.chmod(0o755)
+    assert result.returncode == 6, result.stderr
+    assert f"cannot write to {read_only}" in result.stderr and "Traceback" not in result.stderr
 
 
 # -- 8. an input file of the wrong shape ------------------------------------------------------
@@ -445,7 +478,15 @@ LINE = st.one_of(
     JSON.map(orjson.dumps),
     st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"")),
 )
-GOOD = orjson.dumps(prompt("first"))  # files start with a usable line: the format is known
+GOOD = orjson.dumps(prompt("first"))
+# Bounded and repeatable: the same examples every run, nothing written into the repository.
+FUZZ = settings(
+    max_examples=25,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)  # files start with a usable line: the format is known
 
 
 @pytest.fixture(scope="module")
@@ -455,7 +496,7 @@ def fuzz_server():
     server.stop()
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@FUZZ
 @given(lines=st.lists(LINE, max_size=12))
 def test_fuzzed_lines_never_crash_generate_and_every_line_is_accounted_for(fuzz_server, lines):
     with tempfile.TemporaryDirectory() as tmp:
@@ -475,7 +516,7 @@ def test_fuzzed_lines_never_crash_generate_and_every_line_is_accounted_for(fuzz_
         assert result.stats.bad_lines + result.stats.failed == len(failed)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@FUZZ
 @given(lines=st.lists(LINE, max_size=12))
 def test_fuzzed_lines_never_crash_prepare_and_every_row_is_accounted_for(lines):
     from regen.prepare import Recipe

@@ -25,6 +25,12 @@ bug and keeps its traceback.
 
 from __future__ import annotations
 
+import errno
+from pathlib import Path
+
+# What a full, read-only or forbidden output location answers a write with.
+UNWRITABLE_ERRNOS = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT}
+
 
 class RegenError(Exception):
     """Base of every error regen raises on purpose. `exit_code` is what the CLI exits with:
@@ -57,6 +63,14 @@ class OutputError(RegenError):
     then the same command resumes with nothing lost."""
 
     exit_code = 6
+
+    @classmethod
+    def writing(cls, folder: Path, exc: OSError) -> OutputError:
+        return cls(
+            f"cannot write to {folder}: {exc.strerror or exc}",
+            hint="free space (or make it writable, or fix the mount), then run the same "
+            "command again: a run resumes where it stopped, nothing written is lost",
+        )
 
 
 class InputError(RegenError):

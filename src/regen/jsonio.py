@@ -166,11 +166,15 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """Write a file so that readers see either the old or the whole new content, never half."""
     target = Path(path)
     tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, target)
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a full disk must not also leave litter behind
+        raise
 
 
 def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:

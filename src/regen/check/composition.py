@@ -83,9 +83,9 @@ def compare(
     comp.category.completed.update(cat for _, cat in completed.values())
     for output_dir in output_dirs:
         layout = OutputLayout.at(output_dir)
-        path = _prompt_file(layout)
+        path, why = _prompt_file(layout)
         if path is None:
-            comp.unavailable = f"{layout.root} has no manifest naming a local prompt file"
+            comp.unavailable = why
             return comp
         comp.prompt_files.append(path)
         errored = {str(r.get("id")) for r in layout.iter_records("errors")}
@@ -97,8 +97,13 @@ def compare(
     return comp
 
 
-def _prompt_file(layout: OutputLayout) -> str | None:
+def _prompt_file(layout: OutputLayout) -> tuple[str | None, str]:
+    """The run's prompt file, or None and why it cannot be read from here."""
     if not layout.manifest.is_file():
-        return None
+        return None, f"{layout.root} has no manifest.json naming its prompt file"
     path = (read_json(layout.manifest).get("input") or {}).get("path")
-    return path if isinstance(path, str) and Path(path).is_file() else None
+    if not isinstance(path, str):
+        return None, f"{layout.manifest} names no prompt file"
+    if not Path(path).is_file():
+        return None, f"the prompt file {path} named in {layout.manifest} is not a local file here"
+    return path, ""

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from regen.errors import ConfigError, InputError
+from regen.errors import UNWRITABLE_ERRNOS, ConfigError, InputError, OutputError
 from regen.jsonio import atomic_write_bytes, atomic_write_json, dumps_line
 from regen.prepare.blend import Candidate, Candidates, allocate, heap_limit, rank
 from regen.prepare.convert import Converter
@@ -63,6 +63,30 @@ def prepare(
     report_path = Path(report) if report else output.with_suffix(".report.json")
     for path in (output, rejects_path, report_path):
         _make_parent(path)
+    with _writable({output.parent, rejects_path.parent, report_path.parent}):
+        return _prepare(recipe, output, rejects_path, report_path, log, on_row)
+
+
+@contextmanager
+def _writable(folders: set[Path]) -> Iterator[None]:
+    """A read-only or full output folder is a message naming it, not a traceback."""
+    try:
+        yield
+    except OSError as exc:
+        folder = Path(exc.filename).parent if exc.filename else None
+        if exc.errno not in UNWRITABLE_ERRNOS or folder not in folders:
+            raise
+        raise OutputError.writing(folder, exc) from exc
+
+
+def _prepare(
+    recipe: Recipe,
+    output: Path,
+    rejects_path: Path,
+    report_path: Path,
+    log: Log,
+    on_row: Callable[[str], None] | None,
+) -> Report:
     fixed = sum(s.ask.count or 0 for s in recipe.sources)
     indexes: list[HashIndex] = []
     all_stats: list[SourceStats] = []

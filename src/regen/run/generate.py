@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import logging
 import os
 import signal
@@ -24,6 +23,7 @@ import xxhash
 
 from regen import redact
 from regen.errors import (
+    UNWRITABLE_ERRNOS,
     ConfigError,
     FleetUnavailable,
     OutputError,
@@ -56,7 +56,6 @@ EXIT_OK = 0
 EXIT_DEGENERATE = StopReason.DEGENERATE.exit_code
 EXIT_FLEET_DOWN = StopReason.FLEET_DOWN.exit_code
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
-UNWRITABLE = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT}
 
 
 @dataclass
@@ -80,8 +79,8 @@ def generate(config: GenerateConfig, report: Reporter | None = None) -> RunResul
     try:
         layout.root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        if exc.errno in UNWRITABLE:  # a read-only or full parent: the fix is the storage's
-            raise output_error(layout.root, exc) from exc
+        if exc.errno in UNWRITABLE_ERRNOS:  # a read-only or full parent: the fix is the storage's
+            raise OutputError.writing(layout.root, exc) from exc
         raise ConfigError(f"cannot create --output-dir {layout.root}: {exc.strerror}") from exc
     api_key = config.api_key()
     with RunLock(layout.lock), contextlib.ExitStack() as stack:
@@ -182,7 +181,7 @@ class Run:
                 allow_changed_sampling=config.allow_changed_sampling,
             )
         except OSError as exc:
-            raise output_error(self.layout.root, exc) from exc
+            raise OutputError.writing(self.layout.root, exc) from exc
         self.report({"config": resolved})
         packed = compression(config.prompts)
         if packed and not str(config.prompts).endswith((".zst", ".gz")):
@@ -222,7 +221,7 @@ class Run:
             try:
                 writer.close()
             except OSError as exc:
-                err = output_error(writer.folder, exc)
+                err = OutputError.writing(writer.folder, exc)
                 if not quiet:
                     raise err from exc
                 self._event(f"could not seal the last shard: {err.message}")
@@ -457,7 +456,7 @@ class Run:
         try:
             writer.write(record)
         except OSError as exc:  # a full or vanished disk: stop, keep what is written
-            raise output_error(writer.folder, exc) from exc
+            raise OutputError.writing(writer.folder, exc) from exc
 
     def _account(self, record: dict, generated: Generated) -> None:
         self.stats.completed += 1
@@ -554,14 +553,6 @@ class Run:
             if self.fatal is not None:
                 message = f"{self.fatal}\n{message}"
         return RunResult(self.layout.root, exit_code, stats, message, already, repaired)
-
-
-def output_error(folder: Path, exc: OSError) -> OutputError:
-    return OutputError(
-        f"cannot write to {folder}: {exc.strerror or exc}",
-        hint="free space (or make it writable, or fix the mount), then run the same command "
-        "to resume: nothing written is lost",
-    )
 
 
 def _install_signal_handlers(loop, handler) -> list[signal.Signals]:

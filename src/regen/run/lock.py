@@ -27,11 +27,7 @@ class RunLock:
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:  # a read-only or full output dir: say which and what to do
-            raise OutputError(
-                f"cannot write to {self.path.parent}: {exc.strerror or exc}",
-                hint="make it writable (or free space, or fix the mount), or pick another "
-                "--output-dir; then run the same command",
-            ) from exc
+            raise OutputError.writing(self.path.parent, exc) from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -52,10 +48,7 @@ class RunLock:
             fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
             self._fd = None
-            raise OutputError(
-                f"cannot write to {self.path.parent}: {exc.strerror or exc}",
-                hint="free space (or fix the mount), then run the same command to resume",
-            ) from exc
+            raise OutputError.writing(self.path.parent, exc) from exc
 
     def release(self) -> None:
         if self._fd is not None:
