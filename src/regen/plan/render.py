@@ -63,7 +63,7 @@ def sweep_lines(data: dict[str, Any]) -> list[str]:
             f"{level['concurrency']:>11}  {level['output_tokens_per_second']:>12.0f}  "
             f"{level['latency_mean_s']:>11.1f}s{mark}"
         )
-    lines.append(f"recommended: --concurrency {data['recommended']}")
+    lines.append(f"recommended: --concurrency-per-server {data['recommended']}")
     return lines
 
 
