@@ -46,7 +46,7 @@ def test_a_missing_tokenizer_directory_is_a_plain_message(tmp_path):
 def test_an_unreachable_hub_fails_at_once_with_the_fix(tmp_path, monkeypatch):
     # the Hub is "offline": its address is a closed port on loopback
     monkeypatch.setattr("huggingface_hub.constants.ENDPOINT", "http://127.0.0.1:9")
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", False)
     result = run("check", str(tmp_path), "--tokenizer", "nosuch-owner/misspelled-model")
     assert result.exit_code == 2
     assert "cannot reach the Hugging Face Hub" in result.output
@@ -81,7 +81,7 @@ def hub_without_repos() -> Iterator[str]:
 
 def test_a_misspelled_hub_model_is_named(tmp_path, monkeypatch, hub_without_repos):
     monkeypatch.setattr("huggingface_hub.constants.ENDPOINT", hub_without_repos)
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", False)
     result = run("check", str(tmp_path), "--tokenizer", "Qwen/Qwen3-8B-typo")
     assert result.exit_code == 2
     assert "--tokenizer Qwen/Qwen3-8B-typo: no such model on the Hugging Face Hub" in result.output
@@ -90,7 +90,7 @@ def test_a_misspelled_hub_model_is_named(tmp_path, monkeypatch, hub_without_repo
 
 def test_a_misspelled_hub_dataset_is_found_first(tmp_path, monkeypatch, hub_without_repos):
     monkeypatch.setattr("huggingface_hub.constants.ENDPOINT", hub_without_repos)
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", False)
     (tmp_path / "r.yaml").write_text("sources:\n  - hf: someone/no-such-set\n    count: all\n")
     result = run("prepare", str(tmp_path / "r.yaml"), "-o", str(tmp_path / "out.jsonl"))
     assert result.exit_code == 2
