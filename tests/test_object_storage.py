@@ -3,51 +3,12 @@ moto's standalone S3 server on loopback (no other network)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import time
-import urllib.request
-from collections.abc import Iterator
-
 import boto3
 import orjson
-import pytest
 from click.testing import CliRunner
 
 from gen_helpers import assert_exactly_once, run
 from regen.cli import main
-from regen.fleet.embedded import free_port
-
-
-@pytest.fixture
-def s3_endpoint(monkeypatch) -> Iterator[str]:
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                urllib.request.urlopen(url, timeout=1)
-                break
-            except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError("moto server did not start") from None
-                time.sleep(0.2)
-        for name, value in {
-            "AWS_ENDPOINT_URL": url,
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_DEFAULT_REGION": "us-east-1",
-        }.items():
-            monkeypatch.setenv(name, value)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def test_prompts_read_from_s3(tmp_path, fake_server, s3_endpoint):

@@ -5,6 +5,7 @@
     │   └── InputFileError      the input file as a whole is unusable (exit 3)
     ├── InputError              one input record cannot be used (the run goes on)
     ├── RunStateError           output dir in use, or resumed with a changed input/parameters
+    ├── StorageError            the output bucket could not be read or written (exit 6)
     ├── OutputError             the output dir cannot be written: full, read-only (exit 6)
     ├── FleetUnavailable        no server can serve: none answers, or all refuse us (exit 5)
     └── ServerError             one request to an inference server failed
@@ -83,6 +84,14 @@ class InputError(RegenError):
 
 class RunStateError(RegenError):
     """The output directory's state forbids this run (locked, or resumed with changes)."""
+
+
+class StorageError(RegenError):
+    """Object storage (the --output-dir bucket) failed a read or write. Mapped once, in
+    `regen.storage.bucket`, from fsspec's and the cloud SDKs' errors; uploads retry it.
+    Exit 6, as for a local output dir that cannot be written."""
+
+    exit_code = 6
 
 
 class ServerError(RegenError):

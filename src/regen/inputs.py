@@ -25,6 +25,7 @@ from regen.chat import normalise_messages
 from regen.errors import ConfigError, InputError
 from regen.jsonio import canonical, is_file, iter_lines
 from regen.records import BadLine, Finished, Prompt
+from regen.scale.partition import WHOLE, Part
 
 log = logging.getLogger("regen.inputs")
 SAMPLING_KEYS = {"temperature", "top_p", "top_k", "max_tokens", "thinking", "seed", "extra"}
@@ -44,9 +45,9 @@ def stable_id(messages: list[dict], tools: list[dict] | None) -> str:
 
 
 def read_prompts(
-    path: str | Path, is_finished: Callable[[str], bool] | None = None
+    path: str | Path, is_finished: Callable[[str], bool] | None = None, part: Part = WHOLE
 ) -> Iterator[Prompt | BadLine | Finished]:
-    """Yield a Prompt or a BadLine for every non-blank line of the file.
+    """Yield a Prompt or a BadLine for every non-blank line of the file that `part` owns.
 
     `is_finished(id)`: a record with an explicit id that is already done becomes a Finished
     marker without being normalised, so a resume over a million finished prompts is fast.
@@ -56,13 +57,15 @@ def read_prompts(
         if not raw.strip():
             continue
         try:
-            yield parse_record(raw, number, is_finished)
+            entry: Prompt | Finished | BadLine = parse_record(raw, number, is_finished)
         except InputError as err:
             message = err.message if not err.hint else f"{err.message} ({err.hint})"
-            yield BadLine(line=number, kind=err.kind, message=message)
+            entry = BadLine(line=number, kind=err.kind, message=message)
         except Exception as exc:  # a shape no check foresaw: this line only, never the run
             log.exception("line %d of %s could not be read", number, path)
-            yield BadLine(number, "unreadable_record", f"{type(exc).__name__}: {exc}"[:500])
+            entry = BadLine(number, "unreadable_record", f"{type(exc).__name__}: {exc}"[:500])
+        if part.owns(entry.id, number):
+            yield entry
 
 
 def check_prompt_file(path: str | Path) -> None:

@@ -45,7 +45,11 @@ def open_binary(path: str | os.PathLike) -> io.BufferedIOBase:
     if "://" in text:
         import fsspec
 
-        return fsspec.open(text, "rb").open()
+        from regen.storage.bucket import mapped
+
+        with mapped(f"cannot open {text}", missing_ok=True):
+            # A fresh filesystem: a cached one may point at an endpoint set before.
+            return fsspec.open(text, "rb", skip_instance_cache=True).open()
     return open(text, "rb")
 
 
@@ -55,8 +59,11 @@ def is_file(path: str | os.PathLike) -> bool:
     if "://" in text:
         import fsspec
 
-        fs, inner = fsspec.core.url_to_fs(text)
-        return bool(fs.isfile(inner))
+        from regen.storage.bucket import mapped
+
+        with mapped(f"cannot look up {text}", missing_ok=True):
+            fs, inner = fsspec.core.url_to_fs(text, skip_instance_cache=True)
+            return bool(fs.isfile(inner))
     return Path(text).is_file()
 
 

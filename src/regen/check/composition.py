@@ -18,9 +18,10 @@ from typing import Any
 
 from regen.check.record import NO_SOURCE
 from regen.inputs import read_prompts
-from regen.jsonio import read_json
+from regen.jsonio import is_file
 from regen.records import Prompt
 from regen.run.layout import OutputLayout
+from regen.storage.reader import BucketRun, open_run
 
 
 @dataclass
@@ -82,7 +83,7 @@ def compare(
     comp.source.completed.update(src for src, _ in completed.values())
     comp.category.completed.update(cat for _, cat in completed.values())
     for output_dir in output_dirs:
-        layout = OutputLayout.at(output_dir)
+        layout = open_run(output_dir)
         path, why = _prompt_file(layout)
         if path is None:
             comp.unavailable = why
@@ -97,13 +98,15 @@ def compare(
     return comp
 
 
-def _prompt_file(layout: OutputLayout) -> tuple[str | None, str]:
+def _prompt_file(layout: OutputLayout | BucketRun) -> tuple[str | None, str]:
     """The run's prompt file, or None and why it cannot be read from here."""
-    if not layout.manifest.is_file():
-        return None, f"{layout.root} has no manifest.json naming its prompt file"
-    path = (read_json(layout.manifest).get("input") or {}).get("path")
+    manifest = layout.read_manifest()
+    if manifest is None:
+        return None, f"{layout.where} has no manifest.json naming its prompt file"
+    path = (manifest.get("input") or {}).get("path")
     if not isinstance(path, str):
-        return None, f"{layout.manifest} names no prompt file"
-    if not Path(path).is_file():
-        return None, f"the prompt file {path} named in {layout.manifest} is not a local file here"
+        return None, f"the manifest of {layout.where} names no prompt file"
+    if not is_file(path):
+        where = layout.where
+        return None, f"the prompt file {path} named in the manifest of {where} is not readable here"
     return path, ""

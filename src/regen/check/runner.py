@@ -16,7 +16,7 @@ from regen.check.sample import SampleResult, failed, invalid, result_of
 from regen.check.stats import Group, StatOptions, sample_flags
 from regen.errors import ConfigError, InputError
 from regen.jsonio import dumps_line
-from regen.run.layout import OutputLayout
+from regen.storage.reader import open_run
 
 ERROR_EXAMPLES = 20
 
@@ -54,7 +54,7 @@ def read_runs(
     """Every finished completion record of one or more `regen generate` output dirs;
     `on_row(run)` is called for each (a progress bar)."""
     for output_dir in output_dirs:
-        layout = OutputLayout.at(output_dir)
+        layout = open_run(output_dir)
         if not layout.shard_files("completions"):
             raise ConfigError(
                 f"no completion shards under {layout.completions}",

@@ -20,7 +20,7 @@ PATH = click.Path(path_type=Path)
 
 
 @click.command(cls=Command)
-@click.argument("output_dirs", nargs=-1, required=True, type=PATH, metavar="RUN...")
+@click.argument("output_dirs", nargs=-1, required=True, metavar="RUN...")
 @click.option(
     "--tokenizer",
     required=True,

@@ -17,7 +17,7 @@ PATH = click.Path(path_type=Path)
 
 
 @click.command(cls=Command)
-@click.argument("output_dirs", nargs=-1, required=True, type=PATH, metavar="RUN...")
+@click.argument("output_dirs", nargs=-1, required=True, metavar="RUN...")  # str: URLs too
 @option("-o", "--output-dir", "out", required=True, type=PATH, metavar="DIR", aliases=["--out"],
         help="Directory for train/validation files.")  # fmt: skip
 @click.option(

@@ -15,6 +15,7 @@ from regen.cli.options import (
     OUTPUT,
     RELIABILITY,
     SAMPLING,
+    SCALE,
     Command,
     option,
 )
@@ -26,6 +27,9 @@ from regen.metrics import serve_metrics
 from regen.run.config import GenerateConfig, Sampling
 from regen.run.generate import generate as run_generate
 from regen.run.quality import Thresholds
+from regen.scale.partition import parse_part, part_from_env
+from regen.scale.ray_executor import run_on_ray
+from regen.storage.uploader import UploadPolicy
 
 SERVER_DEFAULT = "Default: the server's generation config."
 
@@ -197,12 +201,39 @@ def chosen_servers(opts: dict) -> list[str]:
 @option(
     "-o",
     "--output-dir",
-    type=click.Path(path_type=Path),
-    required=True,
+    required=True,  # a str: a Path would fold s3://bucket into s3:/bucket
     metavar="RUN",
     group=OUTPUT,
-    help="The run directory: every file of the run goes here.",
+    help="The run directory, or a bucket URL (s3://bucket/prefix, gs://, az://): "
+    "every file of the run goes there.",
 )
+@option(
+    "--staging-dir", type=click.Path(path_type=Path), metavar="DIR", group=OUTPUT,
+    help="With a bucket RUN: local staging for shards not yet uploaded "
+    "[~/.cache/regen/staging/<hash of the URL>].",
+)  # fmt: skip
+@option(
+    "--upload-interval", type=float, default=300, show_default=True, group=OUTPUT,
+    help="With a bucket RUN: seconds after which an open shard is sealed and uploaded.",
+)  # fmt: skip
+@option(
+    "--staging-limit-mb", type=int, default=4096, show_default=True, group=OUTPUT,
+    help="With a bucket RUN: pause requests while this much waits to be uploaded.",
+)  # fmt: skip
+@option(
+    "--shard", metavar="I/N", group=SCALE,
+    help="Do part I of N (a stable split by prompt id; N processes share one RUN) "
+    "[from SLURM_ARRAY_TASK_ID/_COUNT, or JOB_COMPLETION_INDEX + REGEN_SHARD_COUNT].",
+)  # fmt: skip
+@option(
+    "--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+    group=SCALE, help="ray: run --shards N parts as Ray tasks (a dead task is retried).",
+)  # fmt: skip
+@option("--shards", type=int, metavar="N", group=SCALE, help="With --executor ray: parts.")
+@option(
+    "--ray-address", metavar="ADDR", group=SCALE,
+    help="With --executor ray: the cluster [default: a new local one].",
+)  # fmt: skip
 @option("--compress", is_flag=True, group=OUTPUT, help="Seal completion shards as .jsonl.zst.")
 @option(
     "--return-token-ids",
@@ -262,9 +293,14 @@ def generate(**opts) -> None:
         retry_errors=opts["retry_errors"], allow_changed_input=opts["allow_changed_input"],
         allow_changed_sampling=opts["allow_changed_sampling"], compress=opts["compress"],
         drain_timeout=opts["drain_timeout"], display=opts["display"],
-        log_interval=opts["log_interval"],
+        log_interval=opts["log_interval"], staging_dir=opts["staging_dir"],
+        part=parse_part(opts["shard"]) if opts["shard"] else part_from_env(),
+        upload_interval=opts["upload_interval"],
+        upload=UploadPolicy(staging_limit_bytes=opts["staging_limit_mb"] << 20),
         metrics_port=opts["metrics_port"], metrics_host=opts["metrics_host"],
     )  # fmt: skip
+    if opts["executor"] == "ray":
+        sys.exit(on_ray(config, opts["shards"], opts["ray_address"]))
     reporter = make_reporter(config.display, config.log_interval)
     with serve_metrics(config.metrics_host, config.metrics_port) as metrics:
         try:
@@ -275,3 +311,12 @@ def generate(**opts) -> None:
     if result.exit_code != 0:
         click.echo(f"resume with the same command; watch with: regen status {result.output_dir}")
     sys.exit(result.exit_code)
+
+
+def on_ray(config: GenerateConfig, shards: int | None, address: str | None) -> int:
+    if not shards:
+        raise click.UsageError("--executor ray needs --shards N (how many parts to run)")
+    results = run_on_ray(config, shards, address)
+    for r in results:
+        click.echo(f"shard {r.part} ({r.host}, pid {r.pid}): exit {r.exit_code}: {r.message}")
+    return max(r.exit_code for r in results)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import click
@@ -11,13 +10,15 @@ import orjson
 from regen.cli.options import Command
 from regen.display import format_duration, summary_line
 from regen.run.status import read_status
+from regen.scale.status import render_shards
 
 
 @click.command(cls=Command)
-@click.argument("output_dir", type=click.Path(path_type=Path), metavar="RUN")
+@click.argument("output_dir", metavar="RUN")  # a str: a Path folds s3://b into s3:/b
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def status(output_dir: Path, as_json: bool) -> None:
-    """Show the run directory RUN: progress, rates, ETA, servers, errors, quality alarms."""
+def status(output_dir: str, as_json: bool) -> None:
+    """Show the run RUN (a directory or a bucket URL): progress, rates, ETA, servers,
+    errors, quality alarms; with --shard, each shard and the whole."""
     info = read_status(output_dir)
     if as_json:
         click.echo(orjson.dumps(info, option=orjson.OPT_INDENT_2).decode())
@@ -28,7 +29,7 @@ def status(output_dir: Path, as_json: bool) -> None:
 
 def render(info: dict[str, Any]) -> list[str]:
     alive = info["alive"]
-    last_state = (info["progress"] or {}).get("state")
+    last_state = (info["progress"] or {}).get("state") or alive.get("state")
     if alive["alive"]:
         state = "RUNNING"
     elif last_state == "finished":
@@ -43,6 +44,8 @@ def render(info: dict[str, Any]) -> list[str]:
         f"{info['output_dir']}: {state} (pid {alive['pid']} on {alive['host']}; {alive['how']})",
         f"files: {info['files']['completions']} completions, {info['files']['errors']} errors",
     ]
+    if info.get("shards"):
+        return [*lines, *render_shards(info["shards"], format_duration)]
     progress = info["progress"]
     if progress is None:
         return [*lines, "no progress snapshot yet"]

@@ -26,6 +26,7 @@ from regen.prepare.rejects import RejectsWriter
 from regen.prepare.report import Report, build_report
 from regen.prepare.sources import Row, check_sources, read_rows
 from regen.prepare.stats import SourceStats
+from regen.storage.publish import beside, staged
 
 BATCH = 4096  # prompts hashed and deduplicated together (vectorised index lookups)
 Log = Callable[[str], None]
@@ -56,15 +57,26 @@ def prepare(
     log: Log = lambda _: None,
     on_row: Callable[[str], None] | None = None,
 ) -> Report:
-    """Write the blended prompt file, the rejects file and the report; return the report."""
+    """Write the blended prompt file, the rejects file and the report; return the report.
+    Any of them may be a bucket URL (written locally, then uploaded whole)."""
     check_sources(recipe.sources)
-    output = Path(output)
-    rejects_path = Path(rejects) if rejects else output.with_suffix(".rejects.jsonl")
-    report_path = Path(report) if report else output.with_suffix(".report.json")
+    out = str(output)
+    targets = (out, str(rejects or beside(out, ".rejects.jsonl")),
+               str(report or beside(out, ".report.json")))  # fmt: skip
+    with staged(*targets) as (output_path, rejects_path, report_path):
+        return _prepare_checked(
+            recipe, output_path, rejects_path, report_path, targets, log, on_row
+        )
+
+
+def _prepare_checked(
+    recipe: Recipe, output: Path, rejects_path: Path, report_path: Path,
+    names: tuple[str, str, str], log: Log, on_row: Callable[[str], None] | None,
+) -> Report:  # fmt: skip
     for path in (output, rejects_path, report_path):
         _make_parent(path)
     with _writable({output.parent, rejects_path.parent, report_path.parent}):
-        return _prepare(recipe, output, rejects_path, report_path, log, on_row)
+        return _prepare(recipe, output, rejects_path, report_path, names, log, on_row)
 
 
 @contextmanager
@@ -84,6 +96,7 @@ def _prepare(
     output: Path,
     rejects_path: Path,
     report_path: Path,
+    names: tuple[str, str, str],  # as the user gave them: paths or bucket URLs
     log: Log,
     on_row: Callable[[str], None] | None,
 ) -> Report:
@@ -100,7 +113,7 @@ def _prepare(
             pools.append(pool)
     chosen = select(recipe, all_stats, pools)
     atomic_write_bytes(output, b"".join(c.line for _, c in chosen))
-    result = build_report(recipe, all_stats, chosen, output, rejects_path)
+    result = build_report(recipe, all_stats, chosen, names[0], names[1])
     atomic_write_json(report_path, result.data)
     return result
 

@@ -34,8 +34,8 @@ def build_report(
     recipe: Recipe,
     stats: list[SourceStats],
     chosen: list[tuple[str, Candidate]],
-    output: Path,
-    rejects: Path,
+    output: str | Path,  # as the user named it: a path or a bucket URL
+    rejects: str | Path,
 ) -> Report:
     by_source = Counter(name for name, _ in chosen)
     by_category = Counter(c.category for _, c in chosen)

@@ -11,7 +11,9 @@ from regen.fleet.dispatch import HealthPolicy, RetryPolicy
 from regen.fleet.openai_env import ApiKey, resolve_api_key
 from regen.fleet.server import Timeouts
 from regen.run.quality import Thresholds
+from regen.scale.partition import WHOLE, Part
 from regen.serve.fleetfile import FleetFile
+from regen.storage.uploader import UploadPolicy
 
 Thinking = Literal["on", "off", "auto"]
 
@@ -56,7 +58,7 @@ class Sampling:
 @dataclass
 class GenerateConfig:
     prompts: str | Path  # a local path or an fsspec URL such as s3://bucket/prompts.jsonl
-    output_dir: Path
+    output_dir: str | Path  # a local directory or an fsspec URL such as s3://bucket/run
     servers: list[str] = field(default_factory=list)  # empty: start the embedded server
     fleet: Path | None = None  # a FLEET.json written by `regen serve`, instead of servers
     local_model: Path | None = None
@@ -77,6 +79,11 @@ class GenerateConfig:
     allow_changed_sampling: bool = False
     compress: bool = False
     shard_max_records: int = 20_000
+    shard_max_bytes: int = 256 << 20
+    staging_dir: Path | None = None  # for a bucket --output-dir; None: under ~/.cache/regen
+    upload_interval: float = 300.0  # seconds: an open shard older than this is sealed, uploaded
+    upload: UploadPolicy = field(default_factory=UploadPolicy)
+    part: Part = WHOLE  # --shard I/N: this process does the prompts of part I only
     drain_timeout: float = 60.0
     snapshot_interval: float = 2.0
     log_interval: float = 30.0
@@ -98,6 +105,8 @@ class GenerateConfig:
             raise ConfigError("--concurrency-per-server must be at least 1")
         if self.sampling.max_tokens < 1:
             raise ConfigError("--max-output-tokens must be at least 1")
+        if self.upload_interval <= 0:
+            raise ConfigError("--upload-interval must be more than 0 seconds")
         for url in self.servers:
             check_base_url(url)
 
@@ -142,6 +151,7 @@ class GenerateConfig:
             "max_retries": self.retry.max_retries,
             "give_up_after_s": self.health.give_up_after,
             "compress": self.compress,
+            "shards": self.part.count,  # the same N on every resume (see manifest)
         }
 
 

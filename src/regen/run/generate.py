@@ -16,14 +16,12 @@ import signal
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import xxhash
 
 from regen import redact
 from regen.errors import (
-    UNWRITABLE_ERRNOS,
     ConfigError,
     FleetUnavailable,
     OutputError,
@@ -35,13 +33,14 @@ from regen.fleet.embedded import EmbeddedFleet, default_model_path, embedded_spe
 from regen.fleet.preflight import check_token_ids, resolve_model
 from regen.fleet.response import Generated
 from regen.fleet.server import Server
-from regen.inputs import check_prompt_file, read_prompts
+from regen.inputs import read_prompts
 from regen.jsonio import compression
 from regen.records import BadLine, Finished, WorkItem, record_key
 from regen.run import ledger as ledger_mod
 from regen.run.config import GenerateConfig
 from regen.run.conversation import RequestShape, completion_record, regenerate
 from regen.run.input_gate import check_input, mostly_unusable, unusable_error
+from regen.run.keyset import KeySet
 from regen.run.layout import OutputLayout
 from regen.run.lock import RunLock
 from regen.run.manifest import check_and_record, fingerprint
@@ -49,6 +48,7 @@ from regen.run.progress import RunStats, snapshot, write_snapshot
 from regen.run.quality import QualityMonitor
 from regen.run.stop import Stop, StopReason
 from regen.run.writer import ShardWriter, sidecar_path, writer_tag
+from regen.storage.store import LocalStore, Store, open_store
 
 log = logging.getLogger("regen.run")
 
@@ -60,7 +60,7 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 @dataclass
 class RunResult:
-    output_dir: Path
+    output_dir: str
     exit_code: int
     stats: RunStats
     message: str
@@ -73,24 +73,21 @@ Reporter = Callable[[dict[str, Any]], None]
 
 def generate(config: GenerateConfig, report: Reporter | None = None) -> RunResult:
     """Run (or resume) a generation; returns when it is finished, stopped, or gave up."""
-    layout = OutputLayout.at(config.output_dir)
-    check_prompt_file(config.prompts)
     check_input(config.prompts)
-    try:
-        layout.root.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        if exc.errno in UNWRITABLE_ERRNOS:  # a read-only or full parent: the fix is the storage's
-            raise OutputError.writing(layout.root, exc) from exc
-        raise ConfigError(f"cannot create --output-dir {layout.root}: {exc.strerror}") from exc
+    store = open_store(
+        config.output_dir, staging_dir=config.staging_dir, upload_interval=config.upload_interval,
+        policy=config.upload, retry_errors=config.retry_errors, part=config.part.name,
+    )  # fmt: skip
+    layout = store.layout
     api_key = config.api_key()
-    with RunLock(layout.lock), contextlib.ExitStack() as stack:
+    with RunLock(layout.lock), store, contextlib.ExitStack() as stack:
         urls = config.server_urls()
         embedded: EmbeddedFleet | None = None
         if not urls:
             model_path = config.local_model or default_model_path()
             embedded = stack.enter_context(EmbeddedFleet(embedded_spec(model_path, layout.root)))
             urls = embedded.urls
-        run = Run(config, layout, urls, api_key, report, embedded)
+        run = Run(config, layout, urls, api_key, report, embedded, store)
         return asyncio.run(run.execute())
 
 
@@ -103,8 +100,10 @@ class Run:
         api_key: str | None,
         report: Reporter | None,
         embedded: EmbeddedFleet | None,
+        store: Store | None = None,
     ) -> None:
         self.config = config
+        self.store = store or LocalStore(layout.root)  # where files go: a dir, or a bucket
         self.layout = layout
         self.report = report or (lambda snap: None)
         self.embedded = embedded
@@ -188,24 +187,28 @@ class Run:
             self._event(f"{config.prompts} is {packed}-compressed; reading it decompressed")
         if config.retry_errors:
             self._set_errors_aside()
-        ledger = ledger_mod.scan(self.layout, compress=config.compress)
+        ledger = ledger_mod.scan(
+            self.layout, compress=config.compress, remote=self.store.committed(), part=config.part
+        )
+        self.store.start(self._event)
         for note in ledger.repaired:
             self._event(f"repaired {note}")
         self.ledger = ledger
         lines = input_fp.lines if config.only_lines is None else len(config.only_lines)
         earlier = self.stats  # events so far (down servers, repairs) carry over
         self.stats = RunStats(
-            total=lines * config.samples_per_prompt,
+            total=lines * config.samples_per_prompt // config.part.count,  # till exact
             finished_before=ledger.completions + ledger.errors,
             events=earlier.events,
             events_total=earlier.events_total,
         )
         tag = writer_tag()
+        limits = {"max_records": config.shard_max_records, "max_bytes": config.shard_max_bytes,
+                  "max_age": self.store.seal_after}  # fmt: skip
         self.completions = ShardWriter(
-            self.layout.completions, tag, max_records=config.shard_max_records,
-            compress=config.compress,
-        )  # fmt: skip
-        self.errors = ShardWriter(self.layout.errors, tag, max_records=config.shard_max_records)
+            self.layout.completions, tag, compress=config.compress, **limits
+        )
+        self.errors = ShardWriter(self.layout.errors, tag, **limits)
         try:
             exit_code = await self._dispatch_with_monitoring()
         except BaseException:
@@ -321,7 +324,7 @@ class Run:
     def _work_items(self) -> Iterator[WorkItem | None]:
         """Pending items in input order; None now and then, so that the dispatcher yields to
         the event loop while it skips over a long run of finished lines."""
-        seen_ids: set[int] = set()
+        seen_ids = KeySet()  # every id of the input: ~9 bytes each, not ~70 in a set
         lines = usable = 0
         samples = self.config.samples_per_prompt
 
@@ -330,7 +333,7 @@ class Run:
 
         only = self.config.only_lines
         outside = 0  # lines a calibration sample leaves to the real run
-        for entry in read_prompts(self.config.prompts, is_finished):
+        for entry in read_prompts(self.config.prompts, is_finished, self.config.part):
             lines += 1
             if self.stop:
                 return
@@ -343,12 +346,11 @@ class Run:
                 self._record_bad_line(entry)
                 continue
             id_hash = xxhash.xxh3_64_intdigest(entry.id.encode())
-            if id_hash in seen_ids:
+            if not seen_ids.add_new(id_hash):
                 self._record_bad_line(
                     BadLine(entry.line, "duplicate_id", f"id {entry.id!r} appears again", entry.id)
                 )
                 continue
-            seen_ids.add(id_hash)
             usable += 1
             if isinstance(entry, Finished):
                 self.stats.skipped += samples
@@ -416,6 +418,7 @@ class Run:
         """One (prompt, sample) to one line in completions/ or errors/. Nothing raised for
         one record stops the run; only a fleet or output fault does."""
         try:
+            await self.store.room()  # a bucket that cannot keep up pauses requests, not writes
             sampling = self.config.sampling.with_overrides(item.prompt.sampling)
             try:
                 conv = await regenerate(self.fleet, item, self.shape, sampling)
@@ -471,6 +474,8 @@ class Run:
     async def _monitor(self) -> None:
         while True:
             await asyncio.sleep(self.config.snapshot_interval)
+            self.completions.tick()  # a slow run still seals (and uploads) by age
+            self.errors.tick()
             self.stats.tick()
             self._check_quality()
             self._write_snapshot()
@@ -511,7 +516,7 @@ class Run:
 
     def _write_snapshot(self) -> None:
         extra = {
-            "output_dir": str(self.layout.root),
+            "output_dir": self.layout.where,
             "model": self.model,
             "all_servers_down_for_s": (
                 round(time.monotonic() - self.fleet.all_down_since, 1)
@@ -536,13 +541,15 @@ class Run:
             # Recorded in errors/ and kept, but a run that made little of its input is no
             # success: say so with a non-zero exit.
             err = unusable_error(self.config.prompts, lines, usable, self._first_bad, f"of {lines}")
-            return RunResult(self.layout.root, err.exit_code, stats, str(err), False, repaired)
+            return RunResult(self.layout.where, err.exit_code, stats, str(err), False, repaired)
         if already:
-            message = f"nothing to do: all {stats.finished} items are already in {self.layout.root}"
+            message = (
+                f"nothing to do: all {stats.finished} items are already in {self.layout.where}"
+            )
         elif exit_code == EXIT_OK:
             message = (
                 f"done: {stats.completed} new completions, {stats.failed} errors, "
-                f"{stats.bad_lines} unusable input lines; output in {self.layout.root}"
+                f"{stats.bad_lines} unusable input lines; output in {self.layout.where}"
             )
         else:
             assert self.stop.reason is not None
@@ -552,7 +559,7 @@ class Run:
             )
             if self.fatal is not None:
                 message = f"{self.fatal}\n{message}"
-        return RunResult(self.layout.root, exit_code, stats, message, already, repaired)
+        return RunResult(self.layout.where, exit_code, stats, message, already, repaired)
 
 
 def _install_signal_handlers(loop, handler) -> list[signal.Signals]:

@@ -18,17 +18,20 @@ ERRORS = "errors"
 @dataclass(frozen=True)
 class OutputLayout:
     root: Path
+    label: str | None = None  # what the user named, when root only stages it (a bucket URL)
+    part: str = ""  # with --shard: each part has its own progress file and lock
 
     @classmethod
-    def at(cls, output_dir: str | Path) -> OutputLayout:
+    def at(cls, output_dir: str | Path, part: str = "") -> OutputLayout:
         text = str(output_dir)
-        if "://" in text:
-            raise ConfigError(
-                f"--output-dir {text} is an object-store URL; generate writes to a local or "
-                "mounted filesystem for now",
-                hint="write to a local directory (object storage upload is a later feature)",
-            )
-        return cls(Path(text).expanduser().resolve())
+        if "://" in text:  # callers route URLs through regen.storage; this is a bug guard
+            raise ConfigError(f"{text} is a URL, not a local directory")
+        return cls(Path(text).expanduser().resolve(), part=part)
+
+    @property
+    def where(self) -> str:
+        """The run's location as the user gave it: a path, or the bucket URL."""
+        return self.label or str(self.root)
 
     @property
     def completions(self) -> Path:
@@ -49,11 +52,14 @@ class OutputLayout:
 
     @property
     def progress(self) -> Path:
-        return self.root / "progress.json"
+        return self.root / progress_name(self.part)
 
     @property
     def lock(self) -> Path:
-        return self.root / "run.lock"
+        return self.root / (f"run-{self.part}.lock" if self.part else "run.lock")
+
+    def read_manifest(self) -> dict | None:
+        return orjson.loads(self.manifest.read_bytes()) if self.manifest.is_file() else None
 
     def shard_files(self, kind: str) -> list[Path]:
         """Data shards of `kind` (completions or errors), sorted by name (= creation order)."""
@@ -74,6 +80,14 @@ class OutputLayout:
         """
         for path in self.shard_files(kind):
             yield from iter_shard(path)
+
+
+def progress_name(part: str = "") -> str:
+    return f"progress-{part}.json" if part else "progress.json"
+
+
+def is_progress(name: str) -> bool:
+    return name.startswith("progress") and name.endswith(".json")
 
 
 def iter_shard(path: Path) -> Iterator[dict]:

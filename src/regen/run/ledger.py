@@ -9,37 +9,56 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import orjson
 
 from regen.errors import RunStateError
 from regen.jsonio import ZST_SUFFIX, iter_lines
 from regen.records import Key, record_key
+from regen.run.keyset import KeySet
 from regen.run.layout import COMPLETIONS, ERRORS, OutputLayout
 from regen.run.writer import read_sidecar, seal_shard, write_sidecar
+from regen.scale.partition import WHOLE, Part
 
 log = logging.getLogger("regen.run")
 
 
 @dataclass
 class Ledger:
-    done: set[Key] = field(default_factory=set)  # in completions/
-    failed: set[Key] = field(default_factory=set)  # in errors/
+    done: KeySet = field(default_factory=KeySet)  # in completions/ (~9 bytes a key)
+    failed: KeySet = field(default_factory=KeySet)  # in errors/
     bad_lines: set[int] = field(default_factory=set)  # input lines recorded as unusable
     completions: int = 0
     errors: int = 0
     duplicates: int = 0
     repaired: list[str] = field(default_factory=list)
+    part: Part = WHOLE
 
     def finished(self, key: Key) -> bool:
-        return key in self.done or key in self.failed
+        return key in self.done or (self.errors > 0 and key in self.failed)
 
 
-def scan(layout: OutputLayout, *, compress: bool) -> Ledger:
-    ledger = Ledger()
+def scan(
+    layout: OutputLayout,
+    *,
+    compress: bool,
+    remote: Iterable[tuple[str, list]] = (),
+    part: Part = WHOLE,
+) -> Ledger:
+    """`remote`: (kind, items) for shards already committed elsewhere (a bucket) and not in
+    `layout`; items are (id, sample) pairs for completions and whole records for errors.
+    `part`: only the keys of this part of the input are kept (other parts are other
+    processes' business), which also divides the ledger's memory by the number of parts."""
+    ledger = Ledger(part=part)
+    for kind, items in remote:
+        if kind == COMPLETIONS:
+            _add_keys(items, ledger)
+        else:
+            _add_error_records(items, ledger)
     for kind in (COMPLETIONS, ERRORS):
         folder = layout.root / kind
         _remove_leftovers(folder)
@@ -53,6 +72,8 @@ def scan(layout: OutputLayout, *, compress: bool) -> Ledger:
                 _add_completions(shard, keys, ledger)
             elif shard.exists():
                 _add_errors(shard, ledger)
+    _ = len(ledger.done), len(ledger.failed)  # merge now: lookups follow, and repeats are counted
+    ledger.duplicates += ledger.done.duplicates + ledger.failed.duplicates
     if ledger.duplicates:
         log.error("%d duplicate keys found in the output files", ledger.duplicates)
     return ledger
@@ -109,22 +130,35 @@ def _add_completions(shard: Path, keys: list | None, ledger: Ledger) -> None:
     if keys is None:  # a compressed shard whose sidecar is missing or stale
         keys = [(r["id"], r["sample"]) for r in _records(shard)]
         write_sidecar(shard, keys)
-    for prompt_id, sample in keys:
-        key = record_key(prompt_id, sample)  # type: ignore[arg-type]
-        if key in ledger.done:
-            ledger.duplicates += 1
-        ledger.done.add(key)
-        ledger.completions += 1
+    _add_keys(keys, ledger)
+
+
+def _add_keys(keys: Iterable, ledger: Ledger) -> None:
+    """A shard's keys go in as one array; repeats are counted when the set merges them."""
+    part = ledger.part
+    hashed = [
+        record_key(prompt_id, sample)  # type: ignore[arg-type]
+        for prompt_id, sample in keys
+        if part.whole or part.owns_id(str(prompt_id))
+    ]
+    ledger.done.add_array(np.array(hashed, dtype=np.uint64))
+    ledger.completions += len(hashed)
 
 
 def _add_errors(shard: Path, ledger: Ledger) -> None:
-    for record in _records(shard):
+    _add_error_records(_records(shard), ledger)
+
+
+def _add_error_records(records: Iterable[dict], ledger: Ledger) -> None:
+    for record in records:
+        if not ledger.part.owns(record.get("id"), record.get("line") or 0):
+            continue
         ledger.errors += 1
         if record.get("id") is None or record.get("sample") is None:
             ledger.bad_lines.add(record["line"])
             continue
         key = record_key(record["id"], record["sample"])
-        if key in ledger.failed or key in ledger.done:
+        if key in ledger.done:  # repeats within errors/ are counted by the set itself
             ledger.duplicates += 1
         ledger.failed.add(key)
 

@@ -86,6 +86,13 @@ def _refuse_changes(
             hint="use a new --output-dir, or pass --allow-changed-input to resume anyway "
             "(finished ids are kept, new ids are generated)",
         )
+    old_n, new_n = previous.get("config", {}).get("shards", 1), config.get("shards", 1)
+    if old_n != new_n:
+        raise RunStateError(
+            f"this output was started as {old_n} shard(s); --shard now says {new_n}",
+            hint=f"resume each part with --shard I/{old_n} (I = 0..{old_n - 1}, or the same "
+            f"array size), or start a new --output-dir for {new_n} shards",
+        )
     old = previous.get("config", {}).get("sampling", {})
     new = config.get("sampling", {})
     changed = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))

@@ -19,12 +19,17 @@ from regen.run import eta
 from regen.run.layout import COMPLETIONS, ERRORS, OutputLayout
 from regen.run.lock import is_locked, read_holder
 from regen.run.writer import read_sidecar
+from regen.scale.status import with_shards
+from regen.storage.bucket import is_url
+from regen.storage.reader import bucket_status
 
 STALE_AFTER_S = 60.0
 
 
 def read_status(output_dir: str | Path) -> dict[str, Any]:
-    layout = OutputLayout.at(output_dir)
+    if is_url(output_dir) and not str(output_dir).startswith("file://"):
+        return bucket_status(str(output_dir))
+    layout = OutputLayout.at(str(output_dir).removeprefix("file://"))
     if not layout.manifest.exists():
         raise ConfigError(
             f"{layout.root} is not a regen output dir (no manifest.json)",
@@ -35,9 +40,10 @@ def read_status(output_dir: str | Path) -> dict[str, Any]:
     alive = _liveness(layout, progress)
     if progress is not None and not alive["alive"]:
         progress = _at_exit(progress)
+    parts = {p.name: read_json(p) for p in layout.root.glob("progress-*.json")}
     info = {
         "output_dir": str(layout.root),
-        "alive": alive,
+        **with_shards(alive, parts),
         "files": {kind: count_records(layout, kind) for kind in (COMPLETIONS, ERRORS)},
         "manifest": {"created": manifest["created"], "config": manifest["config"],
                      "input": manifest["input"], "sessions": len(manifest["sessions"])},

@@ -25,9 +25,11 @@ SIDECAR_SUFFIX = ".keys"
 
 
 def writer_tag() -> str:
-    """Unique per writing process, sortable by start time."""
+    """Unique per writing session, sortable by start time. The random part keeps two sessions
+    of one process (library use) from sharing a name: in a bucket, a name is overwritten."""
     host = socket.gethostname().split(".")[0].replace("-", "_") or "host"
-    return f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{host}-{os.getpid()}"
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    return f"{stamp}-{host}-{os.getpid()}{os.urandom(3).hex()}"
 
 
 class ShardWriter:
@@ -39,12 +41,17 @@ class ShardWriter:
         max_records: int = 20_000,
         compress: bool = False,
         fsync_interval: float = 2.0,
+        max_bytes: int | None = None,
+        max_age: float | None = None,
     ) -> None:
         self.folder = folder
         self.tag = tag
         self.max_records = max_records
         self.compress = compress
         self.fsync_interval = fsync_interval
+        # By size and by age, so that an upload behind the writer sees sealed shards often.
+        self.max_bytes, self.max_age = max_bytes, max_age
+        self._bytes, self._opened = 0, 0.0
         self._seq = 0
         self._fd: int | None = None
         self._path: Path | None = None
@@ -62,11 +69,22 @@ class ShardWriter:
         if written != len(line):  # only on a full disk; the short tail is cut on restart
             raise OSError(f"short write to {self._path}: {written} of {len(line)} bytes")
         self._keys.append((record["id"], record.get("sample")))
+        self._bytes += written
         now = time.monotonic()
         if now - self._last_sync >= self.fsync_interval:
             os.fsync(self._fd)
             self._last_sync = now
-        if len(self._keys) >= self.max_records:
+        full = self.max_bytes is not None and self._bytes >= self.max_bytes
+        if len(self._keys) >= self.max_records or full:
+            self.seal()
+        else:
+            self.tick()
+
+    def tick(self) -> None:
+        """Seal the open shard if it is older than `max_age` (called now and then)."""
+        if self._fd is None or self.max_age is None:
+            return
+        if time.monotonic() - self._opened >= self.max_age:
             self.seal()
 
     def seal(self) -> None:
@@ -84,6 +102,7 @@ class ShardWriter:
         self._seq += 1
         self._path = self.folder / f"part-{self.tag}-{self._seq:05d}.jsonl"
         self._fd = os.open(self._path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._bytes, self._opened = 0, time.monotonic()
 
 
 def seal_shard(path: Path, keys: list[tuple[str, int | None]], compress: bool) -> Path:

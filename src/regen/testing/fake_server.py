@@ -66,6 +66,7 @@ class FakeServer:
         self.last_served_at: float | None = None
         self.served_at: list[float] = []
         self.tokens_served = 0
+        self.in_flight = self.peak_in_flight = 0  # chat requests being handled at once
         self._faults = itertools.cycle(self.behaviour.faults or ["ok"])
         self._slots: asyncio.Semaphore | None = None
         self._runner: web.AppRunner | None = None
@@ -97,6 +98,14 @@ class FakeServer:
         return web.json_response(data)
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
+        self.in_flight += 1
+        self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        try:
+            return await self._chat(request)
+        finally:
+            self.in_flight -= 1
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
         self.last_request_at = time.time()
         if self.first_request_at is None:
             self.first_request_at = self.last_request_at

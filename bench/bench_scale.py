@@ -1,0 +1,131 @@
+"""Memory and restart at 1M and 10M prompts: today's code (a git ref) beside this tree.
+
+    .venv/bin/python bench/bench_scale.py                       # 1M and 10M, baseline main~
+    .venv/bin/python bench/bench_scale.py --sizes 1000000 --baseline 3d05314
+
+For each size N: a prompt file of N lines and an output dir in which N - NEW prompts are
+already finished (sealed 20,000-record shards with `.keys` sidecars, synthesized by
+`bench_generate.synthesize_output` in regen's own format). Then, for each code tree in turn
+(the baseline ref, extracted with `git archive`, and this tree), `regen generate` resumes the
+run against one fake server (a separate process on 127.0.0.1) and makes the NEW completions.
+Reported per tree: peak RSS of the regen process (sampled every 50 ms) and the time from
+process start to the first request the fake server received. The new shards are removed
+between runs, so both trees resume exactly the same state.
+
+Results: a table on stdout and `.bench/scale.json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench_generate import (
+    BENCH_DIR,
+    ROOT,
+    ServerSpec,
+    fleet,
+    fleet_stats,
+    machine,
+    regen_cmd,
+    run_regen,
+    synthesize_output,
+    write_prompts,
+)
+
+SYNTHETIC = "part-19700101T000000-bench-"  # the prefix of synthesize_output's shards
+
+
+def baseline_tree(ref: str) -> Path:
+    """The baseline's src/, extracted once per ref (or a src/ directory given as is)."""
+    if Path(ref, "regen").is_dir():
+        return Path(ref).resolve()
+    sha = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", ref],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    tree = BENCH_DIR / f"baseline-{sha}"
+    if not (tree / "src").is_dir():
+        tree.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", sha, "src"], capture_output=True, check=True
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+    return tree / "src"
+
+
+def reset(out: Path) -> None:
+    """Back to the synthesized state: only the bench's own shards stay."""
+    for kind in ("completions", "errors"):
+        for path in (out / kind).glob("*"):
+            if not path.name.startswith(SYNTHETIC):
+                path.unlink()
+
+
+def resume_once(src: Path, prompts: Path, out: Path, timeout: float) -> dict[str, Any]:
+    reset(out)
+    os.environ["PYTHONPATH"] = str(src)
+    try:
+        with fleet([ServerSpec(64, 0.0, 8)]) as urls:
+            run = run_regen(regen_cmd(prompts, out, urls, 64), timeout, out.parent / "regen.log")
+            stats = fleet_stats(urls)
+    finally:
+        os.environ.pop("PYTHONPATH", None)
+    return {
+        "new_generated": stats["served"],
+        "peak_rss_mb": round(run.peak_rss_mb, 1),
+        "first_request_s": round(stats["first_request_at"] - run.started_at, 2),
+        "process_wall_s": round(run.wall_s, 2),
+    }
+
+
+def bench_size(n: int, new: int, trees: dict[str, Path], timeout: float) -> dict[str, Any]:
+    work = BENCH_DIR / f"scale-{n}"
+    prompts, out = work / "prompts.jsonl", work / "out"
+    t0 = time.monotonic()
+    if not (out / "manifest.json").exists():
+        shutil.rmtree(work, ignore_errors=True)
+        write_prompts(prompts, n)
+        synthesize_output(prompts, out, n - new, 20_000, 0)
+    row: dict[str, Any] = {"prompts": n, "finished": n - new, "setup_s": time.monotonic() - t0}
+    for name, src in trees.items():
+        print(f"== {n:,} prompts, {name} ==", flush=True)
+        row[name] = resume_once(src, prompts, out, timeout)
+        print(f"   {row[name]}", flush=True)
+    return row
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1_000_000, 10_000_000])
+    parser.add_argument("--new", type=int, default=2_000, help="prompts left to generate")
+    parser.add_argument("--baseline", default="61ae85c", help="git ref of today's code")
+    parser.add_argument("--timeout", type=float, default=1800)
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
+    trees = {f"baseline {args.baseline}": baseline_tree(args.baseline), "this tree": ROOT / "src"}
+    results: dict[str, Any] = {"command": " ".join(sys.argv), "machine": machine(), "rows": []}
+    for n in args.sizes:
+        results["rows"].append(bench_size(n, args.new, trees, args.timeout))
+    print(f"\n{'prompts':>12} {'tree':<22} {'peak RSS MB':>12} {'first request s':>16}")
+    for row in results["rows"]:
+        for name in trees:
+            r = row[name]
+            print(f"{row['prompts']:>12,} {name:<22} {r['peak_rss_mb']:>12} "
+                  f"{r['first_request_s']:>16}")  # fmt: skip
+    (BENCH_DIR / "scale.json").write_text(json.dumps(results, indent=2) + "\n")
+    print(f"\nwritten to {BENCH_DIR / 'scale.json'}")
+
+
+if __name__ == "__main__":
+    main()

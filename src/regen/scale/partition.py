@@ -1,0 +1,78 @@
+"""`--shard I/N`: a stable partition of the input by prompt id.
+
+A prompt belongs to part `xxh3_64(id) % N`, whatever its line number, so the same prompt
+always lands in the same part, inserting lines in the file moves nothing, and N processes on
+N machines writing to one output location never do the same prompt twice. An input line
+with no usable id (not JSON, say) belongs to part `line % N`, so exactly one part records it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import xxhash
+
+from regen.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Part:
+    index: int
+    count: int
+
+    def __post_init__(self) -> None:
+        if self.count < 1 or not 0 <= self.index < self.count:
+            raise ConfigError(
+                f"--shard {self.index}/{self.count}: I must be in 0..N-1 and N at least 1",
+                hint="for 4 machines use --shard 0/4, --shard 1/4, --shard 2/4, --shard 3/4",
+            )
+
+    @property
+    def whole(self) -> bool:
+        return self.count == 1
+
+    @property
+    def name(self) -> str:
+        """Used in file names (progress, lock, staging), sorting in index order; empty for
+        the whole input, whose files keep their plain names."""
+        return "" if self.whole else f"{self.index:04d}-of-{self.count:04d}"
+
+    def owns_id(self, prompt_id: str) -> bool:
+        return self.whole or xxhash.xxh3_64_intdigest(prompt_id.encode()) % self.count == self.index
+
+    def owns_line(self, line: int) -> bool:
+        return self.whole or line % self.count == self.index
+
+    def owns(self, prompt_id: str | int | None, line: int) -> bool:
+        """By id when there is one (a duplicate id goes where its first use went)."""
+        return self.owns_line(line) if prompt_id is None else self.owns_id(str(prompt_id))
+
+
+WHOLE = Part(0, 1)
+
+
+def parse_part(text: str) -> Part:
+    index, sep, count = text.partition("/")
+    if not sep or not index.strip().isdigit() or not count.strip().isdigit():
+        raise ConfigError(f"--shard {text!r} is not I/N", hint="write it as --shard 3/8")
+    return Part(int(index), int(count))
+
+
+def part_from_env(env: Mapping[str, str] | None = None) -> Part:
+    """The part a cluster scheduler gave this process: a Slurm array task, or a Kubernetes
+    indexed job (JOB_COMPLETION_INDEX, with the count in REGEN_SHARD_COUNT, since Kubernetes
+    does not pass `completions` to the pod). The whole input when neither is set."""
+    env = os.environ if env is None else env
+    if "SLURM_ARRAY_TASK_ID" in env and "SLURM_ARRAY_TASK_COUNT" in env:
+        first = int(env.get("SLURM_ARRAY_TASK_MIN", "0"))
+        return Part(int(env["SLURM_ARRAY_TASK_ID"]) - first, int(env["SLURM_ARRAY_TASK_COUNT"]))
+    if "JOB_COMPLETION_INDEX" in env:
+        if "REGEN_SHARD_COUNT" not in env:
+            raise ConfigError(
+                "JOB_COMPLETION_INDEX is set (a Kubernetes indexed job) but not the shard count",
+                hint="set env REGEN_SHARD_COUNT to the job's `completions`, or pass --shard I/N",
+            )
+        return Part(int(env["JOB_COMPLETION_INDEX"]), int(env["REGEN_SHARD_COUNT"]))
+    return WHOLE

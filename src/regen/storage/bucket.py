@@ -1,0 +1,165 @@
+"""One run's prefix in object storage (or any fsspec URL), with errors mapped in one place.
+
+Credentials come from each backend's standard chain (for S3: `AWS_*` variables, profiles,
+instance roles) and the endpoint from `AWS_ENDPOINT_URL` for S3-compatible stores; regen never
+reads, stores or prints them. Object stores make a PUT visible only once complete, so a file is
+put in place directly there; on other filesystems (`file://`, mounts) it is written aside and
+renamed, so that readers never see half a file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from regen.errors import ConfigError, StorageError
+
+ATOMIC_PUT = {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "r2", "oss"}
+# Seconds: a bucket that does not answer is retried by the uploader, never waited on forever.
+S3_CLIENT = {"connect_timeout": 5, "read_timeout": 60, "retries": {"max_attempts": 2}}
+
+
+def is_url(location: str | Path) -> bool:
+    return "://" in str(location)
+
+
+def _transient_errors() -> tuple[type[BaseException], ...]:
+    """The exception types a storage call can raise for reasons outside regen: network,
+    permissions, missing objects. Anything else is a bug and keeps its traceback."""
+    found: list[type[BaseException]] = [OSError, TimeoutError]
+    with contextlib.suppress(ImportError):
+        import botocore.exceptions
+
+        found += [botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError]
+    with contextlib.suppress(ImportError):
+        import aiohttp
+
+        found.append(aiohttp.ClientError)
+    return tuple(found)
+
+
+@contextlib.contextmanager
+def mapped(what: str, *, missing_ok: bool = False) -> Iterator[None]:
+    """Turn a backend's error into a StorageError that names the action (never a secret).
+    `missing_ok`: a FileNotFoundError (no such object) is the caller's answer, not an error."""
+    try:
+        yield
+    except FileNotFoundError:
+        if missing_ok:
+            raise
+        raise StorageError(
+            f"{what}: the bucket or folder does not exist",
+            hint="create the bucket first, or check the URL and AWS_ENDPOINT_URL",
+        ) from None
+    except _transient_errors() as exc:
+        raise StorageError(
+            f"{what}: {type(exc).__name__}: {exc}",
+            hint="check the bucket name, AWS_ENDPOINT_URL and the credentials in your "
+            "environment or profile",
+        ) from exc
+
+
+class Bucket:
+    """Files under one URL prefix, named by their path relative to it (`completions/x`)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url.rstrip("/")
+        protocol = self.url.split("://", 1)[0]
+        import fsspec  # here, not at the top: local runs never pay for its import
+
+        options: dict[str, Any] = {"skip_instance_cache": True}
+        if protocol in ("s3", "s3a"):
+            options |= {"use_listings_cache": False, "config_kwargs": S3_CLIENT}
+        try:
+            self.fs, self.root = fsspec.core.url_to_fs(self.url, **options)
+        except (ImportError, ValueError) as exc:
+            raise ConfigError(
+                f"cannot open {self.url}: {exc}",
+                hint="install the filesystem's package (for s3://: pip install 'regen[s3]')",
+            ) from exc
+        self.root = self.root.rstrip("/")
+        self.atomic_put = protocol in ATOMIC_PUT
+
+    def where(self, name: str) -> str:
+        return f"{self.root}/{name}"
+
+    def url_of(self, name: str) -> str:
+        return f"{self.url}/{name}"
+
+    def put_file(self, local: Path, name: str) -> None:
+        with mapped(f"upload of {self.url_of(name)}"):
+            if self.atomic_put:
+                self.fs.put_file(str(local), self.where(name))
+                return
+            self.fs.makedirs(self.where(name).rsplit("/", 1)[0], exist_ok=True)
+            tmp = self.where(_hidden_tmp(name))
+            self.fs.put_file(str(local), tmp)
+            self.fs.mv(tmp, self.where(name))
+
+    def put_bytes(self, name: str, data: bytes) -> None:
+        with mapped(f"write of {self.url_of(name)}"):
+            if self.atomic_put:
+                self.fs.pipe_file(self.where(name), data)
+                return
+            self.fs.makedirs(self.where(name).rsplit("/", 1)[0], exist_ok=True)
+            tmp = self.where(_hidden_tmp(name))
+            self.fs.pipe_file(tmp, data)
+            self.fs.mv(tmp, self.where(name))
+
+    def get_bytes(self, name: str) -> bytes | None:
+        """The object's bytes, or None if it does not exist."""
+        try:
+            with mapped(f"read of {self.url_of(name)}", missing_ok=True):
+                return self.fs.cat_file(self.where(name))
+        except FileNotFoundError:
+            return None
+
+    def get_many(self, names: list[str]) -> dict[str, bytes]:
+        """Several objects at once (fetched concurrently where the backend can)."""
+        if not names:
+            return {}
+        with mapped(f"read of {len(names)} objects under {self.url}"):
+            got = self.fs.cat([self.where(n) for n in names], on_error="raise")
+        return {n: got[self.where(n)] for n in names}
+
+    def list(self, folder: str) -> dict[str, int]:
+        """{file name: size} directly under `folder`; hidden (dot) files are left out."""
+        try:
+            with mapped(f"listing of {self.url_of(folder)}", missing_ok=True):
+                entries = self.fs.ls(self.where(folder), detail=True)
+        except FileNotFoundError:
+            return {}
+        out = {}
+        for entry in entries:
+            name = entry["name"].rstrip("/").rsplit("/", 1)[-1]
+            if entry.get("type") == "file" and not name.startswith("."):
+                out[name] = int(entry.get("size") or 0)
+        return out
+
+    def size(self, name: str) -> int | None:
+        try:
+            with mapped(f"stat of {self.url_of(name)}", missing_ok=True):
+                return int(self.fs.info(self.where(name))["size"])
+        except FileNotFoundError:
+            return None
+
+    def delete(self, name: str) -> None:
+        with (
+            contextlib.suppress(FileNotFoundError),
+            mapped(f"delete of {self.url_of(name)}", missing_ok=True),
+        ):
+            self.fs.rm_file(self.where(name))
+
+    def move(self, name: str, new_name: str) -> None:
+        with mapped(f"move of {self.url_of(name)}"):
+            self.fs.mv(self.where(name), self.where(new_name))
+
+
+def _hidden_tmp(name: str) -> str:
+    import os
+
+    folder, _, base = name.rpartition("/")
+    hidden = f".{base}.tmp-{os.getpid()}"
+    return f"{folder}/{hidden}" if folder else hidden
