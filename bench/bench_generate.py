@@ -27,6 +27,10 @@ separate processes on 127.0.0.1, with `regen generate` run as a child process:
    the fake server receives is reported. A separate child then times the start-up phases
    (input fingerprint, ledger scan, streaming past the finished prompts) with regen's code.
 
+With `--bucket`, parts 1 and 2 write to S3 instead (moto's server on loopback, started and
+stopped here; shards uploaded every 5 s), to see whether uploading costs utilisation or
+client throughput.
+
 Results: a table on stdout and `.bench/generate.json`.
 """
 
@@ -206,11 +210,12 @@ class ProcRun:
     peak_rss_mb: float  # sampled every 50 ms, child plus its children
 
 
-def regen_cmd(prompts: Path, out: Path, urls: list[str], concurrency: int) -> list[str]:
+def regen_cmd(prompts: Path, out: Path | str, urls: list[str], concurrency: int) -> list[str]:
     return [
         sys.executable, "-m", "regen", "generate", "--prompts", str(prompts),
         "--output-dir", str(out), "--concurrency-per-server", str(concurrency), "--display", "none",
         "--servers", *urls,
+        *(["--upload-interval", "5"] if "://" in str(out) else []),  # uploads during the run
     ]  # fmt: skip
 
 
@@ -305,14 +310,18 @@ def utilisation(specs: list[ServerSpec], stats: dict[str, Any]) -> dict[str, Any
     }
 
 
-def bench_utilisation(sz: Sizes, work: Path, timeout: float) -> list[dict[str, Any]]:
+def bench_utilisation(
+    sz: Sizes, work: Path, timeout: float, bucket: str | None = None
+) -> list[dict[str, Any]]:
     prompts = work / "util-prompts.jsonl"
     write_prompts(prompts, sz.util_prompts)
     results = []
     for name, specs in fleets(sz).items():
         # A fresh fleet per client, so each one's /stats counts only its own traffic.
         with fleet(specs) as urls:
-            out = work / f"util-{len(results)}"
+            out: Path | str = work / f"util-{len(results)}"
+            if bucket:  # --bucket: the run's output goes to moto's S3 on loopback
+                out = f"{bucket}/util-{len(results)}"
             shutil.rmtree(out, ignore_errors=True)
             run_regen(regen_cmd(prompts, out, urls, sz.slots), timeout, work / "regen.log")
             results.append(
@@ -338,8 +347,11 @@ def print_row(row: dict[str, Any]) -> None:
 
 
 # -- 2. client cost ----------------------------------------------------------------------
-def bench_client_cost(sz: Sizes, work: Path, timeout: float) -> dict[str, Any]:
-    prompts, out, log = work / "cost-prompts.jsonl", work / "cost-out", work / "regen.log"
+def bench_client_cost(
+    sz: Sizes, work: Path, timeout: float, bucket: str | None = None
+) -> dict[str, Any]:
+    prompts, log = work / "cost-prompts.jsonl", work / "regen.log"
+    out: Path | str = f"{bucket}/cost-out" if bucket else work / "cost-out"
     write_prompts(prompts, sz.cost_prompts)
     shutil.rmtree(out, ignore_errors=True)
     spec = ServerSpec(sz.cost_concurrency, 0.0, 8, pad_bytes=8000)
@@ -516,6 +528,45 @@ class PeakRss:
         return max(self.peak, psutil.Process().memory_info().rss)
 
 
+@contextmanager
+def moto_bucket(wanted: bool) -> Iterator[str | None]:
+    """With --bucket: moto's S3 server on loopback (stopped by pid), a fresh bucket prefix,
+    and the AWS_* variables that point regen at it; uploads every 5 s."""
+    if not wanted:
+        yield None
+        return
+    import boto3
+
+    port = free_ports(1)[0]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        endpoint = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                urllib.request.urlopen(endpoint, timeout=1)
+                break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise RuntimeError("moto server did not start") from None
+                time.sleep(0.2)
+        os.environ.update(
+            {
+                "AWS_ENDPOINT_URL": endpoint,
+                "AWS_ACCESS_KEY_ID": "bench",
+                "AWS_SECRET_ACCESS_KEY": "bench",
+                "AWS_DEFAULT_REGION": "us-east-1",
+            }
+        )
+        boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket="bench")
+        yield f"s3://bench/{int(time.time())}"
+    finally:
+        stop(proc)
+
+
 # -- report ------------------------------------------------------------------------------
 def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
@@ -577,6 +628,10 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument(
         "--record-bytes", type=int, help="size of each synthesized finished completion (resume)"
     )
+    ap.add_argument(
+        "--bucket", action="store_true",
+        help="util and cost write to S3 (moto on loopback, started here) instead of a dir",
+    )  # fmt: skip
     ap.add_argument("--phases", nargs=2, metavar=("PROMPTS", "OUT"), help=argparse.SUPPRESS)
     return ap.parse_args()
 
@@ -600,11 +655,13 @@ def main() -> None:
     results: dict[str, Any] = {"command": " ".join(sys.argv), "machine": machine()}
     results["sizes"] = asdict(sz)
     started = time.monotonic()
-    if "util" in parts:
-        print("== utilisation ==", flush=True)
-        results["utilisation"] = bench_utilisation(sz, work, args.timeout)
-    if "cost" in parts:
-        results["client_cost"] = bench_client_cost(sz, work, args.timeout)
+    with moto_bucket(args.bucket) as bucket:
+        results["output"] = bucket or "local directory"
+        if "util" in parts:
+            print("== utilisation ==", flush=True)
+            results["utilisation"] = bench_utilisation(sz, work, args.timeout, bucket)
+        if "cost" in parts:
+            results["client_cost"] = bench_client_cost(sz, work, args.timeout, bucket)
     if "resume" in parts:
         results["resume"] = bench_resume(sz, work, args.timeout, args.keep)
     results["targets"] = targets(results)

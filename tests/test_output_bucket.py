@@ -360,3 +360,17 @@ def test_two_shards_share_one_bucket_and_status_shows_both(tmp_path, fake_server
     assert status.exit_code == 0, status.output
     assert "shard 0/2: finished" in status.output and "shard 1/2: finished" in status.output
     assert "whole: 30/30" in status.output and "FINISHED" in status.output
+
+
+def test_staging_defaults_to_the_user_cache(tmp_path, fake_server, bucket, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    server = fake_server()
+    ids = write_prompts(tmp_path / "p.jsonl", 5)
+    result = CliRunner().invoke(
+        main, ["generate", "--prompts", str(tmp_path / "p.jsonl"), "--output-dir", URL,
+               "--servers", server.url, "--display", "none"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    (staging,) = (tmp_path / "cache" / "regen" / "staging").iterdir()
+    assert (staging / "manifest.json").exists()  # the run staged there, under its URL's hash
+    assert_bucket_exactly_once(ids)

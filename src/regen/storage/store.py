@@ -162,7 +162,7 @@ def _stem(name: str) -> str:
 
 def default_staging(url: str, part: str = "") -> Path:
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    name = xxhash.xxh3_64_hexdigest(url.rstrip("/")) + (f"-{part}" if part else "")
+    name = xxhash.xxh3_64_hexdigest(url.rstrip("/").encode()) + (f"-{part}" if part else "")
     return cache / "regen" / "staging" / name
 
 
