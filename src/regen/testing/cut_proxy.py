@@ -13,11 +13,12 @@ Rules are (method, substring of the path, action); the first match wins; set the
 from __future__ import annotations
 
 import asyncio
-import threading
 from dataclasses import dataclass, field
 
 import aiohttp
 from aiohttp import web
+
+from regen.testing.loop_thread import LoopThread
 
 HOP_HEADERS = {"transfer-encoding", "connection", "keep-alive", "content-length"}
 
@@ -28,8 +29,7 @@ class CutProxy:
     rules: list[tuple[str, str, str]] = field(default_factory=list)
     seen: list[tuple[str, str, str]] = field(default_factory=list)  # (method, path, action)
     port: int = 0
-    _loop: asyncio.AbstractEventLoop | None = None
-    _thread: threading.Thread | None = None
+    _background: LoopThread = field(default_factory=lambda: LoopThread("cut proxy"))
 
     @property
     def url(self) -> str:
@@ -81,30 +81,12 @@ class CutProxy:
         await site.start()
         self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
 
+    async def _stop(self) -> None:
+        await self._runner.cleanup()
+
     def start(self) -> CutProxy:
-        ready = threading.Event()
-
-        def serve() -> None:
-            self._loop = asyncio.new_event_loop()
-            asyncio.set_event_loop(self._loop)
-            self._loop.run_until_complete(self._start())
-            ready.set()
-            self._loop.run_forever()
-            pending = asyncio.all_tasks(self._loop)
-            for task in pending:
-                task.cancel()
-            self._loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-            self._loop.run_until_complete(self._runner.cleanup())
-            self._loop.close()
-
-        self._thread = threading.Thread(target=serve, daemon=True)
-        self._thread.start()
-        if not ready.wait(10):
-            raise RuntimeError("cut proxy did not start")
+        self._background.start(self._start, self._stop)
         return self
 
     def stop(self) -> None:
-        if self._loop is not None and self._thread is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(timeout=10)
-            self._loop = None
+        self._background.stop()

@@ -13,7 +13,6 @@ import argparse
 import asyncio
 import itertools
 import math
-import threading
 import time
 import zlib
 from collections.abc import Callable
@@ -23,6 +22,8 @@ from typing import Any
 
 import orjson
 from aiohttp import web
+
+from regen.testing.loop_thread import LoopThread
 
 Answer = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -70,8 +71,7 @@ class FakeServer:
         self._faults = itertools.cycle(self.behaviour.faults or ["ok"])
         self._slots: asyncio.Semaphore | None = None
         self._runner: web.AppRunner | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
+        self._background = LoopThread("fake server")
 
     @property
     def url(self) -> str:
@@ -264,33 +264,12 @@ class FakeServer:
 
     def start(self) -> FakeServer:
         """Serve from a background thread (so a test's main thread can run generate)."""
-        ready = threading.Event()
-
-        def serve() -> None:
-            self._loop = asyncio.new_event_loop()
-            asyncio.set_event_loop(self._loop)
-            self._loop.run_until_complete(self.start_async())
-            ready.set()
-            self._loop.run_forever()
-            self._loop.run_until_complete(self.stop_async())
-            pending = asyncio.all_tasks(self._loop)  # handlers still hanging: cut them
-            for task in pending:
-                task.cancel()
-            self._loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-            self._loop.close()
-
-        self._thread = threading.Thread(target=serve, daemon=True)
-        self._thread.start()
-        if not ready.wait(10):
-            raise RuntimeError("fake server did not start")
+        self._background.start(self.start_async, self.stop_async)
         return self
 
     def stop(self) -> None:
         """Stop serving; connections in flight are cut, like a killed server."""
-        if self._loop is not None and self._thread is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(timeout=10)
-            self._loop = None
+        self._background.stop()
 
 
 def main() -> None:
