@@ -3,7 +3,7 @@
 
 demo:
 	scripts/bootstrap.sh
-	.venv/bin/regen generate --prompts examples/prompts.jsonl --output-dir runs/demo --max-output-tokens 128 --display plain --log-interval 5
+	.venv/bin/regen generate --prompts examples/prompts.jsonl --output-dir runs/demo --max-output-tokens 128 --seed 7 --display plain --log-interval 5
 	.venv/bin/regen status runs/demo
 
 test:

@@ -480,9 +480,10 @@ def measure_phases(prompts: Path, out: Path) -> dict[str, Any]:
     t0 = time.perf_counter()
     from regen.run import ledger
     from regen.run.config import GenerateConfig
-    from regen.run.generate import Run
+    from regen.run.intake import Intake
     from regen.run.layout import OutputLayout
     from regen.run.manifest import fingerprint
+    from regen.run.progress import RunStats
 
     marks = {"import_s": time.perf_counter() - t0}
     fingerprint(prompts)
@@ -492,9 +493,8 @@ def measure_phases(prompts: Path, out: Path) -> dict[str, Any]:
     marks["ledger_scan_s"] = time.perf_counter() - t0
     rss_ledger = psutil.Process().memory_info().rss
     config = GenerateConfig(prompts=prompts, output_dir=out, servers=["http://127.0.0.1:1"])
-    run = Run(config, layout, config.servers, None, None, None)
-    run.ledger = scanned
-    pending = sum(1 for _ in run._work_items())
+    intake = Intake(config, scanned, RunStats(total=0, finished_before=0), on_bad_line=print)
+    pending = sum(1 for item in intake.items() if item is not None)
     marks["stream_s"] = time.perf_counter() - t0
     steps = dict(zip(marks, [0.0, *marks.values()], strict=False))  # start of each step
     result = {k: round(v - steps[k], 2) for k, v in marks.items()}

@@ -136,12 +136,12 @@ def bench_fake(work: Path, prompts_count: int, timeout: float) -> dict[str, Any]
 
 
 def bench_model(work: Path, timeout: float) -> dict[str, Any]:
-    from regen.fleet.embedded import EmbeddedServer, default_model_path
+    from regen.fleet.embedded import EmbeddedFleet, default_model_path, embedded_spec
 
     write_model_prompts(work / "model.jsonl", 40)
-    with EmbeddedServer(default_model_path(), work / "embedded.log") as server:
-        return plan_then_generate(work / "model.jsonl", [server.url], MODEL_FLAGS, work / "model",
-                                  12, timeout)  # fmt: skip
+    with EmbeddedFleet(embedded_spec(default_model_path(), work / "embedded")) as server:
+        return plan_then_generate(work / "model.jsonl", server.urls, MODEL_FLAGS,
+                                  work / "model", 12, timeout)  # fmt: skip
 
 
 def main() -> None:

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
+from collections.abc import Iterator
+
+import pytest
+from aiohttp import web
 from click.testing import CliRunner
 
 from gen_helpers import write_prompts
@@ -40,11 +46,55 @@ def test_a_missing_tokenizer_directory_is_a_plain_message(tmp_path):
 def test_an_unreachable_hub_fails_at_once_with_the_fix(tmp_path, monkeypatch):
     # the Hub is "offline": its address is a closed port on loopback
     monkeypatch.setattr("huggingface_hub.constants.ENDPOINT", "http://127.0.0.1:9")
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", False)
     result = run("check", str(tmp_path), "--tokenizer", "nosuch-owner/misspelled-model")
     assert result.exit_code == 2
     assert "cannot reach the Hugging Face Hub" in result.output
     assert "HF_HUB_OFFLINE=1" in result.output
+
+
+@pytest.fixture
+def hub_without_repos() -> Iterator[str]:
+    """A stand-in for the Hub on loopback that knows no repository (as the Hub answers a
+    misspelled name: 404 with X-Error-Code RepoNotFound)."""
+
+    async def not_found(request: web.Request) -> web.Response:
+        headers = {"X-Error-Code": "RepoNotFound"}
+        return web.json_response({"error": "Repository not found"}, status=404, headers=headers)
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", not_found)
+    loop = asyncio.new_event_loop()
+    runner = web.AppRunner(app)
+    loop.run_until_complete(runner.setup())
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    loop.run_until_complete(site.start())
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{port}"
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(timeout=10)
+    loop.run_until_complete(runner.cleanup())
+    loop.close()
+
+
+def test_a_misspelled_hub_model_is_named(tmp_path, monkeypatch, hub_without_repos):
+    monkeypatch.setattr("huggingface_hub.constants.ENDPOINT", hub_without_repos)
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", False)
+    result = run("check", str(tmp_path), "--tokenizer", "Qwen/Qwen3-8B-typo")
+    assert result.exit_code == 2
+    assert "--tokenizer Qwen/Qwen3-8B-typo: no such model on the Hugging Face Hub" in result.output
+    assert "check the spelling" in result.output
+
+
+def test_a_misspelled_hub_dataset_is_found_first(tmp_path, monkeypatch, hub_without_repos):
+    monkeypatch.setattr("huggingface_hub.constants.ENDPOINT", hub_without_repos)
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", False)
+    (tmp_path / "r.yaml").write_text("sources:\n  - hf: someone/no-such-set\n    count: all\n")
+    result = run("prepare", str(tmp_path / "r.yaml"), "-o", str(tmp_path / "out.jsonl"))
+    assert result.exit_code == 2
+    assert "hf: someone/no-such-set: no such dataset on the Hugging Face Hub" in result.output
 
 
 def test_a_wrong_recipe_path_is_found_before_any_source_is_read(tmp_path):

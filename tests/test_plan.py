@@ -179,3 +179,10 @@ def test_cli_plans_on_the_servers_of_a_fleet_file(tmp_path, fake_server):
     ])  # fmt: skip
     assert result.exit_code == 0, result.output
     assert {s["url"] for s in orjson.loads(result.output)["servers"]} == {a.url, b.url}
+
+
+def test_answers_faster_than_a_millisecond_still_give_an_estimate():
+    # Records keep latency to the millisecond, so a very fast server reads as 0.000 s.
+    observations = [Observation(8, 0.0, "instant", False, 1.0, line=n) for n in range(5)]
+    result = estimate(100, observations, 4)
+    assert result.wall_seconds > 0 and result.completions_per_second > 0

@@ -24,7 +24,10 @@ def looks_like_path(spec: str) -> bool:
 
 
 def offline() -> bool:
-    return os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
+    """HF_HUB_OFFLINE as huggingface_hub itself read it (one source of truth)."""
+    from huggingface_hub import constants
+
+    return bool(constants.HF_HUB_OFFLINE)
 
 
 def check_repo(name: str, kind: Literal["model", "dataset"], what: str) -> None:

@@ -10,7 +10,6 @@ import click
 
 from regen.cli.options import (
     DISPLAY,
-    FLEET,
     INPUT,
     OUTPUT,
     RELIABILITY,
@@ -19,28 +18,24 @@ from regen.cli.options import (
     Command,
     option,
 )
+from regen.cli.run_options import (
+    chosen_servers,
+    fleet_options,
+    request_options,
+    sampling_from,
+    sampling_options,
+    work_shape_options,
+)
 from regen.display import make_reporter
 from regen.fleet.dispatch import HealthPolicy, RetryPolicy
-from regen.fleet.openai_env import servers_from_env
 from regen.fleet.server import Timeouts
 from regen.metrics import serve_metrics
-from regen.run.config import GenerateConfig, Sampling
+from regen.run.config import GenerateConfig
 from regen.run.generate import generate as run_generate
 from regen.run.quality import Thresholds
 from regen.scale.partition import parse_part, part_from_env
 from regen.scale.ray_executor import run_on_ray
 from regen.storage.uploader import UploadPolicy
-
-SERVER_DEFAULT = "Default: the server's generation config."
-
-
-def chosen_servers(opts: dict) -> list[str]:
-    """--servers, else $OPENAI_BASE_URL unless --fleet or --local-model says otherwise
-    (`regen plan` calibrates on exactly the servers generate would use)."""
-    servers = list(opts["servers"])
-    if not servers and not opts["fleet"]:
-        servers = servers_from_env(opts["local_model"])
-    return servers
 
 
 @click.command(cls=Command)
@@ -51,106 +46,22 @@ def chosen_servers(opts: dict) -> list[str]:
     group=INPUT,
     help="Prompt JSONL (.zst ok) or an OpenAI/vLLM batch file: a path or an fsspec URL.",
 )
-@option(
-    "--samples-per-prompt",
-    type=int,
-    default=1,
-    show_default=True,
-    group=INPUT,
-    help="Completions per prompt (sample 0..K-1).",
-)
-@option(
-    "--regenerate-turns",
-    type=click.Choice(["last", "all"]),
-    default="last",
-    show_default=True,
-    group=INPUT,
-    help="Regenerate the last assistant turn, or every one in order.",
-)
+@work_shape_options
 @option(
     "--allow-changed-input",
     is_flag=True,
     group=INPUT,
     help="Resume although the prompt file changed.",
 )
-@option(
-    "--fleet",
-    type=click.Path(path_type=Path),
-    metavar="FLEET.json",
-    group=FLEET,
-    help="The servers `regen serve` started (not with --servers).",
-)
-@option(
-    "--servers",
-    multiple=True,
-    multi_value=True,
-    metavar="URL ...",
-    group=FLEET,
-    help="OpenAI-compatible base URLs [default: $OPENAI_BASE_URL, else the embedded model].",
-)
-@option(
-    "--local-model",
-    type=click.Path(path_type=Path),
-    metavar="GGUF",
-    group=FLEET,
-    help="GGUF for the embedded llama.cpp server.",
-)
-@option("--model", group=FLEET, help="Model name to request [default: what the servers list].")
-@option(
-    "--api-key-env",
-    metavar="VAR",
-    group=FLEET,
-    help="Read the API key from this variable [default: OPENAI_API_KEY when set].",
-)
-@option(
-    "--concurrency-per-server",
-    "concurrency",
-    type=int,
-    metavar="N",
-    group=FLEET,
-    aliases=["--concurrency"],
-    help="Requests in flight per server [64; embedded: 2].",
-)
-@option(
-    "--max-output-tokens",
-    type=int,
-    default=4096,
-    show_default=True,
-    group=SAMPLING,
-    help="max_tokens per request.",
-)
-@option("--temperature", type=float, group=SAMPLING, help=SERVER_DEFAULT)
-@option("--top-p", type=float, group=SAMPLING, help=SERVER_DEFAULT)
-@option("--top-k", type=int, group=SAMPLING, help=SERVER_DEFAULT)
-@option("--seed", type=int, group=SAMPLING, help="Base seed; sample k uses seed+k.")
-@option(
-    "--thinking",
-    type=click.Choice(["on", "off", "auto"]),
-    default="auto",
-    show_default=True,
-    group=SAMPLING,
-    help="Sent as chat_template_kwargs.enable_thinking; auto sends nothing.",
-)
+@fleet_options
+@sampling_options
 @option(
     "--allow-changed-sampling",
     is_flag=True,
     group=SAMPLING,
     help="Resume although sampling flags changed.",
 )
-@option(
-    "--request-timeout",
-    type=float,
-    default=1800,
-    show_default=True,
-    group=RELIABILITY,
-    help="Seconds for one whole request.",
-)
-@option(
-    "--stream",
-    is_flag=True,
-    group=RELIABILITY,
-    help="Stream responses, so that a stalled one is noticed.",
-)
+@request_options
 @option(
     "--stall-timeout",
     type=float,
@@ -276,10 +187,7 @@ def generate(**opts) -> None:
         prompts=opts["prompts"], output_dir=opts["output_dir"], servers=servers,
         fleet=opts["fleet"],
         local_model=opts["local_model"], model=opts["model"],
-        sampling=Sampling(
-            max_tokens=opts["max_output_tokens"], temperature=opts["temperature"],
-            top_p=opts["top_p"], top_k=opts["top_k"], seed=opts["seed"], thinking=opts["thinking"],
-        ),
+        sampling=sampling_from(opts),
         concurrency=opts["concurrency"], samples_per_prompt=opts["samples_per_prompt"],
         regenerate_turns=opts["regenerate_turns"], return_token_ids=opts["return_token_ids"],
         api_key_env=opts["api_key_env"], timeouts=Timeouts(

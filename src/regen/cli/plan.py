@@ -8,8 +8,15 @@ from pathlib import Path
 import click
 import orjson
 
-from regen.cli.generate import SERVER_DEFAULT, chosen_servers
-from regen.cli.options import FLEET, INPUT, OUTPUT, SAMPLING, Command, option
+from regen.cli.options import INPUT, OUTPUT, Command, option
+from regen.cli.run_options import (
+    chosen_servers,
+    fleet_options,
+    request_options,
+    sampling_from,
+    sampling_options,
+    work_shape_options,
+)
 from regen.display import PlainReporter
 from regen.errors import ConfigError
 from regen.fleet.server import Timeouts
@@ -18,48 +25,23 @@ from regen.plan.calibrate import Pricing
 from regen.plan.calibrate import plan as run_plan
 from regen.plan.from_run import from_run
 from regen.plan.sweep import default_levels, sweep
-from regen.run.config import GenerateConfig, Sampling
+from regen.run.config import GenerateConfig
 
 PLAN = "Plan"
 
 
 @click.command(cls=Command)
 @option("--prompts", metavar="FILE", group=INPUT, help="The prompt file of the run to plan.")
-@option("--samples-per-prompt", type=int, default=1, show_default=True, group=INPUT)
-@option("--regenerate-turns", type=click.Choice(["last", "all"]), default="last", group=INPUT)
-@option("--fleet", type=click.Path(path_type=Path), metavar="FLEET.json", group=FLEET)
-@option(
-    "--servers",
-    multiple=True,
-    multi_value=True,
-    metavar="URL ...",
-    group=FLEET,
-    help="As generate [default: $OPENAI_BASE_URL, else the embedded model].",
-)
-@option("--local-model", type=click.Path(path_type=Path), metavar="GGUF", group=FLEET)
-@option("--model", group=FLEET, help="Model name to request [default: what the servers list].")
-@option("--api-key-env", metavar="VAR", group=FLEET)
-@option(
-    "--concurrency-per-server",
-    "concurrency",
-    type=int,
-    metavar="N",
-    group=FLEET,
-    aliases=["--concurrency"],
-    help="Requests in flight per server [64; embedded: 2].",
-)
-@option("--request-timeout", type=float, default=1800, show_default=True, group=FLEET)
-@option("--stream", is_flag=True, group=FLEET, help="Stream responses (as generate --stream).")
-@option("--max-output-tokens", type=int, default=4096, show_default=True, group=SAMPLING)
-@option("--temperature", type=float, group=SAMPLING, help=SERVER_DEFAULT)
-@option("--top-p", type=float, group=SAMPLING, help=SERVER_DEFAULT)
-@option("--top-k", type=int, group=SAMPLING, help=SERVER_DEFAULT)
-@option("--seed", type=int, group=SAMPLING, help="Base seed; sample k uses seed+k.")
-@option("--thinking", type=click.Choice(["on", "off", "auto"]), default="auto", group=SAMPLING)
+@work_shape_options
+@fleet_options
+@request_options
+@sampling_options
 @option("--sample", type=int, group=PLAN, help="Prompts to calibrate on [max(100, 2 x slots)].")
-@option("--sample-seed", type=int, default=0, show_default=True, group=PLAN)
+@option("--sample-seed", type=int, default=0, show_default=True, group=PLAN,
+        help="Seed of the calibration sample.")  # fmt: skip
 @option("--gpu-hour-cost", type=float, metavar="USD", group=PLAN, help="Price per GPU-hour.")
-@option("--gpus-per-server", type=int, default=1, show_default=True, group=PLAN)
+@option("--gpus-per-server", type=int, default=1, show_default=True, group=PLAN,
+        help="GPUs each server holds (for the cost).")  # fmt: skip
 @option("--sweep", is_flag=True, group=PLAN, help="Try a few concurrencies; recommend one.")
 @option("--sweep-levels", metavar="N,N,...", group=PLAN, help="Concurrencies for --sweep.")
 @option(
@@ -88,10 +70,7 @@ def plan(**opts) -> None:  # fmt: skip
     config = GenerateConfig(
         prompts=opts["prompts"], output_dir=opts["output_dir"] or Path("."),
         servers=chosen_servers(opts), fleet=opts["fleet"], local_model=opts["local_model"],
-        model=opts["model"], sampling=Sampling(
-            max_tokens=opts["max_output_tokens"], temperature=opts["temperature"],
-            top_p=opts["top_p"], top_k=opts["top_k"], seed=opts["seed"], thinking=opts["thinking"],
-        ),
+        model=opts["model"], sampling=sampling_from(opts),
         concurrency=opts["concurrency"], samples_per_prompt=opts["samples_per_prompt"],
         regenerate_turns=opts["regenerate_turns"], api_key_env=opts["api_key_env"],
         timeouts=Timeouts(request=opts["request_timeout"], stream=opts["stream"]), display="none",

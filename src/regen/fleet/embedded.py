@@ -8,15 +8,19 @@ directory is stopped first, and a supervisor restarts it in place if it exits mi
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
+from collections.abc import Callable
 from pathlib import Path
 
-from regen.errors import ConfigError
+from regen.errors import ConfigError, FleetUnavailable
+from regen.fleet.dispatch import Fleet
+from regen.fleet.server import Server
 from regen.serve.control import stop_fleet
 from regen.serve.fleetfile import FleetFile
 from regen.serve.launch import ServeSpec, fleet_file, free_port, plan_servers, start_all
 from regen.serve.process import ServerProcess
-from regen.serve.supervisor import RestartPolicy, Supervisor
+from regen.serve.supervisor import Change, RestartPolicy, Supervisor
 
 __all__ = ["EmbeddedFleet", "default_model_path", "free_port"]
 
@@ -77,6 +81,28 @@ class EmbeddedFleet:
         """After a restart the pid changed: keep the record true for the next run's cleanup."""
         fleet_file(self.spec, self.processes).write(self.record)
 
+    async def watch(
+        self, fleet: Fleet, servers: list[Server], on_event: Callable[[str], None]
+    ) -> None:
+        """Run until cancelled. An exit is seen within a fraction of a second; the server is
+        taken out at once (its requests move on), restarted in place, and put back when it
+        answers. One that keeps dying is retired, which stops the run when none is left."""
+        assert self.supervisor is not None, "watch() needs a started fleet"
+        by_process = dict(zip(self.processes, servers, strict=True))
+        while True:
+            for change in self.supervisor.step():
+                server = by_process[change.process]
+                if change.kind == "exited":
+                    fleet.take_out(server, change.text, abort_in_flight=True)
+                elif change.kind == "restarted":
+                    on_event(change.text)
+                    self.refresh_record()
+                elif change.kind == "ready":
+                    fleet.bring_back(server, "restarted and answers")
+                else:
+                    fleet.retire(server, _gone_for_good(change))
+            await asyncio.sleep(0.2)
+
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
@@ -84,3 +110,10 @@ class EmbeddedFleet:
         for process in self.processes:
             process.stop()
         self.record.unlink(missing_ok=True)
+
+
+def _gone_for_good(change: Change) -> FleetUnavailable:
+    """What the run says when its server will not come back: the report and the fix."""
+    if change.report is None:
+        return FleetUnavailable(change.text, hint="see the server's log")
+    return FleetUnavailable(f"{change.text}\n{change.report.describe()}", hint=change.report.fix)

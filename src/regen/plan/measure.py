@@ -16,6 +16,8 @@ from pathlib import Path
 from regen.records import record_key
 from regen.run.layout import OutputLayout
 
+LATENCY_RESOLUTION_S = 0.001
+
 
 @dataclass(frozen=True, slots=True)
 class Observation:
@@ -33,7 +35,8 @@ class LatencyModel:
     per_token_s: float
 
     def latency(self, tokens: float) -> float:
-        return self.fixed_s + self.per_token_s * tokens
+        # Records keep latency to the millisecond: a faster answer reads as 0.000 s.
+        return max(self.fixed_s + self.per_token_s * tokens, LATENCY_RESOLUTION_S)
 
 
 def read_observations(

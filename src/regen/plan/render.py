@@ -33,6 +33,11 @@ def plan_lines(data: dict[str, Any], prompts_path: str) -> list[str]:
         f"P90 {format_duration(data['wall_seconds_p90'])}), "
         f"{data['output_tokens']:,} output tokens",
     ]
+    if abs(cal["overhead_factor"] - 1) > 0.2:
+        lines.append(
+            f"overhead     the calibration took {cal['overhead_factor']:.2f}x the time its "
+            "answers' latencies account for (client or fleet stalls); the estimate includes it"
+        )
     if data["cost_usd"] is None:
         lines.append("cost         give --gpu-hour-cost (and --gpus-per-server) to price it")
     else:
@@ -58,7 +63,7 @@ def sweep_lines(data: dict[str, Any]) -> list[str]:
             f"{level['concurrency']:>11}  {level['output_tokens_per_second']:>12.0f}  "
             f"{level['latency_mean_s']:>11.1f}s{mark}"
         )
-    lines.append(f"recommended: --concurrency {data['recommended']}")
+    lines.append(f"recommended: --concurrency-per-server {data['recommended']}")
     return lines
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from regen.plan.calibrate import calibrate
 from regen.plan.estimate import mean_tokens
-from regen.plan.measure import Observation, by_server
+from regen.plan.measure import LATENCY_RESOLUTION_S, Observation, by_server
 from regen.plan.sample import CalibrationSample, draw_sample
 from regen.run.config import GenerateConfig
 from regen.run.generate import Reporter
@@ -85,4 +85,7 @@ def _rate(steady: list[Observation], level: int) -> float:
     """Completions per second by Little's law: `level` requests always in flight on each
     server, each holding its slot for the server's mean latency. `steady` leaves out the
     first wave (records are in completion order), which met empty queues."""
-    return sum(level * len(g) / sum(o.latency for o in g) for g in by_server(steady).values())
+    return sum(
+        level * len(g) / max(sum(o.latency for o in g), LATENCY_RESOLUTION_S * len(g))
+        for g in by_server(steady).values()
+    )

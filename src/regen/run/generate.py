@@ -14,11 +14,9 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-
-import xxhash
 
 from regen import redact
 from regen.errors import (
@@ -31,23 +29,22 @@ from regen.errors import (
 from regen.fleet.dispatch import DispatchHalted, Fleet
 from regen.fleet.embedded import EmbeddedFleet, default_model_path, embedded_spec
 from regen.fleet.preflight import check_token_ids, resolve_model
-from regen.fleet.response import Generated
 from regen.fleet.server import Server
-from regen.inputs import read_prompts
 from regen.jsonio import compression
-from regen.records import BadLine, Finished, WorkItem, record_key
+from regen.records import WorkItem
 from regen.run import ledger as ledger_mod
 from regen.run.config import GenerateConfig
 from regen.run.conversation import RequestShape, completion_record, regenerate
 from regen.run.input_gate import check_input, mostly_unusable, unusable_error
-from regen.run.keyset import KeySet
+from regen.run.intake import Intake
 from regen.run.layout import OutputLayout
 from regen.run.lock import RunLock
 from regen.run.manifest import check_and_record, fingerprint
 from regen.run.progress import RunStats, snapshot, write_snapshot
 from regen.run.quality import QualityMonitor
-from regen.run.stop import Stop, StopReason
-from regen.run.writer import ShardWriter, sidecar_path, writer_tag
+from regen.run.recorder import Recorder
+from regen.run.stop import Stop, StopReason, signals_handled
+from regen.run.writer import sidecar_path
 from regen.storage.store import LocalStore, Store, open_store
 
 log = logging.getLogger("regen.run")
@@ -55,7 +52,6 @@ log = logging.getLogger("regen.run")
 EXIT_OK = 0
 EXIT_DEGENERATE = StopReason.DEGENERATE.exit_code
 EXIT_FLEET_DOWN = StopReason.FLEET_DOWN.exit_code
-SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 @dataclass
@@ -113,9 +109,6 @@ class Run:
         self.quality = QualityMonitor(config.quality)
         self.stop = Stop()
         self.fatal: RegenError | None = None  # the error that stopped the run, if one did
-        self._first_bad: list[BadLine] = []  # quoted if the input turns out mostly unusable
-        self._exact_total: int | None = None  # known once the whole input has been read
-        self._input_lines = (0, 0)  # (lines, usable lines), once the whole input is read
         self._alarms_on: set[str] = set()
         self.model = ""
         self.stats = RunStats(total=0, finished_before=0)
@@ -193,7 +186,6 @@ class Run:
         self.store.start(self._event)
         for note in ledger.repaired:
             self._event(f"repaired {note}")
-        self.ledger = ledger
         lines = input_fp.lines if config.only_lines is None else len(config.only_lines)
         earlier = self.stats  # events so far (down servers, repairs) carry over
         self.stats = RunStats(
@@ -202,32 +194,20 @@ class Run:
             events=earlier.events,
             events_total=earlier.events_total,
         )
-        tag = writer_tag()
-        limits = {"max_records": config.shard_max_records, "max_bytes": config.shard_max_bytes,
-                  "max_age": self.store.seal_after}  # fmt: skip
-        self.completions = ShardWriter(
-            self.layout.completions, tag, compress=config.compress, **limits
+        self.recorder = Recorder(
+            self.layout, config, self.stats, self.quality, self.store.seal_after,
+            ledger.bad_lines,
+        )  # fmt: skip
+        self.intake = Intake(
+            config, ledger, self.stats, self.recorder.bad_line, stopped=lambda: bool(self.stop)
         )
-        self.errors = ShardWriter(self.layout.errors, tag, **limits)
         try:
             exit_code = await self._dispatch_with_monitoring()
         except BaseException:
-            self._close_writers(quiet=True)  # the error on its way out is the one to show
+            self.recorder.close(quiet=True, on_event=self._event)  # show the error on its way
             raise
-        self._close_writers(quiet=False)
+        self.recorder.close(quiet=False, on_event=self._event)
         return self._result(exit_code, ledger.repaired)
-
-    def _close_writers(self, quiet: bool) -> None:
-        """Seal the open shards. On a full disk sealing fails too; what is written is kept
-        unsealed and the next run reads it, so this failure must not hide the first one."""
-        for writer in (self.completions, self.errors):
-            try:
-                writer.close()
-            except OSError as exc:
-                err = OutputError.writing(writer.folder, exc)
-                if not quiet:
-                    raise err from exc
-                self._event(f"could not seal the last shard: {err.message}")
 
     def _set_errors_aside(self) -> None:
         """--retry-errors: error shards move out of the ledger, so their keys are pending again.
@@ -245,21 +225,23 @@ class Run:
 
     # -- dispatch ------------------------------------------------------------------------
     async def _dispatch_with_monitoring(self) -> int:
-        loop = asyncio.get_running_loop()
-        handled = _install_signal_handlers(loop, self._on_signal)
         self.stats.state = "running"
         self._write_snapshot()  # `regen status` has something to show from the first second
-        monitor = asyncio.create_task(self._monitor())
-        health = asyncio.create_task(self.fleet.watch_health())
-        supervise = asyncio.create_task(self._supervise())
+        watchers = [
+            asyncio.create_task(self._monitor()),
+            asyncio.create_task(self.fleet.watch_health()),
+        ]
+        if self.embedded is not None:
+            watchers.append(
+                asyncio.create_task(self.embedded.watch(self.fleet, self.servers, self._event))
+            )
         try:
-            await self._dispatch()
+            with signals_handled(asyncio.get_running_loop(), self._on_signal):
+                await self._dispatch()
         finally:
-            for sig in handled:
-                loop.remove_signal_handler(sig)
-            for task in (health, monitor, supervise):
+            for task in watchers:
                 task.cancel()
-            await asyncio.gather(health, monitor, supervise, return_exceptions=True)
+            await asyncio.gather(*watchers, return_exceptions=True)
         exit_code = EXIT_OK if self.stop.reason is None else self.stop.reason.exit_code
         self.stats.state = "finished" if exit_code == EXIT_OK else "stopped"
         if exit_code == EXIT_OK and self.config.only_lines is not None:
@@ -283,7 +265,7 @@ class Run:
                 self._fail(RegenError(f"internal error: {type(exc).__name__}: {exc}"))
 
         try:
-            for n, item in enumerate(self._work_items()):
+            for n, item in enumerate(self.intake.items()):
                 if item is None or n % 1000 == 0:
                     await asyncio.sleep(0)  # let finished requests be written meanwhile
                 if item is None:
@@ -294,8 +276,8 @@ class Run:
                 tasks.add(task)
                 task.add_done_callback(done)
             else:
-                if self._exact_total is not None:  # None: the input was left early (a stop)
-                    self.stats.total = self._exact_total
+                if self.intake.exact_total is not None:  # None: the input was left early
+                    self.stats.total = self.intake.exact_total
         except RegenError as err:  # the input broke off, or recording a bad line failed
             self._fail(err)
         await self._drain(tasks)
@@ -320,68 +302,6 @@ class Run:
             capacity.release()
             return False
         return taken
-
-    def _work_items(self) -> Iterator[WorkItem | None]:
-        """Pending items in input order; None now and then, so that the dispatcher yields to
-        the event loop while it skips over a long run of finished lines."""
-        seen_ids = KeySet()  # every id of the input: ~9 bytes each, not ~70 in a set
-        lines = usable = 0
-        samples = self.config.samples_per_prompt
-
-        def is_finished(prompt_id: str) -> bool:
-            return all(self.ledger.finished(record_key(prompt_id, k)) for k in range(samples))
-
-        only = self.config.only_lines
-        outside = 0  # lines a calibration sample leaves to the real run
-        for entry in read_prompts(self.config.prompts, is_finished, self.config.part):
-            lines += 1
-            if self.stop:
-                return
-            if lines % 1000 == 0:
-                yield None
-            if only is not None and entry.line not in only:
-                outside += 1
-                continue
-            if isinstance(entry, BadLine):
-                self._record_bad_line(entry)
-                continue
-            id_hash = xxhash.xxh3_64_intdigest(entry.id.encode())
-            if not seen_ids.add_new(id_hash):
-                self._record_bad_line(
-                    BadLine(entry.line, "duplicate_id", f"id {entry.id!r} appears again", entry.id)
-                )
-                continue
-            usable += 1
-            if isinstance(entry, Finished):
-                self.stats.skipped += samples
-                continue
-            for sample in range(samples):
-                key = record_key(entry.id, sample)
-                if self.ledger.finished(key):
-                    self.stats.skipped += 1
-                    continue
-                yield WorkItem(entry, sample)
-        lines -= outside  # a calibration sample: its own lines are the whole job
-        self._exact_total = usable * samples + (lines - usable)
-        self._input_lines = (lines, usable)
-
-    def _record_bad_line(self, bad: BadLine) -> None:
-        if len(self._first_bad) < 3:
-            self._first_bad.append(bad)
-        if bad.line in self.ledger.bad_lines:
-            return
-        self._write(
-            self.errors,
-            {
-                "id": bad.id,
-                "sample": None,
-                "line": bad.line,
-                "error": {"type": bad.kind, "message": bad.message},
-                "attempts": 0,
-            },
-        )
-        self.stats.bad_lines += 1
-        self.stats.errors_by_type[bad.kind] += 1
 
     async def _drain(self, tasks: set[asyncio.Task]) -> None:
         """Wait for what is in flight: all of it normally, up to --drain-timeout once stopping
@@ -423,12 +343,11 @@ class Run:
             try:
                 conv = await regenerate(self.fleet, item, self.shape, sampling)
             except ServerError as err:
-                self._record_error(item, err.to_record(), err.attempts, err.kind)
+                self._record_failure(item, err.to_record(), err.attempts, err.kind)
                 return
             record = completion_record(item, conv, self.shape, sampling)
             assert conv.last is not None
-            self._write(self.completions, record)
-            self._account(record, conv.last)
+            self.recorder.completion(record, conv.last)
         except DispatchHalted:
             return  # never sent: the next run sends it
         except (FleetUnavailable, OutputError) as err:
@@ -436,73 +355,22 @@ class Run:
         except Exception as exc:  # a bug on one record: record it, keep its traceback in the log
             log.exception("prompt %s (line %d) failed", item.prompt.id, item.prompt.line)
             message = f"{type(exc).__name__}: {exc}"[:500]
-            self._record_error(item, {"type": "internal_error", "message": message}, 0)
+            self._record_failure(item, {"type": "internal_error", "message": message}, 0)
 
-    def _record_error(self, item: WorkItem, error: dict, attempts: int, kind: str = "") -> None:
-        error = {**error, "message": redact.scrub(str(error.get("message", "")))}
-        record = {
-            "id": item.prompt.id,
-            "sample": item.sample,
-            "line": item.prompt.line,
-            "error": error,
-            "attempts": attempts,
-        }
+    def _record_failure(self, item: WorkItem, error: dict, attempts: int, kind: str = "") -> None:
         try:
-            self._write(self.errors, record)
+            self.recorder.failure(item, error, attempts, kind)
         except OutputError as err:
             self._fail(err)
-            return
-        self.stats.failed += 1
-        self.stats.errors_by_type[kind or error["type"]] += 1
-
-    def _write(self, writer: ShardWriter, record: dict) -> None:
-        try:
-            writer.write(record)
-        except OSError as exc:  # a full or vanished disk: stop, keep what is written
-            raise OutputError.writing(writer.folder, exc) from exc
-
-    def _account(self, record: dict, generated: Generated) -> None:
-        self.stats.completed += 1
-        self.stats.prompt_tokens += record["usage"]["prompt_tokens"]
-        self.stats.completion_tokens += record["usage"]["completion_tokens"]
-        thinking = record["meta"]["sampling"]["thinking"] == "on"
-        self.quality.observe(
-            generated.content, generated.reasoning, generated.finish_reason, thinking
-        )
 
     # -- watching ------------------------------------------------------------------------
     async def _monitor(self) -> None:
         while True:
             await asyncio.sleep(self.config.snapshot_interval)
-            self.completions.tick()  # a slow run still seals (and uploads) by age
-            self.errors.tick()
+            self.recorder.tick()
             self.stats.tick()
             self._check_quality()
             self._write_snapshot()
-
-    async def _supervise(self) -> None:
-        """Servers regen started: an exit is seen within a fraction of a second; the server is
-        taken out at once (its requests move on), restarted in place, and put back when it
-        answers. One that keeps dying is retired, which stops the run when none is left."""
-        if self.embedded is None or self.embedded.supervisor is None:
-            return
-        by_process = dict(zip(self.embedded.processes, self.servers, strict=True))
-        while True:
-            for change in self.embedded.supervisor.step():
-                server = by_process[change.process]
-                if change.kind == "exited":
-                    self.fleet.take_out(server, change.text, abort_in_flight=True)
-                elif change.kind == "restarted":
-                    self._event(change.text)
-                    self.embedded.refresh_record()
-                elif change.kind == "ready":
-                    self.fleet.bring_back(server, "restarted and answers")
-                else:
-                    fix = change.report.fix if change.report else "see the server's log"
-                    detail = change.report.describe() if change.report else change.text
-                    self.fleet.retire(server, FleetUnavailable(
-                        f"{change.text}\n{detail}", hint=fix))  # fmt: skip
-            await asyncio.sleep(0.2)
 
     def _check_quality(self) -> None:
         """Warn once per alarm episode; with --abort-on-degenerate, stop dispatching."""
@@ -535,12 +403,13 @@ class Run:
     def _result(self, exit_code: int, repaired: list[str]) -> RunResult:
         stats = self.stats
         new_work = stats.completed + stats.failed + stats.bad_lines
-        lines, usable = self._input_lines
+        lines, usable = self.intake.lines, self.intake.usable
         already = exit_code == EXIT_OK and new_work == 0
         if exit_code == EXIT_OK and mostly_unusable(lines, usable):
             # Recorded in errors/ and kept, but a run that made little of its input is no
             # success: say so with a non-zero exit.
-            err = unusable_error(self.config.prompts, lines, usable, self._first_bad, f"of {lines}")
+            first_bad = self.intake.first_bad
+            err = unusable_error(self.config.prompts, lines, usable, first_bad, f"of {lines}")
             return RunResult(self.layout.where, err.exit_code, stats, str(err), False, repaired)
         if already:
             message = (
@@ -560,15 +429,3 @@ class Run:
             if self.fatal is not None:
                 message = f"{self.fatal}\n{message}"
         return RunResult(self.layout.where, exit_code, stats, message, already, repaired)
-
-
-def _install_signal_handlers(loop, handler) -> list[signal.Signals]:
-    """SIGINT/SIGTERM drain the run. Only possible in the main thread; a library caller
-    running generate() in another thread keeps its own signal handling."""
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        return []
-    for sig in SIGNALS:
-        loop.add_signal_handler(sig, handler, sig)
-    return list(SIGNALS)

@@ -4,7 +4,10 @@ records it: the first reason wins, and every wait in the dispatcher can see it."
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
+import threading
+from collections.abc import Callable, Iterator
 from enum import Enum
 
 
@@ -53,3 +56,21 @@ class Stop:
         self.reason = reason
         self.event.set()
         return True
+
+
+@contextlib.contextmanager
+def signals_handled(
+    loop: asyncio.AbstractEventLoop, handler: Callable[[signal.Signals], None]
+) -> Iterator[None]:
+    """SIGINT/SIGTERM go to `handler` while the block runs. Only possible in the main thread;
+    a library caller running generate() in another thread keeps its own signal handling."""
+    handled = []
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, handler, sig)
+            handled.append(sig)
+    try:
+        yield
+    finally:
+        for sig in handled:
+            loop.remove_signal_handler(sig)
