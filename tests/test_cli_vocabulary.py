@@ -6,10 +6,11 @@ import pytest
 from click.testing import CliRunner
 
 from gen_helpers import assert_exactly_once, write_prompts
+from regen.cli import VERBS as ALL_VERBS
 from regen.cli import main
 from regen.cli.options import GROUP_ORDER
 
-VERBS = sorted(main.commands)
+VERBS = sorted(ALL_VERBS)
 
 
 def run(*args: str):
@@ -97,3 +98,23 @@ def test_export_takes_output_dir_and_the_old_out(tmp_path, fake_server):
         result = run("export", str(runs), flag, str(target))
         assert result.exit_code == 0, result.output
         assert list(target.glob("train*.jsonl")), f"{flag}: nothing written"
+
+
+def test_a_misspelled_verb_gets_did_you_mean():
+    result = run("genrate", "--prompts", "x")
+    assert result.exit_code == 2
+    assert "No such command 'genrate'. Did you mean 'generate'?" in result.output
+
+
+def test_generate_loads_only_what_it_uses():
+    """Verbs load lazily: generate must not pay for check's and export's libraries."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from regen.cli import main; main.get_command(None, 'generate'); "
+        "print(sorted(m for m in ('matplotlib', 'datasets', 'transformers') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

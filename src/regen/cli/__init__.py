@@ -7,6 +7,8 @@ user ever sees a bare traceback for a mistake they can fix.
 
 from __future__ import annotations
 
+import difflib
+import importlib
 import sys
 
 import click
@@ -14,8 +16,38 @@ import click
 from regen import __version__
 from regen.errors import RegenError
 
+# Each verb's module is imported only when that verb runs: `regen generate` must not pay for
+# matplotlib, datasets and tokenizers (about 70 MB) that only check, export and prepare use.
+VERBS = {
+    "prepare": "regen.cli.prepare:prepare",
+    "plan": "regen.cli.plan:plan",
+    "serve": "regen.cli.serve:serve",
+    "generate": "regen.cli.generate:generate",
+    "status": "regen.cli.status:status",
+    "check": "regen.cli.check:check",
+    "export": "regen.cli.export:export",
+}
+
 
 class RegenGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(VERBS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in VERBS:
+            return None
+        module, attr = VERBS[name].split(":")
+        return getattr(importlib.import_module(module), attr)
+
+    def resolve_command(self, ctx: click.Context, args: list[str]):
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and name not in VERBS:
+            close = difflib.get_close_matches(name, list(VERBS), n=1)
+            ctx.fail(
+                f"No such command '{name}'." + (f" Did you mean '{close[0]}'?" if close else "")
+            )
+        return super().resolve_command(ctx, args)
+
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
@@ -30,28 +62,3 @@ class RegenGroup(click.Group):
 @click.version_option(__version__, prog_name="regen")
 def main() -> None:
     """Regenerate training data for speculative-decoding drafters with the target model."""
-
-
-def _register() -> None:
-    from regen.cli import generate, status
-    from regen.cli.prepare import prepare
-
-    main.add_command(generate.generate)
-    main.add_command(status.status)
-    main.add_command(prepare)
-    from regen.cli import check
-
-    main.add_command(check.check)
-    from regen.cli import export
-
-    main.add_command(export.export)
-    from regen.cli import serve
-
-    main.add_command(serve.serve)
-    from regen.cli import plan
-
-    main.add_command(plan.plan)
-    # Other verbs register here, one line each.
-
-
-_register()
