@@ -54,6 +54,21 @@ def regen(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     )
 
 
+def stop_fleet_file(fleet_path: Path) -> subprocess.CompletedProcess:
+    """`regen serve --stop`, then every pid the file names is killed by the test itself, so
+    that a bug in --stop fails the test without leaving servers behind."""
+    done = regen("serve", "--stop", str(fleet_path))
+    if fleet_path.exists():
+        for server in FleetFile.read(fleet_path).servers:
+            try:  # looser than --stop's own check, on purpose: a stand-in on this port
+                cmdline = Path(f"/proc/{server.pid}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"engine.py" in cmdline and f"\0{server.port}\0".encode() in cmdline:
+                os.killpg(server.pid, signal.SIGKILL)
+    return done
+
+
 def recorded(tmp_path: Path, port: int) -> dict:
     return orjson.loads((tmp_path / "records" / f"{port}.json").read_bytes())
 
@@ -87,7 +102,7 @@ def test_eight_gpu_sglang_launch_runs_the_exact_commands(tmp_path, standin_env):
         assert status.returncode == 0, status.stdout
         assert "8 of 8 servers answer" in status.stdout
     finally:
-        stop = regen("serve", "--stop", str(fleet_path))
+        stop = stop_fleet_file(fleet_path)
     assert stop.returncode == 0
     assert stop.stdout.count("stopped (pid") == 8
     assert not any(is_our_process(s) for s in fleet.servers)
@@ -303,9 +318,9 @@ def test_a_fleet_file_of_running_servers_is_not_overwritten(tmp_path, standin_en
         assert "lists servers that still run (server-0)" in again.stderr
         assert f"regen serve --stop {fleet_path}" in again.stderr
     finally:
-        regen("serve", "--stop", str(fleet_path))
+        stop_fleet_file(fleet_path)
     after_stop = regen(*args)  # a stale file of stopped servers is simply replaced
-    regen("serve", "--stop", str(fleet_path))
+    stop_fleet_file(fleet_path)
     assert after_stop.returncode == 0, after_stop.stderr
 
 
