@@ -537,22 +537,9 @@ def moto_bucket(wanted: bool) -> Iterator[str | None]:
         return
     import boto3
 
-    port = free_ports(1)[0]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        endpoint = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                urllib.request.urlopen(endpoint, timeout=1)
-                break
-            except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError("moto server did not start") from None
-                time.sleep(0.2)
+    from regen.testing.moto_server import moto_server
+
+    with moto_server(free_ports(1)[0]) as endpoint:
         os.environ.update(
             {
                 "AWS_ENDPOINT_URL": endpoint,
@@ -563,8 +550,6 @@ def moto_bucket(wanted: bool) -> Iterator[str | None]:
         )
         boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket="bench")
         yield f"s3://bench/{int(time.time())}"
-    finally:
-        stop(proc)
 
 
 # -- report ------------------------------------------------------------------------------

@@ -26,7 +26,8 @@ cmake_args=${REGEN_LLAMA_CMAKE_ARGS:-$default_flags}
 build_key="llama-cpp-python-$llama_version-$(uname -m)-$(printf '%s' "$cmake_args" | sha256sum | cut -c1-12)"
 wheel_dir="${XDG_CACHE_HOME:-$HOME/.cache}/regen/wheels/$build_key"
 stamp=.venv/.regen-installed
-wanted_stamp="$build_key $(sha256sum pyproject.toml | cut -c1-16)"
+# What is installed follows pyproject.toml and this script: a change to either reinstalls.
+wanted_stamp="$build_key $(cat pyproject.toml scripts/bootstrap.sh | sha256sum | cut -c1-16)"
 
 if [ ! -x .venv/bin/python ]; then
   echo "bootstrap: creating .venv with $($python --version)"

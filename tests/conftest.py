@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -15,6 +12,7 @@ sys.path.insert(0, str(Path(__file__).parent))  # tests import their helper modu
 
 from regen.fleet.embedded import free_port
 from regen.testing.fake_server import Behaviour, FakeServer
+from regen.testing.moto_server import moto_server
 
 
 @pytest.fixture(autouse=True)
@@ -44,22 +42,7 @@ def fake_server() -> Iterator[Callable[..., FakeServer]]:
 def s3_endpoint(monkeypatch) -> Iterator[str]:
     """moto's standalone S3 server on loopback, started and stopped by pid; the AWS_*
     variables point regen (and boto3) at it."""
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                urllib.request.urlopen(url, timeout=1)
-                break
-            except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError("moto server did not start") from None
-                time.sleep(0.2)
+    with moto_server(free_port()) as url:
         for name, value in {
             "AWS_ENDPOINT_URL": url,
             "AWS_ACCESS_KEY_ID": "testing",
@@ -68,6 +51,3 @@ def s3_endpoint(monkeypatch) -> Iterator[str]:
         }.items():
             monkeypatch.setenv(name, value)
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)

@@ -340,19 +340,25 @@ def test_a_read_only_output_dir_is_a_plain_message(tmp_path, fake_server, existi
         sys.executable, "-m", "regen", "generate", "--prompts", str(tmp_path / "p.jsonl"),
         "--output-dir", str(out), "--servers", server.url, "--display", "none",
     ]  # fmt: skip
-    if os.geteuid() == 0:  # root ignores permissions: mount the dir read-only, privately
-        command = ["unshare", "-m", "sh", "-c", READ_ONLY_MOUNT, str(read_only), *command]
-    read_only.chmod(0o555)
-    try:
-        result = subprocess.run(command, capture_output=True, text=True, timeout=60)
-    finally:
-        read_only.chmod(0o755)
+    result = run_with_read_only(read_only, command)
     assert result.returncode == 6, result.stderr
     assert f"cannot write to {out}" in result.stderr and "hint:" in result.stderr
     assert "Traceback" not in result.stderr
 
 
 READ_ONLY_MOUNT = 'mount --bind -o ro "$0" "$0" && exec "$@"'
+
+
+def run_with_read_only(read_only: Path, command: list[str]) -> subprocess.CompletedProcess:
+    """Run `command` with `read_only` not writable, as root too (root ignores permissions,
+    so the dir is also mounted read-only in a private mount namespace)."""
+    if os.geteuid() == 0:
+        command = ["unshare", "-m", "sh", "-c", READ_ONLY_MOUNT, str(read_only), *command]
+    read_only.chmod(0o555)
+    try:
+        return subprocess.run(command, capture_output=True, text=True, timeout=60)
+    finally:
+        read_only.chmod(0o755)
 
 
 def test_prepare_into_a_read_only_dir_is_a_plain_message(tmp_path):
@@ -363,13 +369,7 @@ def test_prepare_into_a_read_only_dir_is_a_plain_message(tmp_path):
         sys.executable, "-m", "regen", "prepare", "--source", str(tmp_path / "src.jsonl"),
         "-o", str(read_only / "prompts.jsonl"),
     ]  # fmt: skip
-    if os.geteuid() == 0:
-        command = ["unshare", "-m", "sh", "-c", READ_ONLY_MOUNT, str(read_only), *command]
-    read_only.chmod(0o555)
-    try:
-        result = subprocess.run(command, capture_output=True, text=True, timeout=60)
-    finally:
-        read_only.chmod(0o755)
+    result = run_with_read_only(read_only, command)
     assert result.returncode == 6, result.stderr
     assert f"cannot write to {read_only}" in result.stderr and "Traceback" not in result.stderr
 
