@@ -49,7 +49,7 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -417,16 +417,30 @@ def synthesize_output(
     layout.completions.mkdir(parents=True)
     config = GenerateConfig(prompts=prompts, output_dir=out, servers=["http://127.0.0.1:1"])
     sampling = asdict(config.sampling)
+    input_fp = fingerprint(prompts)
+    tag, shard_keys = _shard_format(input_fp.xxh3_128)
     for seq, start in enumerate(range(0, finished, shard_records), start=1):
         end = min(finished, start + shard_records)
-        shard = layout.completions / f"part-19700101T000000-bench-0-{seq:05d}.jsonl"
+        shard = layout.completions / f"part-{tag}-{seq:05d}.jsonl"
         shard.write_bytes(b"".join(completion_line(i, sampling, pad) for i in range(start, end)))
-        seal_shard(shard, [(f"p{i:07d}", 0) for i in range(start, end)], compress=False)
+        seal_shard(shard, shard_keys((f"p{i:07d}", 0, i + 1) for i in range(start, end)), False)
     resolved = config.resolved(config.servers, MODEL)
     check_and_record(
-        layout.manifest, config=resolved, input_fp=fingerprint(prompts),
+        layout.manifest, config=resolved, input_fp=input_fp,
         allow_changed_input=False, allow_changed_sampling=False,
     )  # fmt: skip
+
+
+def _shard_format(input_digest: str) -> tuple[str, Callable[[Iterator[tuple]], Any]]:
+    """Shard names and sidecar keys as the regen being benchmarked writes them: with the
+    input's digest in the name and line numbers in the sidecar (regen.run.sidecar), or, for
+    a baseline older than that, the plain `[(id, sample)]` sidecar."""
+    try:
+        from regen.run.sidecar import ShardKeys
+        from regen.run.writer import INPUT_ID_CHARS
+    except ImportError:
+        return "19700101T000000-bench-0", lambda rows: [(i, s) for i, s, _ in rows]
+    return f"19700101T000000-bench-0-i{input_digest[:INPUT_ID_CHARS]}", ShardKeys.of
 
 
 def disk_mb(path: Path) -> float:
@@ -486,10 +500,13 @@ def measure_phases(prompts: Path, out: Path) -> dict[str, Any]:
     from regen.run.progress import RunStats
 
     marks = {"import_s": time.perf_counter() - t0}
-    fingerprint(prompts)
+    digest = fingerprint(prompts).xxh3_128
     marks["fingerprint_s"] = time.perf_counter() - t0
     layout = OutputLayout.at(out)
-    scanned = ledger.scan(layout, compress=False)
+    try:
+        scanned = ledger.scan(layout, compress=False, input_digest=digest)
+    except TypeError:  # a baseline from before line maps
+        scanned = ledger.scan(layout, compress=False)
     marks["ledger_scan_s"] = time.perf_counter() - t0
     rss_ledger = psutil.Process().memory_info().rss
     config = GenerateConfig(prompts=prompts, output_dir=out, servers=["http://127.0.0.1:1"])

@@ -3,11 +3,12 @@
     .venv/bin/python bench/bench_scale.py                       # 1M and 10M, baseline main~
     .venv/bin/python bench/bench_scale.py --sizes 1000000 --baseline 3d05314
 
-For each size N: a prompt file of N lines and an output dir in which N - NEW prompts are
-already finished (sealed 20,000-record shards with `.keys` sidecars, synthesized by
-`bench_generate.synthesize_output` in regen's own format). Then, for each code tree in turn
-(the baseline ref, extracted with `git archive`, and this tree), `regen generate` resumes the
-run against one fake server (a separate process on 127.0.0.1) and makes the NEW completions.
+For each size N: a prompt file of N lines and, for each code tree (the baseline ref, extracted
+with `git archive`, and this tree), an output dir in which N - NEW prompts are already
+finished: sealed 20,000-record shards with `.keys` sidecars, synthesized by
+`bench_generate.synthesize_output` run with that tree's own code, so each tree resumes files
+in the format it writes. Then each tree's `regen generate` resumes its run against one fake
+server (a separate process on 127.0.0.1) and makes the NEW completions.
 Reported per tree: peak RSS of the regen process (sampled every 50 ms) and the time from
 process start to the first request the fake server received. The new shards are removed
 between runs, so both trees resume exactly the same state.
@@ -36,7 +37,6 @@ from bench_generate import (
     machine,
     regen_cmd,
     run_regen,
-    synthesize_output,
     write_prompts,
 )
 
@@ -88,18 +88,36 @@ def resume_once(src: Path, prompts: Path, out: Path, timeout: float) -> dict[str
 
 def bench_size(n: int, new: int, trees: dict[str, Path], timeout: float) -> dict[str, Any]:
     work = BENCH_DIR / f"scale-{n}"
-    prompts, out = work / "prompts.jsonl", work / "out"
+    prompts = work / "prompts.jsonl"
     t0 = time.monotonic()
-    if not (out / "manifest.json").exists():
+    if not prompts.exists():
         shutil.rmtree(work, ignore_errors=True)
         write_prompts(prompts, n)
-        synthesize_output(prompts, out, n - new, 20_000, 0)
-    row: dict[str, Any] = {"prompts": n, "finished": n - new, "setup_s": time.monotonic() - t0}
+    row: dict[str, Any] = {"prompts": n, "finished": n - new}
+    for src in trees.values():
+        out = work / f"out-{src.parent.name}"  # one per tree: each reads its own format
+        if not (out / "manifest.json").exists():
+            shutil.rmtree(out, ignore_errors=True)
+            synthesize_with(src, prompts, out, n - new)
+    row["setup_s"] = round(time.monotonic() - t0, 1)
     for name, src in trees.items():
         print(f"== {n:,} prompts, {name} ==", flush=True)
-        row[name] = resume_once(src, prompts, out, timeout)
+        row[name] = resume_once(src, prompts, work / f"out-{src.parent.name}", timeout)
         print(f"   {row[name]}", flush=True)
     return row
+
+
+def synthesize_with(src: Path, prompts: Path, out: Path, finished: int) -> None:
+    """`synthesize_output` in a child that imports regen from `src`."""
+    code = (
+        "import sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]);"
+        "from bench_generate import synthesize_output;"
+        "synthesize_output(Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4]), 20_000, 0)"
+    )
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    here = str(Path(__file__).parent)
+    args = [sys.executable, "-c", code, here, str(prompts), str(out), str(finished)]
+    subprocess.run(args, env=env, check=True)
 
 
 def parse_args() -> argparse.Namespace:

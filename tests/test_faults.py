@@ -314,11 +314,11 @@ def test_a_failing_seal_does_not_hide_the_full_disk_message(tmp_path, fake_serve
     real_write = writer_mod.ShardWriter.write
     calls = {"n": 0}
 
-    def fill_up(self, record):
+    def fill_up(self, record, line):
         calls["n"] += 1
         if calls["n"] > 10:
             raise OSError(errno.ENOSPC, "No space left on device")
-        real_write(self, record)
+        real_write(self, record, line)
 
     def no_space(*args):
         raise OSError(errno.ENOSPC, "No space left on device")

@@ -332,11 +332,11 @@ def test_a_full_disk_stops_the_run_with_a_clear_error_and_resume_recovers(
     real_write = ShardWriter.write
     calls = {"n": 0}
 
-    def fill_up(self, record):
+    def fill_up(self, record, line):
         calls["n"] += 1
         if calls["n"] > 10:
             raise OSError(errno.ENOSPC, "No space left on device")
-        real_write(self, record)
+        real_write(self, record, line)
 
     monkeypatch.setattr(ShardWriter, "write", fill_up)
     with pytest.raises(OutputError, match="No space left on device") as err:

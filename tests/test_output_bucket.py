@@ -81,7 +81,8 @@ def test_a_run_lands_in_the_bucket_with_the_local_layout(tmp_path, fake_server, 
     sidecar = orjson.loads(
         bucket.get_object(Bucket=BUCKET, Key=f"exp/one/completions/{data[0]}.keys")["Body"].read()
     )
-    assert len(sidecar["xxh3_128"]) == 32 and len(sidecar["keys"]) == 7
+    assert len(sidecar["xxh3_128"]) == 32 and len(sidecar["record_keys"]) == 7
+    assert sorted(sidecar["lines"]) == list(range(1, 8))  # the input line of each record
 
 
 def test_a_slow_run_uploads_by_age(tmp_path, fake_server, bucket):

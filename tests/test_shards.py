@@ -145,3 +145,17 @@ def test_a_fleet_behind_a_router_is_one_url_with_a_large_concurrency(tmp_path, f
     assert result.exit_code == 0
     assert_exactly_once(tmp_path / "out", ids)
     assert router.peak_in_flight >= 150  # not capped by a per-server default
+
+
+def test_retry_errors_in_a_shared_dir_retries_only_its_own_part(tmp_path, fake_server):
+    failing, healthy = fake_server(faults=["400"]), fake_server()
+    ids = write_prompts(tmp_path / "p.jsonl", 12)
+    out = tmp_path / "out"
+    for index in (0, 1):
+        run(tmp_path / "p.jsonl", out, [failing.url], part=Part(index, 2))
+    result = run(tmp_path / "p.jsonl", out, [healthy.url], part=Part(1, 2), retry_errors=True)
+    mine = {i for i in ids if Part(1, 2).owns_id(i)}
+    assert result.stats.completed == len(mine) and 0 < len(mine) < 12
+    _, errors = assert_exactly_once(out, ids)
+    assert {e["id"] for e in errors} == set(ids) - mine  # part 0's errors are part 0's
+    assert all("-s0001of0002-" in p.name for p in (out / "errors-retried").glob("*.jsonl"))

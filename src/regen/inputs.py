@@ -45,15 +45,19 @@ def stable_id(messages: list[dict], tools: list[dict] | None) -> str:
 
 
 def read_prompts(
-    path: str | Path, is_finished: Callable[[str], bool] | None = None, part: Part = WHOLE
+    path: str | Path,
+    is_finished: Callable[[str], bool] | None = None,
+    part: Part = WHOLE,
+    skip: Iterator[tuple[int, int]] | None = None,
 ) -> Iterator[Prompt | BadLine | Finished]:
     """Yield a Prompt or a BadLine for every non-blank line of the file that `part` owns.
 
     `is_finished(id)`: a record with an explicit id that is already done becomes a Finished
     marker without being normalised, so a resume over a million finished prompts is fast.
+    `skip`: (first, last) runs of lines not to read at all (see `iter_lines`).
     """
     check_prompt_file(path)
-    for number, raw in iter_lines(path):
+    for number, raw in iter_lines(path, skip):
         if not raw.strip():
             continue
         try:

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
 import zstandard
 
@@ -79,7 +80,9 @@ def compression(path: str | os.PathLike) -> str | None:
     return None
 
 
-def iter_lines(path: str | os.PathLike) -> Iterator[tuple[int, bytes]]:
+def iter_lines(
+    path: str | os.PathLike, skip: Iterator[tuple[int, int]] | None = None
+) -> Iterator[tuple[int, bytes]]:
     """Yield (1-based line number, raw line without the newline); zstd and gzip files are
     decompressed, whatever their name.
 
@@ -87,24 +90,85 @@ def iter_lines(path: str | os.PathLike) -> Iterator[tuple[int, bytes]]:
     callers that care about torn writes (the run ledger) check for that themselves. A
     compressed stream that ends mid-frame raises InputFileError naming the file and how far
     it got: a truncated download must not read as a short file.
+
+    `skip`: (first, last) runs of line numbers, in order, that are passed over unread: only
+    their newlines are counted, at memory speed, so a resume need not split out (let alone
+    parse) the millions of lines it has finished.
     """
     kind = compression(path)
-    number = 0
+    lines = _LineCount()
     with open_binary(path) as raw:
         stream = raw
         if kind:  # C-speed line splitting over the decompressed chunks
             chunks = _Chunks(_decompressed(raw, kind, path))
             stream = io.BufferedReader(chunks, buffer_size=CHUNK)  # type: ignore[assignment]
         try:
-            for number, line in enumerate(stream, start=1):
-                yield number, line.rstrip(b"\r\n")
+            if skip is None:
+                for lines.n, line in enumerate(stream, start=1):
+                    yield lines.n, line.rstrip(b"\r\n")
+            else:
+                yield from _skipping(stream, skip, lines)
         except _Truncated as cut:
             raise InputFileError(
-                f"{path} is truncated: its {kind} stream ends mid-frame after {number} whole "
+                f"{path} is truncated: its {kind} stream ends mid-frame after {lines.n} whole "
                 f"line(s) ({cut.decompressed:,} bytes decompressed)",
                 hint="copy or download the file again (or recompress it); lines read so far "
                 "are kept",
             ) from None
+
+
+class _LineCount:
+    n = 0
+
+
+def _skipping(
+    stream: io.BufferedIOBase, runs: Iterator[tuple[int, int]], lines: _LineCount
+) -> Iterator[tuple[int, bytes]]:
+    """iter_lines' loop with runs of lines passed over. Lines are cut from CHUNK-sized reads
+    by hand up to the last run; then the stream's own (C) line iterator takes over."""
+    buf, pos = b"", 0
+    for first, last in runs:
+        while lines.n < first - 1:  # the lines before the run, one by one
+            end = buf.find(b"\n", pos)
+            if end >= 0:
+                lines.n += 1
+                yield lines.n, buf[pos:end].rstrip(b"\r")
+                pos = end + 1
+                continue
+            more = stream.read(CHUNK)
+            if not more:  # the file ends before the run (it cannot, for the same input)
+                if pos < len(buf):
+                    lines.n += 1
+                    yield lines.n, buf[pos:].rstrip(b"\r")
+                return
+            buf, pos = buf[pos:] + more, 0
+        to_skip = last - lines.n
+        while to_skip > 0:  # count newlines: whole buffers, then up to the run's last line
+            newlines = buf.count(b"\n", pos)
+            if newlines >= to_skip:
+                ends = np.flatnonzero(np.frombuffer(buf, np.uint8, offset=pos) == ord("\n"))
+                pos += int(ends[to_skip - 1]) + 1
+                lines.n += to_skip
+                break
+            lines.n += newlines
+            to_skip -= newlines
+            buf, pos = stream.read(CHUNK), 0
+            if not buf:
+                return  # the file ends inside the run
+    rest, tail = buf, b""
+    while (end := rest.find(b"\n", pos)) >= 0:
+        lines.n += 1
+        yield lines.n, rest[pos:end].rstrip(b"\r")
+        pos = end + 1
+    tail = rest[pos:]  # the start of a line whose end the stream has not given yet
+    for line in stream:
+        if tail:
+            line, tail = tail + line, b""
+        lines.n += 1
+        yield lines.n, line.rstrip(b"\r\n")
+    if tail:
+        lines.n += 1
+        yield lines.n, tail.rstrip(b"\r")
 
 
 class _Chunks(io.RawIOBase):

@@ -37,14 +37,16 @@ from regen.run.config import GenerateConfig
 from regen.run.conversation import RequestShape, completion_record, regenerate
 from regen.run.input_gate import check_input, mostly_unusable, unusable_error
 from regen.run.intake import Intake
-from regen.run.layout import OutputLayout
+from regen.run.layout import OutputLayout, iter_shard
 from regen.run.lock import RunLock
 from regen.run.manifest import check_and_record, fingerprint
 from regen.run.progress import RunStats, snapshot, write_snapshot
 from regen.run.quality import QualityMonitor
 from regen.run.recorder import Recorder
+from regen.run.sidecar import sidecar_path
 from regen.run.stop import Stop, StopReason, signals_handled
-from regen.run.writer import sidecar_path
+from regen.run.writer import written_by
+from regen.storage.lease import LeaseLost
 from regen.storage.store import LocalStore, Store, open_store
 
 log = logging.getLogger("regen.run")
@@ -181,8 +183,9 @@ class Run:
         if config.retry_errors:
             self._set_errors_aside()
         ledger = ledger_mod.scan(
-            self.layout, compress=config.compress, remote=self.store.committed(), part=config.part
-        )
+            self.layout, compress=config.compress, remote=self.store.committed(),
+            part=config.part, input_digest=input_fp.xxh3_128,
+        )  # fmt: skip
         self.store.start(self._event)
         for note in ledger.repaired:
             self._event(f"repaired {note}")
@@ -196,7 +199,7 @@ class Run:
         )
         self.recorder = Recorder(
             self.layout, config, self.stats, self.quality, self.store.seal_after,
-            ledger.bad_lines,
+            ledger.bad_lines, input_fp.xxh3_128,
         )  # fmt: skip
         self.intake = Intake(
             config, ledger, self.stats, self.recorder.bad_line, stopped=lambda: bool(self.stop)
@@ -211,8 +214,14 @@ class Run:
 
     def _set_errors_aside(self) -> None:
         """--retry-errors: error shards move out of the ledger, so their keys are pending again.
-        They are kept (not deleted) in errors-retried/ for the record."""
-        shards = self.layout.shard_files("errors")
+        They are kept (not deleted) in errors-retried/ for the record. With --shard, only this
+        part's: the others are other processes' to retry."""
+        part = self.config.part
+        shards = [
+            shard
+            for shard in self.layout.shard_files("errors")
+            if written_by(shard.name, part, lambda shard=shard: iter_shard(shard))
+        ]
         if not shards:
             return
         self.layout.retried_errors.mkdir(exist_ok=True)
@@ -350,7 +359,7 @@ class Run:
             self.recorder.completion(record, conv.last)
         except DispatchHalted:
             return  # never sent: the next run sends it
-        except (FleetUnavailable, OutputError) as err:
+        except (FleetUnavailable, OutputError, LeaseLost) as err:
             self._fail(err)
         except Exception as exc:  # a bug on one record: record it, keep its traceback in the log
             log.exception("prompt %s (line %d) failed", item.prompt.id, item.prompt.line)

@@ -3,22 +3,29 @@ streamed, with every finished one skipped and every unusable line handed on to b
 
 It also learns what only a whole pass over the input tells: the exact total, and how many
 lines were usable (a file that is mostly unusable is no success, however it ends).
+
+On a resume, lines the ledger's `LineMap` says need nothing are passed over unread (their
+counts come from the map), so restarting a 10M-prompt run does not parse 10M lines. A line
+that is read is checked for a repeated id against the ids read in this pass and, since the
+ids of skipped lines are not read, against the ledger: an id finished by another line.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator
 
 import xxhash
 
 from regen.inputs import read_prompts
-from regen.records import BadLine, Finished, WorkItem, record_key
+from regen.records import BadLine, Finished, Prompt, WorkItem, record_key
 from regen.run.config import GenerateConfig
 from regen.run.keyset import KeySet
-from regen.run.ledger import Ledger
+from regen.run.ledger import FIRST_BAD_KEPT, Ledger
+from regen.run.linemap import MAX_SAMPLES, LineMap
 from regen.run.progress import RunStats
 
-FIRST_BAD_KEPT = 3  # quoted when the input turns out mostly unusable
+log = logging.getLogger("regen.run")
 
 
 class Intake:
@@ -42,15 +49,20 @@ class Intake:
     def items(self) -> Iterator[WorkItem | None]:
         """Pending items in input order; None now and then, so that the dispatcher yields to
         the event loop while it skips over a long run of finished lines."""
-        seen_ids = KeySet()  # every id of the input: ~9 bytes each, not ~70 in a set
-        lines = usable = outside = 0  # outside: lines a calibration sample leaves to the run
+        seen_ids = KeySet()  # every id read: ~9 bytes each, not ~70 in a set
+        lines_map = self._usable_map()
+        if lines_map is not None:
+            self.first_bad = sorted(self.ledger.first_bad, key=lambda b: b.line)[:FIRST_BAD_KEPT]
+        skip = self._counted(lines_map) if lines_map is not None else None
+        is_finished = self._is_finished if lines_map is None else None
         samples = self.config.samples_per_prompt
         only = self.config.only_lines
-        for entry in read_prompts(self.config.prompts, self._is_finished, self.config.part):
-            lines += 1
+        outside = 0  # lines a calibration sample leaves to the run
+        for entry in read_prompts(self.config.prompts, is_finished, self.config.part, skip):
+            self.lines += 1
             if self.stopped():
                 return
-            if lines % 1000 == 0:
+            if self.lines % 1000 == 0:
                 yield None
             if only is not None and entry.line not in only:
                 outside += 1
@@ -58,12 +70,13 @@ class Intake:
             if isinstance(entry, BadLine):
                 self._bad(entry)
                 continue
-            if not seen_ids.add_new(xxhash.xxh3_64_intdigest(entry.id.encode())):
+            first_use = seen_ids.add_new(xxhash.xxh3_64_intdigest(entry.id.encode()))
+            if not first_use or self._finished_by_another_line(entry, lines_map):
                 self._bad(
                     BadLine(entry.line, "duplicate_id", f"id {entry.id!r} appears again", entry.id)
                 )
                 continue
-            usable += 1
+            self.usable += 1
             if isinstance(entry, Finished):
                 self.stats.skipped += samples
                 continue
@@ -72,12 +85,41 @@ class Intake:
                     self.stats.skipped += 1
                     continue
                 yield WorkItem(entry, sample)
-        self.lines, self.usable = lines - outside, usable  # a calibration sample is its own job
-        self.exact_total = usable * samples + (self.lines - usable)
+        self.lines -= outside  # a calibration sample is its own job
+        self.exact_total = self.usable * samples + (self.lines - self.usable)
+
+    def _usable_map(self) -> LineMap | None:
+        """The ledger's line map, if this pass may skip by it."""
+        lines_map = self.ledger.lines
+        if self.config.only_lines is not None or self.config.samples_per_prompt > MAX_SAMPLES:
+            return None
+        if not lines_map.trusted:
+            log.info("resume reads every input line: %s", lines_map.why_not)
+            return None
+        return lines_map
+
+    def _counted(self, lines_map: LineMap) -> Iterator[tuple[int, int]]:
+        """The map's skip runs, counted as they are passed over."""
+        samples = self.config.samples_per_prompt
+        for run in lines_map.runs(samples, self.ledger.bad_lines):
+            self.lines += run.finished + run.unusable
+            self.usable += run.finished
+            self.stats.skipped += run.finished * samples
+            yield run.first, run.last
+
+    def _finished_by_another_line(
+        self, entry: Prompt | Finished, lines_map: LineMap | None
+    ) -> bool:
+        """A line none of whose samples is finished, whose id is finished all the same: its
+        first use is a line this pass skipped, so it is a repeat."""
+        if lines_map is None or lines_map.finished_samples(entry.line):
+            return False
+        samples = range(self.config.samples_per_prompt)
+        return any(self.ledger.finished(record_key(entry.id, k)) for k in samples)
 
     def _is_finished(self, prompt_id: str) -> bool:
-        samples = self.config.samples_per_prompt
-        return all(self.ledger.finished(record_key(prompt_id, k)) for k in range(samples))
+        samples = range(self.config.samples_per_prompt)
+        return all(self.ledger.finished(record_key(prompt_id, k)) for k in samples)
 
     def _bad(self, bad: BadLine) -> None:
         if len(self.first_bad) < FIRST_BAD_KEPT:

@@ -1,8 +1,12 @@
 """Read the ledger: which (id, sample) keys are already finished, from the output files alone.
 
-Run at start-up under the run lock, so every plain `.jsonl` shard found belongs to a writer
-that is gone: its torn last line (if any) is cut off and the shard is sealed. Keys come from a
-shard's sidecar when it still matches, else from the shard itself.
+Run at start-up under the run lock, so every plain `.jsonl` shard of this run's part found
+belongs to a writer that is gone: its torn last line (if any) is cut off and the shard is
+sealed. (Another part's plain shard may still be being written: it is left alone.) Keys come
+from a shard's sidecar when it still matches, else from the shard itself.
+
+Besides the keys, the scan fills a `LineMap` from the records' input line numbers, which lets
+the input pass skip finished lines without parsing them.
 """
 
 from __future__ import annotations
@@ -18,11 +22,17 @@ import orjson
 
 from regen.errors import RunStateError
 from regen.jsonio import ZST_SUFFIX, iter_lines
-from regen.records import Key, record_key
+from regen.records import BadLine, Key, record_key
 from regen.run.keyset import KeySet
 from regen.run.layout import COMPLETIONS, ERRORS, OutputLayout
-from regen.run.writer import read_sidecar, seal_shard, write_sidecar
+from regen.run.linemap import LineMap
+from regen.run.sidecar import Entry, ShardKeys, read_sidecar, record_line, write_sidecar
+from regen.run.writer import INPUT_ID_CHARS, seal_shard, shard_origin
 from regen.scale.partition import WHOLE, Part
+
+FIRST_BAD_KEPT = 3  # unusable lines quoted if the input turns out mostly unusable
+# (kind, shard name, payload): a completions shard's keys, or an errors shard's records
+RemoteShard = tuple[str, str, "ShardKeys | list[dict]"]
 
 log = logging.getLogger("regen.run")
 
@@ -37,6 +47,8 @@ class Ledger:
     duplicates: int = 0
     repaired: list[str] = field(default_factory=list)
     part: Part = WHOLE
+    lines: LineMap = field(default_factory=LineMap)  # which input lines need nothing more
+    first_bad: list[BadLine] = field(default_factory=list)  # the first unusable lines recorded
 
     def finished(self, key: Key) -> bool:
         return key in self.done or (self.errors > 0 and key in self.failed)
@@ -46,62 +58,74 @@ def scan(
     layout: OutputLayout,
     *,
     compress: bool,
-    remote: Iterable[tuple[str, list]] = (),
+    remote: Iterable[RemoteShard] = (),
     part: Part = WHOLE,
+    input_digest: str | None = None,
 ) -> Ledger:
-    """`remote`: (kind, items) for shards already committed elsewhere (a bucket) and not in
-    `layout`; items are (id, sample) pairs for completions and whole records for errors.
+    """`remote`: shards already committed elsewhere (a bucket) and not in `layout`.
     `part`: only the keys of this part of the input are kept (other parts are other
-    processes' business), which also divides the ledger's memory by the number of parts."""
+    processes' business), which also divides the ledger's memory by the number of parts.
+    `input_digest`: the prompt file's xxh3-128; records read from another input (or whose
+    shard does not say) keep the line map from being trusted."""
     ledger = Ledger(part=part)
-    for kind, items in remote:
+    here = input_digest[:INPUT_ID_CHARS] if input_digest else None
+    if here is None:
+        ledger.lines.distrust("the prompt file's digest was not given")
+    for kind, name, payload in remote:
+        same_input = here is not None and shard_origin(name).input_id == here
         if kind == COMPLETIONS:
-            _add_keys(items, ledger)
+            _add_keys(payload, ledger, same_input, name)  # type: ignore[arg-type]
         else:
-            _add_error_records(items, ledger)
+            _add_error_records(payload, ledger, same_input, name)  # type: ignore[arg-type]
     for kind in (COMPLETIONS, ERRORS):
         folder = layout.root / kind
-        _remove_leftovers(folder)
+        _remove_leftovers(folder, part)
         for shard in layout.shard_files(kind):
+            origin = shard_origin(shard.name)
             # A shard whose sidecar still matches it was sealed whole; any other plain shard
             # was still being written when its process stopped, and may end in a torn line.
             keys = read_sidecar(shard)
             if keys is None and shard.name.endswith(".jsonl"):
+                if origin.part not in (None, part.name):
+                    continue  # another part's: its writer may be alive, and its keys not ours
                 shard, keys = _recover_plain(shard, ledger, compress and kind == COMPLETIONS)
+            same_input = here is not None and origin.input_id == here
             if kind == COMPLETIONS:
-                _add_completions(shard, keys, ledger)
+                _add_completions(shard, keys, ledger, same_input)
             elif shard.exists():
-                _add_errors(shard, ledger)
+                _add_error_records(_records(shard), ledger, same_input, shard.name)
     _ = len(ledger.done), len(ledger.failed)  # merge now: lookups follow, and repeats are counted
     ledger.duplicates += ledger.done.duplicates + ledger.failed.duplicates
     if ledger.duplicates:
         log.error("%d duplicate keys found in the output files", ledger.duplicates)
+        ledger.lines.distrust("the output files hold duplicate records")
     return ledger
 
 
-def _remove_leftovers(folder: Path) -> None:
+def _remove_leftovers(folder: Path, part: Part) -> None:
     """Half-written temporary files from a killed seal, and plain shards whose compressed
-    copy was already renamed into place (the copy is whole; the plain one is redundant)."""
+    copy was already renamed into place (the copy is whole; the plain one is redundant).
+    Only this part's: another part may be sealing that very shard right now."""
     if not folder.is_dir():
         return
     for path in folder.iterdir():
+        if shard_origin(path.name.lstrip(".")).part not in (None, part.name):
+            continue
         half_written = path.name.startswith(".") and ".tmp" in path.name
         compressed_twin = path.with_name(path.name + ZST_SUFFIX)
         if half_written or (path.name.endswith(".jsonl") and compressed_twin.exists()):
             path.unlink()
 
 
-def _recover_plain(
-    shard: Path, ledger: Ledger, compress: bool
-) -> tuple[Path, list[tuple[str, int | None]]]:
-    keys = list(_repair(shard, ledger))
-    if not keys:
+def _recover_plain(shard: Path, ledger: Ledger, compress: bool) -> tuple[Path, ShardKeys]:
+    keys = ShardKeys.of(_repair(shard, ledger))
+    if not len(keys):
         shard.unlink()
         return shard, keys
     return seal_shard(shard, keys, compress), keys
 
 
-def _repair(shard: Path, ledger: Ledger) -> Iterator[tuple[str, int | None]]:
+def _repair(shard: Path, ledger: Ledger) -> Iterator[Entry]:
     """Yield the keys of whole lines; cut a torn or unparseable last line off the file."""
     good_end = 0
     torn_at: int | None = None
@@ -120,47 +144,72 @@ def _repair(shard: Path, ledger: Ledger) -> Iterator[tuple[str, int | None]]:
                 torn_at = number
                 continue
             good_end += len(line)
-            yield record.get("id"), record.get("sample")
+            yield record.get("id"), record.get("sample"), record_line(record)
     if torn_at is not None:
         os.truncate(shard, good_end)
         ledger.repaired.append(f"{shard.name}: cut a torn line {torn_at}")
 
 
-def _add_completions(shard: Path, keys: list | None, ledger: Ledger) -> None:
+def _add_completions(shard: Path, keys: ShardKeys | None, ledger: Ledger, same_input: bool) -> None:
     if keys is None:  # a compressed shard whose sidecar is missing or stale
-        keys = [(r["id"], r["sample"]) for r in _records(shard)]
+        keys = ShardKeys.of((r["id"], r["sample"], record_line(r)) for r in _records(shard))
         write_sidecar(shard, keys)
-    _add_keys(keys, ledger)
+    _add_keys(keys, ledger, same_input, shard.name)
 
 
-def _add_keys(keys: Iterable, ledger: Ledger) -> None:
+def _add_keys(keys: ShardKeys, ledger: Ledger, same_input: bool, name: str) -> None:
     """A shard's keys go in as one array; repeats are counted when the set merges them."""
     part = ledger.part
-    hashed = [
-        record_key(prompt_id, sample)  # type: ignore[arg-type]
-        for prompt_id, sample in keys
-        if part.whole or part.owns_id(str(prompt_id))
-    ]
-    ledger.done.add_array(np.array(hashed, dtype=np.uint64))
-    ledger.completions += len(hashed)
+    if part.whole:
+        owned = np.ones(len(keys), dtype=bool)
+    else:
+        owned = keys.id_keys % np.uint64(part.count) == np.uint64(part.index)
+    mine = keys.record_keys[owned]
+    ledger.done.add_array(mine)
+    ledger.completions += len(mine)
+    if same_input and keys.lines is not None:
+        ledger.lines.add_samples(keys.lines[owned])
+        ledger.lines.add_nothing_left(keys.lines[~owned])
+    elif len(mine):
+        ledger.lines.distrust(f"{name} does not say which lines of this input its records are")
 
 
-def _add_errors(shard: Path, ledger: Ledger) -> None:
-    _add_error_records(_records(shard), ledger)
-
-
-def _add_error_records(records: Iterable[dict], ledger: Ledger) -> None:
+def _add_error_records(
+    records: Iterable[dict], ledger: Ledger, same_input: bool, name: str
+) -> None:
+    failed_lines: list[int] = []
+    no_work_lines: list[int] = []  # unusable lines of this part, and lines of other parts
+    mine = 0
     for record in records:
-        if not ledger.part.owns(record.get("id"), record.get("line") or 0):
+        line = record_line(record) or 0
+        if not ledger.part.owns(record.get("id"), line):
+            no_work_lines.append(line)
             continue
         ledger.errors += 1
+        mine += 1
         if record.get("id") is None or record.get("sample") is None:
             ledger.bad_lines.add(record["line"])
+            no_work_lines.append(line)
+            _keep_first_bad(ledger, record)
             continue
         key = record_key(record["id"], record["sample"])
         if key in ledger.done:  # repeats within errors/ are counted by the set itself
             ledger.duplicates += 1
         ledger.failed.add(key)
+        failed_lines.append(line)
+    if same_input:
+        ledger.lines.add_samples(np.array(failed_lines, dtype=np.int64))
+        ledger.lines.add_nothing_left(np.array(no_work_lines, dtype=np.int64))
+    elif mine:
+        ledger.lines.distrust(f"{name} does not say which lines of this input its records are")
+
+
+def _keep_first_bad(ledger: Ledger, record: dict) -> None:
+    error = record.get("error") or {}
+    bad = BadLine(record["line"], error.get("type", ""), error.get("message", ""), record["id"])
+    ledger.first_bad.append(bad)
+    if len(ledger.first_bad) > 2 * FIRST_BAD_KEPT:
+        ledger.first_bad = sorted(ledger.first_bad, key=lambda b: b.line)[:FIRST_BAD_KEPT]
 
 
 def _records(shard: Path) -> Iterator[dict]:

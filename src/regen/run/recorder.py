@@ -28,11 +28,12 @@ class Recorder:
         quality: QualityMonitor,
         seal_after: float | None,
         already_recorded_lines: set[int] | frozenset[int],
+        input_digest: str,
     ) -> None:
         self.stats = stats
         self.quality = quality
         self._already_recorded = already_recorded_lines  # bad lines a previous run wrote
-        tag = writer_tag()
+        tag = writer_tag(config.part.name, input_digest)  # names say what the lines mean
         limits: dict[str, Any] = {
             "max_records": config.shard_max_records,
             "max_bytes": config.shard_max_bytes,
@@ -42,7 +43,7 @@ class Recorder:
         self.errors = ShardWriter(layout.errors, tag, **limits)
 
     def completion(self, record: dict, generated: Generated) -> None:
-        _write(self.completions, record)
+        _write(self.completions, record, record["meta"]["line"])
         self.stats.completed += 1
         self.stats.prompt_tokens += record["usage"]["prompt_tokens"]
         self.stats.completion_tokens += record["usage"]["completion_tokens"]
@@ -61,7 +62,7 @@ class Recorder:
             "error": error,
             "attempts": attempts,
         }
-        _write(self.errors, record)
+        _write(self.errors, record, item.prompt.line)
         self.stats.failed += 1
         self.stats.errors_by_type[kind or error["type"]] += 1
 
@@ -71,7 +72,7 @@ class Recorder:
             return
         error = {"type": bad.kind, "message": bad.message}
         record = {"id": bad.id, "sample": None, "line": bad.line, "error": error, "attempts": 0}
-        _write(self.errors, record)
+        _write(self.errors, record, bad.line)
         self.stats.bad_lines += 1
         self.stats.errors_by_type[bad.kind] += 1
 
@@ -94,8 +95,8 @@ class Recorder:
                 on_event(f"could not seal the last shard: {err.message}")
 
 
-def _write(writer: ShardWriter, record: dict) -> None:
+def _write(writer: ShardWriter, record: dict, line: int) -> None:
     try:
-        writer.write(record)
+        writer.write(record, line)
     except OSError as exc:  # a full or vanished disk: stop, keep what is written
         raise OutputError.writing(writer.folder, exc) from exc

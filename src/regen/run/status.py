@@ -18,7 +18,7 @@ from regen.jsonio import ZST_SUFFIX, iter_lines, read_json
 from regen.run import eta
 from regen.run.layout import COMPLETIONS, ERRORS, OutputLayout
 from regen.run.lock import is_locked, read_holder
-from regen.run.writer import read_sidecar
+from regen.run.sidecar import read_sidecar
 from regen.scale.status import with_shards
 from regen.storage.bucket import is_url
 from regen.storage.reader import bucket_status

@@ -37,7 +37,10 @@ def run_part(config: GenerateConfig, index: int, count: int) -> PartResult:
     from regen.run.generate import generate
 
     part = Part(index, count)
-    result = generate(replace(config, part=part, display="none"))
+    # Ray runs a task again only when its worker died; on another node, the dead worker's
+    # lease on a bucket part is still fresh for a while: wait for it to lapse.
+    upload = replace(config.upload, lease_wait=True)
+    result = generate(replace(config, part=part, display="none", upload=upload))
     label = f"{index}/{count}"
     return PartResult(label, result.exit_code, result.message, socket.gethostname(), os.getpid())
 

@@ -19,7 +19,7 @@ from regen.run import eta
 from regen.run.layout import COMPLETIONS, ERRORS, OutputLayout
 from regen.scale.status import with_shards
 from regen.storage.bucket import Bucket, is_url
-from regen.storage.shards import list_kind, read_records, read_sidecars
+from regen.storage.shards import list_kind, read_records, read_sidecars, sidecar_count
 
 STALE_AFTER_S = 60.0  # a heartbeat (uploaded every 10 s) older than this: the writer is gone
 
@@ -39,7 +39,7 @@ class BucketRun:
 
     def count(self, kind: str) -> int:
         names = self.shard_files(kind)
-        return sum(len(sidecar["keys"]) for _, sidecar in read_sidecars(self.bucket, kind, names))
+        return sum(sidecar_count(sidecar) for _, sidecar in read_sidecars(self.bucket, kind, names))
 
     def read_manifest(self) -> dict | None:
         return self.read_json("manifest.json")

@@ -22,7 +22,7 @@ import zstandard
 from regen.errors import RunStateError, StorageError
 from regen.jsonio import ZST_SUFFIX
 from regen.run.layout import COMPLETIONS, ERRORS
-from regen.run.writer import SIDECAR_SUFFIX, read_sidecar
+from regen.run.sidecar import SIDECAR_SUFFIX, ShardKeys, read_sidecar, record_line, sidecar_bytes
 from regen.storage.bucket import Bucket
 
 KINDS = (COMPLETIONS, ERRORS)
@@ -47,7 +47,6 @@ def upload_shard(bucket: Bucket, kind: str, shard: Path) -> bool:
     if keys is None:
         return False
     size, digest = shard.stat().st_size, checksum(shard)
-    sidecar = {"shard": shard.name, "bytes": size, "xxh3_128": digest, "keys": keys}
     name = f"{kind}/{shard.name}"
     remote = bucket.get_bytes(name + SIDECAR_SUFFIX)
     if remote is not None and _matches(orjson.loads(remote), size, digest):
@@ -56,7 +55,7 @@ def upload_shard(bucket: Bucket, kind: str, shard: Path) -> bool:
     landed = bucket.size(name)
     if landed != size:
         raise StorageError(f"upload of {bucket.url_of(name)} landed {landed} of {size} bytes")
-    bucket.put_bytes(name + SIDECAR_SUFFIX, orjson.dumps(sidecar))
+    bucket.put_bytes(name + SIDECAR_SUFFIX, sidecar_bytes(shard.name, size, keys, xxh3_128=digest))
     return True
 
 
@@ -87,14 +86,15 @@ def adopt(bucket: Bucket, kind: str, name: str) -> None:
     data = bucket.get_bytes(f"{kind}/{name}")
     if data is None:
         return
-    keys = [[r.get("id"), r.get("sample")] for r in _parse(data, name, bucket)]
-    sidecar = {
-        "shard": name,
-        "bytes": len(data),
-        "xxh3_128": xxhash.xxh3_128_hexdigest(data),
-        "keys": keys,
-    }
-    bucket.put_bytes(f"{kind}/{name}{SIDECAR_SUFFIX}", orjson.dumps(sidecar))
+    records = _parse(data, name, bucket)
+    keys = ShardKeys.of((r.get("id"), r.get("sample"), record_line(r)) for r in records)
+    sidecar = sidecar_bytes(name, len(data), keys, xxh3_128=xxhash.xxh3_128_hexdigest(data))
+    bucket.put_bytes(f"{kind}/{name}{SIDECAR_SUFFIX}", sidecar)
+
+
+def sidecar_count(sidecar: dict) -> int:
+    """How many records a sidecar's shard holds (either format)."""
+    return len(sidecar["record_keys"] if "record_keys" in sidecar else sidecar["keys"])
 
 
 def read_sidecars(bucket: Bucket, kind: str, names: list[str]) -> Iterator[tuple[str, dict]]:

@@ -19,7 +19,7 @@ import orjson
 from regen.jsonio import ZST_SUFFIX, atomic_write_bytes, iter_lines
 from regen.records import Key, record_key
 from regen.run.layout import OutputLayout
-from regen.run.writer import sidecar_path
+from regen.run.sidecar import ShardKeys, sidecar_path
 from regen.storage.bucket import Bucket
 from regen.storage.shards import KINDS, read_sidecars
 
@@ -34,7 +34,8 @@ def drop_superseded(layout: OutputLayout, bucket: Bucket, remote: dict[str, list
     committed: set[Key] = set()
     for kind in KINDS:
         for _, sidecar in read_sidecars(bucket, kind, remote[kind]):
-            committed.update(record_key(i, s) for i, s in sidecar["keys"] if s is not None)
+            keys = ShardKeys.from_json(sidecar).record_keys
+            committed.update(keys[keys != 0].tolist())  # 0: an unusable line, not a key
     dropped = 0
     for _, shard in staged:
         dropped += _rewrite_without(shard, committed)

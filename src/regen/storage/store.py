@@ -11,25 +11,28 @@ is full), `seal_after` (shard age limit), and leaving the context (final uploads
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import xxhash
 
 from regen.errors import UNWRITABLE_ERRNOS, ConfigError, OutputError, StorageError
 from regen.jsonio import ZST_SUFFIX
 from regen.run.layout import COMPLETIONS, ERRORS, OutputLayout
-from regen.run.writer import SIDECAR_SUFFIX
+from regen.run.ledger import RemoteShard
+from regen.run.sidecar import SIDECAR_SUFFIX, ShardKeys
+from regen.run.writer import written_by
+from regen.scale.partition import Part
 from regen.storage.bucket import Bucket, is_url
+from regen.storage.lease import Lease, LeaseLost
 from regen.storage.shards import KINDS, adopt, list_kind, read_records, read_sidecars
 from regen.storage.staging import drop_superseded
 from regen.storage.uploader import Uploader, UploadPolicy
 
-# (kind, items): completions -> [(id, sample)], errors -> [record]
-LedgerEntry = tuple[str, list[Any]]
 RETRIED = "errors-retried"
+log = logging.getLogger("regen.storage")
 
 
 class LocalStore:
@@ -47,7 +50,7 @@ class LocalStore:
             root = self.layout.root
             raise ConfigError(f"cannot create --output-dir {root}: {exc.strerror}") from exc
 
-    def committed(self) -> Iterator[LedgerEntry]:
+    def committed(self) -> Iterator[RemoteShard]:
         return iter(())
 
     def start(self, event: Callable[[str], None]) -> None:
@@ -86,10 +89,23 @@ class BucketStore:
         self.policy, self.retry_errors = policy, retry_errors
         self.finish_timeout = finish_timeout
         self.uploader: Uploader | None = None
+        self.lease = Lease(
+            self.bucket, part, policy.lease_stale_after, policy.lease_settle, policy.lease_wait
+        )
 
     def __enter__(self) -> BucketStore:
-        """Under the run lock: bring the bucket's manifest into staging and settle shards
-        whose writer died between putting the data and committing it."""
+        """Under the run lock: take this part's lease (no other machine runs it), bring the
+        bucket's manifest into staging and settle shards whose writer died between putting
+        the data and committing it."""
+        self.lease.acquire()
+        try:
+            self._settle()
+        except BaseException:
+            self.lease.release()
+            raise
+        return self
+
+    def _settle(self) -> None:
         manifest = self.bucket.get_bytes("manifest.json")
         if manifest is not None:
             self.layout.manifest.write_bytes(manifest)
@@ -105,13 +121,12 @@ class BucketStore:
             listing = list_kind(self.bucket, kind)
             self._remote[kind] = [n for n in listing.committed if _stem(n) not in local]
         drop_superseded(self.layout, self.bucket, self._remote)
-        return self
 
-    def committed(self) -> Iterator[LedgerEntry]:
-        for _, sidecar in read_sidecars(self.bucket, COMPLETIONS, self._remote[COMPLETIONS]):
-            yield COMPLETIONS, sidecar["keys"]
+    def committed(self) -> Iterator[RemoteShard]:
+        for name, sidecar in read_sidecars(self.bucket, COMPLETIONS, self._remote[COMPLETIONS]):
+            yield COMPLETIONS, name, ShardKeys.from_json(sidecar)
         for name in self._remote[ERRORS]:
-            yield ERRORS, list(read_records(self.bucket, ERRORS, name))
+            yield ERRORS, name, list(read_records(self.bucket, ERRORS, name))
 
     def start(self, event: Callable[[str], None]) -> None:
         """Begin uploading; the manifest goes up first, so bad credentials fail right here."""
@@ -123,18 +138,32 @@ class BucketStore:
             else:
                 loop.call_soon_threadsafe(event, text)
 
-        uploader = Uploader(self.layout, self.bucket, self.policy, threadsafe)
+        uploader = Uploader(self.layout, self.bucket, self.policy, threadsafe, self.lease.renew)
         uploader.push_small(force=True)
         uploader.start()
         self.uploader = uploader
 
     async def room(self) -> None:
+        """Wait while staging is full; raise LeaseLost once another process runs our part."""
         while self.uploader is not None and not self.uploader.has_room:
             await asyncio.sleep(0.2)
+        if self.uploader is not None and isinstance(self.uploader.crashed, LeaseLost):
+            raise self.uploader.crashed
 
     def __exit__(self, exc_type: object, *rest: object) -> None:
+        try:
+            self._finish(exc_type)
+        finally:
+            try:
+                self.lease.release()
+            except StorageError as err:  # it expires by itself; the run's own error matters more
+                log.warning("could not release %s: %s", self.lease.name, err.message)
+
+    def _finish(self, exc_type: object) -> None:
         if self.uploader is None:
             return
+        if isinstance(self.uploader.crashed, LeaseLost):
+            return  # staged shards stay: the other process may have made them too
         self.uploader.event = lambda text: None  # the run's loop is gone by now
         left = self.uploader.finish(self.finish_timeout)
         if left and exc_type is None:
@@ -146,8 +175,17 @@ class BucketStore:
             )
 
     def _set_errors_aside(self) -> None:
-        for name in self.bucket.list(ERRORS):
+        """--retry-errors: this part's committed error shards move to errors-retried/."""
+        part = Part.from_name(self.layout.part)
+        listing = list_kind(self.bucket, ERRORS)
+        for name in [*listing.committed, *listing.uncommitted]:
+            records = lambda name=name: read_records(self.bucket, ERRORS, name)  # noqa: E731
+            if not written_by(name, part, records):
+                continue
             self.bucket.move(f"{ERRORS}/{name}", f"{RETRIED}/{name}")
+            if name in listing.committed:  # data first: a sidecar alone is ignored by readers
+                side = name + SIDECAR_SUFFIX
+                self.bucket.move(f"{ERRORS}/{side}", f"{RETRIED}/{side}")
 
 
 Store = LocalStore | BucketStore

@@ -6,7 +6,9 @@ is uploaded, committed (see `shards`), and only then deleted locally. A failed u
 retried with exponential backoff, forever: generation never stops for the bucket. When the
 unsent bytes exceed the staging limit, `has_room` turns false and the run pauses dispatch
 until uploads catch up. The manifest and progress snapshot are uploaded too (the progress at
-most every `heartbeat` seconds: it is what `regen status` reads from the bucket).
+most every `heartbeat` seconds: it is what `regen status` reads from the bucket), and with
+each heartbeat the run's lease on its part is renewed (`lease`); a lease another process took
+ends the thread, and the run stops.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from pathlib import Path
 
 from regen.errors import StorageError
 from regen.run.layout import OutputLayout
-from regen.run.writer import read_sidecar, sidecar_path
+from regen.run.sidecar import read_sidecar, sidecar_path
 from regen.storage.bucket import Bucket
 from regen.storage.shards import KINDS, upload_shard
 
@@ -33,6 +35,9 @@ class UploadPolicy:
     poll: float = 0.5  # seconds between looks at the staging directory
     base_delay: float = 1.0  # first retry after a failure; doubles up to max_delay
     max_delay: float = 60.0
+    lease_stale_after: float = 120.0  # a lease not renewed for this long may be taken over
+    lease_settle: float = 1.0  # seconds between writing a lease and reading it back
+    lease_wait: bool = False  # wait for another holder's lease to expire, do not refuse
 
 
 class Uploader:
@@ -42,8 +47,10 @@ class Uploader:
         bucket: Bucket,
         policy: UploadPolicy,
         event: Callable[[str], None],
+        renew: Callable[[], None] = lambda: None,
     ) -> None:
         self.layout, self.bucket, self.policy, self.event = layout, bucket, policy, event
+        self.renew = renew
         self.uploaded = 0
         self.pending_bytes = 0
         self.failing_since: float | None = None
@@ -102,6 +109,7 @@ class Uploader:
             for kind, shard in self._sealed():
                 if self._stop.is_set():
                     break
+                self.push_small(force=False)  # a long queue of shards must not starve the lease
                 if upload_shard(self.bucket, kind, shard):
                     _remove_local(shard)
                     self.uploaded += 1
@@ -120,6 +128,7 @@ class Uploader:
         now = time.monotonic()
         self._push_if_changed(self.layout.manifest, "manifest.json")
         if force or now - self._last_heartbeat >= self.policy.heartbeat:
+            self.renew()
             self._push_if_changed(self.layout.progress, self.layout.progress.name)
             self._last_heartbeat = now
 
