@@ -275,3 +275,17 @@ def test_line_map_runs_match_a_line_by_line_reading(monkeypatch, window):
         ]
         got = [(r.first, r.last, r.finished, r.unusable) for r in lines.runs(samples, bad)]
         assert got == want, (trial, state)
+
+
+def test_a_compressed_output_resumes_without_parsing_either(tmp_path, fake_server, parsed):
+    server = fake_server()
+    prompts = tmp_path / "p.jsonl"
+    ids = write_prompts(prompts, 25)
+    out = tmp_path / "out"
+    run(prompts, out, [server.url], compress=True, shard_max_records=10)
+    assert len(list((out / "completions").glob("*.jsonl.zst"))) == 3
+    sidecar_path(next((out / "completions").glob("*.zst"))).unlink()  # rebuilt from the records
+    parsed.clear()
+    again = run(prompts, out, [server.url], compress=True)
+    assert again.already_done and parsed == []
+    assert_exactly_once(out, ids)

@@ -57,12 +57,13 @@ class Intake:
         is_finished = self._is_finished if lines_map is None else None
         samples = self.config.samples_per_prompt
         only = self.config.only_lines
-        outside = 0  # lines a calibration sample leaves to the run
+        outside = read = 0  # outside: lines a calibration sample leaves to the run
         for entry in read_prompts(self.config.prompts, is_finished, self.config.part, skip):
             self.lines += 1
+            read += 1
             if self.stopped():
                 return
-            if self.lines % 1000 == 0:
+            if read % 1000 == 0:
                 yield None
             if only is not None and entry.line not in only:
                 outside += 1
