@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import os
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # tests import their helper modules by name
+
+# The test session never goes online, and keeps the Hugging Face caches out of $HOME. Set
+# here, once, before anything imports `datasets` or `huggingface_hub` (they read these at
+# import), rather than as a side effect of whichever test module is collected first.
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["HF_DATASETS_OFFLINE"] = "1"
+os.environ.setdefault("HF_HOME", tempfile.mkdtemp(prefix="regen-hf-"))
+os.environ.setdefault("HF_DATASETS_CACHE", tempfile.mkdtemp(prefix="regen-ds-cache-"))
 
 from regen.fleet.embedded import free_port
 from regen.testing.fake_server import Behaviour, FakeServer

@@ -4,18 +4,12 @@ datasets.load_dataset, and each trainer target with that trainer's own loader.""
 from __future__ import annotations
 
 import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 
+import datasets  # offline, with a throwaway cache: see conftest
 import pytest
 from click.testing import CliRunner
-
-# datasets reads these once, at import: keep its cache out of $HOME and never go online.
-os.environ.setdefault("HF_DATASETS_CACHE", tempfile.mkdtemp(prefix="regen-ds-cache-"))
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-import datasets
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "check"))
 import checkfix

@@ -144,6 +144,16 @@ def test_a_gzip_file_named_jsonl_is_recognised_and_said_so(tmp_path, fake_server
     assert any("gzip-compressed" in e for e in result.stats.events)
 
 
+def test_a_compressed_inputs_line_count_is_of_its_text(tmp_path, fake_server):
+    """The run's total (until the pass has counted exactly) and the manifest count the lines
+    of the text, not the newline bytes a compressed file holds at random."""
+    server = fake_server()
+    zst_prompts(tmp_path / "p.jsonl.zst", 400)
+    assert run(tmp_path / "p.jsonl.zst", tmp_path / "out", [server.url]).exit_code == 0
+    manifest = orjson.loads((tmp_path / "out" / "manifest.json").read_bytes())
+    assert manifest["input"]["lines"] == 400
+
+
 # -- 3. a server that refuses every request ---------------------------------------------------
 @pytest.mark.parametrize(
     ("fault", "answer", "fix"),

@@ -3,14 +3,7 @@ globs, and the CLI on top."""
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
-
-# Before `datasets` is first imported: no network, and a throwaway cache.
-os.environ["HF_DATASETS_OFFLINE"] = "1"
-os.environ["HF_HUB_OFFLINE"] = "1"
-os.environ.setdefault("HF_HOME", tempfile.mkdtemp(prefix="regen-hf-"))
 
 import orjson
 import pyarrow as pa

@@ -17,7 +17,7 @@ import xxhash
 
 from regen import __version__
 from regen.errors import RunStateError
-from regen.jsonio import atomic_write_json, open_binary, read_json
+from regen.jsonio import atomic_write_json, compression, count_lines, open_binary, read_json
 
 
 @dataclass(frozen=True)
@@ -31,14 +31,20 @@ class InputFingerprint:
 
 
 def fingerprint(path: str | Path) -> InputFingerprint:
-    """Hash the whole file (xxh3 runs at several GB/s, so even 1M prompts take about a second)."""
+    """Hash the whole file (xxh3 runs at several GB/s, so even 1M prompts take about a second).
+    The line count (the run's total until the input pass has counted it exactly) is of the
+    text: a compressed file's own bytes hold newlines at random."""
     digest = xxhash.xxh3_128()
+    packed = compression(path)
     size = lines = 0
+    last = b"\n"
     with open_binary(path) as fh:
         while chunk := fh.read(1 << 22):
             digest.update(chunk)
             size += len(chunk)
             lines += chunk.count(b"\n")
+            last = chunk[-1:]
+    lines = count_lines(path) if packed else lines + (last != b"\n")
     return InputFingerprint(size, digest.hexdigest(), lines)
 
 
