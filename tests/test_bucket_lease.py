@@ -4,6 +4,7 @@ only its own part. Against moto's S3 server on loopback."""
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -48,6 +49,16 @@ def test_a_part_another_machine_is_running_is_refused(tmp_path, fake_server, buc
     assert lease_in(bucket)["token"] == "someone-else"  # not touched
 
 
+def test_a_same_named_host_in_other_pids_is_not_looked_up_here(tmp_path, fake_server, bucket):
+    """A container that shares this host's name (docker --network host) has other pids: its
+    live lease is not taken for a dead process of ours."""
+    server = fake_server()
+    write_prompts(tmp_path / "p.jsonl", 3)
+    put_lease(bucket, host=socket.gethostname(), pid=dead_pid(), pid_space="pid:[1]")
+    with pytest.raises(RunStateError, match="being run by pid"):
+        run(tmp_path / "p.jsonl", URL, [server.url], staging_dir=tmp_path / "st", upload=FAST)
+
+
 def dead_pid() -> int:
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait()
@@ -61,7 +72,8 @@ def test_a_stale_or_dead_holders_lease_is_taken_over(tmp_path, fake_server, buck
     if holder == "stale elsewhere":
         put_lease(bucket, renewed=time.time() - 1000)
     else:  # a kill -9 on this machine, then the same command again: no waiting
-        put_lease(bucket, host=socket.gethostname(), pid=dead_pid())
+        here = os.readlink("/proc/self/ns/pid")
+        put_lease(bucket, host=socket.gethostname(), pid=dead_pid(), pid_space=here)
     result = run(tmp_path / "p.jsonl", URL, [server.url], staging_dir=tmp_path / "st", upload=FAST)
     assert result.exit_code == 0
     assert_bucket_exactly_once(ids)

@@ -48,6 +48,7 @@ class Lease:
     def __post_init__(self) -> None:
         self.token = os.urandom(8).hex()
         self.host = socket.gethostname()
+        self.pid_space = _pid_namespace()  # containers may share a host name, not pids
         self.name = f"{LEASES}/{self.part or 'whole'}.json"
 
     def acquire(self) -> None:
@@ -84,7 +85,8 @@ class Lease:
         age = time.time() - float(held.get("renewed", 0))
         if age > self.stale_after:
             return False
-        if held.get("host") == self.host:  # on this machine we can simply look
+        here = held.get("host") == self.host and held.get("pid_space") == self.pid_space
+        if here:  # on this machine (and in these pids) we can simply look
             return _pid_alive(int(held.get("pid", 0)))
         return True
 
@@ -106,8 +108,21 @@ class Lease:
         return None if data is None else orjson.loads(data)
 
     def _write(self) -> None:
-        lease = {"token": self.token, "host": self.host, "pid": os.getpid(), "renewed": time.time()}
+        lease = {
+            "token": self.token,
+            "host": self.host,
+            "pid": os.getpid(),
+            "pid_space": self.pid_space,
+            "renewed": time.time(),
+        }
         self.bucket.put_bytes(self.name, orjson.dumps(lease))
+
+
+def _pid_namespace() -> str:
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:  # not Linux: the host name alone
+        return ""
 
 
 def _pid_alive(pid: int) -> bool:
