@@ -25,6 +25,8 @@ import checkfix
 
 from gen_helpers import run, write_prompts
 from regen.cli import main
+from regen.records import record_key
+from regen.run.sidecar import ShardKeys
 from regen.storage.reader import BucketRun
 from regen.storage.uploader import UploadPolicy
 from regen.testing.cut_proxy import CutProxy
@@ -81,8 +83,12 @@ def test_a_run_lands_in_the_bucket_with_the_local_layout(tmp_path, fake_server, 
     sidecar = orjson.loads(
         bucket.get_object(Bucket=BUCKET, Key=f"exp/one/completions/{data[0]}.keys")["Body"].read()
     )
-    assert len(sidecar["xxh3_128"]) == 32 and len(sidecar["record_keys"]) == 7
-    assert sorted(sidecar["lines"]) == list(range(1, 8))  # the input line of each record
+    assert len(sidecar["xxh3_128"]) == 32 and sidecar["count"] == 7
+    body = bucket.get_object(Bucket=BUCKET, Key=f"exp/one/completions/{data[0]}")["Body"].read()
+    shard = [orjson.loads(line) for line in body.splitlines()]
+    keys = ShardKeys.from_json(sidecar)  # each record's key and input line, in order
+    assert keys.lines.tolist() == [r["meta"]["line"] for r in shard]
+    assert keys.record_keys.tolist() == [record_key(r["id"], r["sample"]) for r in shard]
 
 
 def test_a_slow_run_uploads_by_age(tmp_path, fake_server, bucket):

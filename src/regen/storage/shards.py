@@ -94,7 +94,7 @@ def adopt(bucket: Bucket, kind: str, name: str) -> None:
 
 def sidecar_count(sidecar: dict) -> int:
     """How many records a sidecar's shard holds (either format)."""
-    return len(sidecar["record_keys"] if "record_keys" in sidecar else sidecar["keys"])
+    return sidecar["count"] if "count" in sidecar else len(sidecar["keys"])
 
 
 def read_sidecars(bucket: Bucket, kind: str, names: list[str]) -> Iterator[tuple[str, dict]]:
