@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from gen_helpers import assert_exactly_once, run, write_prompts
+from gen_helpers import assert_exactly_once, read_lines, run, write_prompts
 from regen.cli import main
 from regen.errors import ConfigError
 from regen.scale import status as shard_status
@@ -159,3 +159,23 @@ def test_retry_errors_in_a_shared_dir_retries_only_its_own_part(tmp_path, fake_s
     _, errors = assert_exactly_once(out, ids)
     assert {e["id"] for e in errors} == set(ids) - mine  # part 0's errors are part 0's
     assert all("-s0001of0002-" in p.name for p in (out / "errors-retried").glob("*.jsonl"))
+
+
+def test_every_unusable_line_is_recorded_by_exactly_one_part(tmp_path, fake_server):
+    """A line that cannot be used goes by its line number, even when it has a usable id: a
+    part that skips other parts' ids unparsed must still record the unusable lines it owns."""
+    import orjson
+
+    server = fake_server()
+    ids = write_prompts(tmp_path / "p.jsonl", 30)
+    with open(tmp_path / "p.jsonl", "ab") as fh:
+        for n in range(12):  # ids of every part, each on a line of some part
+            bad = {"id": f"bad{n}", "messages": [{"role": "system", "content": "no user"}]}
+            fh.write(orjson.dumps(bad) + b"\n")
+        fh.write(b"{not json\n")
+    for index in range(3):
+        assert run(tmp_path / "p.jsonl", tmp_path / "out", [server.url],
+                   part=Part(index, 3)).exit_code == 0  # fmt: skip
+    assert_exactly_once(tmp_path / "out", ids)
+    unusable = sorted(e["line"] for e in read_lines(tmp_path / "out", "errors"))
+    assert unusable == list(range(31, 44))  # each once, whichever part owns it
