@@ -138,6 +138,8 @@ def test_a_changed_input_is_read_in_full(tmp_path, fake_server, parsed):
     parsed.clear()
     again = run(prompts, out, [server.url], allow_changed_input=True)
     assert again.stats.completed == 1 and len(parsed) == 21
+    why = "does not say which lines of this input its records are"
+    assert any("reads every input line" in e and why in e for e in again.stats.events)
     assert_exactly_once(out, ["new-first", *ids])
     parsed.clear()
     third = run(prompts, out, [server.url], allow_changed_input=True)

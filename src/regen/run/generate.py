@@ -189,6 +189,8 @@ class Run:
         self.store.start(self._event)
         for note in ledger.repaired:
             self._event(f"repaired {note}")
+        if ledger.completions + ledger.errors and not ledger.lines.trusted:
+            self._event(f"this resume reads every input line: {ledger.lines.why_not}")
         lines = input_fp.lines if config.only_lines is None else len(config.only_lines)
         earlier = self.stats  # events so far (down servers, repairs) carry over
         self.stats = RunStats(

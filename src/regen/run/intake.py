@@ -12,7 +12,6 @@ ids of skipped lines are not read, against the ledger: an id finished by another
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterator
 
 import xxhash
@@ -24,8 +23,6 @@ from regen.run.keyset import KeySet
 from regen.run.ledger import FIRST_BAD_KEPT, Ledger
 from regen.run.linemap import MAX_SAMPLES, LineMap
 from regen.run.progress import RunStats
-
-log = logging.getLogger("regen.run")
 
 
 class Intake:
@@ -94,10 +91,7 @@ class Intake:
         lines_map = self.ledger.lines
         if self.config.only_lines is not None or self.config.samples_per_prompt > MAX_SAMPLES:
             return None
-        if not lines_map.trusted:
-            log.info("resume reads every input line: %s", lines_map.why_not)
-            return None
-        return lines_map
+        return lines_map if lines_map.trusted else None  # the run says why not
 
     def _counted(self, lines_map: LineMap) -> Iterator[tuple[int, int]]:
         """The map's skip runs, counted as they are passed over."""
