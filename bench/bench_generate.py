@@ -504,7 +504,7 @@ def measure_phases(prompts: Path, out: Path) -> dict[str, Any]:
     marks["fingerprint_s"] = time.perf_counter() - t0
     layout = OutputLayout.at(out)
     try:
-        scanned = ledger.scan(layout, compress=False, input_digest=digest)
+        scanned = ledger.scan(layout, compress=False, input_digests=[digest])
     except TypeError:  # a baseline from before line maps
         scanned = ledger.scan(layout, compress=False)
     marks["ledger_scan_s"] = time.perf_counter() - t0

@@ -146,6 +146,36 @@ def test_a_changed_input_is_read_in_full(tmp_path, fake_server, parsed):
     assert third.already_done and len(parsed) == 21  # old shards still name the old input
 
 
+def test_prompts_appended_to_the_input_keep_the_skipping(tmp_path, fake_server, parsed):
+    """The usual change: more prompts at the end (--allow-changed-input). The old input is
+    the start of the new one, so its line numbers still hold: only new lines are read."""
+    server = fake_server()
+    prompts = tmp_path / "p.jsonl"
+    ids = write_prompts(prompts, 20)
+    out = tmp_path / "out"
+    run(prompts, out, [server.url])
+    for batch, count in (("b", 5), ("c", 3)):  # twice: the first input is still remembered
+        more = [f"{batch}{i}" for i in range(count)]
+        with open(prompts, "ab") as fh:
+            for pid in more:
+                fh.write(orjson.dumps({"id": pid, "messages": [{"role": "user", "content": pid}]}))
+                fh.write(b"\n")
+        ids += more
+        parsed.clear()
+        again = run(prompts, out, [server.url], allow_changed_input=True)
+        assert again.stats.completed == count and len(parsed) == count
+        assert not any("reads every input line" in e for e in again.stats.events)
+    assert_exactly_once(out, ids)
+    manifest = orjson.loads((out / "manifest.json").read_bytes())
+    assert len(manifest["earlier_inputs"]) == 2
+    # An edit in the middle is no append: every line is read again, and ids decide.
+    body = prompts.read_bytes().replace(b"question p00003", b"question p00003, edited")
+    prompts.write_bytes(body)
+    parsed.clear()
+    third = run(prompts, out, [server.url], allow_changed_input=True)
+    assert third.already_done and len(parsed) == len(ids)
+
+
 def test_an_output_written_before_line_maps_resumes_by_ids(tmp_path, fake_server, parsed):
     """Shards named without the input digest and format 1 sidecars (regen before this
     change): the resume reads every line, and is exactly once."""

@@ -39,7 +39,7 @@ from regen.run.input_gate import check_input, mostly_unusable, unusable_error
 from regen.run.intake import Intake
 from regen.run.layout import OutputLayout, iter_shard
 from regen.run.lock import RunLock
-from regen.run.manifest import check_and_record, fingerprint
+from regen.run.manifest import check_and_record, fingerprint, same_lines_inputs
 from regen.run.progress import RunStats, snapshot, write_snapshot
 from regen.run.quality import QualityMonitor
 from regen.run.recorder import Recorder
@@ -167,7 +167,7 @@ class Run:
         input_fp = fingerprint(config.prompts)
         resolved = config.resolved([s.url for s in self.servers], self.model)
         try:
-            check_and_record(
+            manifest = check_and_record(
                 self.layout.manifest,
                 config=resolved,
                 input_fp=input_fp,
@@ -182,9 +182,14 @@ class Run:
             self._event(f"{config.prompts} is {packed}-compressed; reading it decompressed")
         if config.retry_errors:
             self._set_errors_aside()
+        # Records read from this input, or from an earlier one this one only appends to,
+        # name their input lines truly: a resume may skip those lines unread.
+        same_lines = {input_fp.xxh3_128} | same_lines_inputs(
+            config.prompts, manifest["earlier_inputs"]
+        )
         ledger = ledger_mod.scan(
             self.layout, compress=config.compress, remote=self.store.committed(),
-            part=config.part, input_digest=input_fp.xxh3_128,
+            part=config.part, input_digests=same_lines,
         )  # fmt: skip
         self.store.start(self._event)
         for note in ledger.repaired:

@@ -60,19 +60,20 @@ def scan(
     compress: bool,
     remote: Iterable[RemoteShard] = (),
     part: Part = WHOLE,
-    input_digest: str | None = None,
+    input_digests: Iterable[str] = (),
 ) -> Ledger:
     """`remote`: shards already committed elsewhere (a bucket) and not in `layout`.
     `part`: only the keys of this part of the input are kept (other parts are other
     processes' business), which also divides the ledger's memory by the number of parts.
-    `input_digest`: the prompt file's xxh3-128; records read from another input (or whose
-    shard does not say) keep the line map from being trusted."""
+    `input_digests`: xxh3-128s of the prompt files whose line numbers are this input's (this
+    one, and earlier ones it only appends to); records of another input (or whose shard does
+    not say) keep the line map from being trusted."""
     ledger = Ledger(part=part)
-    here = input_digest[:INPUT_ID_CHARS] if input_digest else None
-    if here is None:
+    here = {digest[:INPUT_ID_CHARS] for digest in input_digests}
+    if not here:
         ledger.lines.distrust("the prompt file's digest was not given")
     for kind, name, payload in remote:
-        same_input = here is not None and shard_origin(name).input_id == here
+        same_input = shard_origin(name).input_id in here
         if kind == COMPLETIONS:
             _add_keys(payload, ledger, same_input, name)  # type: ignore[arg-type]
         else:
@@ -89,7 +90,7 @@ def scan(
                 if origin.part not in (None, part.name):
                     continue  # another part's: its writer may be alive, and its keys not ours
                 shard, keys = _recover_plain(shard, ledger, compress and kind == COMPLETIONS)
-            same_input = here is not None and origin.input_id == here
+            same_input = origin.input_id in here
             if kind == COMPLETIONS:
                 _add_completions(shard, keys, ledger, same_input)
             elif shard.exists():

@@ -70,11 +70,47 @@ def check_and_record(
         "version": __version__,
         "created": previous["created"] if previous else session["started"],
         "input": {"path": config["prompts"], **input_fp.as_dict()},
+        "earlier_inputs": _earlier_inputs(previous, input_fp),
         "config": config,
         "sessions": [*(previous or {}).get("sessions", []), session],
     }
     atomic_write_json(path, manifest)
     return manifest
+
+
+def _earlier_inputs(previous: dict[str, Any] | None, now: InputFingerprint) -> list[dict]:
+    """Every other prompt file (size and digest) an earlier session of this run read: with
+    --allow-changed-input, records may name lines of any of them."""
+    if previous is None:
+        return []
+    earlier = [*previous.get("earlier_inputs", []), previous.get("input", {})]
+    kept: dict[str, dict] = {}
+    for entry in earlier:
+        digest = entry.get("xxh3_128")
+        if digest and digest != now.xxh3_128 and isinstance(entry.get("size"), int):
+            kept[digest] = {"size": entry["size"], "xxh3_128": digest}
+    return list(kept.values())
+
+
+def same_lines_inputs(path: str | Path, earlier: list[dict]) -> set[str]:
+    """The digests of the `earlier` inputs that are the start of `path`, up to a newline:
+    prompts were only appended since, so their line numbers still name the same lines here.
+    (Compressed files are not compared: their bytes say nothing about their lines.)"""
+    if not earlier or compression(path):
+        return set()
+    found: set[str] = set()
+    digest, at, last = xxhash.xxh3_128(), 0, b"\n"
+    with open_binary(path) as fh:
+        for entry in sorted(earlier, key=lambda e: e["size"]):
+            while at < entry["size"]:
+                chunk = fh.read(min(1 << 22, entry["size"] - at))
+                if not chunk:
+                    return found  # the file is shorter than this one was
+                digest.update(chunk)
+                at, last = at + len(chunk), chunk[-1:]
+            if last == b"\n" and digest.hexdigest() == entry["xxh3_128"]:
+                found.add(entry["xxh3_128"])
+    return found
 
 
 def _refuse_changes(
