@@ -404,26 +404,34 @@ def completion_line(i: int, sampling: dict[str, Any], pad: int = 0) -> bytes:
 
 
 def synthesize_output(
-    prompts: Path, out: Path, finished: int, shard_records: int, pad: int = 0
+    prompts: Path, out: Path, finished: int, shard_records: int, pad: int = 0, parts: int = 1
 ) -> None:
     """An output dir holding prompts 0..finished-1 as sealed shards, and a manifest that
-    matches `prompts` and regen's default sampling (what the resume run will use)."""
+    matches `prompts` and regen's default sampling (what the resume run will use). With
+    `parts` > 1, as N `--shard I/N` processes would have left it: each part's prompts in
+    that part's own shards."""
     from regen.run.config import GenerateConfig
     from regen.run.layout import OutputLayout
     from regen.run.manifest import check_and_record, fingerprint
     from regen.run.writer import seal_shard
+    from regen.scale.partition import Part
 
     layout = OutputLayout.at(out)
     layout.completions.mkdir(parents=True)
-    config = GenerateConfig(prompts=prompts, output_dir=out, servers=["http://127.0.0.1:1"])
+    config = GenerateConfig(
+        prompts=prompts, output_dir=out, servers=["http://127.0.0.1:1"], part=Part(0, parts)
+    )
     sampling = asdict(config.sampling)
     input_fp = fingerprint(prompts)
-    tag, shard_keys = _shard_format(input_fp.xxh3_128)
-    for seq, start in enumerate(range(0, finished, shard_records), start=1):
-        end = min(finished, start + shard_records)
-        shard = layout.completions / f"part-{tag}-{seq:05d}.jsonl"
-        shard.write_bytes(b"".join(completion_line(i, sampling, pad) for i in range(start, end)))
-        seal_shard(shard, shard_keys((f"p{i:07d}", 0, i + 1) for i in range(start, end)), False)
+    for index in range(parts):
+        part = Part(index, parts)
+        mine = [i for i in range(finished) if part.owns_id(f"p{i:07d}")]
+        tag, shard_keys = _shard_format(input_fp.xxh3_128, part)
+        for seq, start in enumerate(range(0, len(mine), shard_records), start=1):
+            rows = mine[start : start + shard_records]
+            shard = layout.completions / f"part-{tag}-{seq:05d}.jsonl"
+            shard.write_bytes(b"".join(completion_line(i, sampling, pad) for i in rows))
+            seal_shard(shard, shard_keys((f"p{i:07d}", 0, i + 1) for i in rows), False)
     resolved = config.resolved(config.servers, MODEL)
     check_and_record(
         layout.manifest, config=resolved, input_fp=input_fp,
@@ -431,7 +439,7 @@ def synthesize_output(
     )  # fmt: skip
 
 
-def _shard_format(input_digest: str) -> tuple[str, Callable[[Iterator[tuple]], Any]]:
+def _shard_format(input_digest: str, part: Any) -> tuple[str, Callable[[Iterator[tuple]], Any]]:
     """Shard names and sidecar keys as the regen being benchmarked writes them: with the
     input's digest in the name and line numbers in the sidecar (regen.run.sidecar), or, for
     a baseline older than that, the plain `[(id, sample)]` sidecar."""
@@ -439,8 +447,11 @@ def _shard_format(input_digest: str) -> tuple[str, Callable[[Iterator[tuple]], A
         from regen.run.sidecar import ShardKeys
         from regen.run.writer import INPUT_ID_CHARS
     except ImportError:
-        return "19700101T000000-bench-0", lambda rows: [(i, s) for i, s, _ in rows]
-    return f"19700101T000000-bench-0-i{input_digest[:INPUT_ID_CHARS]}", ShardKeys.of
+        return f"19700101T000000-bench-{part.index}", lambda rows: [(i, s) for i, s, _ in rows]
+    tag = f"19700101T000000-bench-{part.index}"
+    if not part.whole:
+        tag += "-s" + part.name.replace("-of-", "of")
+    return f"{tag}-i{input_digest[:INPUT_ID_CHARS]}", ShardKeys.of
 
 
 def disk_mb(path: Path) -> float:

@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/bench_scale.py                       # 1M and 10M, baseline main~
     .venv/bin/python bench/bench_scale.py --sizes 1000000 --baseline 3d05314
+    .venv/bin/python bench/bench_scale.py --sizes 10000000 --shards 4   # part 0 of 4 resumes
 
 For each size N: a prompt file of N lines and, for each code tree (the baseline ref, extracted
 with `git archive`, and this tree), an output dir in which N - NEW prompts are already
@@ -13,7 +14,7 @@ Reported per tree: peak RSS of the regen process (sampled every 50 ms) and the t
 process start to the first request the fake server received. The new shards are removed
 between runs, so both trees resume exactly the same state.
 
-Results: a table on stdout and `.bench/scale.json`.
+Results: a table on stdout and `.bench/scale.json` (`scale-N-shards.json` with --shards).
 """
 
 from __future__ import annotations
@@ -69,12 +70,16 @@ def reset(out: Path) -> None:
                 path.unlink()
 
 
-def resume_once(src: Path, prompts: Path, out: Path, timeout: float) -> dict[str, Any]:
+def resume_once(
+    src: Path, prompts: Path, out: Path, timeout: float, shards: int = 1
+) -> dict[str, Any]:
     reset(out)
     os.environ["PYTHONPATH"] = str(src)
+    cmd_shard = ["--shard", f"0/{shards}"] if shards > 1 else []
     try:
         with fleet([ServerSpec(64, 0.0, 8)]) as urls:
-            run = run_regen(regen_cmd(prompts, out, urls, 64), timeout, out.parent / "regen.log")
+            cmd = regen_cmd(prompts, out, urls, 64) + cmd_shard
+            run = run_regen(cmd, timeout, out.parent / "regen.log")
             stats = fleet_stats(urls)
     finally:
         os.environ.pop("PYTHONPATH", None)
@@ -86,37 +91,44 @@ def resume_once(src: Path, prompts: Path, out: Path, timeout: float) -> dict[str
     }
 
 
-def bench_size(n: int, new: int, trees: dict[str, Path], timeout: float) -> dict[str, Any]:
+def bench_size(
+    n: int, new: int, trees: dict[str, Path], timeout: float, shards: int = 1
+) -> dict[str, Any]:
     work = BENCH_DIR / f"scale-{n}"
     prompts = work / "prompts.jsonl"
     t0 = time.monotonic()
     if not prompts.exists():
         shutil.rmtree(work, ignore_errors=True)
         write_prompts(prompts, n)
-    row: dict[str, Any] = {"prompts": n, "finished": n - new}
+    row: dict[str, Any] = {"prompts": n, "finished": n - new, "shards": shards}
     for src in trees.values():
-        out = work / f"out-{src.parent.name}"  # one per tree: each reads its own format
+        out = work / out_name(src, shards)  # one per tree: each reads its own format
         if not (out / "manifest.json").exists():
             shutil.rmtree(out, ignore_errors=True)
-            synthesize_with(src, prompts, out, n - new)
+            synthesize_with(src, prompts, out, n - new, shards)
     row["setup_s"] = round(time.monotonic() - t0, 1)
     for name, src in trees.items():
         print(f"== {n:,} prompts, {name} ==", flush=True)
-        row[name] = resume_once(src, prompts, work / f"out-{src.parent.name}", timeout)
+        row[name] = resume_once(src, prompts, work / out_name(src, shards), timeout, shards)
         print(f"   {row[name]}", flush=True)
     return row
 
 
-def synthesize_with(src: Path, prompts: Path, out: Path, finished: int) -> None:
+def out_name(src: Path, shards: int) -> str:
+    return f"out-{src.parent.name}" + (f"-{shards}-shards" if shards > 1 else "")
+
+
+def synthesize_with(src: Path, prompts: Path, out: Path, finished: int, shards: int) -> None:
     """`synthesize_output` in a child that imports regen from `src`."""
     code = (
         "import sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]);"
         "from bench_generate import synthesize_output;"
-        "synthesize_output(Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4]), 20_000, 0)"
+        "synthesize_output(Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4]), 20_000, 0,"
+        " int(sys.argv[5]))"
     )
     env = {**os.environ, "PYTHONPATH": str(src)}
     here = str(Path(__file__).parent)
-    args = [sys.executable, "-c", code, here, str(prompts), str(out), str(finished)]
+    args = [sys.executable, "-c", code, here, str(prompts), str(out), str(finished), str(shards)]
     subprocess.run(args, env=env, check=True)
 
 
@@ -126,6 +138,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--new", type=int, default=2_000, help="prompts left to generate")
     parser.add_argument("--baseline", default="61ae85c", help="git ref of today's code")
     parser.add_argument("--timeout", type=float, default=1800)
+    parser.add_argument(
+        "--shards", type=int, default=1, help="the output of N parts; part 0 of N resumes"
+    )
     return parser.parse_args()
 
 
@@ -134,15 +149,16 @@ def main() -> None:
     trees = {f"baseline {args.baseline}": baseline_tree(args.baseline), "this tree": ROOT / "src"}
     results: dict[str, Any] = {"command": " ".join(sys.argv), "machine": machine(), "rows": []}
     for n in args.sizes:
-        results["rows"].append(bench_size(n, args.new, trees, args.timeout))
+        results["rows"].append(bench_size(n, args.new, trees, args.timeout, args.shards))
     print(f"\n{'prompts':>12} {'tree':<22} {'peak RSS MB':>12} {'first request s':>16}")
     for row in results["rows"]:
         for name in trees:
             r = row[name]
             print(f"{row['prompts']:>12,} {name:<22} {r['peak_rss_mb']:>12} "
                   f"{r['first_request_s']:>16}")  # fmt: skip
-    (BENCH_DIR / "scale.json").write_text(json.dumps(results, indent=2) + "\n")
-    print(f"\nwritten to {BENCH_DIR / 'scale.json'}")
+    name = "scale.json" if args.shards == 1 else f"scale-{args.shards}-shards.json"
+    (BENCH_DIR / name).write_text(json.dumps(results, indent=2) + "\n")
+    print(f"\nwritten to {BENCH_DIR / name}")
 
 
 if __name__ == "__main__":
