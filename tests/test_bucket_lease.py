@@ -81,7 +81,7 @@ def test_a_stale_or_dead_holders_lease_is_taken_over(tmp_path, fake_server, buck
 
 
 def test_of_two_processes_starting_together_one_goes_on(bucket):
-    leases = [Lease(Bucket(URL), "0001-of-0004", settle=0.5) for _ in range(2)]
+    leases = [Lease(Bucket(URL), "0001-of-0004", settle=1.0) for _ in range(2)]
     outcomes: list[str] = []
 
     def take(lease: Lease) -> None:
@@ -103,8 +103,10 @@ def test_a_run_whose_lease_was_taken_stops_writing(tmp_path, fake_server, bucket
     server = fake_server(Behaviour(slots=2, seconds_per_token=0.02))
     write_prompts(tmp_path / "p.jsonl", 200)
 
-    def take_over() -> None:
-        time.sleep(1.5)
+    def take_over() -> None:  # once the run holds its lease and is generating
+        deadline = time.monotonic() + 20
+        while len(server.requests) < 5 and time.monotonic() < deadline:
+            time.sleep(0.05)
         put_lease(bucket)
 
     thief = threading.Thread(target=take_over)
