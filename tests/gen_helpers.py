@@ -65,3 +65,21 @@ def assert_exactly_once(output: Path, ids: list[str], samples: int = 1) -> tuple
     extra = set(seen) - expected
     assert not extra, f"unexpected keys {sorted(extra)[:5]}"
     return completions, errors
+
+
+def fill_disk_after(monkeypatch, records: int) -> None:
+    """Every shard write after the first `records` fails as on a full disk (ENOSPC)."""
+    import errno
+
+    from regen.run.writer import ShardWriter
+
+    real_write = ShardWriter.write
+    calls = {"n": 0}
+
+    def fill_up(self, record, line):
+        calls["n"] += 1
+        if calls["n"] > records:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_write(self, record, line)
+
+    monkeypatch.setattr(ShardWriter, "write", fill_up)

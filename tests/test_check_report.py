@@ -18,17 +18,7 @@ from regen.cli import main
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
-def healthy(n: int, source: str = "web") -> list[dict]:
-    return [
-        checkfix.completion(
-            f"{source}{i}",
-            f"The capital of France is Paris; this is {source} answer {i} with more words.",
-            reasoning=f"The user asks question {i}. Let me think step by step.",
-            thinking="on",
-            source=source,
-        )
-        for i in range(n)
-    ]
+healthy = checkfix.healthy
 
 
 def six_tokens(n: int) -> list[dict]:

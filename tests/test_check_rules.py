@@ -22,17 +22,7 @@ QWEN = (checkfix.HERE / "qwen3_style.jinja").read_text()
 WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {}}}
 
 
-def healthy(n: int = 40, source: str = "web") -> list[dict]:
-    return [
-        checkfix.completion(
-            f"{source}{i}",
-            f"The capital of France is Paris; this is {source} answer {i} with more words.",
-            reasoning=f"The user asks question {i}. Let me think step by step.",
-            thinking="on",
-            source=source,
-        )
-        for i in range(n)
-    ]
+healthy = checkfix.healthy
 
 
 def check(tmp_path: Path, records: list[dict], *args: str, template: str | None = None):

@@ -27,7 +27,7 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gen_helpers import assert_exactly_once, read_lines, run, write_prompts
+from gen_helpers import assert_exactly_once, fill_disk_after, read_lines, run, write_prompts
 from regen.cli import main
 from regen.errors import InputFileError, OutputError
 from regen.jsonio import iter_lines
@@ -321,19 +321,11 @@ def test_a_failing_seal_does_not_hide_the_full_disk_message(tmp_path, fake_serve
 
     server = fake_server()
     write_prompts(tmp_path / "p.jsonl", 30)
-    real_write = writer_mod.ShardWriter.write
-    calls = {"n": 0}
-
-    def fill_up(self, record, line):
-        calls["n"] += 1
-        if calls["n"] > 10:
-            raise OSError(errno.ENOSPC, "No space left on device")
-        real_write(self, record, line)
 
     def no_space(*args):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(writer_mod.ShardWriter, "write", fill_up)
+    fill_disk_after(monkeypatch, 10)
     monkeypatch.setattr(writer_mod, "write_sidecar", no_space)
     with pytest.raises(OutputError, match="completions: No space left"):
         run(tmp_path / "p.jsonl", tmp_path / "out", [server.url])

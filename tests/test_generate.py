@@ -7,7 +7,7 @@ import os
 import orjson
 import pytest
 
-from gen_helpers import assert_exactly_once, read_lines, run, write_prompts
+from gen_helpers import assert_exactly_once, fill_disk_after, read_lines, run, write_prompts
 from regen.errors import ConfigError, FleetUnavailable, OutputError, RunStateError
 from regen.fleet.server import Timeouts
 from regen.run.config import Sampling
@@ -323,22 +323,12 @@ def test_restart_reads_sealed_shards_from_their_sidecars_without_rewriting(tmp_p
 def test_a_full_disk_stops_the_run_with_a_clear_error_and_resume_recovers(
     tmp_path, fake_server, monkeypatch
 ):
-    import errno
-
     from regen.run.writer import ShardWriter
 
     server = fake_server()
     ids = write_prompts(tmp_path / "p.jsonl", 30)
     real_write = ShardWriter.write
-    calls = {"n": 0}
-
-    def fill_up(self, record, line):
-        calls["n"] += 1
-        if calls["n"] > 10:
-            raise OSError(errno.ENOSPC, "No space left on device")
-        real_write(self, record, line)
-
-    monkeypatch.setattr(ShardWriter, "write", fill_up)
+    fill_disk_after(monkeypatch, 10)
     with pytest.raises(OutputError, match="No space left on device") as err:
         run(tmp_path / "p.jsonl", tmp_path / "out", [server.url])
     assert "resume" in err.value.hint

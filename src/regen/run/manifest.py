@@ -78,6 +78,12 @@ def check_and_record(
     return manifest
 
 
+def manifest_summary(manifest: dict[str, Any]) -> dict[str, Any]:
+    """What `regen status` shows of a run's manifest (a local one or a bucket's)."""
+    keep = {key: manifest[key] for key in ("created", "config", "input")}
+    return {**keep, "sessions": len(manifest["sessions"])}
+
+
 def _earlier_inputs(previous: dict[str, Any] | None, now: InputFingerprint) -> list[dict]:
     """Every other prompt file (size and digest) an earlier session of this run read: with
     --allow-changed-input, records may name lines of any of them."""

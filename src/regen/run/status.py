@@ -18,6 +18,7 @@ from regen.jsonio import ZST_SUFFIX, iter_lines, read_json
 from regen.run import eta
 from regen.run.layout import COMPLETIONS, ERRORS, OutputLayout
 from regen.run.lock import is_locked, read_holder
+from regen.run.manifest import manifest_summary
 from regen.run.sidecar import read_sidecar
 from regen.scale.status import with_shards
 from regen.storage.bucket import is_url
@@ -45,10 +46,9 @@ def read_status(output_dir: str | Path) -> dict[str, Any]:
         "output_dir": str(layout.root),
         **with_shards(alive, parts),
         "files": {kind: count_records(layout, kind) for kind in (COMPLETIONS, ERRORS)},
-        "manifest": {"created": manifest["created"], "config": manifest["config"],
-                     "input": manifest["input"], "sessions": len(manifest["sessions"])},
+        "manifest": manifest_summary(manifest),
         "progress": progress,
-    }  # fmt: skip
+    }
     info["eta"] = asdict(eta.from_status(info))
     return info
 

@@ -12,11 +12,22 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
+class Flags:
+    """How an engine spells the options regen sets."""
+
+    model: str
+    served_name: str
+    context: str
+    tensor_parallel: str = ""  # GPU engines only
+
+
+@dataclass(frozen=True)
 class Engine:
     name: str
     module: str  # run with `python -m`
     import_check: str  # what must import in that Python
     uses_gpus: bool
+    flags: Flags
 
     def command(
         self,
@@ -30,31 +41,31 @@ class Engine:
         context: int | None,
         extra: list[str],
     ) -> list[str]:
-        head = [python, "-m", self.module]
-        if self.name == "sglang":
-            args = ["--model-path", model, "--served-model-name", served_name,
-                    "--host", host, "--port", str(port)]  # fmt: skip
+        flags = self.flags
+        args = [python, "-m", self.module, flags.model, model, flags.served_name, served_name,
+                "--host", host, "--port", str(port)]  # fmt: skip
+        if self.uses_gpus:
             if gpus_per_server > 1:
-                args += ["--tp-size", str(gpus_per_server)]
+                args += [flags.tensor_parallel, str(gpus_per_server)]
             if context:
-                args += ["--context-length", str(context)]
-        elif self.name == "vllm":
-            args = ["--model", model, "--served-model-name", served_name,
-                    "--host", host, "--port", str(port)]  # fmt: skip
-            if gpus_per_server > 1:
-                args += ["--tensor-parallel-size", str(gpus_per_server)]
-            if context:
-                args += ["--max-model-len", str(context)]
-        else:
-            args = ["--model", model, "--model_alias", served_name,
-                    "--host", host, "--port", str(port),
-                    "--n_ctx", str(context or 2048), "--n_threads", str(threads),
-                    "--verbose", "False"]  # fmt: skip
-        return [*head, *args, *extra]
+                args += [flags.context, str(context)]
+        else:  # llama.cpp on CPU threads, with a context that fits the embedded model
+            args += [flags.context, str(context or 2048), "--n_threads", str(threads),
+                     "--verbose", "False"]  # fmt: skip
+        return [*args, *extra]
 
 
 ENGINES = {
-    "sglang": Engine("sglang", "sglang.launch_server", "sglang", uses_gpus=True),
-    "vllm": Engine("vllm", "vllm.entrypoints.openai.api_server", "vllm", uses_gpus=True),
-    "llamacpp": Engine("llamacpp", "llama_cpp.server", "llama_cpp.server", uses_gpus=False),
-}
+    "sglang": Engine(
+        "sglang", "sglang.launch_server", "sglang", uses_gpus=True,
+        flags=Flags("--model-path", "--served-model-name", "--context-length", "--tp-size"),
+    ),
+    "vllm": Engine(
+        "vllm", "vllm.entrypoints.openai.api_server", "vllm", uses_gpus=True,
+        flags=Flags("--model", "--served-model-name", "--max-model-len", "--tensor-parallel-size"),
+    ),
+    "llamacpp": Engine(
+        "llamacpp", "llama_cpp.server", "llama_cpp.server", uses_gpus=False,
+        flags=Flags("--model", "--model_alias", "--n_ctx"),
+    ),
+}  # fmt: skip

@@ -17,6 +17,7 @@ import orjson
 from regen.errors import ConfigError
 from regen.run import eta
 from regen.run.layout import COMPLETIONS, ERRORS, OutputLayout
+from regen.run.manifest import manifest_summary
 from regen.scale.status import with_shards
 from regen.storage.bucket import Bucket, is_url
 from regen.storage.shards import list_kind, read_records, read_sidecars, sidecar_count
@@ -79,8 +80,7 @@ def bucket_status(url: str) -> dict[str, Any]:
                        "last_update_s_ago": None if age is None else round(age, 1),
                        "state": (progress or {}).get("state")}, parts),
         "files": {kind: run.count(kind) for kind in (COMPLETIONS, ERRORS)},
-        "manifest": {"created": manifest["created"], "config": manifest["config"],
-                     "input": manifest["input"], "sessions": len(manifest["sessions"])},
+        "manifest": manifest_summary(manifest),
         "progress": progress,
     }  # fmt: skip
     info["eta"] = asdict(eta.from_status(info))
