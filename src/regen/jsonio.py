@@ -117,20 +117,19 @@ def iter_lines(
             ) from None
 
 
-def count_lines(path: str | os.PathLike) -> int:
-    """Lines of the (decompressed) text, as iter_lines numbers them, at memory speed. Of a
-    truncated compressed file, the lines before the cut: reading it says the rest."""
-    kind = compression(path)
+def count_lines(raw: io.BufferedIOBase, kind: str | None, path: object) -> int:
+    """Lines of the text read from `raw` (decompressed if `kind`), as iter_lines numbers
+    them, at memory speed. Of a truncated compressed file, the lines before the cut: reading
+    it says the rest."""
     count = 0
     last = b"\n"
-    with open_binary(path) as raw:
-        chunks = _decompressed(raw, kind, path) if kind else iter(lambda: raw.read(CHUNK), b"")
-        try:
-            for chunk in chunks:
-                count += chunk.count(b"\n")
-                last = chunk[-1:]
-        except _Truncated:
-            return count  # iter_lines raises InputFileError at the cut, naming the line
+    chunks = _decompressed(raw, kind, path) if kind else iter(lambda: raw.read(CHUNK), b"")
+    try:
+        for chunk in chunks:
+            count += chunk.count(b"\n")
+            last = chunk[-1:]
+    except _Truncated:
+        return count  # iter_lines raises InputFileError at the cut, naming the line
     return count + (last != b"\n")  # a last line with no newline is a line too
 
 
@@ -172,12 +171,11 @@ def _skipping(
             buf, pos = stream.read(CHUNK), 0
             if not buf:
                 return  # the file ends inside the run
-    rest, tail = buf, b""
-    while (end := rest.find(b"\n", pos)) >= 0:
+    while (end := buf.find(b"\n", pos)) >= 0:
         lines.n += 1
-        yield lines.n, rest[pos:end].rstrip(b"\r")
+        yield lines.n, buf[pos:end].rstrip(b"\r")
         pos = end + 1
-    tail = rest[pos:]  # the start of a line whose end the stream has not given yet
+    tail = buf[pos:]  # the start of a line whose end the stream has not given yet
     for line in stream:
         if tail:
             line, tail = tail + line, b""

@@ -69,20 +69,17 @@ class Intake:
                 self._bad(entry)
                 continue
             first_use = seen_ids.add_new(xxhash.xxh3_64_intdigest(entry.id.encode()))
-            if not first_use or self._finished_by_another_line(entry, lines_map):
+            finished = [True] * samples if isinstance(entry, Finished) else self._finished(entry)
+            if not first_use or self._repeat_of_a_skipped_line(entry, finished, lines_map):
                 self._bad(
                     BadLine(entry.line, "duplicate_id", f"id {entry.id!r} appears again", entry.id)
                 )
                 continue
             self.usable += 1
-            if isinstance(entry, Finished):
-                self.stats.skipped += samples
-                continue
-            for sample in range(samples):
-                if self.ledger.finished(record_key(entry.id, sample)):
-                    self.stats.skipped += 1
-                    continue
-                yield WorkItem(entry, sample)
+            self.stats.skipped += sum(finished)
+            for sample, done in enumerate(finished):
+                if not done:
+                    yield WorkItem(entry, sample)  # type: ignore[arg-type]
         self.lines -= outside  # a calibration sample is its own job
         self.exact_total = self.usable * samples + (self.lines - self.usable)
 
@@ -102,15 +99,20 @@ class Intake:
             self.stats.skipped += run.finished * samples
             yield run.first, run.last
 
-    def _finished_by_another_line(
-        self, entry: Prompt | Finished, lines_map: LineMap | None
+    def _finished(self, entry: Prompt) -> list[bool]:
+        """Which of the line's samples the ledger has (once per line: hashing is per key)."""
+        samples = range(self.config.samples_per_prompt)
+        return [self.ledger.finished(record_key(entry.id, k)) for k in samples]
+
+    @staticmethod
+    def _repeat_of_a_skipped_line(
+        entry: Prompt | Finished, finished: list[bool], lines_map: LineMap | None
     ) -> bool:
         """A line none of whose samples is finished, whose id is finished all the same: its
         first use is a line this pass skipped, so it is a repeat."""
         if lines_map is None or lines_map.finished_samples(entry.line):
             return False
-        samples = range(self.config.samples_per_prompt)
-        return any(self.ledger.finished(record_key(entry.id, k)) for k in samples)
+        return any(finished)
 
     def _is_finished(self, prompt_id: str) -> bool:
         samples = range(self.config.samples_per_prompt)

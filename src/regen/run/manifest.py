@@ -11,7 +11,7 @@ import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import xxhash
 
@@ -31,21 +31,28 @@ class InputFingerprint:
 
 
 def fingerprint(path: str | Path) -> InputFingerprint:
-    """Hash the whole file (xxh3 runs at several GB/s, so even 1M prompts take about a second).
-    The line count (the run's total until the input pass has counted it exactly) is of the
-    text: a compressed file's own bytes hold newlines at random."""
-    digest = xxhash.xxh3_128()
+    """Hash the whole file (xxh3 runs at several GB/s, so even 1M prompts take about a second)
+    and count its lines in the same read. The line count (the run's total until the input
+    pass has counted it exactly) is of the text: a compressed file's own bytes hold newlines
+    at random."""
     packed = compression(path)
-    size = lines = 0
-    last = b"\n"
     with open_binary(path) as fh:
-        while chunk := fh.read(1 << 22):
-            digest.update(chunk)
-            size += len(chunk)
-            lines += chunk.count(b"\n")
-            last = chunk[-1:]
-    lines = count_lines(path) if packed else lines + (last != b"\n")
-    return InputFingerprint(size, digest.hexdigest(), lines)
+        hashed = _Hashing(fh)
+        lines = count_lines(hashed, packed, path)  # type: ignore[arg-type]
+    return InputFingerprint(hashed.size, hashed.digest.hexdigest(), lines)
+
+
+class _Hashing:
+    """A reader that hashes the bytes read through it."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self.raw, self.digest, self.size = raw, xxhash.xxh3_128(), 0
+
+    def read(self, n: int = -1) -> bytes:
+        chunk = self.raw.read(n)
+        self.digest.update(chunk)
+        self.size += len(chunk)
+        return chunk
 
 
 def check_and_record(
