@@ -23,9 +23,9 @@ import xxhash
 from regen.batch_input import from_batch_request, is_batch_request
 from regen.chat import normalise_messages
 from regen.errors import ConfigError, InputError
+from regen.format.part import WHOLE, Part
 from regen.jsonio import canonical, is_file, iter_lines
 from regen.records import BadLine, Finished, Prompt
-from regen.scale.partition import WHOLE, Part
 
 log = logging.getLogger("regen.inputs")
 SAMPLING_KEYS = {"temperature", "top_p", "top_k", "max_tokens", "thinking", "seed", "extra"}

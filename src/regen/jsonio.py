@@ -46,7 +46,7 @@ def open_binary(path: str | os.PathLike) -> io.BufferedIOBase:
     if "://" in text:
         import fsspec
 
-        from regen.storage.bucket import mapped
+        from regen.urls import mapped
 
         with mapped(f"cannot open {text}", missing_ok=True):
             # A fresh filesystem: a cached one may point at an endpoint set before.
@@ -60,7 +60,7 @@ def is_file(path: str | os.PathLike) -> bool:
     if "://" in text:
         import fsspec
 
-        from regen.storage.bucket import mapped
+        from regen.urls import mapped
 
         with mapped(f"cannot look up {text}", missing_ok=True):
             fs, inner = fsspec.core.url_to_fs(text, skip_instance_cache=True)

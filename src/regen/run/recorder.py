@@ -11,12 +11,13 @@ from typing import Any
 from regen import redact
 from regen.errors import OutputError
 from regen.fleet.response import Generated
+from regen.format.layout import OutputLayout
+from regen.format.names import writer_tag
+from regen.format.writer import ShardWriter
 from regen.records import BadLine, WorkItem
 from regen.run.config import GenerateConfig
-from regen.run.layout import OutputLayout
 from regen.run.progress import RunStats
 from regen.run.quality import QualityMonitor
-from regen.run.writer import ShardWriter, writer_tag
 
 
 class Recorder:
@@ -35,11 +36,13 @@ class Recorder:
         self._already_recorded = already_recorded_lines  # bad lines a previous run wrote
         tag = writer_tag(config.part.name, input_digest)  # names say what the lines mean
         limits: dict[str, Any] = {
-            "max_records": config.shard_max_records,
-            "max_bytes": config.shard_max_bytes,
+            "max_records": config.output.shard_max_records,
+            "max_bytes": config.output.shard_max_bytes,
             "max_age": seal_after,
         }
-        self.completions = ShardWriter(layout.completions, tag, compress=config.compress, **limits)
+        self.completions = ShardWriter(
+            layout.completions, tag, compress=config.output.compress, **limits
+        )
         self.errors = ShardWriter(layout.errors, tag, **limits)
 
     def completion(self, record: dict, generated: Generated) -> None:
