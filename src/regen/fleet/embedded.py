@@ -24,6 +24,7 @@ from regen.serve.supervisor import Change, RestartPolicy, Supervisor
 
 __all__ = ["EMBEDDED_MODEL_NAME", "EmbeddedFleet", "default_model_path", "free_port"]
 
+
 def embedded_spec(model_path: Path, run_dir: Path) -> ServeSpec:
     if not model_path.is_file():
         raise ConfigError(f"--local-model {model_path} does not exist", hint="check the path")
