@@ -121,7 +121,7 @@ def parse_record(
         tools=tools,
         sampling=_sampling(record.get("sampling")),
         source=record.get("source") if isinstance(record.get("source"), dict) else None,
-        category=meta.get("category") if isinstance(meta.get("category"), str) else None,
+        meta=meta,
     )
 
 

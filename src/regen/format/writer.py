@@ -19,7 +19,8 @@ from pathlib import Path
 import zstandard
 
 from regen.format.sidecar import Entry, ShardKeys, write_sidecar
-from regen.jsonio import ZST_SUFFIX, dumps_line
+from regen.jsonio import ZST_SUFFIX
+from regen.records import Record, encode_line
 
 
 class ShardWriter:
@@ -49,16 +50,16 @@ class ShardWriter:
         self._last_sync = time.monotonic()
         folder.mkdir(parents=True, exist_ok=True)
 
-    def write(self, record: dict, line: int) -> None:
-        """Append one record (it must start with `id` and `sample`) made from input `line`."""
+    def write(self, record: Record, line: int) -> None:
+        """Append one record made from input `line`."""
         if self._fd is None:
             self._open()
         assert self._fd is not None
-        data = dumps_line(record)
+        data = encode_line(record)
         written = os.write(self._fd, data)
         if written != len(data):  # only on a full disk; the short tail is cut on restart
             raise OSError(f"short write to {self._path}: {written} of {len(data)} bytes")
-        self._keys.append((record["id"], record.get("sample"), line))
+        self._keys.append((record.id, record.sample, line))
         self._bytes += written
         now = time.monotonic()
         if now - self._last_sync >= self.fsync_interval:
