@@ -26,6 +26,7 @@ from regen.errors import ConfigError, InputError
 from regen.format.part import WHOLE, Part
 from regen.jsonio import canonical, is_file, iter_lines
 from regen.records import BadLine, Finished, Prompt
+from regen.urls import is_url
 
 log = logging.getLogger("regen.inputs")
 SAMPLING_KEYS = {"temperature", "top_p", "top_k", "max_tokens", "thinking", "seed", "extra"}
@@ -76,7 +77,7 @@ def check_prompt_file(path: str | Path) -> None:
     """--prompts names one file; a directory or a missing path is said to be just that."""
     if is_file(path):
         return
-    if "://" not in str(path) and Path(path).is_dir():
+    if not is_url(path) and Path(path).is_dir():
         raise ConfigError(
             f"--prompts {path} is a directory; it takes one prompt file",
             hint=f"pass a file inside it, or join them: regen prepare --source '{path}/*.jsonl' "
