@@ -56,6 +56,7 @@ class SnapshotCollector(Collector):
             ("regen_eta_seconds", "Estimated seconds left (from tokens)", snap["eta_s"] or 0),
         ):
             yield _one(GaugeMetricFamily(name, doc, labels=["model"]), m, value)
+        yield from self._end_game_metrics(snap.get("end_game"))
         errors = CounterMetricFamily("regen_errors", "Errors by type", labels=["model", "type"])
         for kind, count in snap["errors_by_type"].items():
             errors.add_metric([self.model, kind], count)
@@ -66,6 +67,29 @@ class SnapshotCollector(Collector):
         for kind, rate in snap["quality"]["rates"].items():
             quality.add_metric([self.model, kind], rate)
         yield quality
+
+    def _end_game_metrics(self, end_game: dict[str, Any] | None) -> Iterator[Any]:
+        """Copies raced against slow requests at the end of the batch, and the drain."""
+        if end_game is None:
+            return
+        m = [self.model]
+        for name, doc, value in (
+            ("regen_endgame_copies", "End-game copies started", end_game["copies_started"]),
+            ("regen_endgame_copies_won", "Copies that answered first", end_game["copies_won"]),
+            (
+                "regen_endgame_tokens_wasted",
+                "Tokens spent on cancelled losers of a race (estimated)",
+                end_game["copy_tokens_wasted"],
+            ),
+        ):
+            yield _one(CounterMetricFamily(name, doc, labels=["model"]), m, value)
+        drain = end_game["drain"]
+        if drain is not None:
+            for name, doc, value in (
+                ("regen_drain_seconds", "End-of-batch drain so far", drain["seconds"]),
+                ("regen_drain_idle_ratio", "Idle share of the fleet in it", drain["idle_ratio"]),
+            ):
+                yield _one(GaugeMetricFamily(name, doc, labels=["model"]), m, value)
 
     def _server_metrics(self, servers: list[dict[str, Any]]) -> Iterator[Any]:
         def family(kind: type, name: str, doc: str) -> Any:

@@ -10,6 +10,7 @@ import orjson
 from regen.cli.options import Command
 from regen.display import format_duration, summary_line
 from regen.format.state import RunState
+from regen.run.outcome import end_game_line
 from regen.run.parts_status import render_shards
 from regen.run.status import read_status
 
@@ -81,6 +82,9 @@ def render(info: dict[str, Any]) -> list[str]:
             f"{s['failed']} failed, latency {s['latency_ewma_s']:.1f}s"
             + (f", last error: {s['last_error']}" if s["last_error"] else "")
         )
+    drained = end_game_line(progress.get("end_game"))
+    if drained:
+        lines.append(drained)
     if progress["errors_by_type"]:
         lines.append(
             "errors by type: "

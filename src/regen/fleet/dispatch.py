@@ -21,9 +21,11 @@ from regen.errors import (
     PermanentError,
     RequestTimeout,
     RetryableError,
+    ServerError,
     ServerRefused,
     TransportError,
 )
+from regen.fleet.endgame import EndGame
 from regen.fleet.policy import HealthPolicy, RetryPolicy
 from regen.fleet.server import CHAT_PATH, Server
 from regen.fleet.watch import watch_health
@@ -64,6 +66,7 @@ class Fleet:
         self._waiters: deque[asyncio.Future] = deque()
         self._sleepers: set[asyncio.Future] = set()
         self._retired: dict[Server, FleetUnavailable] = {}  # never coming back, and why
+        self.endgame = EndGame(servers, self.release, self._copy_failed)
 
     # -- slots ---------------------------------------------------------------------------
     def _pick(self) -> Server | None:
@@ -82,6 +85,7 @@ class Fleet:
             server = self._pick()
             if server is not None:
                 server.claim()
+                self.endgame.tick()
                 return server
             self._check_give_up()
             waiter = asyncio.get_running_loop().create_future()
@@ -91,12 +95,14 @@ class Fleet:
 
     def release(self, server: Server) -> None:
         server.release()
-        self._wake(1)
+        woke = self._wake(1)
+        self.endgame.released(offer=not woke)  # a slot nobody waits for may take a copy
 
     def halt(self) -> None:
         """The run stops: every request waiting for a slot or a backoff leaves now (with
         DispatchHalted); those on a server finish or are cut by the drain."""
         self.halted = True
+        self.endgame.halt()
         self._wake(len(self._waiters))
         for sleeper in self._sleepers:
             if not sleeper.done():
@@ -114,12 +120,16 @@ class Fleet:
         if self.halted:
             raise DispatchHalted
 
-    def _wake(self, count: int) -> None:
+    def _wake(self, count: int) -> bool:
+        """Wake up to `count` requests waiting for a slot; True if any was."""
+        woke = False
         while self._waiters and count:
             waiter = self._waiters.popleft()
             if not waiter.done():
                 waiter.set_result(None)
                 count -= 1
+                woke = True
+        return woke
 
     def _check_give_up(self) -> None:
         if len(self._retired) == len(self.servers):
@@ -163,17 +173,17 @@ class Fleet:
         while True:
             server = await self.acquire()
             attempts += 1
-            started = time.monotonic()
             try:
-                data = await request(server)
+                data, answered, started = await self.endgame.send(server, request)
             except (RetryableError, ServerRefused) as err:
                 error = err
             except PermanentError as err:
                 err.attempts = attempts
                 raise
             else:
-                server.record_success()
-                return Completed(data, server, attempts, time.monotonic() - started)
+                answered.record_success()
+                self.endgame.forecast.answered(data)
+                return Completed(data, answered, attempts, time.monotonic() - started)
             finally:
                 self.release(server)
             refused = isinstance(error, ServerRefused)
@@ -201,6 +211,13 @@ class Fleet:
             dead = isinstance(error, TransportError | RequestTimeout)
             threshold = server.breaker.threshold
             self.take_out(server, f"{threshold} failures in a row ({error.kind})", dead)
+
+    def _copy_failed(self, server: Server, error: ServerError) -> None:
+        """An end-game copy failed: counted as any failed attempt on its server."""
+        if isinstance(error, ServerRefused):
+            self._record_refusal(server, error)
+        elif isinstance(error, RetryableError):
+            self._record_failure(server, error)
 
     def take_out(self, server: Server, why: str, abort_in_flight: bool) -> None:
         server.take_out(why)

@@ -98,8 +98,7 @@ class Run:
         self.fleet = Fleet(self.servers, fleet.retry, fleet.health, self._event)
 
     def _event(self, text: str) -> None:
-        text = redact.scrub(text)
-        log.warning(text)
+        log.warning(text := redact.scrub(text))
         self.stats.event(text)
 
     def _request_stop(self, reason: StopReason, why: str | None = None) -> None:
@@ -111,8 +110,7 @@ class Run:
     def _fail(self, err: RegenError) -> None:
         """An error that stops the whole run (not one record): keep the first, and stop."""
         self.fatal = self.fatal or err
-        fleet = isinstance(err, FleetUnavailable)
-        reason = StopReason.FLEET_DOWN if fleet else StopReason.FAILED
+        reason = StopReason.FLEET_DOWN if isinstance(err, FleetUnavailable) else StopReason.FAILED
         self._request_stop(reason, err.message.splitlines()[0])
 
     # -- the whole run -------------------------------------------------------------------
@@ -152,9 +150,8 @@ class Run:
         self.stats = RunStats(
             total=lines * work.samples_per_prompt // part.count,  # till the input pass counts
             finished_before=ledger.completions + ledger.errors,
-            events=earlier.events,
-            events_total=earlier.events_total,
-        )
+            events=earlier.events, events_total=earlier.events_total,
+        )  # fmt: skip
         self.recorder = Recorder(
             self.layout, self.config, self.stats, self.quality, self.store.seal_after,
             ledger.bad_lines, input_fp.xxh3_128,
@@ -257,8 +254,10 @@ class Run:
     async def _dispatch(self) -> None:
         capacity = sum(s.concurrency for s in self.servers)
         dispatcher = Dispatcher(capacity, self.stop, self._process, self._fail)
-        if await dispatcher.send(self.intake.items()) and self.intake.exact_total is not None:
-            self.stats.total = self.intake.exact_total  # None: the input was left early
+        if await dispatcher.send(self.intake.items()):
+            self.fleet.endgame.begin()  # every item has a slot: the drain starts
+            if self.intake.exact_total is not None:
+                self.stats.total = self.intake.exact_total  # None: the input was left early
         await dispatcher.drain(self.config.limits.drain_timeout, self._draining)
 
     def _draining(self, in_flight: int) -> None:
@@ -273,6 +272,7 @@ class Run:
     async def _process(self, item: WorkItem) -> None:
         """One (prompt, sample) to one line in completions/ or errors/. Nothing raised for
         one record stops the run; only a fleet or output fault does."""
+        self.fleet.endgame.near_end(self.stats.remaining)
         try:
             await self.store.room()  # a bucket that cannot keep up pauses requests, not writes
             sampling = self.config.sampling.with_overrides(item.prompt.sampling)

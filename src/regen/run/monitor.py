@@ -82,8 +82,10 @@ class Monitor:
                 round(time.monotonic() - down_since, 1) if down_since is not None else None
             ),
             "stopping": reason.label if reason else None,
+            "end_game": self.w.fleet.endgame.snapshot(),  # the last one is the summary's
         }
         snap = snapshot(self.w.stats, self.w.servers, self.w.quality, extra)
+        self.w.stats.end_game = snap["end_game"]
         try:
             write_snapshot(self.progress_path, snap)
         except OSError as exc:  # a full disk: the shard writes will stop the run and say so

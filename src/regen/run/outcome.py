@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from regen.errors import RegenError
 from regen.records import BadLine
@@ -58,6 +59,9 @@ def run_result(
             f"done: {stats.completed} new completions, {stats.failed} errors, "
             f"{stats.bad_lines} unusable input lines; output in {where}"
         )
+        drained = end_game_line(stats.end_game)
+        if drained:
+            message += f"\n{drained}"
     else:
         message = (
             f"stopped ({stopped.label}) after {stats.completed} new completions; "
@@ -66,3 +70,22 @@ def run_result(
         if fatal is not None:
             message = f"{fatal}\n{message}"
     return RunResult(where, exit_code, stats, message, already, repaired)
+
+
+def end_game_line(end_game: dict[str, Any] | None) -> str | None:
+    """What the end of the batch cost: the drain (every item sent, the last answers still
+    coming) and the fleet's idle share in it, and the copies raced against slow requests."""
+    drain = (end_game or {}).get("drain")
+    if end_game is None or drain is None:
+        return None
+    state = "" if drain["finished"] else " so far"
+    span = drain["seconds"]
+    took = f"{span:.1f}s" if span >= 1 else f"{span * 1000:.0f}ms"
+    line = f"end of batch: drain {took}{state}, fleet idle {drain['idle_ratio']:.0%} of it"
+    if end_game["copies_started"]:
+        line += (
+            f"; {end_game['copies_started']} copies of slow requests, "
+            f"{end_game['copies_won']} came first, "
+            f"~{end_game['copy_tokens_wasted']} tokens wasted"
+        )
+    return line

@@ -36,6 +36,7 @@ class RunStats:
     state: RunState = RunState.STARTING
     events: deque[str] = field(default_factory=lambda: deque(maxlen=20))
     events_total: int = 0
+    end_game: dict[str, Any] | None = None  # the drain and copies, once the run is over
     _samples: deque[tuple[float, int, int]] = field(default_factory=deque)
 
     @property

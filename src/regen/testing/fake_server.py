@@ -166,7 +166,8 @@ class FakeServer:
 
     async def start_async(self) -> None:
         self._slots = asyncio.Semaphore(self.behaviour.slots)
-        self._runner = web.AppRunner(self.app(), shutdown_timeout=0.1)
+        # A request whose client went away is cancelled, as vLLM and SGLang abort it.
+        self._runner = web.AppRunner(self.app(), shutdown_timeout=0.1, handler_cancellation=True)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", self.port, reuse_address=True)
         await site.start()

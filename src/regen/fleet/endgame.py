@@ -1,0 +1,223 @@
+"""End-game dispatch: once every item of the run is sent, no slot of a fast server should sit
+idle while a slow one holds the last requests.
+
+Near the end of the input (the run `arm`s it) each request is sent as a `Flight` that a copy
+can race. Once every item is sent (`begin`), each freed slot is offered to the request
+predicted to finish last: if a fresh copy on the idle server is predicted (forecast.py) to
+finish well before the original, the copy starts, and whichever answers first is the answer
+of that one request; the other is cancelled. Nothing here writes a record: the one task of
+an item gets exactly one answer back, so exactly-once is untouched. Copies are at most
+COPY_BUDGET of the requests answered, and their cost is counted (`snapshot`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from regen.errors import ServerError
+from regen.fleet.drain import DrainMeter
+from regen.fleet.forecast import Forecast
+from regen.fleet.server import Server
+
+log = logging.getLogger("regen.fleet")
+
+COPY_BUDGET = 0.01  # copies started, at most this share of the requests answered (and 1)
+ARM_WINDOW = 2.0  # arm this many of the slowest server's request times before the end
+SAVING = 0.8  # a copy starts only if predicted to take under this share of what is left
+
+Request = Callable[[Server], Awaitable[Any]]
+Answer = tuple[Any, Server, float]  # the answer, the server that gave it, when it was asked
+
+
+@dataclass(eq=False)
+class Flight:
+    server: Server
+    request: Request
+    started: float
+    original: asyncio.Future
+    copy: asyncio.Task | None = None
+    copy_server: Server | None = None
+    copy_started: float = 0.0
+    won: Answer | None = None  # the copy's answer, when it came first
+
+
+class EndGame:
+    def __init__(
+        self,
+        servers: list[Server],
+        release: Callable[[Server], None],
+        copy_failed: Callable[[Server, ServerError], None],
+    ) -> None:
+        self.servers = servers
+        self._release, self._copy_failed = release, copy_failed
+        self.forecast = Forecast()
+        self.drain = DrainMeter()
+        self.armed = False  # requests are sent as flights a copy can race
+        self.begun = False  # every item is sent: idle slots may take copies
+        self.halted = False
+        self._flights: set[Flight] = set()
+        self.copies_started = self.copies_won = 0
+        self._arm_at = 0.0  # items left at which to arm
+        self._until_check = 0
+        self.tokens_wasted = 0.0  # estimated: a cancelled loser's time x its server's rate
+
+    def near_end(self, left: int) -> None:
+        """Arm once the `left` items (in flight or not) are about what the fleet answers in
+        ARM_WINDOW of its slowest request times: the requests a copy may have to race
+        later are sent from then on. (Not before: a flight costs a task per request.)"""
+        if self.armed:
+            return
+        self._until_check -= 1
+        if self._until_check <= 0:
+            self._until_check = 256
+            self._arm_at = self._fleet_answers_within(ARM_WINDOW)
+        if left <= self._arm_at:
+            self.armed = True
+
+    def _fleet_answers_within(self, times: float) -> float:
+        slots = sum(s.concurrency for s in self.servers)
+        latencies = [s.stats.latency_ewma for s in self.servers if s.stats.latency_ewma > 0]
+        if not latencies:
+            return 2.0 * slots
+        per_s = sum(s.concurrency / max(s.stats.latency_ewma, 1e-3) for s in self.servers)
+        return slots + per_s * times * max(latencies)
+
+    def begin(self) -> None:
+        self.armed = self.begun = True
+        capacity = sum(s.concurrency for s in self.servers if s.available)
+        self.drain.begin(time.monotonic(), capacity, self._in_flight())
+
+    def halt(self) -> None:
+        """The run stops: copies are cancelled (the originals finish or are cut by the
+        drain, as every request is)."""
+        self.halted = True
+        for flight in list(self._flights):
+            if flight.copy is not None:
+                flight.copy.cancel()
+
+    # -- one request ---------------------------------------------------------------------
+    async def send(self, server: Server, request: Request) -> Answer:
+        """`request(server)`'s answer; once armed, a copy elsewhere may give it instead."""
+        started = time.monotonic()
+        if not self.armed:
+            return await request(server), server, started
+        flight = Flight(server, request, started, asyncio.ensure_future(request(server)))
+        self._flights.add(flight)
+        try:
+            return await flight.original, server, started
+        except asyncio.CancelledError:
+            if flight.won is None or _cancelling():
+                raise
+            return self._copy_won(flight)
+        except ServerError:
+            if flight.won is None:
+                raise
+            return self._copy_won(flight)  # its answer stands whatever the original did
+        finally:
+            self._flights.discard(flight)
+            if not flight.original.done():
+                flight.original.cancel()
+            if flight.copy is not None and not flight.copy.done():
+                flight.copy.cancel()  # the original came first: the copy is never used
+                self._wasted(flight.copy_server, flight.copy_started)
+
+    def _copy_won(self, flight: Flight) -> Answer:
+        assert flight.won is not None
+        self.copies_won += 1
+        self._wasted(flight.server, flight.started)
+        return flight.won
+
+    def _wasted(self, server: Server | None, since: float) -> None:
+        rate = Forecast.rate(server) if server is not None else None
+        self.tokens_wasted += (time.monotonic() - since) * (rate or 0.0)
+
+    # -- slots ---------------------------------------------------------------------------
+    def tick(self) -> None:
+        if self.begun:
+            self.drain.tick(time.monotonic(), self._in_flight())
+
+    def released(self, offer: bool) -> None:
+        """A slot was freed; `offer`: nobody waits for it, so a copy may take it."""
+        if not self.begun:
+            return
+        self.tick()
+        if offer and not self.halted:
+            self._copy_to_idle()
+
+    def _in_flight(self) -> int:
+        return sum(s.in_flight for s in self.servers)
+
+    def _copy_to_idle(self) -> None:
+        now = time.monotonic()
+        while self.copies_started < max(1, COPY_BUDGET * self.forecast.answers):
+            idle = self._fastest_idle(now)
+            flight = self._last_to_finish(idle, now) if idle is not None else None
+            if idle is None or flight is None:
+                return
+            self._start_copy(flight, idle, now)
+
+    def _fastest_idle(self, now: float) -> Server | None:
+        rated = [(rate, s) for s in self.servers if s.can_take(now) and (rate := Forecast.rate(s))]
+        return max(rated, key=lambda pair: pair[0])[1] if rated else None
+
+    def _last_to_finish(self, idle: Server, now: float) -> Flight | None:
+        """The flight predicted to finish last among those a copy on `idle` would beat."""
+        faster = Forecast.rate(idle)
+        best: Flight | None = None
+        best_left = 0.0
+        for flight in self._flights:
+            rate = Forecast.rate(flight.server)
+            if flight.copy is not None or flight.server is idle or not rate or not faster:
+                continue
+            predicted = self.forecast.left_and_redo(now - flight.started, rate, faster)
+            if predicted is None:
+                continue
+            left, redo = predicted
+            if redo < SAVING * left and left > best_left:
+                best, best_left = flight, left
+        return best
+
+    def _start_copy(self, flight: Flight, server: Server, now: float) -> None:
+        server.claim()
+        self.copies_started += 1
+        flight.copy_server, flight.copy_started = server, now
+        flight.copy = asyncio.ensure_future(self._run_copy(flight, server))
+        self.tick()
+
+    async def _run_copy(self, flight: Flight, server: Server) -> None:
+        try:
+            data = await flight.request(server)
+        except ServerError as err:  # the original goes on; the fleet counts the failure
+            self._copy_failed(server, err)
+            return
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # a bug: the original still answers; keep the traceback
+            log.exception("a copy of a request on %s failed", server.name)
+            return
+        finally:
+            self._release(server)
+        if flight.original.done():  # the original answered in the same instant: it stands
+            self._wasted(server, flight.copy_started)
+            return
+        flight.won = (data, server, flight.copy_started)
+        flight.original.cancel()
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "drain": self.drain.snapshot(time.monotonic()),
+            "copies_started": self.copies_started,
+            "copies_won": self.copies_won,
+            "copy_tokens_wasted": round(self.tokens_wasted),
+        }
+
+
+def _cancelling() -> bool:
+    """The current task itself is being cancelled (not just what it awaited)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0

@@ -1,0 +1,160 @@
+"""End-game dispatch against real HTTP fake servers: a fast and a slow one. A copy of a slow
+request races on the fast server once every item is sent; whichever answers first is the one
+line written, the other is cancelled and never written, and kill -9 mid-race stays exactly
+once. Which server saw a prompt (and when) is told by the servers themselves."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import zlib
+from pathlib import Path
+
+import orjson
+
+from gen_helpers import assert_exactly_once, run, write_prompts
+from regen.testing.fake_server import Behaviour, echo_answer
+
+SLOTS = 4
+
+
+class Sightings:
+    """Every (server, prompt) a fake server took, in order, with when it took it."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.seen: list[tuple[str, str, float]] = []
+        self.copy_arrived = threading.Event()
+
+    def answer(self, name: str, tokens_for_copy: int | None = None):
+        def answer(body: dict) -> dict:
+            echoed = echo_answer(body)
+            prompt = echoed["content"]
+            with self.lock:
+                copy = any(p == prompt for _, p, _ in self.seen)
+                self.seen.append((name, prompt, time.monotonic()))
+            if copy:
+                self.copy_arrived.set()
+            # 6-10 tokens by a hash of the prompt, so the slow server's requests drift apart
+            tokens = (
+                tokens_for_copy if copy and tokens_for_copy else 6 + zlib.crc32(prompt.encode()) % 5
+            )
+            return {"content": f"{name}: {prompt}", "tokens": tokens}
+
+        return answer
+
+    def copies(self) -> list[tuple[str, str, float]]:
+        firsts: set[str] = set()
+        out = []
+        for name, prompt, at in self.seen:
+            if prompt in firsts:
+                out.append((name, prompt, at))
+            firsts.add(prompt)
+        return out
+
+
+def fast_and_slow(fake_server, seen: Sightings, slow_per_token: float, copy_tokens=None):
+    fast = fake_server(
+        Behaviour(slots=SLOTS, seconds_per_token=0.005, answer=seen.answer("fast", copy_tokens))
+    )
+    slow = fake_server(
+        Behaviour(slots=SLOTS, seconds_per_token=slow_per_token, answer=seen.answer("slow"))
+    )
+    return fast, slow
+
+
+def progress(out: Path) -> dict:
+    return orjson.loads((out / "progress.json").read_bytes())
+
+
+def test_a_copy_that_comes_first_is_the_one_line_written(tmp_path, fake_server):
+    seen = Sightings()
+    fast, slow = fast_and_slow(fake_server, seen, slow_per_token=0.1)
+    ids = write_prompts(tmp_path / "p.jsonl", 400)
+    result = run(tmp_path / "p.jsonl", tmp_path / "out", [fast.url, slow.url])
+    assert result.exit_code == 0, result.message
+    completions, _ = assert_exactly_once(tmp_path / "out", ids)
+    end_game = progress(tmp_path / "out")["end_game"]
+    copies = seen.copies()
+    assert copies and all(name == "fast" for name, _, _ in copies)
+    assert end_game["copies_started"] == len(copies) <= 4  # 1% of 400 answers
+    assert end_game["copies_won"] >= 1
+    by_prompt = {r["messages"][-1]["content"].split(": ", 1)[1]: r for r in completions}
+    won = [p for _, p, _ in copies if by_prompt[p]["meta"]["server"] == fast.url]
+    assert len(won) == end_game["copies_won"]
+    for prompt in won:  # the slow original was cancelled: its answer is nowhere
+        assert by_prompt[prompt]["messages"][-1]["content"] == f"fast: {prompt}"
+    assert "end of batch: drain" in result.message
+
+
+def test_a_copy_that_loses_is_never_written(tmp_path, fake_server):
+    seen = Sightings()
+    # A copy on the fast server is made to run 400 tokens (2 s): the original comes first.
+    fast, slow = fast_and_slow(fake_server, seen, slow_per_token=0.1, copy_tokens=400)
+    ids = write_prompts(tmp_path / "p.jsonl", 400)
+    result = run(tmp_path / "p.jsonl", tmp_path / "out", [fast.url, slow.url])
+    assert result.exit_code == 0, result.message
+    completions, _ = assert_exactly_once(tmp_path / "out", ids)
+    end_game = progress(tmp_path / "out")["end_game"]
+    copied = {p for _, p, _ in seen.copies()}
+    assert copied and end_game["copies_started"] == len(copied)
+    assert end_game["copies_won"] == 0 and end_game["copy_tokens_wasted"] > 0
+    for record in completions:
+        content = record["messages"][-1]["content"]
+        if content.split(": ", 1)[1] in copied:
+            assert content.startswith("slow: ") and record["meta"]["server"] == slow.url
+
+
+def test_copies_start_only_once_every_item_is_sent(tmp_path, fake_server):
+    seen = Sightings()
+    fast, slow = fast_and_slow(fake_server, seen, slow_per_token=0.1)
+    write_prompts(tmp_path / "p.jsonl", 400)
+    result = run(tmp_path / "p.jsonl", tmp_path / "out", [fast.url, slow.url])
+    assert result.exit_code == 0, result.message
+    copies = seen.copies()
+    first_sent: dict[str, float] = {}
+    for _, prompt, at in seen.seen:
+        first_sent.setdefault(prompt, at)
+    last_original = max(first_sent.values())
+    assert copies and all(at >= last_original for _, _, at in copies)
+
+
+def test_duplicate_requests_stay_under_one_percent(tmp_path, fake_server):
+    seen = Sightings()
+    fast, slow = fast_and_slow(fake_server, seen, slow_per_token=0.03)
+    other = fake_server(Behaviour(slots=SLOTS, seconds_per_token=0.005, answer=seen.answer("f2")))
+    n = 800
+    ids = write_prompts(tmp_path / "p.jsonl", n)
+    result = run(tmp_path / "p.jsonl", tmp_path / "out", [fast.url, other.url, slow.url])
+    assert result.exit_code == 0, result.message
+    assert_exactly_once(tmp_path / "out", ids)
+    sent = len(fast.requests) + len(other.requests) + len(slow.requests)
+    assert 0 < sent - n <= n // 100
+
+
+def test_kill9_while_a_copy_races_then_resume_is_exactly_once(tmp_path, fake_server):
+    seen = Sightings()
+    fast, slow = fast_and_slow(fake_server, seen, slow_per_token=0.25)  # 2 s a request
+    ids = write_prompts(tmp_path / "p.jsonl", 600)  # the slow server answers 8 before the end
+    out = tmp_path / "out"
+    command = [
+        sys.executable, "-m", "regen", "generate", "--prompts", str(tmp_path / "p.jsonl"),
+        "--output-dir", str(out), "--servers", fast.url, slow.url,
+        "--concurrency", str(SLOTS), "--display", "none",
+    ]  # fmt: skip
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        assert seen.copy_arrived.wait(timeout=60), "no copy was ever started"
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    final = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert final.returncode == 0, final.stderr
+    assert_exactly_once(out, ids)
