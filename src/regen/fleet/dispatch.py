@@ -74,7 +74,11 @@ class Fleet:
         best_load = 1.0
         now = time.monotonic()
         for server in self.servers:
-            if server.can_take(now) and server.load < best_load:
+            if (
+                server.can_take(now)
+                and server.load < best_load
+                and not self.endgame.declines(server)
+            ):
                 best, best_load = server, server.load
         return best
 

@@ -28,6 +28,7 @@ log = logging.getLogger("regen.fleet")
 
 COPY_BUDGET = 0.01  # copies started, at most this share of the requests answered (and 1)
 ARM_WINDOW = 2.0  # arm this many of the slowest server's request times before the end
+SLOWER = 0.8  # a server is slower than another below this share of its token rate
 SAVING = 0.8  # a copy starts only if predicted to take under this share of what is left
 
 Request = Callable[[Server], Awaitable[Any]]
@@ -64,6 +65,8 @@ class EndGame:
         self.copies_started = self.copies_won = 0
         self._arm_at = 0.0  # items left at which to arm
         self._until_check = 0
+        self._unsent = 0  # items not yet sent, about (while armed)
+        self._rates: dict[Server, float] = {}  # each server's tok/s per request (while armed)
         self.tokens_wasted = 0.0  # estimated: a cancelled loser's time x its server's rate
 
     def near_end(self, left: int) -> None:
@@ -78,6 +81,10 @@ class EndGame:
             self._arm_at = self._fleet_answers_within(ARM_WINDOW)
         if left <= self._arm_at:
             self.armed = True
+        if self.armed and not self.begun:
+            self._unsent = left - self._in_flight()
+            if self._until_check == 256:
+                self._rates = {s: r for s in self.servers if (r := Forecast.rate(s))}
 
     def _fleet_answers_within(self, times: float) -> float:
         slots = sum(s.concurrency for s in self.servers)
@@ -89,6 +96,7 @@ class EndGame:
 
     def begin(self) -> None:
         self.armed = self.begun = True
+        self._unsent = 0
         capacity = sum(s.concurrency for s in self.servers if s.available)
         self.drain.begin(time.monotonic(), capacity, self._in_flight())
 
@@ -148,6 +156,22 @@ class EndGame:
         self.tick()
         if offer and not self.halted:
             self._copy_to_idle()
+
+    def declines(self, server: Server) -> bool:
+        """Near the end, a slower server's free slot is passed over while the faster
+        servers are predicted to finish what is left sooner, even after waiting for a slot
+        of theirs: the last requests go where they finish first, not where a slot is free.
+        (In the fluid picture: those servers get through the unsent items in less time than
+        this one needs beyond them for one request.)"""
+        mine = self._rates.get(server) if self.armed else None
+        if not mine:
+            return False
+        faster = [(s, r) for s, r in self._rates.items() if r * SLOWER > mine and s.available]
+        if not faster:
+            return False
+        best = max(r for _, r in faster)
+        tokens_per_s = sum(s.concurrency * r for s, r in faster)
+        return self._unsent < (1 / mine - 1 / best) * tokens_per_s
 
     def _in_flight(self) -> int:
         return sum(s.in_flight for s in self.servers)
