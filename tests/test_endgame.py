@@ -17,6 +17,10 @@ from pathlib import Path
 import orjson
 
 from gen_helpers import assert_exactly_once, run, write_prompts
+from regen.cli.status import render
+from regen.fleet.endgame import EndGame
+from regen.fleet.server import Server
+from regen.run.status import read_status
 from regen.testing.fake_server import Behaviour, echo_answer
 
 SLOTS = 4
@@ -89,6 +93,8 @@ def test_a_copy_that_comes_first_is_the_one_line_written(tmp_path, fake_server):
     for prompt in won:  # the slow original was cancelled: its answer is nowhere
         assert by_prompt[prompt]["messages"][-1]["content"] == f"fast: {prompt}"
     assert "end of batch: drain" in result.message
+    shown = "\n".join(render(read_status(tmp_path / "out")))
+    assert f"{end_game['copies_started']} copies of slow requests" in shown
 
 
 def test_a_copy_that_loses_is_never_written(tmp_path, fake_server):
@@ -158,3 +164,27 @@ def test_kill9_while_a_copy_races_then_resume_is_exactly_once(tmp_path, fake_ser
     final = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert final.returncode == 0, final.stderr
     assert_exactly_once(out, ids)
+
+
+def rated(url: str, tokens_per_s: float) -> Server:
+    server = Server(url, concurrency=16)
+    server.stats.completed, server.stats.latency_sum = 100, 100.0
+    server.stats.completion_tokens = round(100 * tokens_per_s)
+    server.stats.latency_ewma = 50 / tokens_per_s
+    return server
+
+
+def test_the_last_items_skip_a_slower_servers_free_slot_only_near_the_end():
+    fast = [rated(f"http://127.0.0.1:{9000 + i}", 100.0) for i in range(7)]
+    slow = rated("http://127.0.0.1:9100", 50.0)
+    end = EndGame([*fast, slow], release=lambda s: None, copy_failed=lambda s, e: None)
+    end.near_end(5000)  # far from the end: not armed, every free slot is used
+    assert not end.armed and not end.declines(slow)
+    # 7 x 16 slots at 100 tok/s get through an item per (1/50 - 1/100) s x 11,200 tok/s
+    # = 112 unsent items sooner than the slow server answers one: below that, it waits.
+    end.near_end(200)
+    assert end.armed and not end.declines(slow) and not end.declines(fast[0])
+    end.near_end(100)
+    assert end.declines(slow) and not end.declines(fast[0])
+    end.begin()  # all sent: a retry may go anywhere
+    assert not end.declines(slow)

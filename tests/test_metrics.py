@@ -64,7 +64,8 @@ def test_metrics_follow_prometheus_conventions(tmp_path, fake_server):
     assert buckets[0].labels == {"model": "fake-model", "server": server.url, "le": "0.25"}
     assert families["regen_quality_ratio"].type == "gauge"
     assert "regen_quality_rate" not in families and "regen_server_latency_seconds" not in families
-    for name in ("regen_completions", "regen_retries", "regen_errors", "regen_server_completions"):
+    names = ("regen_completions", "regen_retries", "regen_errors", "regen_server_completions")
+    for name in (*names, "regen_endgame_copies", "regen_endgame_tokens_wasted"):
         assert families[name].type == "counter", name
     (total,) = families["regen_items"].samples
     assert total.value == 200 and total.labels == {"model": "fake-model"}

@@ -62,6 +62,7 @@ class EndGame:
         self.begun = False  # every item is sent: idle slots may take copies
         self.halted = False
         self._flights: set[Flight] = set()
+        self._copies: set[asyncio.Task] = set()
         self.copies_started = self.copies_won = 0
         self._arm_at = 0.0  # items left at which to arm
         self._until_check = 0
@@ -70,21 +71,21 @@ class EndGame:
         self.tokens_wasted = 0.0  # estimated: a cancelled loser's time x its server's rate
 
     def near_end(self, left: int) -> None:
-        """Arm once the `left` items (in flight or not) are about what the fleet answers in
-        ARM_WINDOW of its slowest request times: the requests a copy may have to race
-        later are sent from then on. (Not before: a flight costs a task per request.)"""
-        if self.armed:
+        """Told before each item is sent, with the items `left` (in flight or not). Arms once
+        they are about what the fleet answers in ARM_WINDOW of its slowest request times:
+        the requests a copy may have to race later are sent as flights from then on (not
+        before: a flight costs a task per request)."""
+        if self.begun:
             return
         self._until_check -= 1
-        if self._until_check <= 0:
-            self._until_check = 256
+        if self._until_check <= 0:  # every so often: the fleet's speeds change slowly
+            self._until_check = 64
             self._arm_at = self._fleet_answers_within(ARM_WINDOW)
+            self._rates = {s: r for s in self.servers if (r := Forecast.rate(s))}
         if left <= self._arm_at:
             self.armed = True
-        if self.armed and not self.begun:
+        if self.armed:
             self._unsent = left - self._in_flight()
-            if self._until_check == 256:
-                self._rates = {s: r for s in self.servers if (r := Forecast.rate(s))}
 
     def _fleet_answers_within(self, times: float) -> float:
         slots = sum(s.concurrency for s in self.servers)
@@ -104,9 +105,8 @@ class EndGame:
         """The run stops: copies are cancelled (the originals finish or are cut by the
         drain, as every request is)."""
         self.halted = True
-        for flight in list(self._flights):
-            if flight.copy is not None:
-                flight.copy.cancel()
+        for copy in list(self._copies):
+            copy.cancel()
 
     # -- one request ---------------------------------------------------------------------
     async def send(self, server: Server, request: Request) -> Answer:
@@ -163,8 +163,8 @@ class EndGame:
         of theirs: the last requests go where they finish first, not where a slot is free.
         (In the fluid picture: those servers get through the unsent items in less time than
         this one needs beyond them for one request.)"""
-        mine = self._rates.get(server) if self.armed else None
-        if not mine:
+        mine = self._rates.get(server) if self.armed and self._unsent > 0 else None
+        if not mine:  # (none unsent by the count: it is off, as with a part's estimate)
             return False
         faster = [(s, r) for s, r in self._rates.items() if r * SLOWER > mine and s.available]
         if not faster:
@@ -211,6 +211,8 @@ class EndGame:
         self.copies_started += 1
         flight.copy_server, flight.copy_started = server, now
         flight.copy = asyncio.ensure_future(self._run_copy(flight, server))
+        self._copies.add(flight.copy)  # held until done, wherever its flight went
+        flight.copy.add_done_callback(self._copies.discard)
         self.tick()
 
     async def _run_copy(self, flight: Flight, server: Server) -> None:
