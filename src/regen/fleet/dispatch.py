@@ -177,8 +177,12 @@ class Fleet:
         while True:
             server = await self.acquire()
             attempts += 1
+            started, answered = time.monotonic(), server
             try:
-                data, answered, started = await self.endgame.send(server, request)
+                if self.endgame.armed:  # near the end: a copy may answer instead
+                    data, answered, started = await self.endgame.send(server, request)
+                else:
+                    data = await request(server)
             except (RetryableError, ServerRefused) as err:
                 error = err
             except PermanentError as err:

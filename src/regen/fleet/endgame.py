@@ -67,7 +67,7 @@ class EndGame:
         self._arm_at = 0.0  # items left at which to arm
         self._until_check = 0
         self._unsent = 0  # items not yet sent, about (while armed)
-        self._rates: dict[Server, float] = {}  # each server's tok/s per request (while armed)
+        self._decline_below: dict[Server, float] = {}  # see _refresh_placement
         self.tokens_wasted = 0.0  # estimated: a cancelled loser's time x its server's rate
 
     def near_end(self, left: int) -> None:
@@ -81,7 +81,7 @@ class EndGame:
         if self._until_check <= 0:  # every so often: the fleet's speeds change slowly
             self._until_check = 64
             self._arm_at = self._fleet_answers_within(ARM_WINDOW)
-            self._rates = {s: r for s in self.servers if (r := Forecast.rate(s))}
+            self._refresh_placement()
         if left <= self._arm_at:
             self.armed = True
         if self.armed:
@@ -110,10 +110,8 @@ class EndGame:
 
     # -- one request ---------------------------------------------------------------------
     async def send(self, server: Server, request: Request) -> Answer:
-        """`request(server)`'s answer; once armed, a copy elsewhere may give it instead."""
+        """`request(server)`'s answer, or that of a copy elsewhere if it comes first."""
         started = time.monotonic()
-        if not self.armed:
-            return await request(server), server, started
         flight = Flight(server, request, started, asyncio.ensure_future(request(server)))
         self._flights.add(flight)
         try:
@@ -161,17 +159,21 @@ class EndGame:
         """Near the end, a slower server's free slot is passed over while the faster
         servers are predicted to finish what is left sooner, even after waiting for a slot
         of theirs: the last requests go where they finish first, not where a slot is free.
-        (In the fluid picture: those servers get through the unsent items in less time than
-        this one needs beyond them for one request.)"""
-        mine = self._rates.get(server) if self.armed and self._unsent > 0 else None
-        if not mine:  # (none unsent by the count: it is off, as with a part's estimate)
-            return False
-        faster = [(s, r) for s, r in self._rates.items() if r * SLOWER > mine and s.available]
-        if not faster:
-            return False
-        best = max(r for _, r in faster)
-        tokens_per_s = sum(s.concurrency * r for s, r in faster)
-        return self._unsent < (1 / mine - 1 / best) * tokens_per_s
+        (A count that says none is unsent is off, as a part's estimate may be: no effect.)"""
+        return self.armed and 0 < self._unsent < self._decline_below.get(server, 0.0)
+
+    def _refresh_placement(self) -> None:
+        """Below how many unsent items each server's free slot is passed over: when the
+        faster servers get through them in less time than this one needs, beyond what they
+        need, for one request (the fluid picture; the request's length cancels out)."""
+        rates = {s: r for s in self.servers if s.available and (r := Forecast.rate(s))}
+        self._decline_below = {}
+        for server, mine in rates.items():
+            faster = [(s, r) for s, r in rates.items() if r * SLOWER > mine]
+            if faster:
+                best = max(r for _, r in faster)
+                tokens_per_s = sum(s.concurrency * r for s, r in faster)
+                self._decline_below[server] = (1 / mine - 1 / best) * tokens_per_s
 
     def _in_flight(self) -> int:
         return sum(s.in_flight for s in self.servers)
