@@ -175,6 +175,7 @@ def fleet_stats(urls: list[str]) -> dict[str, float]:
         "last_request_at": max(marks("last_request_at")),
         "last_served_at": max(marks("last_served_at")),
         "served_at": sorted(t for s in stats for t in s["served_at"]),
+        "requested_at": sorted(t for s in stats for t in s["requested_at"]),
         "per_server": [s["served"] for s in stats],
     }
 
@@ -300,15 +301,18 @@ def utilisation(specs: list[ServerSpec], stats: dict[str, Any], prompts: int) ->
     window = stats["last_served_at"] - start
     unique = min(stats["served"], prompts)
     achieved = unique / window
-    # Steady state: only while the client still had prompts to send (up to the last request
-    # the fleet received), so the end-of-batch drain that every client has is left out.
-    busy = stats["last_request_at"] - start
-    steady = sum(1 for t in stats["served_at"] if t <= stats["last_request_at"]) / busy
+    # Steady state: only while the client still had prompts to send (up to the last prompt's
+    # first request: end-game copies come after it), so the end-of-batch drain that every
+    # client has is left out; the drain is the rest, measured at the servers.
+    last_sent = stats["requested_at"][min(prompts, len(stats["requested_at"])) - 1]
+    busy = last_sent - start
+    steady = sum(1 for t in stats["served_at"] if t <= last_sent) / busy
     return {
         "completions": unique,
         "duplicate_requests": stats["requests"] - prompts,
         "duplicates_served": stats["served"] - unique,
         "window_s": round(window, 2),
+        "fleet_drain_s": round(stats["last_served_at"] - last_sent, 3),
         "achieved_per_s": round(achieved, 1),
         "ideal_per_s": round(ideal, 1),
         "utilisation": round(achieved / ideal, 4),
@@ -359,10 +363,10 @@ def print_row(row: dict[str, Any]) -> None:
         f"  {row['fleet']:<22} {row['client']:<18} {row['completions']:>6} in "
         f"{row['window_s']:>6.1f} s = {row['achieved_per_s']:>6.1f}/s of "
         f"{row['ideal_per_s']:.1f}/s ideal: utilisation {row['utilisation']:.3f} "
-        f"(steady state {row['steady_utilisation']:.3f}); "
+        f"(steady state {row['steady_utilisation']:.3f}, drain {row['fleet_drain_s']:.2f} s); "
         f"{row['duplicate_requests']} duplicate requests, {row['duplicates_served']} served"
         + (
-            f"; drain {drain['seconds']:.2f} s, {drain['idle_ratio']:.0%} idle, copies "
+            f"; regen: drain {drain['seconds']:.2f} s, {drain['idle_ratio']:.0%} idle, copies "
             f"{row['copies_started']} ({row['copies_won']} won)"
             if drain
             else ""

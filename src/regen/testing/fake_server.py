@@ -40,6 +40,7 @@ class FakeServer:
         self.last_request_at: float | None = None
         self.last_served_at: float | None = None
         self.served_at: list[float] = []
+        self.requested_at: list[float] = []
         self.tokens_served = 0
         self.in_flight = self.peak_in_flight = 0  # chat requests being handled at once
         self._faults = itertools.cycle(self.behaviour.faults or ["ok"])
@@ -69,6 +70,7 @@ class FakeServer:
         }
         if request.query.get("times"):
             data["served_at"] = self.served_at
+            data["requested_at"] = self.requested_at
         return web.json_response(data)
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
@@ -82,6 +84,7 @@ class FakeServer:
     async def _take(self, request: web.Request) -> dict[str, Any]:
         """Read and keep a request's body, and mark when it came."""
         self.last_request_at = time.time()
+        self.requested_at.append(self.last_request_at)
         if self.first_request_at is None:
             self.first_request_at = self.last_request_at
         body = orjson.loads(await request.read())
