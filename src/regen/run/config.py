@@ -32,6 +32,11 @@ class Sampling:
     thinking: Thinking = "auto"
     extra: dict[str, Any] | None = None  # other request fields, as a batch file's body gave them
 
+    def as_dict(self) -> dict[str, Any]:
+        """As a record's `meta.sampling` says it (shallow: `dataclasses.asdict` copies deeply
+        and costs more than encoding the whole record)."""
+        return {name: getattr(self, name) for name in SAMPLING_FIELDS}
+
     def with_overrides(self, overrides: dict[str, Any] | None) -> Sampling:
         if not overrides:
             return self
@@ -55,6 +60,9 @@ class Sampling:
             }
             body["chat_template_kwargs"] = kwargs
         return body
+
+
+SAMPLING_FIELDS = tuple(Sampling.__dataclass_fields__)
 
 
 @dataclass(frozen=True)
