@@ -6,6 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -13,6 +19,7 @@ from gen_helpers import assert_exactly_once, run, write_prompts
 from regen.errors import ConfigError, RequestTimeout
 from regen.fleet.server import Server, Timeouts
 from regen.run.layout import OutputLayout
+from regen.testing.fake_server import echo_answer
 
 DIALECTS = ["sglang", "vllm", "llamacpp"]
 STREAM = Timeouts(request=30, connect=2, stall=0.5, stream=True)
@@ -116,3 +123,51 @@ def test_keep_alive_comments_do_not_hide_a_stalled_stream(fake_server):
 
     with pytest.raises(RequestTimeout, match="stalled"):
         asyncio.run(ask())
+
+
+def chaos_faults(dialect: str) -> list[str]:
+    """Per 50 requests: 2 in-stream errors (4%), 2 aborts (4%), 1 stream without a finish
+    reason; the rest answer."""
+    aborts = ["abort", "finish_error"] if dialect == "vllm" else ["abort", "abort"]
+    faults = ["ok"] * 50
+    for at, fault in zip(
+        (7, 19, 23, 31, 44), ["stream_error", "stream_error", *aborts, "done_early"], strict=True
+    ):
+        faults[at] = fault
+    return faults
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_chaos_with_kill9_and_stream_ends_exactly_once_with_full_answers(
+    tmp_path, fake_server, dialect
+):
+    server = fake_server(
+        dialect=dialect, faults=chaos_faults(dialect), slots=8, seconds_per_token=0.02,
+        answer=lambda b: {**echo_answer(b), "tokens": 6},
+    )  # fmt: skip
+    n = 120
+    ids = write_prompts(tmp_path / "p.jsonl", n)
+    out = tmp_path / "out"
+    command = [
+        sys.executable, "-m", "regen", "generate", "--prompts", str(tmp_path / "p.jsonl"),
+        "--output-dir", str(out), "--servers", server.url, "--concurrency", "8", "--stream",
+        "--stall-timeout", "5", "--display", "none",
+    ]  # fmt: skip
+    rng = random.Random(f"chaos-{dialect}")
+    for _ in range(2):
+        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            time.sleep(rng.uniform(0.8, 1.4))
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGKILL)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.communicate(timeout=30)
+    final = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert final.returncode == 0, final.stderr
+    completions, errors = assert_exactly_once(out, ids)
+    assert len(completions) == n and not errors
+    full_answers(completions)
+    played = [chaos_faults(dialect)[i % 50] for i in range(len(server.requests))]
+    assert played.count("stream_error") >= 4 and played.count("abort") >= 2
