@@ -126,7 +126,10 @@ class GenerateConfig:
         return self.api_key_info().value
 
     def api_key_info(self) -> ApiKey:
-        return resolve_api_key(self.api_key_env, embedded=self.embedded)
+        env_name = self.api_key_env
+        if env_name is None and self.fleet is not None:  # the variable `regen serve` used
+            env_name = FleetFile.read(self.fleet).api_key_env
+        return resolve_api_key(env_name, embedded=self.embedded)
 
     @property
     def embedded(self) -> bool:
