@@ -22,6 +22,7 @@ from regen.errors import (
     ServerRefused,
     TransportError,
 )
+from regen.fleet.engine import UNKNOWN, EngineInfo
 from regen.fleet.http_errors import API_CONTENT_TYPES, aborted_answer, decode_body, map_errors
 from regen.fleet.rotation import Rotation
 from regen.fleet.stats import LATENCY_BUCKETS, ServerStats
@@ -51,6 +52,7 @@ class Server(Rotation):
     concurrency: int
     api_key: str | None = None
     timeouts: Timeouts = field(default_factory=Timeouts)
+    engine: EngineInfo = UNKNOWN  # which engine answers (see engine_info.py)
     _session: aiohttp.ClientSession | None = None
     _requests: set[asyncio.Task] = field(default_factory=set)
 
@@ -182,6 +184,10 @@ class Server(Rotation):
                     f"the response stream stalled: no data for {self.timeouts.stall:.0f}s",
                     server=self.name,
                 ) from None
+
+    async def get(self, path: str, timeout: float = 10.0) -> Any:
+        """GET `path` and return the parsed JSON body (engine and version endpoints)."""
+        return await self._get_json(path, timeout)
 
     async def _get_json(self, path: str, timeout: float) -> Any:
         with map_errors(self.name, timeout):

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from regen.fleet.dispatch import Fleet
+from regen.fleet.engine import UNKNOWN, EngineInfo
 from regen.fleet.response import Generated, parse_chat_response
 from regen.records import WorkItem
 from regen.run.config import Sampling
@@ -31,6 +32,7 @@ class Conversation:
     attempts: int = 0
     latency: float = 0.0
     last: Generated | None = None
+    engine: EngineInfo = UNKNOWN  # of the server that gave the last answer
 
 
 def turn_ends(messages: list[dict], mode: str) -> list[int]:
@@ -56,6 +58,7 @@ async def regenerate(fleet: Fleet, item: WorkItem, shape: RequestShape, sampling
         conv.attempts += done.attempts
         conv.latency += done.latency
         conv.last = generated
+        conv.engine = done.server.engine
         conv.turns.append(
             {
                 "server": done.server.url,
@@ -114,6 +117,9 @@ def completion_record(
         "latency_s": round(conv.latency, 3),
         "line": prompt.line,
     }
+    record["meta"]["engine"] = conv.engine.as_dict()
+    if sampling.seed is not None:  # SGLang ignores it unless it runs deterministic
+        record["meta"]["seed_honoured"] = conv.engine.seed_honoured
     if len(conv.turns) > 1:
         record["meta"]["turns"] = conv.turns
     return record

@@ -28,6 +28,7 @@ from regen.errors import (
 )
 from regen.fleet.dispatch import DispatchHalted, Fleet
 from regen.fleet.embedded import EmbeddedFleet, default_model_path, embedded_spec
+from regen.fleet.engine_info import fleet_engines, identify_fleet
 from regen.fleet.preflight import check_token_ids, resolve_model
 from regen.fleet.server import Server
 from regen.jsonio import compression
@@ -46,6 +47,7 @@ from regen.run.recorder import Recorder
 from regen.run.sidecar import sidecar_path
 from regen.run.stop import Stop, StopReason, signals_handled
 from regen.run.writer import written_by
+from regen.serve.fleetfile import FleetFile
 from regen.storage.lease import LeaseLost
 from regen.storage.store import LocalStore, Store, open_store
 
@@ -141,6 +143,11 @@ class Run:
             self.fleet.model = self.model
             for server, why in down.items():
                 self.fleet.take_out_at_start(server, why)
+            warning = await identify_fleet(
+                self.servers, self._known_engine(), self.config.sampling.seed
+            )
+            if warning:
+                self._event(warning)
             self.shape = RequestShape(
                 self.model, self.config.regenerate_turns, self.config.return_token_ids
             )
@@ -149,6 +156,12 @@ class Run:
         finally:
             for server in self.servers:
                 await server.close()
+
+    def _known_engine(self) -> str | None:
+        """The engine regen started (FLEET.json, or the embedded llama.cpp server)."""
+        if self.embedded is not None:
+            return "llamacpp"
+        return FleetFile.read(self.config.fleet).engine if self.config.fleet else None
 
     async def _check_token_ids(self) -> None:
         if not self.config.return_token_ids:
@@ -166,6 +179,7 @@ class Run:
         config = self.config
         input_fp = fingerprint(config.prompts)
         resolved = config.resolved([s.url for s in self.servers], self.model)
+        resolved["engines"] = fleet_engines(self.servers)
         try:
             manifest = check_and_record(
                 self.layout.manifest,
