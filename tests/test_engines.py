@@ -204,3 +204,28 @@ def test_a_server_that_names_no_engine_is_unknown_and_no_seed_no_claim(tmp_path,
     for record in read_lines(tmp_path / "out", "completions"):
         assert record["meta"]["engine"] == {"name": "unknown", "version": None}
         assert "seed_honoured" not in record["meta"]
+
+
+@pytest.mark.parametrize("dialect", ["sglang", "vllm"])
+def test_context_overflow_gives_the_same_data_on_either_engine(tmp_path, fake_server, dialect):
+    """prompt (10) + max_tokens (4096) > context (100): vLLM lowers max_tokens itself, SGLang
+    answers 400 and regen asks once more with max_tokens 90."""
+    server = fake_server(dialect=dialect, context=100)
+    ids = write_prompts(tmp_path / "p.jsonl", 3)
+    run(tmp_path / "p.jsonl", tmp_path / "out", [server.url])
+    completions, errors = assert_exactly_once(tmp_path / "out", ids)
+    assert not errors
+    full_answers(completions)
+    lowered = {r["meta"].get("max_tokens_lowered_to") for r in completions}
+    assert lowered == ({90} if dialect == "sglang" else {None})
+
+
+@pytest.mark.parametrize("dialect", ["sglang", "vllm"])
+def test_a_prompt_longer_than_the_context_stays_a_permanent_error(tmp_path, fake_server, dialect):
+    server = fake_server(dialect=dialect, context=100,
+                         answer=lambda b: {**echo_answer(b), "prompt_tokens": 150})  # fmt: skip
+    ids = write_prompts(tmp_path / "p.jsonl", 2)
+    run(tmp_path / "p.jsonl", tmp_path / "out", [server.url])
+    _, errors = assert_exactly_once(tmp_path / "out", ids)
+    assert len(errors) == 2 and all(e["error"]["status"] == 400 for e in errors)
+    assert all(e["attempts"] == 1 for e in errors)

@@ -33,6 +33,7 @@ class Conversation:
     latency: float = 0.0
     last: Generated | None = None
     engine: EngineInfo = UNKNOWN  # of the server that gave the last answer
+    max_tokens_lowered_to: int | None = None  # the context left no room for max_tokens
 
 
 def turn_ends(messages: list[dict], mode: str) -> list[int]:
@@ -59,6 +60,7 @@ async def regenerate(fleet: Fleet, item: WorkItem, shape: RequestShape, sampling
         conv.latency += done.latency
         conv.last = generated
         conv.engine = done.server.engine
+        conv.max_tokens_lowered_to = done.max_tokens_lowered_to or conv.max_tokens_lowered_to
         conv.turns.append(
             {
                 "server": done.server.url,
@@ -118,6 +120,8 @@ def completion_record(
         "line": prompt.line,
     }
     record["meta"]["engine"] = conv.engine.as_dict()
+    if conv.max_tokens_lowered_to is not None:
+        record["meta"]["max_tokens_lowered_to"] = conv.max_tokens_lowered_to
     if sampling.seed is not None:  # SGLang ignores it unless it runs deterministic
         record["meta"]["seed_honoured"] = conv.engine.seed_honoured
     if len(conv.turns) > 1:
