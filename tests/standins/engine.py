@@ -8,6 +8,7 @@ on the port it was given. Environment knobs (all optional):
   STANDIN_SIGNAL        ... by this signal (default SIGILL), as a miscompiled binary would
   STANDIN_DIE_ONCE      a marker file: die only while it does not exist (it is created)
   STANDIN_SECONDS_PER_TOKEN  service time, to keep a run busy
+  STANDIN_EXIT0         exit 0 at once without serving (a launcher that is only a shim)
 """
 
 from __future__ import annotations
@@ -31,7 +32,15 @@ def main(argv: list[str]) -> None:
             print(f"ModuleNotFoundError: No module named '{module}'", file=sys.stderr)
             sys.exit(1)
         sys.exit(0)
-    module, args = (argv[1], argv[2:]) if argv[:1] == ["-m"] else ("", argv)
+    if argv[:1] == ["--console"]:  # run as the engine's console script: NAME serve ...
+        module, args = argv[1], argv[3:]
+    else:
+        module, args = (argv[1], argv[2:]) if argv[:1] == ["-m"] else ("", argv)
+    if args[:1] == ["serve"]:  # python -m vllm.entrypoints.cli.main serve MODEL ...
+        args = args[1:]
+    if os.environ.get("STANDIN_EXIT0"):
+        print("stand-in: an entry point that only re-exports the module, and exits", flush=True)
+        sys.exit(0)
     serve(args, module)
 
 

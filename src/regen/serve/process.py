@@ -76,6 +76,11 @@ class ExitReport:
                 'CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON" '
                 "pip install --force-reinstall --no-cache-dir llama-cpp-python"
             )
+        if self.returncode == 0:
+            return (
+                "the launcher exited 0 without serving: it may be an entry point this engine "
+                "version no longer runs (see the log); check the engine's version and --python"
+            )
         if sig == signal.SIGKILL:
             return (
                 "something killed it with SIGKILL, often the kernel's out-of-memory killer "
