@@ -171,7 +171,7 @@ class Run:
         if unable:
             raise ConfigError(
                 "--return-token-ids: these servers do not return token ids: " + ", ".join(unable),
-                hint="use a server that supports `return_token_ids` (vLLM >= 0.10.2), "
+                hint="use a server that supports `return_token_ids` (vLLM >= 0.10.2, SGLang), "
                 "or drop --return-token-ids",
             )
 
