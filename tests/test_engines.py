@@ -18,8 +18,8 @@ import pytest
 from gen_helpers import assert_exactly_once, read_lines, run, write_prompts
 from regen.errors import ConfigError, RequestTimeout
 from regen.fleet.server import Server, Timeouts
+from regen.format.layout import OutputLayout
 from regen.run.config import Sampling
-from regen.run.layout import OutputLayout
 from regen.testing.fake_server import echo_answer
 
 DIALECTS = ["sglang", "vllm", "llamacpp"]

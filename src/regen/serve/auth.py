@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from regen import redact
 from regen.errors import ConfigError
-from regen.fleet.openai_env import API_KEY_VAR
 
+API_KEY_VAR = "OPENAI_API_KEY"  # the OpenAI ecosystem's, as generate reads it too
 VLLM_KEY_VAR = "VLLM_API_KEY"  # VL:entrypoints/serve/middleware/register.py:32-33
 
 
