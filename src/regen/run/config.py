@@ -123,7 +123,10 @@ class FleetConfig:
         return 2 if self.embedded else 64
 
     def api_key_info(self) -> ApiKey:
-        return resolve_api_key(self.api_key_env, embedded=self.embedded)
+        env_name = self.api_key_env
+        if env_name is None and self.fleet_file is not None:  # the variable `regen serve` used
+            env_name = FleetFile.read(self.fleet_file).api_key_env
+        return resolve_api_key(env_name, embedded=self.embedded)
 
 
 @dataclass(frozen=True)
