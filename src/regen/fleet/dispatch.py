@@ -26,6 +26,7 @@ from regen.errors import (
     TransportError,
 )
 from regen.fleet.endgame import EndGame
+from regen.fleet.overflow import room_left
 from regen.fleet.policy import HealthPolicy, RetryPolicy
 from regen.fleet.server import CHAT_PATH, Server
 from regen.fleet.watch import watch_health
@@ -46,6 +47,7 @@ class Completed:
     server: Server
     attempts: int
     latency: float
+    max_tokens_lowered_to: int | None = None  # the engine refused the asked max_tokens
 
 
 class Fleet:
@@ -64,6 +66,7 @@ class Fleet:
         self.model: str | None = None  # once known, a server back from down must serve it
         self.halted = False
         self._waiters: deque[asyncio.Future] = deque()
+        self._waiting = 0  # requests in `acquire` waiting for a slot
         self._sleepers: set[asyncio.Future] = set()
         self._retired: dict[Server, FleetUnavailable] = {}  # never coming back, and why
         self.endgame = EndGame(servers, self.release, self._copy_failed)
@@ -94,13 +97,17 @@ class Fleet:
             self._check_give_up()
             waiter = asyncio.get_running_loop().create_future()
             self._waiters.append(waiter)
-            with contextlib.suppress(TimeoutError):  # wake up to re-check health and give-up
-                await asyncio.wait_for(waiter, timeout=1.0)
+            self._waiting += 1  # till it runs again, woken or not: no copy takes its slot
+            try:
+                with contextlib.suppress(TimeoutError):  # wake up to re-check health, give-up
+                    await asyncio.wait_for(waiter, timeout=1.0)
+            finally:
+                self._waiting -= 1
 
     def release(self, server: Server) -> None:
         server.release()
-        woke = self._wake(1)
-        self.endgame.released(offer=not woke)  # a slot nobody waits for may take a copy
+        self._wake(1)
+        self.endgame.released(offer=not self._waiting)  # a slot nobody waits for: a copy?
 
     def halt(self) -> None:
         """The run stops: every request waiting for a slot or a backoff leaves now (with
@@ -124,16 +131,12 @@ class Fleet:
         if self.halted:
             raise DispatchHalted
 
-    def _wake(self, count: int) -> bool:
-        """Wake up to `count` requests waiting for a slot; True if any was."""
-        woke = False
+    def _wake(self, count: int) -> None:
         while self._waiters and count:
             waiter = self._waiters.popleft()
             if not waiter.done():
                 waiter.set_result(None)
                 count -= 1
-                woke = True
-        return woke
 
     def _check_give_up(self) -> None:
         if len(self._retired) == len(self.servers):
@@ -160,8 +163,20 @@ class Fleet:
 
     # -- requests ------------------------------------------------------------------------
     async def complete(self, body: dict[str, Any]) -> Completed:
-        """Run one chat completion to success: `post` to /v1/chat/completions."""
-        return await self.post(CHAT_PATH, body)
+        """Run one chat completion to success: `post` to /v1/chat/completions. An engine
+        that refuses prompt + max_tokens over its context (SGLang) is asked once more with
+        max_tokens lowered to what fits, as vLLM does by itself (see overflow.py)."""
+        try:
+            return await self.post(CHAT_PATH, body)
+        except PermanentError as err:
+            fits = room_left(err)
+            if fits is None or fits >= body.get("max_tokens", fits + 1):
+                raise
+            first_attempts = err.attempts
+        done = await self.post(CHAT_PATH, {**body, "max_tokens": fits})
+        done.attempts += first_attempts
+        done.max_tokens_lowered_to = fits
+        return done
 
     async def post(self, path: str, body: dict[str, Any]) -> Completed:
         """POST `body` to `path` on the least-loaded server, to success, retrying elsewhere
