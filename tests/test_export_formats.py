@@ -48,6 +48,11 @@ def run(tmp_path) -> Path:
     return checkfix.write_run(tmp_path / "run", records())
 
 
+def data_file(out: Path, config: str = "default", split: str = "train") -> Path:
+    """The one JSONL file of a split (JSONL is never sharded)."""
+    return out / "data" / config / f"{split}-00000-of-00001.jsonl"
+
+
 def cli(*args: str) -> str:
     result = CliRunner().invoke(main, [str(a) for a in args])
     assert result.exit_code == 0, result.output
@@ -68,7 +73,7 @@ def test_sharegpt_round_trips_through_load_dataset(run, tmp_path):
 def test_reasoning_can_go_to_a_field(run, tmp_path):
     out = tmp_path / "sg"
     cli("export", run, "--out", out, "--reasoning", "field", "--drop-truncated")
-    rows = [json.loads(line) for line in (out / "train.jsonl").read_text().splitlines()]
+    rows = [json.loads(line) for line in data_file(out).read_text().splitlines()]
     assert "cut#0" not in {r["id"] for r in rows}
     g1 = next(r for r in rows if r["id"] == "g1#0")["conversations"][1]
     assert g1 == {"role": "assistant", "content": "Answer 1: Paris is the capital of France.",
@@ -121,7 +126,8 @@ def test_eval_split_is_stable(run, tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     cli("export", run, "--out", a, "--eval-fraction", "0.3")
     cli("export", run, "--out", b, "--eval-fraction", "0.3")
-    assert (a / "validation.jsonl").read_bytes() == (b / "validation.jsonl").read_bytes()
+    validation = data_file(a, split="validation")
+    assert validation.read_bytes() == data_file(b, split="validation").read_bytes()
 
 
 def test_merge_into_dedups_by_id_and_content(run, tmp_path):
@@ -180,7 +186,7 @@ def rows_of(path: Path) -> list[dict]:
 def test_sharegpt_is_from_value_as_axolotl_and_llama_factory_read_it(run, tmp_path):
     out = tmp_path / "sg"
     cli("export", run, "--out", out, "--format", "sharegpt")
-    rows = {r["id"]: r for r in rows_of(out / "train.jsonl")}
+    rows = {r["id"]: r for r in rows_of(data_file(out, "qa"))}
     g1 = rows["g1#0"]["conversations"]
     assert [t["from"] for t in g1] == ["human", "gpt"] and set(g1[0]) == {"from", "value"}
     assert g1[1]["value"].startswith("<think>\nThinking about 1.\n</think>\n\nAnswer 1")
@@ -197,13 +203,13 @@ def test_a_second_export_to_the_same_directory_is_refused(run, tmp_path):
     first = cli("export", run, "--out", out)
     assert f"wrote {out.resolve()} (specforge): train 33" in first
     assert "{" not in first and "train with: SpecForge" in first
-    before = (out / "train.jsonl").read_bytes()
+    before = data_file(out).read_bytes()
     again = CliRunner().invoke(main, ["export", str(run), "--out", str(out), "--format",
                                       "sharegpt"])  # fmt: skip
     assert again.exit_code == 2 and "already holds an export" in again.output
-    assert "--overwrite" in again.output and (out / "train.jsonl").read_bytes() == before
+    assert "--overwrite" in again.output and data_file(out).read_bytes() == before
     cli("export", run, "--out", out, "--format", "sharegpt", "--overwrite")
-    assert (out / "train.jsonl").read_bytes() != before
+    assert not data_file(out).exists() and data_file(out, "qa").read_bytes() != before
 
 
 def test_an_unrelated_non_empty_directory_is_refused(run, tmp_path):
@@ -230,14 +236,14 @@ def test_targets_warn_when_they_would_drop_reasoning(run, tmp_path):
 def regen_rows(run: Path, tmp_path: Path, fmt: str = "specforge-tokenized") -> dict[str, dict]:
     out = tmp_path / fmt
     cli("export", run, "--out", out, "--format", fmt, "--tokenizer", checkfix.qwen_style_dir())
-    return {r["id"]: r for r in rows_of(out / "train.jsonl")}
+    return {r["id"]: r for r in rows_of(data_file(out, "default" if "specforge" in fmt else "qa"))}
 
 
 def test_specforge_tokenized_reads_with_specforge_prompt_builder(run, tmp_path):
     from specforge.data.prompt_builder import prepare_prompt_tasks
 
     ours = regen_rows(run, tmp_path)
-    tasks = prepare_prompt_tasks(tmp_path / "specforge-tokenized" / "train.jsonl", None,
+    tasks = prepare_prompt_tasks(data_file(tmp_path / "specforge-tokenized"), None,
                                  chat_template=None, max_length=4096, is_preformatted=False,
                                  train_only_last_turn=False, cache_dir=None, cache_key=None,
                                  num_proc=1)  # fmt: skip
@@ -253,7 +259,7 @@ def test_speculators_reads_the_rows_without_rendering(run, tmp_path):
     )
 
     ours = regen_rows(run, tmp_path, "speculators")
-    raw, _ = load_raw_dataset(str(tmp_path / "speculators" / "train.jsonl"))
+    raw, _ = load_raw_dataset(str(tmp_path / "speculators" / "data" / "*" / "train-*.jsonl"))
     ds = build_speculator_training_dataset(raw, checkfix.load("qwen"), max_length=4096,
                                            num_proc=1)  # fmt: skip
     assert len(ds) == 33
@@ -282,10 +288,10 @@ def test_specforge_conversations_give_regens_ids_with_a_template_without_system_
     run = checkfix.write_run(tmp_path / "run", plain)
     cli("export", run, "--out", tmp_path / "conv", "--format", "specforge")
     ours = sorted((r["input_ids"], r["loss_mask"]) for r in regen_rows(run, tmp_path).values())
-    theirs = specforge_encode(tmp_path / "conv" / "train.jsonl", "regen-chatml")
+    theirs = specforge_encode(data_file(tmp_path / "conv"), "regen-chatml")
     assert sorted(theirs) == ours  # 20/20: the same ids and the same masks
     # SpecForge's built-in `qwen` template adds a system prompt: the context changes.
-    with_default = specforge_encode(tmp_path / "conv" / "train.jsonl", "qwen")
+    with_default = specforge_encode(data_file(tmp_path / "conv"), "qwen")
     assert all(len(ids) > len(o[0]) for (ids, _), o in zip(sorted(with_default), ours,
                                                             strict=True))  # fmt: skip
 

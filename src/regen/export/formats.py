@@ -44,12 +44,25 @@ class Format:
     needs_tokenizer: ClassVar[bool] = False
     file_types: ClassVar[tuple[str, ...]] = ("jsonl",)
     reads_reasoning_field: ClassVar[bool] = False  # does the consumer read reasoning_content?
+    per_domain: ClassVar[bool] = True  # one config (folder) per domain; False: one file a split
     how_to_train: ClassVar[str] = ""
+    # what to set when rows hold assistant turns the target did not write (conversation targets)
+    last_turn_only: ClassVar[str] = ""
 
-    def __init__(self, reasoning: str = "inline") -> None:
+    def __init__(self, reasoning: str = "inline", supervise: str = "regenerated") -> None:
         if reasoning not in REASONING_MODES:
             raise ConfigError(f"--reasoning must be one of {', '.join(REASONING_MODES)}")
-        self.reasoning = reasoning
+        self.reasoning, self.supervise = reasoning, supervise
+
+    def supervision_warning(self, rows_with_source_turns: int) -> str | None:
+        """Conversation targets: the trainer renders and masks; say how to train only the
+        turns the target wrote (tokenised targets carry regen's own mask)."""
+        if self.needs_tokenizer or not rows_with_source_turns or self.supervise == "all":
+            return None
+        return (
+            f"{rows_with_source_turns} rows hold earlier assistant turns that the source dataset "
+            f"wrote, not the target: {self.last_turn_only}"
+        )
 
     def row(self, completion: Completion, enc: Encoded | None) -> dict[str, Any]:
         raise NotImplementedError
@@ -76,8 +89,11 @@ class SpecForge(Format):
     """
 
     name = "specforge"
+    per_domain = False  # SpecForge opens one file
+    last_turn_only = "train with data.train_only_last_turn: true (SpecForge trains them all)"
     how_to_train = (
-        "SpecForge (raw conversations): data.train_data_path=OUT/train.jsonl with a chat "
+        "SpecForge (raw conversations): data.train_data_path="
+        "OUT/data/default/train-00000-of-00001.jsonl with a chat "
         "template whose system_prompt is None (register one: the built-in `qwen` adds "
         '"You are a helpful assistant." to rows without a system message, and supervises the '
         "newline after <|im_end|>). For exactly regen's masks use --format specforge-tokenized."
@@ -171,8 +187,10 @@ class SpecForgeTokenized(Format):
 
     name = "specforge-tokenized"
     needs_tokenizer = True
+    per_domain = False  # SpecForge opens one file
     how_to_train = (
-        "SpecForge (pre-tokenised): data.prompts_path=OUT/train.jsonl; the rows carry "
+        "SpecForge (pre-tokenised): data.prompts_path=OUT/data/default/train-00000-of-00001.jsonl;"
+        " the rows carry "
         "input_ids and loss_mask, so no chat template is applied."
     )
 
@@ -186,10 +204,11 @@ class Speculators(SpecForgeTokenized):
     through its preprocessing, with no vLLM /render endpoint."""
 
     name = "speculators"
+    per_domain = True
     how_to_train = (
-        "speculators: pass OUT/train.jsonl (the file: a directory would also load "
-        "validation.jsonl) as the training data; rows carrying input_ids and loss_mask skip "
-        "rendering, so no --render-endpoint is needed."
+        "speculators: pass 'OUT/data/*/train-*.jsonl' (a glob of the train files: a directory "
+        "would also load the validation files) as the training data; rows carrying input_ids "
+        "and loss_mask skip rendering, so no --render-endpoint is needed."
     )
 
 
@@ -198,7 +217,7 @@ FORMATS: dict[str, type[Format]] = {
 }
 
 
-def make_format(name: str, reasoning: str = "inline") -> Format:
+def make_format(name: str, reasoning: str = "inline", supervise: str = "regenerated") -> Format:
     if name not in FORMATS:
         raise ConfigError(f"unknown --format {name}", hint=f"use one of {', '.join(FORMATS)}")
-    return FORMATS[name](reasoning)
+    return FORMATS[name](reasoning, supervise)
