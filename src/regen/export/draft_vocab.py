@@ -67,13 +67,13 @@ def build(counts: Counter, size: int, target_vocab_size: int) -> DraftVocab:
                       covered / total if total else 0.0, len(padding))  # fmt: skip
 
 
-def coverage_curve(counts: Counter, size: int) -> dict[int, float]:
+def coverage_curve(counts: Counter, size: int) -> dict[str, float]:
     """Share of supervised tokens covered by the top n ids, for the usual n and for `size`."""
     freqs = sorted(counts.values(), reverse=True)
     total = sum(freqs) or 1
     cumulative = np.cumsum(freqs) if freqs else np.array([0])
     points = sorted({n for n in CURVE if n < len(freqs)} | {size, len(freqs)} - {0})
-    return {n: round(float(cumulative[min(n, len(freqs)) - 1]) / total, 4) for n in points}
+    return {str(n): round(float(cumulative[min(n, len(freqs)) - 1]) / total, 4) for n in points}
 
 
 def write(out_dir: Path, counts: Counter, size: int, target_vocab_size: int) -> dict[str, Any]:

@@ -111,7 +111,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(409, {"error": "You already created this dataset repo",
                                     "url": f"/datasets/{repo}"})  # fmt: skip
         self.state.repos[repo] = {"main": {".gitattributes": b"*.parquet filter=lfs\n"}}
-        self.state.private[repo] = bool(req.get("private"))
+        # huggingface_hub 1.x sends "private", 2.x "visibility"
+        self.state.private[repo] = bool(req.get("private")) or req.get("visibility") == "private"
         self._send(200, {"url": f"http://127.0.0.1/datasets/{repo}", "name": repo})
 
     def _info(self, body: bytes, repo: str, rev: str) -> None:
