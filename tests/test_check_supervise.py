@@ -110,3 +110,24 @@ def test_every_tokenised_export_carries_the_choice(tmp_path):
                          "--supervise", "all")  # fmt: skip
     [row] = datasets.load_dataset(str(tmp_path / "all"))["train"].to_list()
     assert row["loss_mask"] == expected_mask(tok, three_turn()["messages"], {1, 3, 5})
+
+
+def test_specforge_conversations_train_only_the_regenerated_turn_with_its_own_setting(tmp_path):
+    """SpecForge renders conversation rows itself and trains every assistant turn; the export
+    says to set train_only_last_turn, and with it SpecForge's own code gives regen's mask."""
+    from specforge.data.preprocessing import build_eagle3_dataset
+    from specforge.data.template import TEMPLATE_REGISTRY, ChatTemplate
+
+    TEMPLATE_REGISTRY.register("regen-chatml", ChatTemplate(
+        assistant_header="<|im_start|>assistant\n", user_header="<|im_start|>user\n",
+        system_prompt=None, end_of_turn_token="<|im_end|>"), override=True)  # fmt: skip
+    run = checkfix.write_run(tmp_path / "run", [three_turn()])
+    code, text = run_cli("export", run, "-o", tmp_path / "conv")
+    assert "1 rows hold earlier assistant turns that the source dataset wrote" in text
+    assert "data.train_only_last_turn: true" in text
+    rows = datasets.load_dataset(str(tmp_path / "conv"))["train"]
+    tok = checkfix.load("qwen")
+    [theirs] = build_eagle3_dataset(rows, tok, chat_template="regen-chatml", max_length=4096,
+                                    num_proc=None, shuffle_seed=None,
+                                    train_only_last_turn=True).with_format(None)  # fmt: skip
+    assert theirs["loss_mask"][0] == expected_mask(tok, three_turn()["messages"], {5})
