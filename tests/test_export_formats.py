@@ -186,7 +186,7 @@ def rows_of(path: Path) -> list[dict]:
 def test_sharegpt_is_from_value_as_axolotl_and_llama_factory_read_it(run, tmp_path):
     out = tmp_path / "sg"
     cli("export", run, "--out", out, "--format", "sharegpt")
-    rows = {r["id"]: r for r in rows_of(data_file(out, "qa"))}
+    rows = {r["id"]: r for r in rows_of(data_file(out))}
     g1 = rows["g1#0"]["conversations"]
     assert [t["from"] for t in g1] == ["human", "gpt"] and set(g1[0]) == {"from", "value"}
     assert g1[1]["value"].startswith("<think>\nThinking about 1.\n</think>\n\nAnswer 1")
@@ -205,10 +205,10 @@ def test_a_second_export_to_the_same_directory_is_refused(run, tmp_path):
     assert "{" not in first and "train with: SpecForge" in first
     before = data_file(out).read_bytes()
     again = CliRunner().invoke(main, ["export", str(run), "--out", str(out), "--format",
-                                      "sharegpt"])  # fmt: skip
+                                      "sharegpt-axolotl"])  # fmt: skip
     assert again.exit_code == 2 and "already holds an export" in again.output
     assert "--overwrite" in again.output and data_file(out).read_bytes() == before
-    cli("export", run, "--out", out, "--format", "sharegpt", "--overwrite")
+    cli("export", run, "--out", out, "--format", "sharegpt-axolotl", "--overwrite")
     assert not data_file(out).exists() and data_file(out, "qa").read_bytes() != before
 
 
@@ -303,3 +303,39 @@ def test_tokenized_targets_warn_when_the_template_drops_reasoning(run, tmp_path)
     quiet = cli("export", run, "--out", tmp_path / "q", "--format", "specforge-tokenized",
                 "--tokenizer", checkfix.qwen_style_dir())  # fmt: skip
     assert "warning" not in quiet
+
+
+def test_llamafactory_keeps_text_with_calls_and_parallel_results(tmp_path, monkeypatch):
+    import trainer_readers
+
+    call = {
+        "id": "1",
+        "type": "function",
+        "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+    }
+    history = [
+        {"role": "user", "content": "weather in Paris and Rome?"},
+        {"role": "assistant", "content": "Let me look both up.",
+         "tool_calls": [call, {**call, "id": "2"}]},
+        {"role": "tool", "tool_call_id": "1", "content": "sunny"},
+        {"role": "tool", "tool_call_id": "2", "content": "rain"},
+    ]  # fmt: skip
+    run = checkfix.write_run(
+        tmp_path / "run",
+        [
+            checkfix.completion(
+                "par", "Sunny in Paris, rain in Rome.", history=history, tools=[WEATHER_TOOL]
+            )
+        ],
+    )
+    out = tmp_path / "lf"
+    text = cli("export", run, "--out", out, "--format", "sharegpt-llamafactory")
+    assert "would skip" not in text
+    [row] = rows_of(data_file(out))
+    assert [t["from"] for t in row["conversations"]] == [
+        "human", "function_call", "observation", "gpt"]  # fmt: skip
+    value = row["conversations"][1]["value"]
+    assert value.startswith("Let me look both up.<tool_call>[") and value.endswith("</tool_call>")
+    assert json.loads(row["conversations"][2]["value"]) == ["sunny", "rain"]
+    converter = trainer_readers.llamafactory_converter(monkeypatch)
+    assert trainer_readers.llamafactory_keeps(converter, row)

@@ -43,7 +43,10 @@ def features_of(schema: pa.Schema) -> Features:
     tool) declared as `Json`: a unified struct would give every row every other row's keys."""
     features = Features.from_arrow_schema(schema)
     for name in schema.names:
-        if name in JSON_COLUMNS or "struct<>" in str(schema.field(name).type):
+        kind = schema.field(name).type
+        if pa.types.is_string(kind):
+            continue  # JSON kept as a string (LLaMA-Factory's tools) stays a string
+        if name in JSON_COLUMNS or "struct<>" in str(kind):
             features[name] = Json()
     return features
 

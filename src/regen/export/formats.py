@@ -5,7 +5,9 @@ Each target writes exactly what its consumer reads, named the way that consumer 
     specforge            SpecForge `data.train_data_path`: {"conversations": [{role, content}]}
     specforge-tokenized  SpecForge `data.prompts_path`: JSONL {"input_ids", "loss_mask"}
     speculators          speculators' pre-tokenised rows: JSONL {"input_ids", "loss_mask"}
-    sharegpt             axolotl / LLaMA-Factory ShareGPT: {"conversations": [{from, value}]}
+    sharegpt-llamafactory  LLaMA-Factory's ShareGPT (`sharegpt` too): {"conversations": [{from,
+                         value}]} with function_call / observation turns
+    sharegpt-axolotl     axolotl's chat_template reader: from/value, OpenAI tool_calls
     tokenized            `datasets`: Parquet {input_ids, loss_mask, attention_mask, ...}
 
 The system-prompt rule: rows carry exactly the messages the target was sent, so a system
@@ -16,69 +18,13 @@ not add a default system prompt of its own (see `Format.how_to_train`).
 
 from __future__ import annotations
 
-from contextlib import suppress
-from typing import Any, ClassVar
-
-import orjson
+from typing import Any
 
 from regen.check.mask import Encoded
 from regen.check.record import Completion
 from regen.errors import ConfigError
-
-REASONING_MODES = ("inline", "field", "drop")
-
-
-def inline_reasoning(m: dict, mode: str) -> tuple[str, str | None]:
-    """(content, reasoning kept apart or None), with reasoning placed per `mode`."""
-    content = m.get("content") or ""
-    reasoning = (m.get("reasoning_content") or "").strip()
-    if m.get("role") != "assistant" or not reasoning or mode == "drop":
-        return content, None
-    if mode == "inline":
-        return f"<think>\n{reasoning}\n</think>\n\n{content}", None
-    return content, reasoning
-
-
-class Format:
-    name: ClassVar[str]
-    needs_tokenizer: ClassVar[bool] = False
-    file_types: ClassVar[tuple[str, ...]] = ("jsonl",)
-    reads_reasoning_field: ClassVar[bool] = False  # does the consumer read reasoning_content?
-    per_domain: ClassVar[bool] = True  # one config (folder) per domain; False: one file a split
-    how_to_train: ClassVar[str] = ""
-    # what to set when rows hold assistant turns the target did not write (conversation targets)
-    last_turn_only: ClassVar[str] = ""
-
-    def __init__(self, reasoning: str = "inline", supervise: str = "regenerated") -> None:
-        if reasoning not in REASONING_MODES:
-            raise ConfigError(f"--reasoning must be one of {', '.join(REASONING_MODES)}")
-        self.reasoning, self.supervise = reasoning, supervise
-
-    def supervision_warning(self, rows_with_source_turns: int) -> str | None:
-        """Conversation targets: the trainer renders and masks; say how to train only the
-        turns the target wrote (tokenised targets carry regen's own mask)."""
-        if self.needs_tokenizer or not rows_with_source_turns or self.supervise == "all":
-            return None
-        return (
-            f"{rows_with_source_turns} rows hold earlier assistant turns that the source dataset "
-            f"wrote, not the target: {self.last_turn_only}"
-        )
-
-    def row(self, completion: Completion, enc: Encoded | None) -> dict[str, Any]:
-        raise NotImplementedError
-
-    def reasoning_warning(self, samples_with_reasoning: int) -> str | None:
-        """Say so when this target would lose the reasoning some samples carry."""
-        if not samples_with_reasoning or self.needs_tokenizer:
-            return None  # tokenised targets hold what the template renders (check judges it)
-        if self.reasoning == "drop":
-            return f"{samples_with_reasoning} samples carry reasoning; --reasoning drop left it out"
-        if self.reasoning == "field" and not self.reads_reasoning_field:
-            return (
-                f"{samples_with_reasoning} samples carry reasoning in reasoning_content, which "
-                f"{self.name}'s reader ignores: use --reasoning inline to keep it"
-            )
-        return None
+from regen.export.format_base import REASONING_MODES, Format, inline_reasoning
+from regen.export.sharegpt import ShareGPTAxolotl, ShareGPTLlamaFactory
 
 
 class SpecForge(Format):
@@ -117,44 +63,6 @@ class SpecForge(Format):
             if m.get(key):
                 out[key] = m[key]
         return out
-
-
-SHAREGPT_ROLES = {"system": "system", "user": "human", "assistant": "gpt", "tool": "observation"}
-
-
-class ShareGPT(Format):
-    """ShareGPT as axolotl and LLaMA-Factory define it: `{"conversations": [{"from", "value"}]}`
-    with from = system / human / gpt / function_call / observation, and `tools` as a JSON
-    string (LLaMA-Factory's `tools` column). A tool call is a `function_call` turn whose value
-    is `{"name", "arguments"}` as JSON, as LLaMA-Factory's converter reads it."""
-
-    name = "sharegpt"
-    how_to_train = (
-        "axolotl: datasets: [{path: OUT, type: chat_template, field_messages: conversations, "
-        "message_property_mappings: {role: from, content: value}}]. LLaMA-Factory: "
-        'dataset_info.json {"NAME": {"file_name": "OUT/train.jsonl", "formatting": "sharegpt", '
-        '"columns": {"messages": "conversations", "tools": "tools"}}}.'
-    )
-
-    def row(self, completion: Completion, enc: Encoded | None) -> dict[str, Any]:
-        turns: list[dict[str, str]] = []
-        for m in completion.messages:
-            content, _ = inline_reasoning(m, "drop" if self.reasoning == "drop" else "inline")
-            if content or not m.get("tool_calls"):
-                turns.append({"from": SHAREGPT_ROLES.get(m["role"], m["role"]), "value": content})
-            for call in m.get("tool_calls") or []:
-                fn = call.get("function") or {}
-                args = fn.get("arguments")
-                if isinstance(args, str):
-                    # invalid JSON is kept as written; `regen check` flags it (bad_tool_call)
-                    with suppress(orjson.JSONDecodeError):
-                        args = orjson.loads(args)
-                value = orjson.dumps({"name": fn.get("name"), "arguments": args}).decode()
-                turns.append({"from": "function_call", "value": value})
-        row: dict[str, Any] = {"id": completion.id, "conversations": turns}
-        if completion.tools:
-            row["tools"] = orjson.dumps(completion.tools).decode()
-        return row
 
 
 class Tokenized(Format):
@@ -213,8 +121,12 @@ class Speculators(SpecForgeTokenized):
 
 
 FORMATS: dict[str, type[Format]] = {
-    f.name: f for f in (SpecForge, SpecForgeTokenized, Speculators, ShareGPT, Tokenized)
-}
+    f.name: f
+    for f in (SpecForge, SpecForgeTokenized, Speculators, ShareGPTLlamaFactory, ShareGPTAxolotl,
+              Tokenized)
+}  # fmt: skip
+FORMATS["sharegpt"] = ShareGPTLlamaFactory  # the name before the two layouts
+__all__ = ["FORMATS", "REASONING_MODES", "Format", "inline_reasoning", "make_format"]
 
 
 def make_format(name: str, reasoning: str = "inline", supervise: str = "regenerated") -> Format:

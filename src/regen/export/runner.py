@@ -55,6 +55,7 @@ class ExportSummary:
     sampling: Counter = field(default_factory=Counter)  # canonical sampling JSON -> rows
     thinking: Counter = field(default_factory=Counter)  # thinking mode -> rows
     masked_tokens: Counter = field(default_factory=Counter)  # token id -> supervised count
+    trainer_skips: dict[str, list[str]] = field(default_factory=dict)  # reason -> row ids
     schema: Any = None  # the rows' unified pyarrow schema: the card's features
 
     def to_json(self) -> dict[str, Any]:
@@ -144,6 +145,9 @@ def export_run(
                 continue
             _note(summary, fmt, completion, enc, count_tokens)
             row = fmt.row(completion, enc)
+            problem = fmt.problem(row)
+            if problem:
+                summary.trainer_skips.setdefault(problem, []).append(row["id"])
             outcome = dedup.classify(row)
             summary.outcomes[outcome] += 1
             if outcome in ("added", "replaced"):
@@ -196,6 +200,9 @@ TEMPLATE_DROPS = {"reasoning_dropped": "reasoning", "tools_dropped": "tool calls
 def export_warnings(fmt: Format, summary: ExportSummary) -> list[str]:
     out = [w for w in [fmt.reasoning_warning(summary.with_reasoning),
                        fmt.supervision_warning(summary.with_source_turns)] if w]  # fmt: skip
+    for reason, ids in summary.trainer_skips.items():
+        shown = ", ".join(ids[:5]) + (", ..." if len(ids) > 5 else "")
+        out.append(f"{len(ids)} rows that {fmt.trainer} would skip: {reason} ({shown})")
     for flag, n in summary.template_dropped.items():
         what = TEMPLATE_DROPS[flag]
         out.append(
