@@ -123,6 +123,7 @@ def test_specforge_conversations_train_only_the_regenerated_turn_with_its_own_se
         system_prompt=None, end_of_turn_token="<|im_end|>"), override=True)  # fmt: skip
     run = checkfix.write_run(tmp_path / "run", [three_turn()])
     code, text = run_cli("export", run, "-o", tmp_path / "conv")
+    assert code == 0, text
     assert "1 rows hold earlier assistant turns that the source dataset wrote" in text
     assert "data.train_only_last_turn: true" in text
     rows = datasets.load_dataset(str(tmp_path / "conv"))["train"]
