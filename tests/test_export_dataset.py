@@ -18,7 +18,6 @@ import pytest
 from huggingface_hub import DatasetCard
 
 import trainer_readers
-
 from regen.export.files import layout
 from regen.testing.hub_server import HubStandIn
 
