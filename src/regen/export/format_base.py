@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Any, ClassVar
 
 from regen.check.mask import Encoded
@@ -69,3 +71,8 @@ class Format:
         return None
 
     trainer: ClassVar[str] = ""
+    is_training_set: ClassVar[bool] = True  # False: one file, no validation split
+
+    def extra_rows(self, runs: Iterable[str | Path]) -> Iterator[dict[str, Any]]:
+        """Rows beyond the completions (the batch format's failed requests)."""
+        return iter(())

@@ -9,6 +9,7 @@ Each target writes exactly what its consumer reads, named the way that consumer 
                          value}]} with function_call / observation turns
     sharegpt-axolotl     axolotl's chat_template reader: from/value, OpenAI tool_calls
     tokenized            `datasets`: Parquet {input_ids, loss_mask, attention_mask, ...}
+    openai-batch         an OpenAI batch output file: {custom_id, response, error}
 
 The system-prompt rule: rows carry exactly the messages the target was sent, so a system
 message appears only where the prompt had one. Tokenised targets are rendered by the target's
@@ -24,6 +25,7 @@ from regen.check.mask import Encoded
 from regen.check.record import Completion
 from regen.errors import ConfigError
 from regen.export.format_base import REASONING_MODES, Format, inline_reasoning
+from regen.export.openai_batch import OpenAIBatch
 from regen.export.sharegpt import ShareGPTAxolotl, ShareGPTLlamaFactory
 
 
@@ -123,7 +125,7 @@ class Speculators(SpecForgeTokenized):
 FORMATS: dict[str, type[Format]] = {
     f.name: f
     for f in (SpecForge, SpecForgeTokenized, Speculators, ShareGPTLlamaFactory, ShareGPTAxolotl,
-              Tokenized)
+              Tokenized, OpenAIBatch)
 }  # fmt: skip
 FORMATS["sharegpt"] = ShareGPTLlamaFactory  # the name before the two layouts
 __all__ = ["FORMATS", "REASONING_MODES", "Format", "inline_reasoning", "make_format"]

@@ -28,7 +28,7 @@ from regen.export.files import (
 )
 from regen.export.formats import Format
 from regen.export.merge import Deduper
-from regen.export.select import Filters, prompt_of, split_of
+from regen.export.select import TRAIN, Filters, prompt_of, split_of
 from regen.jsonio import canonical
 
 
@@ -130,6 +130,7 @@ def export_run(
             hint="pass --tokenizer (the same one you give `regen check`)",
         )
     dirs = list(output_dirs)
+    fraction = eval_fraction if fmt.is_training_set else 0.0
     dedup = Deduper.over(r for _, _, r in read_rows(merge_into)) if merge_into else Deduper()
     summary = ExportSummary(fmt.name, str(out_dir.resolve()), how_to_train=fmt.how_to_train)
     summary.supervise = fmt.supervise
@@ -151,12 +152,14 @@ def export_run(
             outcome = dedup.classify(row)
             summary.outcomes[outcome] += 1
             if outcome in ("added", "replaced"):
-                split = split_of(str(completion.raw.get("id")), eval_fraction, split_seed)
+                split = split_of(str(completion.raw.get("id")), fraction, split_seed)
                 writer.write(_config(fmt, completion.category), split, row)
+        for row in fmt.extra_rows(dirs):
+            writer.write(DEFAULT, TRAIN, row)
         for config, _, row in read_rows(merge_into) if merge_into else ():
             if str(row["id"]) not in dedup.replaced_ids:
                 summary.kept_existing += 1
-                split = split_of(prompt_of(str(row["id"])), eval_fraction, split_seed)
+                split = split_of(prompt_of(str(row["id"])), fraction, split_seed)
                 writer.write(_config(fmt, config), split, row)
         summary.files = [str(p) for p in writer.commit()]
         summary.schema = writer.schema
