@@ -367,3 +367,26 @@ def test_openai_batch_output_is_joined_on_custom_id_with_the_errors(tmp_path):
         "response": None,
         "error": {"code": "server_error", "message": "503 from the server"},
     }
+
+
+def test_specforge_names_the_rows_it_would_tokenise_differently(run, tmp_path):
+    """Reasoning inline in content (what SpecForge keeps) renders differently from the
+    template's own reasoning_content slot: export names exactly those rows, and SpecForge's
+    own code agrees, row by row."""
+    from specforge.data.template import TEMPLATE_REGISTRY, ChatTemplate
+
+    TEMPLATE_REGISTRY.register("regen-chatml", ChatTemplate(
+        assistant_header="<|im_start|>assistant\n", user_header="<|im_start|>user\n",
+        system_prompt=None, end_of_turn_token="<|im_end|>"), override=True)  # fmt: skip
+    out, report = tmp_path / "conv", tmp_path / "summary.json"
+    text = cli("export", run, "--out", out, "--format", "specforge", "--tokenizer",
+               checkfix.qwen_style_dir(), "--report", report)  # fmt: skip
+    named = {i for ids in json.loads(report.read_text())["render_differs"].values() for i in ids}
+    assert "rows that SpecForge tokenises differently" in text and "reasoning:" in text
+    ours = regen_rows(run, tmp_path)
+    conv = rows_of(data_file(out))
+    theirs = specforge_encode(data_file(out), "regen-chatml")
+    assert len(theirs) == len(conv) == 33
+    same = {tuple(ids) for ids, _ in theirs}  # SpecForge reorders its rows: match by tokens
+    differ = {row["id"] for row in conv if tuple(ours[row["id"]]["input_ids"]) not in same}
+    assert differ == named and len(named) == 31  # the 31 rows with reasoning

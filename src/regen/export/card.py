@@ -104,6 +104,7 @@ def gather(out_dir: Path, summary: Any, inputs: CardInputs) -> dict[str, Any]:
         "draft_vocab": inputs.draft_vocab,
         "warnings": summary.warnings,
         "how_to_train": summary.how_to_train,
+        "snippet": summary.snippet,
     }
 
 

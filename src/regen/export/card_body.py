@@ -106,5 +106,9 @@ as the d2t/t2d mapping EAGLE-3 trainers load. Share of supervised tokens covered
 {{ d.export_command }}
 ```
 
-Train: {{ d.how_to_train }}
-"""
+Train (OUT is this dataset's directory): {{ d.how_to_train }}
+{% if d.snippet %}
+```python
+{{ d.snippet }}
+```
+{% endif %}"""

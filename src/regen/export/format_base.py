@@ -31,6 +31,7 @@ class Format:
     reads_reasoning_field: ClassVar[bool] = False  # does the consumer read reasoning_content?
     per_domain: ClassVar[bool] = True  # one config (folder) per domain; False: one file a split
     how_to_train: ClassVar[str] = ""
+    snippet: ClassVar[str] = ""  # code the trainer needs, printed with how_to_train
     # what to set when rows hold assistant turns the target did not write (conversation targets)
     last_turn_only: ClassVar[str] = ""
 

@@ -38,6 +38,13 @@ class SpecForge(Format):
 
     name = "specforge"
     per_domain = False  # SpecForge opens one file
+    snippet = (
+        "# SpecForge has no plugin hook: add this to specforge/data/template.py (a ChatML\n"
+        "# target; adapt the headers to yours), then set chat_template: regen-chatml\n"
+        'TEMPLATE_REGISTRY.register("regen-chatml", ChatTemplate(\n'
+        '    assistant_header="<|im_start|>assistant\\n", user_header="<|im_start|>user\\n",\n'
+        '    system_prompt=None, end_of_turn_token="<|im_end|>"))'
+    )
     last_turn_only = "train with data.train_only_last_turn: true (SpecForge trains them all)"
     how_to_train = (
         "SpecForge (raw conversations): data.train_data_path="
@@ -55,6 +62,27 @@ class SpecForge(Format):
         if completion.tools:
             row["tools"] = completion.tools
         return row
+
+    def render_differs(self, row: dict[str, Any], enc: Encoded, tok: Any) -> str | None:
+        """Why SpecForge's render of this row (the target's template over role, content and
+        tool_calls, as its parser does) differs from regen's (--format specforge-tokenized),
+        or None when the two give the same tokens."""
+        keep = ("role", "content", "tool_calls")
+        messages = [{k: m[k] for k in keep if k in m} for m in row["conversations"]]
+        try:
+            text = tok.apply_chat_template(messages, tools=row.get("tools"), tokenize=False)
+        except Exception as exc:  # jinja2 raises many types; the row is named, not dropped
+            return f"the template cannot render the row as SpecForge passes it ({exc})"
+        if text == enc.text:
+            return None
+        has_reasoning = any(m.get("reasoning_content") for m in row["conversations"]) or any(
+            "<think>" in (m.get("content") or "") for m in messages
+        )
+        if has_reasoning:
+            return ("reasoning: the template renders it from reasoning_content, and SpecForge "
+                    "passes it inline in content (try --reasoning field with a template that "
+                    "reads it, or train on --format specforge-tokenized)")  # fmt: skip
+        return "the template renders these messages differently without regen's fields"
 
     def _message(self, m: dict) -> dict[str, Any]:
         content, reasoning = inline_reasoning(m, self.reasoning)

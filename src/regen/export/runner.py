@@ -51,11 +51,13 @@ class ExportSummary:
     files: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     how_to_train: str = ""
+    snippet: str = ""
 
     sampling: Counter = field(default_factory=Counter)  # canonical sampling JSON -> rows
     thinking: Counter = field(default_factory=Counter)  # thinking mode -> rows
     masked_tokens: Counter = field(default_factory=Counter)  # token id -> supervised count
     trainer_skips: dict[str, list[str]] = field(default_factory=dict)  # reason -> row ids
+    render_differs: dict[str, list[str]] = field(default_factory=dict)  # reason -> row ids
     schema: Any = None  # the rows' unified pyarrow schema: the card's features
 
     def to_json(self) -> dict[str, Any]:
@@ -83,6 +85,8 @@ class ExportSummary:
             )
         lines += [f"warning: {w}" for w in self.warnings]
         lines.append(f"train with: {self.how_to_train.replace('OUT', self.out_dir)}")
+        if self.snippet:
+            lines.append(self.snippet)
         return "\n".join(lines)
 
 
@@ -132,7 +136,8 @@ def export_run(
     dirs = list(output_dirs)
     fraction = eval_fraction if fmt.is_training_set else 0.0
     dedup = Deduper.over(r for _, _, r in read_rows(merge_into)) if merge_into else Deduper()
-    summary = ExportSummary(fmt.name, str(out_dir.resolve()), how_to_train=fmt.how_to_train)
+    summary = ExportSummary(fmt.name, str(out_dir.resolve()), how_to_train=fmt.how_to_train,
+                            snippet=fmt.snippet)  # fmt: skip
     summary.supervise = fmt.supervise
     tally = None
     if encoder is not None and check_limits is not None:
@@ -149,6 +154,9 @@ def export_run(
             problem = fmt.problem(row)
             if problem:
                 summary.trainer_skips.setdefault(problem, []).append(row["id"])
+            differs = _render_differs(fmt, row, enc, encoder)
+            if differs:
+                summary.render_differs.setdefault(differs, []).append(row["id"])
             outcome = dedup.classify(row)
             summary.outcomes[outcome] += 1
             if outcome in ("added", "replaced"):
@@ -175,6 +183,16 @@ def export_run(
     return summary
 
 
+def _render_differs(fmt: Format, row: dict, enc: Encoded | None,
+                    encoder: Encoder | None) -> str | None:  # fmt: skip
+    """For the conversation target rendered by the trainer (SpecForge): does its render of
+    the row differ from regen's tokenised one? Only known with a tokenizer."""
+    check = getattr(fmt, "render_differs", None)
+    if check is None or enc is None or encoder is None:
+        return None
+    return check(row, enc, encoder.tok)
+
+
 def _config(fmt: Format, domain: str) -> str:
     return config_name(domain) if fmt.per_domain else DEFAULT
 
@@ -197,6 +215,10 @@ def _note(summary: ExportSummary, fmt: Format, completion: Completion, enc: Enco
             summary.masked_tokens.update(enc.input_ids[start:end])
 
 
+def _ids(ids: list[str]) -> str:
+    return ", ".join(ids[:5]) + (", ..." if len(ids) > 5 else "")
+
+
 TEMPLATE_DROPS = {"reasoning_dropped": "reasoning", "tools_dropped": "tool calls"}
 
 
@@ -204,8 +226,10 @@ def export_warnings(fmt: Format, summary: ExportSummary) -> list[str]:
     out = [w for w in [fmt.reasoning_warning(summary.with_reasoning),
                        fmt.supervision_warning(summary.with_source_turns)] if w]  # fmt: skip
     for reason, ids in summary.trainer_skips.items():
-        shown = ", ".join(ids[:5]) + (", ..." if len(ids) > 5 else "")
-        out.append(f"{len(ids)} rows that {fmt.trainer} would skip: {reason} ({shown})")
+        out.append(f"{len(ids)} rows that {fmt.trainer} would skip: {reason} ({_ids(ids)})")
+    for reason, ids in summary.render_differs.items():
+        out.append(f"{len(ids)} rows that SpecForge tokenises differently from --format "
+                   f"specforge-tokenized: {reason} ({_ids(ids)})")  # fmt: skip
     for flag, n in summary.template_dropped.items():
         what = TEMPLATE_DROPS[flag]
         out.append(
