@@ -143,7 +143,11 @@ def test_status_check_and_export_read_the_run_from_the_bucket(tmp_path, fake_ser
         main, ["export", URL, "--out", str(tmp_path / "ds"), "--format", "sharegpt"]
     )
     assert exported.exit_code == 0, exported.output
-    rows = (tmp_path / "ds" / "train.jsonl").read_bytes().splitlines()
+    rows = (
+        (tmp_path / "ds" / "data" / "default" / "train-00000-of-00001.jsonl")
+        .read_bytes()
+        .splitlines()
+    )
     assert len(rows) == 9
     report = tmp_path / "report.json"
     checked = CliRunner().invoke(
