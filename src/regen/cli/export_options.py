@@ -73,8 +73,7 @@ def command_line(ctx: click.Context) -> str:
         if isinstance(param, click.Argument):
             words += [str(v) for v in value or ()]
         elif isinstance(param, click.Option) and value not in (param.default, None, (), False):
-            flag = param.opts[-1] if param.opts[0].startswith("-") and len(param.opts[0]) == 2 \
-                else param.opts[0]  # fmt: skip
+            flag = next((o for o in param.opts if o.startswith("--")), param.opts[0])
             for item in value if isinstance(value, tuple) else [value]:
                 words += [flag] if item is True else [flag, str(item)]
     return shlex.join(words)

@@ -20,7 +20,7 @@ with [regen](https://pypi.org/project/regen/), for training speculative-decoding
 
 ## Configs
 
-| config | {% for s in ["train", "validation"] %}{{ s }} | {% endfor %}
+| config | train | validation |
 |---|---|---|
 {% for name, splits in d.domains.items() | sort -%}
 | `{{ name }}` | {{ splits.get("train", 0) }} | {{ splits.get("validation", 0) }} |
@@ -32,7 +32,7 @@ with [regen](https://pypi.org/project/regen/), for training speculative-decoding
 - Run `{{ run.run }}` (regen {{ run.regen_version }}, created {{ run.created }}): target model
   `{{ run.model }}` on {{ run.engine }}; {{ run.samples_per_prompt }} sample(s) per prompt;
   regenerated turns: `{{ run.regenerate_turns }}`; prompts `{{ run.prompts }}`
-  (sha256 `{{ run.prompts_sha256 }}`).
+  ({{ run.prompts_lines }} lines, xxh3-128 `{{ run.prompts_xxh3_128 }}`).
   Sampling: `{{ run.sampling | tojson }}`.
 {%- endfor %}
 
@@ -69,7 +69,7 @@ Blend of `{{ run.prompts }}` (`regen prepare`, seed {{ run.prepare.seed }}, {{ r
 {% for s in run.prepare.sources -%}
 | {{ s.name }} | `{{ s.dataset }}` | {{ s.read }} | {{ s.selected }} |
 {% endfor %}
-Composition by category: {% for k, v in run.prepare.composition.by_category.items() %}{{ k }} {{ v }}{{ ", " if not loop.last }}{% endfor %}.
+Composition by category: {% for k, v in run.prepare.composition.by_category.items() %}{{ k }} {{ v.count }} ({{ "%.1f" | format(v.share * 100) }}%){{ ", " if not loop.last }}{% endfor %}.
 {% endfor %}
 
 ## Check

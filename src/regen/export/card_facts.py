@@ -54,7 +54,8 @@ def run_facts(location: str | Path) -> dict[str, Any]:
         "samples_per_prompt": config.get("samples_per_prompt", 1),
         "regenerate_turns": config.get("regenerate_turns", "last"),
         "prompts": prompts,
-        "prompts_sha256": (manifest.get("input") or {}).get("sha256"),
+        "prompts_xxh3_128": (manifest.get("input") or {}).get("xxh3_128"),
+        "prompts_lines": (manifest.get("input") or {}).get("lines"),
         "prepare": report,
         "generate_command": _generate_command(config, prompts, location),
     }  # fmt: skip

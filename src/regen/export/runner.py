@@ -73,7 +73,7 @@ class ExportSummary:
         """The plain-text summary the CLI prints."""
         splits = ", ".join(f"{k} {v}" for k, v in self.written.items()) or "nothing"
         lines = [f"wrote {self.out_dir} ({self.format}): {splits}"]
-        lines += [f"  {Path(f).name}" for f in self.files]
+        lines += [f"  {Path(f).relative_to(self.out_dir)}" for f in self.files]
         lines.append(f"read {self.read} completions; " + _counts("dropped", self.dropped)
                      + "; " + _counts("merge", self.outcomes))  # fmt: skip
         if self.kept_existing:
@@ -169,7 +169,7 @@ def export_run(
                 summary.kept_existing += 1
                 split = split_of(prompt_of(str(row["id"])), fraction, split_seed)
                 writer.write(_config(fmt, config), split, row)
-        summary.files = [str(p) for p in writer.commit()]
+        summary.files = [str(p.resolve()) for p in writer.commit()]
         summary.schema = writer.schema
     except BaseException:
         writer.abort()
