@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable
+from functools import reduce
 from pathlib import Path
 from typing import Any
 
@@ -16,12 +17,8 @@ Decorator = Callable[[Any], Any]
 
 
 def _all(*decorators: Decorator) -> Decorator:
-    def apply(command: Any) -> Any:
-        for decorator in reversed(decorators):
-            command = decorator(command)
-        return command
-
-    return apply
+    """The decorators applied as if written one above the other."""
+    return lambda command: reduce(lambda cmd, deco: deco(cmd), reversed(decorators), command)
 
 
 selection_options = _all(
