@@ -18,7 +18,7 @@
         └── ServerRefused       the server refuses every request alike (401/403/404, or a
                                 200 login page): the fleet's fault, never the prompt's
 
-HTTP-library errors are mapped to this tree in one place (`regen.fleet.server`), so the
+HTTP-library errors are mapped to this tree in one place (`regen.fleet.http_errors`), so the
 retry decision is a type check (`isinstance(err, RetryableError)`), never a string match.
 The CLI turns a RegenError into a message plus hint and a non-zero exit; anything else is a
 bug and keeps its traceback.

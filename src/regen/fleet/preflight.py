@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 
 from regen.errors import ConfigError, FleetUnavailable, RetryableError, ServerError
+from regen.fleet.http_errors import AUTH_STATUSES
 from regen.fleet.openai_env import AUTH_HINT
-from regen.fleet.server import AUTH_STATUSES, Server
+from regen.fleet.server import Server
 
 
 async def resolve_model(

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from regen.fleet.dispatch import Fleet
 from regen.fleet.response import Generated, parse_chat_response
-from regen.records import WorkItem
+from regen.records import Completion, RecordMeta, TokenIds, Usage, WorkItem
 from regen.run.config import Sampling
 
 
@@ -85,35 +85,21 @@ def request_body(
 
 def completion_record(
     item: WorkItem, conv: Conversation, shape: RequestShape, sampling: Sampling
-) -> dict[str, Any]:
-    """The completions/ line. `id` and `sample` come first: the ledger relies on it."""
+) -> Completion:
+    """The completions/ line of a finished conversation."""
     prompt, last = item.prompt, conv.last
     assert last is not None
-    record: dict[str, Any] = {"id": prompt.id, "sample": item.sample, "messages": conv.history}
-    if prompt.tools:
-        record["tools"] = prompt.tools
-    record["finish_reason"] = last.finish_reason
-    record["usage"] = {
-        key: sum(t["usage"][key] for t in conv.turns)
-        for key in ("prompt_tokens", "completion_tokens")
-    }
-    if prompt.source is not None:
-        record["source"] = prompt.source
-    if prompt.category is not None:
-        record["category"] = prompt.category
+    token_ids = None
     if last.completion_token_ids is not None:
-        record["token_ids"] = {
-            "prompt": last.prompt_token_ids,
-            "completion": last.completion_token_ids,
-        }
-    record["meta"] = {
-        "server": conv.turns[-1]["server"],
-        "model": shape.model,
-        "sampling": asdict(sampling),
-        "attempts": conv.attempts,
-        "latency_s": round(conv.latency, 3),
-        "line": prompt.line,
-    }
-    if len(conv.turns) > 1:
-        record["meta"]["turns"] = conv.turns
-    return record
+        token_ids = TokenIds(last.prompt_token_ids, last.completion_token_ids)
+    usage = Usage(*(sum(t["usage"][k] for t in conv.turns) for k in Usage.__struct_fields__))
+    meta = RecordMeta(
+        server=conv.turns[-1]["server"], model=shape.model, sampling=asdict(sampling),
+        attempts=conv.attempts, latency_s=round(conv.latency, 3), line=prompt.line,
+        turns=conv.turns if len(conv.turns) > 1 else None,
+    )  # fmt: skip
+    return Completion(
+        id=prompt.id, sample=item.sample, messages=conv.history, tools=prompt.tools or None,
+        finish_reason=last.finish_reason, usage=usage, source=prompt.source,
+        category=prompt.category, token_ids=token_ids, meta=meta,
+    )  # fmt: skip
