@@ -17,7 +17,7 @@ from typing import Any
 from regen import __version__
 from regen.errors import ConfigError
 from regen.jsonio import is_file, read_json
-from regen.storage.reader import open_run
+from regen.storage import open_store
 
 UNKNOWN = "unknown"
 HUB_SUFFIXES = (".json", ".jsonl", ".parquet", ".csv", ".txt", ".gz", ".zst")
@@ -39,7 +39,7 @@ def parse_licenses(values: Iterable[str]) -> dict[str, str]:
 
 def run_facts(location: str | Path) -> dict[str, Any]:
     """One run: what its manifest says, and the prepare report of its prompt file."""
-    manifest = open_run(location).read_manifest() or {}
+    manifest = open_store(location).read_manifest() or {}
     config = manifest.get("config") or {}
     prompts = (manifest.get("input") or {}).get("path") or config.get("prompts")
     report = _prepare_report(prompts)

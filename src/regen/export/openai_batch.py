@@ -23,7 +23,7 @@ import xxhash
 from regen.check.mask import Encoded
 from regen.check.record import Completion
 from regen.export.format_base import Format
-from regen.storage.reader import open_run
+from regen.storage import open_store
 
 MESSAGE_KEYS = ("role", "content", "reasoning_content", "tool_calls")
 
@@ -73,7 +73,7 @@ class OpenAIBatch(Format):
     def extra_rows(self, runs: Iterable[str | Path]) -> Iterator[dict]:
         """The failed requests of the runs, as batch error lines."""
         for run in runs:
-            for record in open_run(run).iter_records("errors"):
+            for record in open_store(run).iter_records("errors"):
                 key = custom_id(record.get("id"), record.get("sample"))
                 if key in self._done:
                     continue
