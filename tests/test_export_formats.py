@@ -390,3 +390,43 @@ def test_specforge_names_the_rows_it_would_tokenise_differently(run, tmp_path):
     same = {tuple(ids) for ids, _ in theirs}  # SpecForge reorders its rows: match by tokens
     differ = {row["id"] for row in conv if tuple(ours[row["id"]]["input_ids"]) not in same}
     assert differ == named and len(named) == 31  # the 31 rows with reasoning
+
+
+def test_validation_split_is_by_prompt_and_seeded(tmp_path):
+    rows = []
+    for p in range(20):
+        for k in range(3):  # --samples-per-prompt 3
+            rec = checkfix.completion(f"p{p}", f"Answer {k} to prompt {p}.")
+            rec["sample"] = k
+            rows.append(rec)
+    run = checkfix.write_run(tmp_path / "run", rows)
+    splits = {}
+    for seed in ("0", "1"):
+        out = tmp_path / f"s{seed}"
+        cli("export", run, "--out", out, "--val-fraction", "0.4", "--split-seed", seed)
+        ds = datasets.load_dataset(str(out))
+        by_prompt: dict[str, set[str]] = {}
+        for split in ds:
+            for row_id in ds[split]["id"]:
+                by_prompt.setdefault(row_id.split("#")[0], set()).add(split)
+        assert all(len(s) == 1 for s in by_prompt.values())  # never in both splits
+        splits[seed] = {p: s.pop() for p, s in by_prompt.items()}
+    assert splits["0"] != splits["1"]  # the seed chooses another validation set
+
+
+def test_parquet_is_cut_into_shards_that_the_card_lists(run, tmp_path, monkeypatch):
+    from huggingface_hub import DatasetCard
+
+    import regen.export.files as files
+
+    monkeypatch.setattr(files, "SHARD_BYTES", 2000)
+    monkeypatch.setattr(files, "ROW_GROUP", 5)
+    out = tmp_path / "tok"
+    cli("export", run, "--out", out, "--format", "tokenized", "--tokenizer",
+        checkfix.qwen_style_dir())  # fmt: skip
+    shards = sorted(p.name for p in (out / "data" / "qa").iterdir())
+    assert len(shards) > 2 and shards[0] == f"train-00000-of-{len(shards):05d}.parquet"
+    [default] = [c for c in DatasetCard.load(out / "README.md").data.configs
+                 if c["config_name"] == "default"]  # fmt: skip
+    assert default["data_files"][0]["path"] == [f"data/qa/{name}" for name in shards]
+    assert datasets.load_dataset(str(out))["train"].num_rows == 33

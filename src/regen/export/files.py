@@ -77,8 +77,9 @@ class _Shard:
 class SplitWriter:
     """Streams rows into shards per (config, split); `commit` publishes them together."""
 
-    def __init__(self, out_dir: Path, file_type: str, shard_bytes: int = SHARD_BYTES) -> None:
-        self.out_dir, self.file_type, self.shard_bytes = out_dir, file_type, shard_bytes
+    def __init__(self, out_dir: Path, file_type: str, shard_bytes: int | None = None) -> None:
+        self.out_dir, self.file_type = out_dir, file_type
+        self.shard_bytes = shard_bytes or SHARD_BYTES
         self.counts: dict[str, int] = {}  # split -> rows
         self.by_config: dict[str, dict[str, int]] = {}  # config -> split -> rows
         self._open: dict[tuple[str, str], _Shard] = {}
