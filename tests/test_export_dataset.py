@@ -258,3 +258,20 @@ def test_axolotl_reads_every_row_with_known_roles(walkthrough, tmp_path, monkeyp
         final = row["conversations"][-1]
         if final["value"] or final["tool_calls"]:  # an empty answer has nothing to learn
             assert any(label != -100 for label in tokens["labels"]), row["id"]
+
+
+def test_a_second_push_replaces_the_data_and_a_branch_gets_its_own(walkthrough, tmp_path):
+    def pushed(repo_files: dict[str, bytes]) -> dict[str, bytes]:
+        return {p: data for p, data in repo_files.items() if p != ".gitattributes"}
+
+    with HubStandIn(TOKEN) as hub:
+        env = hub_env(hub)
+        flags = ("--push-to-hub", "org/two", "--allow-failed-check")  # not checked: no tokenizer
+        export(walkthrough, tmp_path / "a", *flags, env=env)  # data/default/...
+        export(walkthrough, tmp_path / "b", "--format", "sharegpt-axolotl", *flags, env=env)
+        main = hub.state.repos["org/two"]["main"]
+        assert pushed(main) == local_files(tmp_path / "b")  # a's data/default is gone
+        export(walkthrough, tmp_path / "c", *flags, "--revision", "dev", env=env)
+        assert [c["revision"] for c in hub.state.commits] == ["main", "main", "dev"]
+        assert pushed(hub.state.repos["org/two"]["dev"]) == local_files(tmp_path / "c")
+        assert hub.state.repos["org/two"]["main"] == main
