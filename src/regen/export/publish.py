@@ -12,7 +12,7 @@ from regen.export import draft_vocab
 from regen.export.card import CardInputs, write_card
 from regen.export.card_facts import template_sha256
 from regen.export.hub_push import Push, push, refuse_unchecked
-from regen.export.runner import ExportSummary
+from regen.export.summary import ExportSummary
 from regen.jsonio import read_json
 
 
