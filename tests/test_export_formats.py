@@ -430,3 +430,18 @@ def test_parquet_is_cut_into_shards_that_the_card_lists(run, tmp_path, monkeypat
                  if c["config_name"] == "default"]  # fmt: skip
     assert default["data_files"][0]["path"] == [f"data/qa/{name}" for name in shards]
     assert datasets.load_dataset(str(out))["train"].num_rows == 33
+
+
+def test_the_card_carries_the_acceptance_profile_of_a_scored_run(run, tmp_path):
+    """`regen score` writes RUN/score/score.json; the card shows tau per group and k."""
+    at = [{"k": k, "tau": {"value": 1 + k / 2, "ci95": None}} for k in (1, 3)]
+    score = {"run": str(run), "by": "category", "k": [1, 3], "drafts": [
+        {"name": "ngram", "groups": {"qa": {"rows": 33, "top1_match": {"value": 0.41},
+                                            "by_k": at}}}]}  # fmt: skip
+    (run / "score").mkdir()
+    (run / "score" / "score.json").write_text(json.dumps(score))
+    out = tmp_path / "scored"
+    cli("export", run, "--out", out)
+    card = (out / "README.md").read_text()
+    assert "## Acceptance (`regen score`)" in card and "Draft `ngram`" in card
+    assert "| qa | 33 | 0.41 | 1.5 | 2.5 |" in card

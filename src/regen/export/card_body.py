@@ -84,6 +84,21 @@ Verdict: **{{ d.check.verdict | upper }}** ({{ d.check.overall.samples }} sample
 {% else %}
 Not checked.
 {% endif %}
+{% for run in d.runs if run.acceptance %}
+## Acceptance (`regen score`)
+
+How well a drafter already predicts the answers of `{{ run.run }}` (teacher-forced, top-1;
+tau = tokens per verify step at k drafted tokens), by {{ run.acceptance.by }}:
+{% for draft in run.acceptance.drafts %}
+Draft `{{ draft.name }}`:
+
+| group | rows | top-1 match | {% for k in run.acceptance.k %}tau k={{ k }} | {% endfor %}
+|---|---|---|{% for k in run.acceptance.k %}---|{% endfor %}
+{% for name, g in draft.groups.items() -%}
+| {{ name }} | {{ g.rows }} | {{ g.top1_match }} | {% for k in run.acceptance.k %}{{ g.tau.get(k | string) }} | {% endfor %}
+{% endfor %}
+{% endfor %}
+{% endfor %}
 {% if d.draft_vocab %}
 ## Draft vocabulary
 

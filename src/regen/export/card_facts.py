@@ -58,7 +58,27 @@ def run_facts(location: str | Path) -> dict[str, Any]:
         "prompts_lines": (manifest.get("input") or {}).get("lines"),
         "prepare": report,
         "generate_command": _generate_command(config, prompts, location),
+        "acceptance": acceptance_profile(location),
     }  # fmt: skip
+
+
+def acceptance_profile(location: str | Path) -> dict[str, Any] | None:
+    """What `regen score` measured (RUN/score/score.json of a local run), compacted: per
+    draft and group, the rows, the top-1 match and tau at each k."""
+    path = Path(str(location)) / "score" / "score.json"
+    if "://" in str(location) or not path.is_file():
+        return None
+    report = read_json(path)
+    drafts = []
+    for draft in report.get("drafts") or []:
+        groups = {}
+        for name, tally in (draft.get("groups") or {}).items():
+            taus = {str(at.get("k")): (at.get("tau") or {}).get("value")
+                    for at in tally.get("by_k") or []}  # fmt: skip
+            groups[name] = {"rows": tally.get("rows"), "tau": taus,
+                            "top1_match": (tally.get("top1_match") or {}).get("value")}  # fmt: skip
+        drafts.append({"name": draft.get("name"), "groups": groups})
+    return {"by": report.get("by"), "k": report.get("k") or [], "drafts": drafts}
 
 
 def _prepare_report(prompts: str | None) -> dict[str, Any] | None:
