@@ -38,6 +38,7 @@ class _Shard:
         self._jsonl: IO[bytes] | None = None
         self._parquet: pq.ParquetWriter | None = None
         self._pending: list[dict] = []
+        self._closed = False
 
     def write(self, row: dict[str, Any]) -> None:
         if self.file_type == "jsonl":
@@ -62,7 +63,14 @@ class _Shard:
         self._parquet.write_table(table)
         self.bytes += table.nbytes
 
+    @property
+    def schema(self) -> pa.Schema | None:
+        return self._parquet.schema if self._parquet is not None else None
+
     def close(self, sync: bool = True) -> None:
+        if self._closed:
+            return
+        self._closed = True
         if sync:
             self._flush()
         if self._parquet is not None:
@@ -104,9 +112,10 @@ class SplitWriter:
         self.counts[split] = self.counts.get(split, 0) + 1
         per = self.by_config.setdefault(config, {})
         per[split] = per.get(split, 0) + 1
-        self._unseen.append(row)
-        if len(self._unseen) >= ROW_GROUP:
-            _ = self.schema
+        if self.file_type == "jsonl":  # a Parquet shard knows its schema
+            self._unseen.append(row)
+            if len(self._unseen) >= ROW_GROUP:
+                _ = self.schema
         key = (config, split)
         shard = self._open.get(key)
         if shard is None:
@@ -118,6 +127,7 @@ class SplitWriter:
         shard.write(row)
         if self.file_type == "parquet" and shard.bytes >= self.shard_bytes:
             # JSONL stays one file a split: SpecForge opens exactly one
+            shard.close()  # a full shard is finished now, not held open until the commit
             self._done.setdefault(key, []).append(self._open.pop(key))
 
     def commit(self) -> list[Path]:
@@ -129,6 +139,8 @@ class SplitWriter:
         for (config, split), shards in sorted(self._done.items()):
             for n, shard in enumerate(shards):
                 shard.close()
+                if shard.schema is not None:
+                    self._schemas.append(shard.schema)
                 name = f"{split}-{n:05d}-of-{len(shards):05d}.{self.file_type}"
                 target = self.out_dir / DATA / config / name
                 os.replace(shard.path, target)
