@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 
 from bench_check import default_tokenizer, synthetic
-
 from regen.check import Encoder
 from regen.export import Filters, export_run, make_format
 from regen.export.publish import Publish, finish
