@@ -275,3 +275,10 @@ def test_a_second_push_replaces_the_data_and_a_branch_gets_its_own(walkthrough, 
         assert [c["revision"] for c in hub.state.commits] == ["main", "main", "dev"]
         assert pushed(hub.state.repos["org/two"]["dev"]) == local_files(tmp_path / "c")
         assert hub.state.repos["org/two"]["main"] == main
+
+
+def test_push_in_offline_mode_says_so(walkthrough, tmp_path):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_TOKEN": TOKEN}
+    done = export(walkthrough, tmp_path / "off", "--push-to-hub", "org/x",
+                  "--allow-failed-check", ok=(2,), env=env)  # fmt: skip
+    assert "HF_HUB_OFFLINE is set" in done.stderr and "Traceback" not in done.stderr

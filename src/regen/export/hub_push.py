@@ -18,7 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from huggingface_hub import HfApi, get_token
-from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
+from huggingface_hub.errors import (
+    HfHubHTTPError,
+    OfflineModeIsEnabled,
+    RepositoryNotFoundError,
+    RevisionNotFoundError,
+)
 from huggingface_hub.errors import HTTPError as HubTransportError
 
 from regen.errors import ConfigError, RegenError
@@ -115,6 +120,11 @@ def _hub(call: Any, doing: str) -> Any:
             return call()
         except (RepositoryNotFoundError, RevisionNotFoundError):
             raise  # answers, not faults: the caller decides
+        except OfflineModeIsEnabled as exc:
+            raise ConfigError(
+                f"cannot {doing}: HF_HUB_OFFLINE is set",
+                hint="unset HF_HUB_OFFLINE to push, or drop --push-to-hub",
+            ) from exc
         except HfHubHTTPError as exc:
             status = exc.response.status_code if exc.response is not None else None
             if status in (401, 403):
