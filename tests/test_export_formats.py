@@ -445,3 +445,21 @@ def test_the_card_carries_the_acceptance_profile_of_a_scored_run(run, tmp_path):
     card = (out / "README.md").read_text()
     assert "## Acceptance (`regen score`)" in card and "Draft `ngram`" in card
     assert "| qa | 33 | 0.41 | 1.5 | 2.5 |" in card
+
+
+def test_an_export_in_the_layout_before_the_card_merges_into_the_new_one(run, tmp_path):
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / MARKER).write_text("{}")
+    earlier = {
+        "id": "earlier#0",
+        "conversations": [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "Hello."},
+        ],
+    }
+    (old / "train.jsonl").write_text(json.dumps(earlier) + "\n")
+    cli("export", run, "--out", old, "--merge-into", old)
+    assert not (old / "train.jsonl").exists()
+    ids = {r["id"] for r in rows_of(data_file(old))}
+    assert "earlier#0" in ids and len(ids) == 34

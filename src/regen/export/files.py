@@ -196,19 +196,20 @@ def mark_output(out_dir: Path, summary: Any) -> None:
 
 
 def data_files(folder: Path) -> list[Path]:
-    """Every published shard under `folder/data`, sorted."""
-    return sorted(
-        p
-        for t in FILE_TYPES
-        for p in (folder / DATA).glob(f"*/*.{t}")
-        if p.name.split("-")[0] in SPLITS
-    )
+    """Every published shard under `folder/data`, sorted; also `train.jsonl` and the like at
+    the top, as exports before the card wrote them (merged from, then replaced)."""
+    shards = [p for t in FILE_TYPES for p in (folder / DATA).glob(f"*/*.{t}")
+              if p.name.split("-")[0] in SPLITS]  # fmt: skip
+    legacy = [folder / f"{s}.{t}" for s in SPLITS for t in FILE_TYPES]
+    return sorted(shards) + [p for p in legacy if p.is_file()]
 
 
 def layout(folder: Path) -> dict[str, dict[str, list[str]]]:
     """config -> split -> shard paths relative to `folder`: what the card's `configs` name."""
     out: dict[str, dict[str, list[str]]] = {}
     for path in data_files(folder):
+        if path.parent == folder:
+            continue  # an older export's file, replaced by this one's shards
         split = path.name.split("-")[0]
         rel = path.relative_to(folder).as_posix()
         out.setdefault(path.parent.name, {}).setdefault(split, []).append(rel)
@@ -224,7 +225,8 @@ def read_rows(folder: Path) -> Iterator[tuple[str, str, dict]]:
             hint="point it at the output directory of an earlier `regen export`",
         )
     for path in files:
-        config, split = path.parent.name, path.name.split("-")[0]
+        config = path.parent.name if path.parent != folder else DEFAULT
+        split = path.name.split("-")[0].split(".")[0]
         if path.suffix == ".jsonl":
             for _, row in iter_jsonl(path):
                 yield config, split, row
