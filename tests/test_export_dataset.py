@@ -282,3 +282,15 @@ def test_push_in_offline_mode_says_so(walkthrough, tmp_path):
     done = export(walkthrough, tmp_path / "off", "--push-to-hub", "org/x",
                   "--allow-failed-check", ok=(2,), env=env)  # fmt: skip
     assert "HF_HUB_OFFLINE is set" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_push_that_keeps_failing_leaves_no_repo_behind(walkthrough, tmp_path):
+    with HubStandIn(TOKEN, fail_commits=100) as hub:
+        done = export(walkthrough, tmp_path / "x", "--push-to-hub", "org/flaky",
+                      "--allow-failed-check", ok=(7,), env=hub_env(hub))  # fmt: skip
+        assert "the Hub answered 503 when trying to upload the export" in done.stderr
+        commits = [
+            c for c in hub.state.calls if c.startswith("POST /api/datasets/org/flaky/commit")
+        ]
+        assert len(commits) == 4  # retried, then given up
+        assert hub.state.repos == {} and "DELETE /api/repos/delete" in hub.state.calls

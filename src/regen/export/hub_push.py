@@ -75,31 +75,44 @@ def push(out_dir: Path, spec: Push, verdict: str, commit_message: str) -> str:
     api = HfApi(token=token)
     _hub(lambda: api.whoami(), "check the token")
     existing = _existing_files(api, spec)
+    _refuse_foreign(spec.repo_id, existing or [])
+    _hub(lambda: api.create_repo(spec.repo_id, repo_type="dataset", private=spec.private,
+                                 exist_ok=True), "create the repo")  # fmt: skip
+    try:
+        if spec.revision:
+            _hub(lambda: api.create_branch(spec.repo_id, branch=spec.revision,
+                                           repo_type="dataset", exist_ok=True),
+                 "create the branch")  # fmt: skip
+        info = _hub(
+            lambda: api.upload_folder(
+                repo_id=spec.repo_id, repo_type="dataset", folder_path=out_dir,
+                revision=spec.revision, commit_message=commit_message,
+                ignore_patterns=[".*", "**/.*"], delete_patterns=[f"{d}**" for d in OUR_FOLDERS],
+            ),
+            "upload the export",
+        )  # fmt: skip
+    except HubError:
+        if existing is None:  # we created it: leave no empty repo behind
+            _hub(lambda: api.delete_repo(spec.repo_id, repo_type="dataset", missing_ok=True),
+                 "remove the empty repo this push created")  # fmt: skip
+        raise
+    return str(info.commit_url)
+
+
+def _refuse_foreign(repo_id: str, existing: list[str]) -> None:
+    """Never overwrite a dataset that a regen export did not write."""
     foreign = [f for f in existing if f not in OURS and not f.startswith(OUR_FOLDERS)]
     if foreign:
         shown = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
         raise ConfigError(
-            f"{spec.repo_id} already holds files that a regen export did not write ({shown})",
+            f"{repo_id} already holds files that a regen export did not write ({shown})",
             hint="push to a new repo or branch (--revision), or clear that repo first",
         )
-    _hub(lambda: api.create_repo(spec.repo_id, repo_type="dataset", private=spec.private,
-                                 exist_ok=True), "create the repo")  # fmt: skip
-    if spec.revision:
-        _hub(lambda: api.create_branch(spec.repo_id, branch=spec.revision, repo_type="dataset",
-                                       exist_ok=True), "create the branch")  # fmt: skip
-    info = _hub(
-        lambda: api.upload_folder(
-            repo_id=spec.repo_id, repo_type="dataset", folder_path=out_dir,
-            revision=spec.revision, commit_message=commit_message,
-            ignore_patterns=[".*", "**/.*"], delete_patterns=[f"{d}**" for d in OUR_FOLDERS],
-        ),
-        "upload the export",
-    )  # fmt: skip
-    return str(info.commit_url)
 
 
-def _existing_files(api: HfApi, spec: Push) -> list[str]:
-    """The repo's files at the revision (its main branch when the revision is new)."""
+def _existing_files(api: HfApi, spec: Push) -> list[str] | None:
+    """The repo's files at the revision (its main branch when the revision is new); None
+    when there is no such repo."""
     for revision in dict.fromkeys([spec.revision, None]):
         try:
             return _hub(
@@ -109,7 +122,7 @@ def _existing_files(api: HfApi, spec: Push) -> list[str]:
         except RevisionNotFoundError:
             continue
         except RepositoryNotFoundError:
-            return []
+            return None
     return []
 
 

@@ -5,6 +5,7 @@ dataset repos in memory (branch -> path -> bytes) and answers the calls a push m
 
     GET  /api/whoami-v2                         401 unless the Bearer token is the expected one
     POST /api/repos/create                      409 when the repo exists
+    DELETE /api/repos/delete                    404 when it does not
     GET  /api/datasets/{repo}/revision/{rev}    repo info (404 RepoNotFound / RevisionNotFound)
     GET  /api/datasets/{repo}/tree/{rev}        the files of a branch
     POST /api/datasets/{repo}/branch/{name}     a branch from main
@@ -57,6 +58,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         self._route("POST")
 
+    def do_DELETE(self) -> None:
+        self._route("DELETE")
+
     def _route(self, method: str) -> None:
         path = unquote(urlparse(self.path).path)
         self.state.calls.append(f"{method} {path}")
@@ -66,6 +70,7 @@ class _Handler(BaseHTTPRequestHandler):
         routes = [
             ("GET", r"/api/whoami-v2", self._whoami),
             ("POST", r"/api/repos/create", self._create),
+            ("DELETE", r"/api/repos/delete", self._delete),
             ("GET", rf"/api/datasets/{REPO}/revision/(?P<rev>[^/]+)", self._info),
             ("GET", rf"/api/datasets/{REPO}/tree/(?P<rev>[^/]+)(?P<sub>/.*)?", self._tree),
             ("POST", rf"/api/datasets/{REPO}/branch/(?P<rev>[^/]+)", self._branch),
@@ -114,6 +119,14 @@ class _Handler(BaseHTTPRequestHandler):
         # huggingface_hub 1.x sends "private", 2.x "visibility"
         self.state.private[repo] = bool(req.get("private")) or req.get("visibility") == "private"
         self._send(200, {"url": f"http://127.0.0.1/datasets/{repo}", "name": repo})
+
+    def _delete(self, body: bytes) -> None:
+        req = json.loads(body)
+        repo = f"{req.get('organization') or 'regen-tester'}/{req['name']}"
+        if self.state.repos.pop(repo, None) is None:
+            return self._send(404, {"error": "Repository not found"},
+                              {"X-Error-Code": "RepoNotFound"})  # fmt: skip
+        self._send(200, {})
 
     def _info(self, body: bytes, repo: str, rev: str) -> None:
         if not self._missing(repo, rev):
