@@ -1,10 +1,12 @@
 """End-game dispatch: once every item of the run is sent, no slot of a fast server should sit
 idle while a slow one holds the last requests.
 
-Near the end of the input (the run `arm`s it) each request is sent as a `Flight` that a copy
-can race. Once every item is sent (`begin`), each freed slot is offered to the request
+The run tells it how many items are left (`near_end`). Near the end, each request is sent as
+a `Flight` that a copy can race, and a slower server's free slot is passed over while the
+faster ones would finish what is left sooner (`declines`, in the fleet's pick). Once every
+item is sent (`begin`), each slot freed with nobody waiting is offered to the request
 predicted to finish last: if a fresh copy on the idle server is predicted (forecast.py) to
-finish well before the original, the copy starts, and whichever answers first is the answer
+finish before the original, the copy starts, and whichever answers first is the answer
 of that one request; the other is cancelled. Nothing here writes a record: the one task of
 an item gets exactly one answer back, so exactly-once is untouched. Copies are at most
 COPY_BUDGET of the requests answered, and their cost is counted (`snapshot`).
@@ -29,7 +31,6 @@ log = logging.getLogger("regen.fleet")
 COPY_BUDGET = 0.01  # copies started, at most this share of the requests answered (and 1)
 ARM_WINDOW = 2.0  # arm this many of the slowest server's request times before the end
 SLOWER = 0.8  # a server is slower than another below this share of its token rate
-SAVING = 0.8  # a copy starts only if predicted to take under this share of what is left
 
 Request = Callable[[Server], Awaitable[Any]]
 Answer = tuple[Any, Server, float]  # the answer, the server that gave it, when it was asked
@@ -204,7 +205,7 @@ class EndGame:
             if predicted is None:
                 continue
             left, redo = predicted
-            if redo < SAVING * left and left > best_left:
+            if redo < left and left > best_left:
                 best, best_left = flight, left
         return best
 
