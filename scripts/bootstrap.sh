@@ -46,14 +46,14 @@ build_key="llama-cpp-python-$llama_version-$(uname -m)-$flags_hash"
 wheel_dir="${XDG_CACHE_HOME:-$HOME/.cache}/regen/wheels/$build_key"
 build_args="$cmake_args -DCMAKE_PROJECT_llama_cpp_INCLUDE=$(printf '%q' "$PWD/$lean_cmake")"
 
-if [ "$mode" = --print-build ]; then
-  printf 'cmake_args: %s\nwheel_dir: %s\n' "$build_args" "$wheel_dir"
-  exit 0
-fi
-
 stamp=.venv/.regen-installed
 # What is installed follows pyproject.toml and this script: a change to either reinstalls.
 key="$build_key $(cat pyproject.toml scripts/bootstrap.sh | sha256sum | cut -c1-16)"
+
+if [ "$mode" = --print-build ]; then
+  printf 'cmake_args: %s\nwheel_dir: %s\ninstall_key: %s\n' "$build_args" "$wheel_dir" "$key"
+  exit 0
+fi
 installed=""
 [ -f "$stamp" ] && installed=$(cat "$stamp")
 
