@@ -64,24 +64,28 @@ fi
 
 build_portable_llama() {
   if ! compgen -G "$wheel_dir/llama_cpp_python-*.whl" >/dev/null; then
-    local cores log
+    local cores partial
     cores=$(getconf _NPROCESSORS_ONLN)
-    log="$wheel_dir.partial/build.log"
-    echo "bootstrap: building llama-cpp-python $llama_version for any $(uname -m) machine on $cores cores (~4 min on 2)"
+    echo "bootstrap: building llama-cpp-python $llama_version for any $(uname -m) machine on $cores cores (~3 min on 2)"
     echo "bootstrap:   CMAKE_ARGS=$build_args"
-    rm -rf "$wheel_dir.partial"
-    mkdir -p "$wheel_dir.partial"
+    # A folder of its own, so that checkouts sharing the cache can build at the same time.
+    mkdir -p "$(dirname "$wheel_dir")"
+    partial=$(mktemp -d "$wheel_dir.partial.XXXXXX")
     # --no-cache-dir and --no-binary: build from source with these flags, whatever pip cached.
     # The compiler's lines go to the log, kept beside the wheel.
     if ! CMAKE_ARGS="$build_args" FORCE_CMAKE=1 CMAKE_BUILD_PARALLEL_LEVEL="$cores" \
       .venv/bin/pip wheel --verbose --no-cache-dir --no-deps --no-binary llama-cpp-python \
-      -w "$wheel_dir.partial" "llama-cpp-python==$llama_version" >"$log" 2>&1; then
-      tail -n 40 "$log" >&2
-      echo "bootstrap: building llama-cpp-python failed; the whole log: $log" >&2
+      -w "$partial" "llama-cpp-python==$llama_version" >"$partial/build.log" 2>&1; then
+      tail -n 40 "$partial/build.log" >&2
+      echo "bootstrap: building llama-cpp-python failed; the whole log: $partial/build.log" >&2
       exit 1
     fi
-    rm -rf "$wheel_dir"
-    mv "$wheel_dir.partial" "$wheel_dir"
+    if compgen -G "$wheel_dir/llama_cpp_python-*.whl" >/dev/null; then
+      rm -rf "$partial"  # another checkout finished the same build first
+    else
+      rm -rf "$wheel_dir"
+      mv "$partial" "$wheel_dir"
+    fi
     echo "bootstrap:   built; its log: $wheel_dir/build.log"
   fi
   echo "bootstrap: installing the portable llama-cpp-python wheel from $wheel_dir"

@@ -99,6 +99,10 @@ def test_a_changed_project_file_reinstalls(tmp_path):
     done = bootstrap(copy, XDG_CACHE_HOME=str(tmp_path))
     assert done.returncode != 0  # no pip in this venv: the reinstall was attempted
     assert "building llama-cpp-python" in done.stdout  # the wheel folder in tmp_path is empty
+    # A failed build says so and where its whole log is.
+    assert "building llama-cpp-python failed; the whole log: " in done.stderr
+    log = Path(done.stderr.rsplit("the whole log: ", 1)[1].strip())
+    assert log.is_file() and log.is_relative_to(tmp_path)
 
 
 def test_make_demo_installs_the_demo_layer_and_make_test_the_rest():
