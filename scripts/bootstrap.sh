@@ -72,7 +72,9 @@ build_portable_llama() {
     mkdir -p "$(dirname "$wheel_dir")"
     partial=$(mktemp -d "$wheel_dir.partial.XXXXXX")
     # --no-cache-dir and --no-binary: build from source with these flags, whatever pip cached.
-    # The compiler's lines go to the log, kept beside the wheel.
+    # CMAKE_BUILD_PARALLEL_LEVEL: every core, with make too (scikit-build-core's fallback where
+    # ninja is missing builds one file at a time without it). The compiler's lines go to the
+    # log, kept beside the wheel.
     if ! CMAKE_ARGS="$build_args" FORCE_CMAKE=1 CMAKE_BUILD_PARALLEL_LEVEL="$cores" \
       .venv/bin/pip wheel --verbose --no-cache-dir --no-deps --no-binary llama-cpp-python \
       -w "$partial" "llama-cpp-python==$llama_version" >"$partial/build.log" 2>&1; then
