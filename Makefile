@@ -10,11 +10,13 @@ demo:
 test:
 	scripts/bootstrap.sh --test
 	.venv/bin/ruff check src tests bench
+	.venv/bin/lint-imports
 	.venv/bin/pytest
 
 lint:
 	scripts/bootstrap.sh --dev
 	.venv/bin/ruff check src tests bench
+	.venv/bin/lint-imports
 	.venv/bin/ruff format --check src tests bench
 
 bench:

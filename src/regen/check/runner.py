@@ -16,7 +16,7 @@ from regen.check.sample import SampleResult, failed, invalid, result_of
 from regen.check.stats import Group, StatOptions, sample_flags
 from regen.errors import ConfigError, InputError
 from regen.jsonio import dumps_line
-from regen.storage.reader import open_run
+from regen.storage import open_store
 
 ERROR_EXAMPLES = 20
 
@@ -54,13 +54,13 @@ def read_runs(
     """Every finished completion record of one or more `regen generate` output dirs;
     `on_row(run)` is called for each (a progress bar)."""
     for output_dir in output_dirs:
-        layout = open_run(output_dir)
-        if not layout.shard_files("completions"):
+        store = open_store(output_dir)
+        if not store.shard_names("completions"):
             raise ConfigError(
-                f"no completion shards under {layout.completions}",
+                f"no completion shards under {store.where}/completions",
                 hint="pass the --output-dir of a `regen generate` run",
             )
-        records = layout.iter_records("completions")
+        records = store.iter_records("completions")
         if on_row is None:
             yield from records
             continue
@@ -70,7 +70,7 @@ def read_runs(
 
 
 @dataclass
-class _Tally:
+class Tally:
     opts: StatOptions
     per_sample: IO[bytes] | None
     show: int = 0
@@ -119,6 +119,31 @@ class _Tally:
                     out.append((*kept[rank], name))
         return out
 
+    def feed(self, completion: Completion, enc: Encoded | InputError, encoder: Encoder) -> None:
+        """One encoded completion (or the error that stopped its encoding)."""
+        if isinstance(enc, InputError):
+            self.add(failed(completion, enc.kind, enc.message), completion)
+            return
+        result = result_of(completion, enc, encoder.specials, self.opts.degenerate_at, enc.flags)
+        self.add(result, completion, enc)
+
+    def report(
+        self,
+        encoder: Encoder,
+        limits: dict[str, float | None],
+        output_dirs: Iterable[str | Path] = (),
+    ) -> CheckReport:
+        """The verdict over everything fed so far."""
+        if not self.overall.samples:
+            raise ConfigError("no completions to check", hint="is the generate run empty?")
+        settings = {"template_tokens": encoder.template_tokens, "supervise": encoder.supervise,
+                    **self.opts.__dict__}  # fmt: skip
+        dirs = list(output_dirs)
+        composition = compare(dirs, self.completed) if dirs else None
+        outcomes = judge(self.overall, limits, composition)
+        return CheckReport(self.overall, self.sources, outcomes, settings, self.examples,
+                           self.shown(outcomes), composition)  # fmt: skip
+
     def valid(self, records: Iterable[dict]) -> Iterator[Completion]:
         """Completions that can be read; the rest are counted as errors here."""
         for raw in records:
@@ -139,21 +164,10 @@ def check_completions(
     output_dirs: Iterable[str | Path] = (),
 ) -> CheckReport:
     """`output_dirs`: the runs the records come from, for the composition check."""
-    tally = _Tally(opts, per_sample, show)
+    tally = Tally(opts, per_sample, show)
     for completion, enc in encoder.stream(tally.valid(records)):
-        if isinstance(enc, InputError):
-            tally.add(failed(completion, enc.kind, enc.message), completion)
-            continue
-        result = result_of(completion, enc, encoder.specials, opts.degenerate_at, enc.flags)
-        tally.add(result, completion, enc)
-    if not tally.overall.samples:
-        raise ConfigError("no completions to check", hint="is the generate run empty?")
-    settings = {"template_tokens": encoder.template_tokens, **opts.__dict__}
-    dirs = list(output_dirs)
-    composition = compare(dirs, tally.completed) if dirs else None
-    outcomes = judge(tally.overall, limits, composition)
-    return CheckReport(tally.overall, tally.sources, outcomes, settings, tally.examples,
-                       tally.shown(outcomes), composition)  # fmt: skip
+        tally.feed(completion, enc, encoder)
+    return tally.report(encoder, limits, output_dirs)
 
 
 def check_run(
