@@ -66,7 +66,7 @@ build_portable_llama() {
   if ! compgen -G "$wheel_dir/llama_cpp_python-*.whl" >/dev/null; then
     local cores partial
     cores=$(getconf _NPROCESSORS_ONLN)
-    echo "bootstrap: building llama-cpp-python $llama_version for any $(uname -m) machine on $cores cores (~3 min on 2)"
+    echo "bootstrap: building llama-cpp-python $llama_version for any $(uname -m) machine on $cores cores (minutes: 3 to 6 on 2 busy cores)"
     echo "bootstrap:   CMAKE_ARGS=$build_args"
     # A folder of its own, so that checkouts sharing the cache can build at the same time.
     mkdir -p "$(dirname "$wheel_dir")"
