@@ -114,6 +114,13 @@ class FleetConfig:
             return self.concurrency
         return 2 if self.embedded else 64
 
+    @property
+    def known_engine(self) -> str | None:
+        """The engine regen started: the embedded llama.cpp server, or FLEET.json's."""
+        if self.embedded:
+            return "llamacpp"
+        return FleetFile.read(self.fleet_file).engine if self.fleet_file else None
+
     def api_key_info(self) -> ApiKey:
         env_name = self.api_key_env
         if env_name is None and self.fleet_file is not None:  # the variable `regen serve` used

@@ -17,11 +17,10 @@ from collections.abc import Callable
 from typing import Any
 
 from regen import redact
-from regen.errors import ConfigError, FleetUnavailable, OutputError, RegenError, ServerError
+from regen.errors import FleetUnavailable, OutputError, RegenError, ServerError
 from regen.fleet.dispatch import DispatchHalted, Fleet
 from regen.fleet.embedded import EmbeddedFleet, default_model_path, embedded_spec
-from regen.fleet.engine_info import fleet_engines, identify_fleet
-from regen.fleet.preflight import check_token_ids, resolve_model
+from regen.fleet.preflight import require_token_ids, resolve_model
 from regen.fleet.server import Server
 from regen.format.manifest import check_and_record, fingerprint, same_lines_inputs
 from regen.format.state import RunState
@@ -39,7 +38,6 @@ from regen.run.progress import RunStats
 from regen.run.quality import QualityMonitor
 from regen.run.recorder import Recorder
 from regen.run.stop import Stop, StopReason, on_signals, signals_handled
-from regen.serve.fleetfile import FleetFile
 from regen.storage import Store, open_store
 from regen.storage.lease import LeaseLost
 
@@ -124,38 +122,16 @@ class Run:
             self.fleet.model = self.model
             for server, why in down.items():
                 self.fleet.take_out_at_start(server, why)
-            warning = await identify_fleet(
-                self.servers, self._known_engine(), self.config.sampling.seed
-            )
-            if warning:
-                self._event(warning)
+            await self.fleet.identify(self.config.fleet.known_engine, self.config.sampling.seed)
             self.shape = RequestShape(
                 self.model, self.config.input.regenerate_turns, self.config.output.return_token_ids
             )
-            await self._check_token_ids()
+            if self.config.output.return_token_ids:
+                await require_token_ids(self.servers, self.model)
             return await self._run()
         finally:
             for server in self.servers:
                 await server.close()
-
-    def _known_engine(self) -> str | None:
-        """The engine regen started (FLEET.json, or the embedded llama.cpp server)."""
-        if self.embedded is not None:
-            return "llamacpp"
-        fleet_file = self.config.fleet.fleet_file
-        return FleetFile.read(fleet_file).engine if fleet_file else None
-
-    async def _check_token_ids(self) -> None:
-        if not self.config.output.return_token_ids:
-            return
-        answering = [s for s in self.servers if s.available]
-        unable = [s.url for s in answering if not await check_token_ids(s, self.model)]
-        if unable:
-            raise ConfigError(
-                "--return-token-ids: these servers do not return token ids: " + ", ".join(unable),
-                hint="use a server that supports `return_token_ids` (vLLM >= 0.10.2, SGLang), "
-                "or drop --return-token-ids",
-            )
 
     async def _run(self) -> RunResult:
         work, part = self.config.input, self.config.part
@@ -192,7 +168,7 @@ class Run:
         """Refuse silent changes against an earlier session; record this one."""
         work = self.config.input
         resolved = self.config.resolved([s.url for s in self.servers], self.model)
-        resolved["engines"] = fleet_engines(self.servers)
+        resolved["engines"] = self.fleet.engines()
         try:
             manifest = check_and_record(
                 self.layout.manifest, config=resolved, input_fp=input_fp,
