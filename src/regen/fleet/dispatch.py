@@ -24,7 +24,6 @@ from regen.errors import (
     ServerRefused,
     TransportError,
 )
-from regen.fleet.engine_info import fleet_engines, identify_fleet
 from regen.fleet.overflow import room_left
 from regen.fleet.policy import HealthPolicy, RetryPolicy
 from regen.fleet.server import CHAT_PATH, Server
@@ -237,15 +236,6 @@ class Fleet:
         self._retired[server] = reason
         self.take_out(server, reason.message.splitlines()[0], abort_in_flight=True)
         self._wake(len(self._waiters))  # waiters re-check and see the fleet is gone
-
-    async def identify(self, known: str | None, seed: int | None) -> None:
-        """Ask every server which engine it is; say once if a seed will not hold."""
-        warning = await identify_fleet(self.servers, known, seed)
-        if warning:
-            self.on_event(warning)
-
-    def engines(self) -> list[dict[str, Any]]:
-        return fleet_engines(self.servers)
 
     def is_retired(self, server: Server) -> bool:
         return server in self._retired

@@ -104,15 +104,3 @@ async def check_token_ids(server: Server, model: str) -> bool:
         ) from None
     generated = parse_chat_response(data, server.name)
     return generated.prompt_token_ids is not None and generated.completion_token_ids is not None
-
-
-async def require_token_ids(servers: list[Server], model: str) -> None:
-    """--return-token-ids: every answering server must return token ids, or the run stops
-    before it starts."""
-    unable = [s.url for s in servers if s.available and not await check_token_ids(s, model)]
-    if unable:
-        raise ConfigError(
-            "--return-token-ids: these servers do not return token ids: " + ", ".join(unable),
-            hint="use a server that supports `return_token_ids` (vLLM >= 0.10.2, SGLang), "
-            "or drop --return-token-ids",
-        )

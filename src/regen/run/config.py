@@ -37,6 +37,11 @@ class Sampling:
     thinking: Thinking | tuple[Thinking, ...] = "auto"
     extra: dict[str, Any] | None = None  # other request fields, as a batch file's body gave them
 
+    def as_dict(self) -> dict[str, Any]:
+        """As a record's `meta.sampling` says it (shallow: `dataclasses.asdict` copies deeply
+        and costs more than encoding the whole record)."""
+        return {name: getattr(self, name) for name in SAMPLING_FIELDS}
+
     def with_overrides(self, overrides: dict[str, Any] | None) -> Sampling:
         if not overrides:
             return self
@@ -58,9 +63,10 @@ class Sampling:
         }
         return replace(self, **chosen) if chosen else self
 
-    def as_dict(self) -> dict[str, Any]:
-        """As the manifest keeps it (lists, as JSON reads them back)."""
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+    def for_manifest(self) -> dict[str, Any]:
+        """As the manifest keeps it: a list of choices as a list, as JSON reads it back (so a
+        resume with the same lists compares equal)."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in self.as_dict().items()}
 
     def request_fields(self, sample: int) -> dict[str, Any]:
         """The sampling part of a chat completion request body."""
@@ -80,6 +86,9 @@ class Sampling:
             }
             body["chat_template_kwargs"] = kwargs
         return body
+
+
+SAMPLING_FIELDS = tuple(Sampling.__dataclass_fields__)
 
 
 @dataclass(frozen=True)
@@ -138,13 +147,6 @@ class FleetConfig:
         if self.concurrency is not None:
             return self.concurrency
         return 2 if self.embedded else 64
-
-    @property
-    def known_engine(self) -> str | None:
-        """The engine regen started: the embedded llama.cpp server, or FLEET.json's."""
-        if self.embedded:
-            return "llamacpp"
-        return FleetFile.read(self.fleet_file).engine if self.fleet_file else None
 
     def api_key_info(self) -> ApiKey:
         env_name = self.api_key_env
@@ -218,7 +220,7 @@ class GenerateConfig:
             "servers": servers,
             "embedded": fleet.embedded,
             "model": model,
-            "sampling": self.sampling.as_dict(),
+            "sampling": self.sampling.for_manifest(),
             "samples_per_prompt": self.input.samples_per_prompt,
             "regenerate_turns": self.input.regenerate_turns,
             "return_token_ids": self.output.return_token_ids,

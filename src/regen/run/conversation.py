@@ -6,7 +6,7 @@ carrying the regenerated history; reasoning of earlier turns is never fed back.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from regen.fleet.dispatch import Fleet
@@ -99,7 +99,7 @@ def completion_record(
         token_ids = TokenIds(last.prompt_token_ids, last.completion_token_ids)
     usage = Usage(*(sum(t["usage"][k] for t in conv.turns) for k in Usage.__struct_fields__))
     meta = RecordMeta(
-        server=conv.turns[-1]["server"], model=shape.model, sampling=asdict(sampling),
+        server=conv.turns[-1]["server"], model=shape.model, sampling=sampling.as_dict(),
         attempts=conv.attempts, latency_s=round(conv.latency, 3), line=prompt.line,
         turns=conv.turns if len(conv.turns) > 1 else None, engine=conv.engine.as_dict(),
         max_tokens_lowered_to=conv.max_tokens_lowered_to,

@@ -20,7 +20,7 @@ from regen import redact
 from regen.errors import FleetUnavailable, OutputError, RegenError, ServerError
 from regen.fleet.dispatch import DispatchHalted, Fleet
 from regen.fleet.embedded import EmbeddedFleet, default_model_path, embedded_spec
-from regen.fleet.preflight import require_token_ids, resolve_model
+from regen.fleet.engine_info import fleet_engines
 from regen.fleet.server import Server
 from regen.format.manifest import check_and_record, fingerprint, same_lines_inputs
 from regen.format.state import RunState
@@ -34,6 +34,7 @@ from regen.run.input_gate import check_input
 from regen.run.intake import Intake
 from regen.run.monitor import Monitor, Watched
 from regen.run.outcome import EXIT_OK, InputSeen, RunResult, run_result
+from regen.run.preflight import preflight
 from regen.run.progress import RunStats
 from regen.run.quality import QualityMonitor
 from regen.run.recorder import Recorder
@@ -118,16 +119,14 @@ class Run:
     # -- the whole run -------------------------------------------------------------------
     async def execute(self) -> RunResult:
         try:
-            self.model, down = await resolve_model(self.servers, self.config.fleet.model)
-            self.fleet.model = self.model
-            for server, why in down.items():
-                self.fleet.take_out_at_start(server, why)
-            await self.fleet.identify(self.config.fleet.known_engine, self.config.sampling.seed)
-            self.shape = RequestShape(
-                self.model, self.config.input.regenerate_turns, self.config.output.return_token_ids
+            embedded = self.embedded is not None
+            self.model = await preflight(
+                self.config, self.servers, self.fleet, embedded, self._event
             )
-            if self.config.output.return_token_ids:
-                await require_token_ids(self.servers, self.model)
+            work = self.config.input
+            self.shape = RequestShape(
+                self.model, work.regenerate_turns, self.config.output.return_token_ids
+            )
             return await self._run()
         finally:
             for server in self.servers:
@@ -168,7 +167,7 @@ class Run:
         """Refuse silent changes against an earlier session; record this one."""
         work = self.config.input
         resolved = self.config.resolved([s.url for s in self.servers], self.model)
-        resolved["engines"] = self.fleet.engines()
+        resolved["engines"] = fleet_engines(self.servers)
         try:
             manifest = check_and_record(
                 self.layout.manifest, config=resolved, input_fp=input_fp,
