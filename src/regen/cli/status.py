@@ -78,7 +78,9 @@ def render(info: dict[str, Any]) -> list[str]:
             flight = f"none in flight ({at_exit} were at its last update)"
         lines.append(
             f"  {s['url']}: {s['state']}, {flight}, {s['completed']} done, "
-            f"{s['failed']} failed, latency {s['latency_ewma_s']:.1f}s"
+            f"{s['failed']} failed"
+            + (f" ({s['aborted']} aborted by the engine)" if s.get("aborted") else "")
+            + f", latency {s['latency_ewma_s']:.1f}s"
             + (f", last error: {s['last_error']}" if s["last_error"] else "")
         )
     if progress["errors_by_type"]:
@@ -86,6 +88,11 @@ def render(info: dict[str, Any]) -> list[str]:
             "errors by type: "
             + ", ".join(f"{k}={v}" for k, v in progress["errors_by_type"].items())
         )
+    mix = progress.get("sampling_mix")
+    if mix:  # --temperature 0.6,1.0 and the like: what this session's completions got
+        total = sum(mix.values())
+        shares = ", ".join(f"{k} {v / total:.0%}" for k, v in sorted(mix.items()))
+        lines.append(f"sampling mix (this session's {total} completions): {shares}")
     quality = progress["quality"]
     rates_q = ", ".join(f"{k} {v:.1%}" for k, v in quality["rates"].items())
     lines.append(f"quality (last {quality['window']}): {rates_q}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, is_dataclass, replace
 from pathlib import Path
@@ -12,24 +13,28 @@ from regen.fleet.dispatch import HealthPolicy, RetryPolicy
 from regen.fleet.openai_env import ApiKey, resolve_api_key
 from regen.fleet.server import Timeouts
 from regen.format.part import WHOLE, Part
+from regen.records import WorkItem
 from regen.run.quality import Thresholds
 from regen.serve.fleetfile import FleetFile
 from regen.storage import StoreOptions
 from regen.storage.uploader import UploadPolicy
 
 Thinking = Literal["on", "off", "auto"]
+LISTABLE = ("max_tokens", "temperature", "top_p", "top_k", "thinking")  # may be given as lists
 
 
 @dataclass(frozen=True)
 class Sampling:
-    """None means "the server's default" (its generation config), recorded as such."""
+    """None means "the server's default" (its generation config), recorded as such. A field
+    given as a tuple (`--temperature 0.6,0.8,1.0`) is a list of choices: each sample uses one
+    (`for_item`), and the record says which."""
 
-    max_tokens: int = 4096
-    temperature: float | None = None
-    top_p: float | None = None
-    top_k: int | None = None
+    max_tokens: int | tuple[int, ...] = 4096
+    temperature: float | tuple[float, ...] | None = None
+    top_p: float | tuple[float, ...] | None = None
+    top_k: int | tuple[int, ...] | None = None
     seed: int | None = None
-    thinking: Thinking = "auto"
+    thinking: Thinking | tuple[Thinking, ...] = "auto"
     extra: dict[str, Any] | None = None  # other request fields, as a batch file's body gave them
 
     def as_dict(self) -> dict[str, Any]:
@@ -41,6 +46,27 @@ class Sampling:
         if not overrides:
             return self
         return replace(self, **overrides)
+
+    def mixed(self) -> list[str]:
+        """The fields given as lists of choices."""
+        return [name for name in LISTABLE if isinstance(getattr(self, name), tuple)]
+
+    def for_item(self, item: WorkItem) -> Sampling:
+        """The setting of one (prompt, sample): one choice of each list, picked by a hash of
+        the seed, the prompt's id, the sample and the field, so a resume, another machine or
+        another --shard split picks the same."""
+        chosen = {
+            name: _pick(
+                getattr(self, name), f"{self.seed}\0{item.prompt.id}\0{item.sample}\0{name}"
+            )
+            for name in self.mixed()
+        }
+        return replace(self, **chosen) if chosen else self
+
+    def for_manifest(self) -> dict[str, Any]:
+        """As the manifest keeps it: a list of choices as a list, as JSON reads it back (so a
+        resume with the same lists compares equal)."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in self.as_dict().items()}
 
     def request_fields(self, sample: int) -> dict[str, Any]:
         """The sampling part of a chat completion request body."""
@@ -182,7 +208,7 @@ class GenerateConfig:
     display: DisplayConfig = field(default_factory=DisplayConfig)
 
     def __post_init__(self) -> None:
-        if self.sampling.max_tokens < 1:
+        if min(_choices(self.sampling.max_tokens)) < 1:
             raise ConfigError("--max-output-tokens must be at least 1")
 
     def resolved(self, servers: list[str], model: str) -> dict[str, Any]:
@@ -194,7 +220,7 @@ class GenerateConfig:
             "servers": servers,
             "embedded": fleet.embedded,
             "model": model,
-            "sampling": asdict(self.sampling),
+            "sampling": self.sampling.for_manifest(),
             "samples_per_prompt": self.input.samples_per_prompt,
             "regenerate_turns": self.input.regenerate_turns,
             "return_token_ids": self.output.return_token_ids,
@@ -224,6 +250,20 @@ def check_base_url(url: str) -> None:
                 f"{url} is an endpoint, not a server: pass the base URL",
                 hint=f"write it as {base} (regen adds {suffix} itself)",
             )
+
+
+def _choices(value: Any) -> tuple[Any, ...]:
+    return value if isinstance(value, tuple) else (value,)
+
+
+def _pick(choices: tuple[Any, ...], key: str) -> Any:
+    digest = hashlib.blake2b(key.encode(), digest_size=8).digest()
+    return choices[int.from_bytes(digest, "big") % len(choices)]
+
+
+def setting_label(sampling: Mapping[str, Any], mixed: list[str]) -> str:
+    """How status names one setting of a mix: `temperature=0.6 thinking=on`."""
+    return " ".join(f"{name}={sampling.get(name)}" for name in mixed)
 
 
 def build_config(values: Mapping[str, Any]) -> GenerateConfig:

@@ -265,7 +265,7 @@ class Run:
         one record stops the run; only a fleet or output fault does."""
         try:
             await self.store.room()  # a bucket that cannot keep up pauses requests, not writes
-            sampling = self.config.sampling.with_overrides(item.prompt.sampling)
+            sampling = self.config.sampling.for_item(item).with_overrides(item.prompt.sampling)
             try:
                 conv = await regenerate(self.fleet, item, self.shape, sampling)
             except ServerError as err:

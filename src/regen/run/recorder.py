@@ -15,7 +15,7 @@ from regen.format.layout import OutputLayout
 from regen.format.names import writer_tag
 from regen.format.writer import ShardWriter
 from regen.records import BadLine, Completion, ErrorRecord, Record, WorkItem
-from regen.run.config import GenerateConfig
+from regen.run.config import GenerateConfig, setting_label
 from regen.run.progress import RunStats
 from regen.run.quality import QualityMonitor
 
@@ -33,6 +33,7 @@ class Recorder:
     ) -> None:
         self.stats = stats
         self.quality = quality
+        self.mixed = config.sampling.mixed()  # fields given as lists: count what each got
         self._already_recorded = already_recorded_lines  # bad lines a previous run wrote
         tag = writer_tag(config.part.name, input_digest)  # names say what the lines mean
         limits: dict[str, Any] = {
@@ -50,6 +51,8 @@ class Recorder:
         self.stats.completed += 1
         self.stats.prompt_tokens += record.usage.prompt_tokens
         self.stats.completion_tokens += record.usage.completion_tokens
+        if self.mixed:
+            self.stats.settings[setting_label(record.meta.sampling, self.mixed)] += 1
         thinking = record.meta.sampling["thinking"] == "on"
         self.quality.observe(
             generated.content, generated.reasoning, generated.finish_reason, thinking
