@@ -189,9 +189,15 @@ def server_table(servers: list[dict[str, Any]]) -> Table:
     return table
 
 
+def quality_rates_text(rates: dict[str, float]) -> str:
+    """The rolling rates in words ("repeated answers 0.0%"); the keys stay snake_case in
+    progress.json and the Prometheus labels."""
+    return ", ".join(f"{k.replace('_', ' ')} {v:.1%}" for k, v in rates.items())
+
+
 def quality_line(snap: dict[str, Any]) -> Text:
     quality = snap["quality"]
-    rates = ", ".join(f"{k} {v:.1%}" for k, v in quality["rates"].items())
+    rates = quality_rates_text(quality["rates"])
     errors = sum(snap["errors_by_type"].values())
     return Text(f"quality (last {quality['window']}): {rates}   errors {errors}")
 

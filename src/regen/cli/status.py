@@ -8,7 +8,7 @@ import click
 import orjson
 
 from regen.cli.options import Command
-from regen.display import format_duration, summary_line
+from regen.display import format_duration, quality_rates_text, summary_line
 from regen.format.state import RunState
 from regen.run.parts_status import render_shards
 from regen.run.status import read_status
@@ -87,7 +87,7 @@ def render(info: dict[str, Any]) -> list[str]:
             + ", ".join(f"{k}={v}" for k, v in progress["errors_by_type"].items())
         )
     quality = progress["quality"]
-    rates_q = ", ".join(f"{k} {v:.1%}" for k, v in quality["rates"].items())
+    rates_q = quality_rates_text(quality["rates"])
     lines.append(f"quality (last {quality['window']}): {rates_q}")
     lines += [f"  ALARM {a}" for a in quality["alarms"]]
     lines += [f"  event {e}" for e in progress["events"][-5:]]
