@@ -15,6 +15,7 @@ from regen.check.show import render_sample
 from regen.cli.options import Command
 from regen.cli.rowbar import row_progress
 from regen.jsonio import atomic_write_bytes, atomic_write_json
+from regen.storage import require_runs
 
 PATH = click.Path(path_type=Path)
 
@@ -69,6 +70,7 @@ def check(output_dirs, tokenizer, chat_template, template_tokens, max_length, de
           min_run, limits, json_path, html_path, per_sample, show) -> None:  # fmt: skip
     """Tokenise the runs RUN... with the target's template, report, and exit 1 if a rule fails."""
     thresholds = parse_limits(limits)
+    require_runs(output_dirs)  # before the tokenizer loads
     encoder = Encoder.load(tokenizer, chat_template=chat_template, template_tokens=template_tokens)
     opts = StatOptions(degenerate_at=degenerate_at, min_run=min_run, max_length=max_length)
     with row_progress("check") as on_row:

@@ -12,6 +12,7 @@ from regen.cli.rowbar import row_progress
 from regen.export import Filters, export_run, make_format
 from regen.export.formats import FORMATS
 from regen.jsonio import atomic_write_json
+from regen.storage import require_runs
 
 PATH = click.Path(path_type=Path)
 
@@ -64,6 +65,7 @@ def export(output_dirs, out, fmt, file_type, reasoning, tokenizer, chat_template
            drop_degenerate, degenerate_at, drop_truncated, min_supervised_tokens, eval_fraction,
            merge_into, report, overwrite) -> None:  # fmt: skip
     """Export the runs RUN... to --output-dir DIR, loadable with datasets.load_dataset(DIR)."""
+    require_runs(output_dirs)  # before the tokenizer loads
     encoder = None
     if tokenizer:
         encoder = Encoder.load(

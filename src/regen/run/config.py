@@ -203,6 +203,12 @@ ENDPOINT_SUFFIXES = ("/chat/completions", "/completions", "/models")
 
 def check_base_url(url: str) -> None:
     """A server is named by its base URL; regen appends /v1/chat/completions itself."""
+    if "," in url:
+        spaced = " ".join(part.strip() for part in url.split(",") if part.strip())
+        raise ConfigError(
+            f"--servers {url!r} is one argument holding a comma-separated list",
+            hint=f"separate URLs with spaces: --servers {spaced}",
+        )
     if not url.startswith(("http://", "https://")):
         raise ConfigError(f"server URL {url!r} has no scheme", hint=f"write it as http://{url}")
     trimmed = url.rstrip("/")

@@ -17,10 +17,11 @@ from regen.format.layout import COMPLETIONS, ERRORS
 from regen.format.manifest import manifest_summary
 from regen.run import eta
 from regen.run.parts_status import with_shards
-from regen.storage import open_store
+from regen.storage import open_store, require_runs
 
 
 def read_status(location: str | Path) -> dict[str, Any]:
+    require_runs([location])
     store = open_store(location)
     manifest = store.read_manifest()
     if manifest is None:
