@@ -77,18 +77,29 @@ def config_lines(config: dict[str, Any]) -> list[str]:
     ]
 
 
+def resume_line(snap: dict[str, Any]) -> str | None:
+    """Said once when a run resumes, so the count that starts at 10 does not look like a
+    bug: "resuming: 10 of 15 already done"."""
+    before = snap.get("session", {}).get("finished_before", 0)
+    return f"resuming: {before} of {snap['total']} already done" if before else None
+
+
 class PlainReporter:
     def __init__(self, interval: float, stream: TextIO | None = None) -> None:
         self.interval = interval
         self.stream = stream or sys.stdout
         self._last = 0.0
         self._events_seen = 0
+        self._started = False
 
     def __call__(self, snap: dict[str, Any]) -> None:
         if "config" in snap:
             for line in config_lines(snap["config"]):
                 self._print(line)
             return
+        if not self._started and (resuming := resume_line(snap)):
+            self._print(resuming)
+        self._started = True
         self._print_events(snap)
         now = time.monotonic()
         if now - self._last >= self.interval or is_final(snap["state"]):
@@ -139,6 +150,7 @@ class LiveReporter:
             TimeElapsedColumn(), EtaColumn(), console=self.console, expand=True,
         )  # fmt: skip
         self.task = self.bar.add_task("generate", total=None, eta_s=None, rate=None)
+        self._started = False
 
     def __call__(self, snap: dict[str, Any]) -> None:
         if "config" in snap:
@@ -147,6 +159,9 @@ class LiveReporter:
             self.live = Live(console=self.console, refresh_per_second=4, transient=False)
             self.live.start()
             return
+        if not self._started and (resuming := resume_line(snap)):
+            self.console.print(Text(resuming))
+        self._started = True
         if self.live is not None:
             self.live.update(self.render(snap))
             if is_final(snap["state"]):

@@ -28,9 +28,4 @@ class LocalExecutor(Executor):
                 result = generate(config, report=metrics.wrap(reporter))
             finally:
                 reporter.close()  # a live display must give the terminal back, even on error
-        lines = [result.message]
-        if result.exit_code != 0:
-            lines.append(
-                f"resume with the same command; watch with: regen status {result.output_dir}"
-            )
-        return Outcome(result.exit_code, lines)
+        return Outcome(result.exit_code, [result.message])  # it says how to resume, once

@@ -7,6 +7,7 @@ regen's version, the input file's size and fingerprint, and the history of sessi
 from __future__ import annotations
 
 import os
+import shlex
 import socket
 import time
 from dataclasses import dataclass
@@ -62,8 +63,10 @@ def check_and_record(
     input_fp: InputFingerprint,
     allow_changed_input: bool,
     allow_changed_sampling: bool,
+    command: tuple[str, ...] | None = None,
 ) -> dict[str, Any]:
-    """Compare with the manifest of an earlier session (if any), then write the new one."""
+    """Compare with the manifest of an earlier session (if any), then write the new one.
+    `command`: the words that started this session, and where (what resumes it)."""
     previous = read_manifest(path)
     if previous is not None:
         _refuse_changes(previous, config, input_fp, allow_changed_input, allow_changed_sampling)
@@ -72,6 +75,7 @@ def check_and_record(
         "host": socket.gethostname(),
         "pid": os.getpid(),
         "version": __version__,
+        **({"command": list(command), "cwd": os.getcwd()} if command else {}),
     }
     manifest = {
         "version": __version__,
@@ -88,7 +92,16 @@ def check_and_record(
 def manifest_summary(manifest: dict[str, Any]) -> dict[str, Any]:
     """What `regen status` shows of a run's manifest (a local one or a bucket's)."""
     keep = {key: manifest[key] for key in ("created", "config", "input")}
-    return {**keep, "sessions": len(manifest["sessions"])}
+    return {**keep, "sessions": len(manifest["sessions"]), "resume": resume_command(manifest)}
+
+
+def resume_command(manifest: dict[str, Any]) -> str | None:
+    """The command line of the last session started from the CLI, run where it ran."""
+    typed = [s for s in manifest.get("sessions", []) if s.get("command")]
+    if not typed:
+        return None
+    last = typed[-1]
+    return f"cd {shlex.quote(last['cwd'])} && {shlex.join(last['command'])}"
 
 
 def _earlier_inputs(previous: dict[str, Any] | None, now: InputFingerprint) -> list[dict]:

@@ -169,6 +169,9 @@ class GenerateConfig:
     part: Part = WHOLE
     limits: Limits = field(default_factory=Limits)
     display: DisplayConfig = field(default_factory=DisplayConfig)
+    # the command line that started this session (the CLI's words), kept in the manifest's
+    # sessions so that `regen status` prints the exact command that resumes the run
+    command: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.sampling.max_tokens < 1:

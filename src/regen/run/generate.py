@@ -183,7 +183,7 @@ class Run:
             manifest = check_and_record(
                 self.layout.manifest, config=resolved, input_fp=input_fp,
                 allow_changed_input=work.allow_changed_input,
-                allow_changed_sampling=work.allow_changed_sampling,
+                allow_changed_sampling=work.allow_changed_sampling, command=self.config.command,
             )  # fmt: skip
         except OSError as exc:
             raise OutputError.writing(self.layout.root, exc) from exc
@@ -263,10 +263,7 @@ class Run:
 
     def _draining(self, in_flight: int) -> None:
         assert self.stop.reason is not None
-        self._event(
-            f"stopping ({self.stop.reason.label}): waiting up to "
-            f"{self.config.limits.drain_timeout:.0f}s for {in_flight} request(s) in flight"
-        )
+        self._event(self.stop.reason.draining(in_flight, self.config.limits.drain_timeout))
         self.stats.state = self.stats.state.to(RunState.DRAINING)
 
     # -- one item ------------------------------------------------------------------------

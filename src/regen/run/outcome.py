@@ -60,8 +60,8 @@ def run_result(
         )
     else:
         message = (
-            f"stopped ({stopped.label}) after {stats.completed} new completions; "
-            "run the same command again to resume (finished work is kept)"
+            f"stopped ({stopped.label}) after {stats.completed} new completions; run the same "
+            f"command again to resume (finished work is kept; `regen status {where}` shows it)"
         )
         if fatal is not None:
             message = f"{fatal}\n{message}"
