@@ -26,7 +26,9 @@ bug and keeps its traceback.
 
 from __future__ import annotations
 
+import difflib
 import errno
+from collections.abc import Iterable
 from pathlib import Path
 
 # What a full, read-only or forbidden output location answers a write with.
@@ -163,3 +165,14 @@ class FleetUnavailable(RegenError):
     --give-up-after, or every one refuses our requests (401, a login page)."""
 
     exit_code = 5
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
+    """The one choice `word` was meant to be: the same but for case, else the closest
+    spelling (for messages that name the fix), else None."""
+    options = list(choices)
+    same = [c for c in options if c.lower() == word.lower()]
+    if len(same) == 1:
+        return same[0]
+    close = difflib.get_close_matches(word.lower(), [c.lower() for c in options], n=1)
+    return next((c for c in options if close and c.lower() == close[0]), None)

@@ -12,8 +12,10 @@ from regen.check.report_html import render_html
 from regen.check.report_text import render_text
 from regen.check.rules import parse_limits
 from regen.check.show import render_sample
+from regen.cli.hints import tokenizer_hint
 from regen.cli.options import Command
 from regen.cli.rowbar import row_progress
+from regen.errors import ConfigError
 from regen.jsonio import atomic_write_bytes, atomic_write_json
 from regen.storage import require_runs
 
@@ -24,7 +26,6 @@ PATH = click.Path(path_type=Path)
 @click.argument("output_dirs", nargs=-1, required=True, metavar="RUN...")
 @click.option(
     "--tokenizer",
-    required=True,
     help="Target tokenizer: directory, .gguf file, hub name, or `embedded` (the demo model).",
 )
 @click.option("--chat-template", help="Jinja file that overrides the tokenizer's chat template.")
@@ -71,6 +72,8 @@ def check(output_dirs, tokenizer, chat_template, template_tokens, max_length, de
     """Tokenise the runs RUN... with the target's template, report, and exit 1 if a rule fails."""
     thresholds = parse_limits(limits)
     require_runs(output_dirs)  # before the tokenizer loads
+    if not tokenizer:  # required, but the message can name the run's own model
+        raise ConfigError("check needs the target's tokenizer", hint=tokenizer_hint(output_dirs))
     encoder = Encoder.load(tokenizer, chat_template=chat_template, template_tokens=template_tokens)
     opts = StatOptions(degenerate_at=degenerate_at, min_run=min_run, max_length=max_length)
     with row_progress("check") as on_row:

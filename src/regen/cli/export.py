@@ -7,14 +7,19 @@ from pathlib import Path
 import click
 
 from regen.check import Encoder
+from regen.cli.hints import Choice, tokenizer_hint
 from regen.cli.options import Command, option
 from regen.cli.rowbar import row_progress
+from regen.errors import ConfigError
 from regen.export import Filters, export_run, make_format
 from regen.export.formats import FORMATS
 from regen.jsonio import atomic_write_json
 from regen.storage import require_runs
 
 PATH = click.Path(path_type=Path)
+# trainers' names for what one of our formats writes
+SHAREGPT = "axolotl and LLaMA-Factory read the ShareGPT export: --format sharegpt"
+OTHER_NAMES = {"axolotl": SHAREGPT, "llama-factory": SHAREGPT, "llamafactory": SHAREGPT}
 
 
 @click.command(cls=Command)
@@ -24,7 +29,7 @@ PATH = click.Path(path_type=Path)
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(list(FORMATS)),
+    type=Choice(list(FORMATS), pointers=OTHER_NAMES),
     default="specforge",
     show_default=True,
     help="The trainer target: specforge, specforge-tokenized, speculators, sharegpt "
@@ -66,6 +71,10 @@ def export(output_dirs, out, fmt, file_type, reasoning, tokenizer, chat_template
            merge_into, report, overwrite) -> None:  # fmt: skip
     """Export the runs RUN... to --output-dir DIR, loadable with datasets.load_dataset(DIR)."""
     require_runs(output_dirs)  # before the tokenizer loads
+    needs = FORMATS[fmt].needs_tokenizer or drop_degenerate or min_supervised_tokens > 0
+    if needs and not tokenizer:
+        what = f"--format {fmt}" if FORMATS[fmt].needs_tokenizer else "the loss-mask filters"
+        raise ConfigError(f"{what} needs --tokenizer", hint=tokenizer_hint(output_dirs))
     encoder = None
     if tokenizer:
         encoder = Encoder.load(
