@@ -70,3 +70,32 @@ def test_generate_runs_a_batch_file_and_sends_the_body_sampling(tmp_path, fake_s
     lines = [orjson.loads(x) for f in (tmp_path / "run" / "completions").glob("*.jsonl")
              for x in f.read_bytes().splitlines()]  # fmt: skip
     assert sorted(r["id"] for r in lines) == ["a", "b"]
+
+
+def test_a_bad_batch_line_keeps_its_custom_id_in_errors(tmp_path, fake_server):
+    write(
+        tmp_path / "b.jsonl",
+        batch_line("good", "one"),
+        {**batch_line("broken", "x"), "body": {"messages": "not a list"}},
+    )
+    result = CliRunner().invoke(main, [
+        "generate", "--prompts", str(tmp_path / "b.jsonl"), "-o", str(tmp_path / "run"),
+        "--servers", fake_server().url, "--display", "none",
+    ])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    (error,) = [orjson.loads(x) for f in (tmp_path / "run" / "errors").glob("*.jsonl")
+                for x in f.read_bytes().splitlines()]  # fmt: skip
+    assert error["id"] == "broken" and error["sample"] is None and error["line"] == 2
+    # one word for what errors/ holds, as the live view counts it
+    assert "1 errors (1 of them unusable input lines)" in result.output
+
+
+def test_the_header_says_sampling_and_model_come_from_the_batch_file(tmp_path, fake_server):
+    write(tmp_path / "b.jsonl", batch_line("a", "one", max_tokens=64))  # asks for gpt-x
+    result = CliRunner().invoke(main, [
+        "generate", "--prompts", str(tmp_path / "b.jsonl"), "-o", str(tmp_path / "run"),
+        "--servers", fake_server().url, "--display", "plain",
+    ])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "sampling    per request, from the batch file's bodies" in result.output
+    assert "the batch file asks for gpt-x: every request goes to the model above" in result.output

@@ -10,7 +10,10 @@ not taken from the body.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
+
+import orjson
 
 from regen.errors import InputError
 
@@ -67,3 +70,23 @@ def _sampling(body: dict[str, Any]) -> dict[str, Any]:
     if extra:
         sampling["extra"] = extra
     return sampling
+
+
+def batch_models(lines: Iterable[bytes]) -> list[str] | None:
+    """The models the batch requests among `lines` name, or None if the first record is not
+    a batch request. Every request goes to the run's model: the header says so when the
+    file asks for another, rather than dropping its `model` silently."""
+    models: set[str] = set()
+    for number, raw in enumerate(line for line in lines if line.strip()):
+        try:
+            record = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            continue
+        if not isinstance(record, dict) or not is_batch_request(record):
+            if number == 0:
+                return None
+            continue
+        body = record["body"]
+        if isinstance(body, dict) and isinstance(body.get("model"), str):
+            models.add(body["model"])
+    return sorted(models)

@@ -64,8 +64,11 @@ def config_lines(config: dict[str, Any]) -> list[str]:
         for k, v in config["sampling"].items()
         if k != "extra" or v  # per-record request fields (batch files) only when there are some
     )
+    batch = config.get("batch_models")
+    if batch is not None:  # what the flags set is only the default of a batch file
+        sampling = f"per request, from the batch file's bodies; where a body has none: {sampling}"
     n, per = len(config["servers"]), config["concurrency_per_server"]
-    return [
+    lines = [
         f"model       {config['model']}",
         f"servers     {n} x {per} per server = {n * per} in flight: " + " ".join(config["servers"]),
         f"api key     {config.get('api_key_from', 'none')}",
@@ -75,6 +78,11 @@ def config_lines(config: dict[str, Any]) -> list[str]:
         f"samples     {config['samples_per_prompt']} per prompt, "
         f"regenerate {config['regenerate_turns']} turn(s)",
     ]
+    other = [m for m in batch or [] if m != config["model"]]
+    if other:  # the body's model is not sent: say so rather than drop it silently
+        note = f"the batch file asks for {', '.join(other)}: every request goes to the model above"
+        lines.insert(1, f"            {note} (pass --model, or serve that model)")
+    return lines
 
 
 def resume_line(snap: dict[str, Any]) -> str | None:

@@ -82,6 +82,7 @@ class InputError(RegenError):
     def __init__(self, message: str, *, kind: str = "invalid_record", hint: str | None = None):
         super().__init__(message, hint=hint)
         self.kind = kind
+        self.record_id: str | None = None  # the id the line gave, kept in errors/
 
 
 class RunStateError(RegenError):

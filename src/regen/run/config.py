@@ -12,6 +12,7 @@ from regen.fleet.dispatch import HealthPolicy, RetryPolicy
 from regen.fleet.openai_env import ApiKey, resolve_api_key
 from regen.fleet.server import Timeouts
 from regen.format.part import WHOLE, Part
+from regen.run.input_gate import batch_models_in
 from regen.run.quality import Thresholds
 from regen.serve.fleetfile import FleetFile
 from regen.storage import StoreOptions
@@ -198,6 +199,8 @@ class GenerateConfig:
             "give_up_after_s": fleet.health.give_up_after,
             "compress": self.output.compress,
             "shards": self.part.count,  # the same N on every resume (see manifest)
+            # a batch file: sampling comes per record, and these are the models it names
+            "batch_models": batch_models_in(self.input.prompts),
         }
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import orjson
 
+from regen.batch_input import batch_models
 from regen.errors import InputFileError
 from regen.inputs import read_prompts
 from regen.jsonio import iter_lines, open_binary
@@ -53,6 +54,12 @@ def check_input(path: str | Path) -> None:
         )
     if mostly_unusable(lines, usable):
         raise unusable_error(path, lines, usable, bad, f"of the first {lines}")
+
+
+def batch_models_in(path: str | Path) -> list[str] | None:
+    """The models a batch file's first lines ask for (None: not a batch file)."""
+    heads = (raw for _, raw in itertools.islice(iter_lines(path), HEAD_LINES))
+    return batch_models(heads)
 
 
 def mostly_unusable(lines: int, usable: int) -> bool:
