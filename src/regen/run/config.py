@@ -68,10 +68,13 @@ class InputConfig:
     allow_changed_input: bool = False
     allow_changed_sampling: bool = False
     retry_errors: bool = False  # what is in errors/ is pending again
+    limit: int | None = None  # only the first N lines (a trial); the rest stay pending
 
     def __post_init__(self) -> None:
         if self.samples_per_prompt < 1:
             raise ConfigError("--samples-per-prompt must be at least 1")
+        if self.limit is not None and self.limit < 1:
+            raise ConfigError("--limit must be at least 1")
 
 
 @dataclass(frozen=True)

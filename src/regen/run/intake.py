@@ -40,7 +40,7 @@ class Intake:
         """`only_lines`: regen plan's calibration sample, these input lines (1-based) only, as
         the first records of the run; the rest stays pending for `regen generate`."""
         self.prompts, self.samples, self.part = work.prompts, work.samples_per_prompt, part
-        self.only_lines = only_lines
+        self.only_lines, self.limit = only_lines, work.limit
         self.ledger = ledger
         self.stats = stats
         self.on_bad_line = on_bad_line
@@ -61,6 +61,8 @@ class Intake:
         samples, only = self.samples, self.only_lines
         outside = read = 0  # outside: lines a calibration sample leaves to the run
         for entry in read_prompts(self.prompts, is_finished, self.part, skip):
+            if self.limit is not None and entry.line > self.limit:
+                break  # --limit: a trial of the first lines; the rest stays pending
             self.lines += 1
             read += 1
             if self.stopped():
