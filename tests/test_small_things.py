@@ -79,7 +79,7 @@ def test_prepare_fails_when_half_a_file_is_rejected(tmp_path):
 def test_regen_help_lists_whole_sentences():
     result = CliRunner().invoke(main, ["--help"], terminal_width=80)
     listed = result.output.split("Commands:")[1].strip().splitlines()
-    assert len(listed) == 7
+    assert len(listed) == 8
     for line in listed:
         assert line.endswith(".") and not line.endswith("...") and len(line) <= 80, line
 

@@ -26,6 +26,7 @@ VERBS = {
     "status": "regen.cli.status:status",
     "check": "regen.cli.check:check",
     "export": "regen.cli.export:export",
+    "demo": "regen.cli.demo:demo",
 }
 # `regen --help` lists these whole sentences (click would cut each docstring at 45
 # characters, mid-phrase); each fits an 80-column terminal
@@ -37,6 +38,7 @@ SUMMARIES = {
     "status": "Show how far a run is, how fast it goes, and when it ends.",
     "check": "Judge whether a run is trainable, with the target's template.",
     "export": "Write a run in the format a trainer reads.",
+    "demo": "Write the walkthrough's example files into a directory.",
 }
 
 

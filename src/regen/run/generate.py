@@ -172,7 +172,7 @@ class Run:
         self.recorder.close(quiet=False, on_event=self._event)
         seen = InputSeen(work.prompts, self.intake.lines, self.intake.usable, self.intake.first_bad)
         return run_result(
-            self.layout.where, self.stats, seen, self.stop.reason, self.fatal, ledger.repaired
+            self.store.where, self.stats, seen, self.stop.reason, self.fatal, ledger.repaired
         )
 
     def _check_manifest(self, input_fp) -> dict[str, Any]:
@@ -218,7 +218,7 @@ class Run:
             self.stats, self.servers, self.fleet, self.quality, self.stop, self.recorder
         )
         monitor = Monitor(
-            watched, self.layout.progress, self.layout.where, self.report, self._event,
+            watched, self.layout.progress, self.store.where, self.report, self._event,
             self._request_stop, self.config.limits.abort_on_degenerate,
         )  # fmt: skip
         monitor.model = self.model
