@@ -8,8 +8,8 @@ from pathlib import Path
 import click
 
 from regen.check import Encoder, StatOptions, check_run
-from regen.check.report_html import render_html
-from regen.check.report_text import render_text
+from regen.check.report_html import about_check, render_html
+from regen.check.report_text import by_sample, render_text
 from regen.check.rules import parse_limits
 from regen.check.show import render_sample
 from regen.cli.hints import tokenizer_hint
@@ -20,6 +20,7 @@ from regen.jsonio import atomic_write_bytes, atomic_write_json
 from regen.storage import require_runs
 
 PATH = click.Path(path_type=Path)
+HTML_SAMPLES = 10  # failing samples per rule the HTML report lists
 
 
 @click.command(cls=Command)
@@ -76,15 +77,18 @@ def check(output_dirs, tokenizer, chat_template, template_tokens, max_length, de
         raise ConfigError("check needs the target's tokenizer", hint=tokenizer_hint(output_dirs))
     encoder = Encoder.load(tokenizer, chat_template=chat_template, template_tokens=template_tokens)
     opts = StatOptions(degenerate_at=degenerate_at, min_run=min_run, max_length=max_length)
+    kept = max(show, HTML_SAMPLES if html_path else 0)  # the HTML lists failing samples too
     with row_progress("check") as on_row:
-        report = check_run(output_dirs, encoder, opts, thresholds, show=show,
+        report = check_run(output_dirs, encoder, opts, thresholds, show=kept,
                            per_sample=per_sample, on_row=on_row)  # fmt: skip
     color = sys.stdout.isatty()
-    for completion, enc, rule in report.shown:
-        click.echo(render_sample(completion, enc, color=color, rule=rule) + "\n")
+    for completion, enc, rules in by_sample(report.shown[:show]):
+        click.echo(render_sample(completion, enc, color=color, rule=", ".join(rules)) + "\n")
     click.echo(render_text(report))
     if json_path:
         atomic_write_json(json_path, report.to_json())
     if html_path:
-        atomic_write_bytes(html_path, render_html(report).encode())
+        template = getattr(encoder.tok, "chat_template", None)
+        about = about_check(output_dirs, tokenizer, template if isinstance(template, str) else None)
+        atomic_write_bytes(html_path, render_html(report, about).encode())
     sys.exit(0 if report.passed else 1)

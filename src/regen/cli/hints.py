@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from regen.errors import did_you_mean
-from regen.storage import open_store
+from regen.run.status import model_of
 
 
 class Choice(click.Choice):
@@ -37,9 +37,7 @@ class Choice(click.Choice):
 def tokenizer_hint(runs: Sequence[str]) -> str:
     """What to pass as --tokenizer: the model the first run was generated with, when its
     manifest says (`embedded` for the embedded model)."""
-    manifest = open_store(runs[0]).read_manifest() if runs else None
-    config = (manifest or {}).get("config", {})
-    model = "embedded" if config.get("embedded") else config.get("model")
+    model = model_of(runs[0]) if runs else None
     if not model:
         return "pass --tokenizer with the target model (a hub name, a directory or a .gguf)"
     return (

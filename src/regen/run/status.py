@@ -52,3 +52,11 @@ def _at_exit(progress: dict[str, Any]) -> dict[str, Any]:
         for s in progress.get("servers", [])
     ]
     return {**progress, "servers": servers}
+
+
+def model_of(location: str | Path) -> str | None:
+    """The model a run was generated with, from its manifest (`embedded` for the embedded
+    model, as `--tokenizer embedded` names its tokenizer); None when it does not say."""
+    manifest = open_store(location).read_manifest()
+    config = (manifest or {}).get("config", {})
+    return "embedded" if config.get("embedded") else config.get("model")
