@@ -100,6 +100,9 @@ class RecordMeta(msgspec.Struct, kw_only=True, omit_defaults=True):
     attempts: int
     latency_s: float
     line: int  # the input line of the prompt
+    engine: dict[str, Any] | None = None  # name and version of the engine that answered
+    seed_honoured: bool | None = None  # with a seed: whether that engine honours it
+    max_tokens_lowered_to: int | None = None  # the context left less room than max_tokens
     turns: list[dict] | None = None  # per generated turn, with --regenerate-turns all
 
 

@@ -14,6 +14,7 @@ import orjson
 
 from regen import redact
 from regen.errors import (
+    EngineAborted,
     Overloaded,
     PermanentError,
     RequestTimeout,
@@ -64,6 +65,34 @@ def status_error(status: int, payload: bytes, retry_after: str | None, server: s
     if status in SERVER_FAULT_STATUSES or status >= 500:
         return ServerFault(message, server=server, status=status)
     return PermanentError(message, server=server, status=status)
+
+
+def event_error(error: Any, server: str) -> ServerError:
+    """The error for an error event inside a stream (`data: {"error": {...}}` after HTTP 200):
+    its `code` is the status it would have had (503/429 overloaded and retried, 400
+    permanent, 5xx a server fault); without a numeric code it is a server fault."""
+    code = error.get("code") if isinstance(error, dict) else None
+    status = code if isinstance(code, int) and 400 <= code < 600 else 500
+    return status_error(status, orjson.dumps({"error": error}), None, server)
+
+
+# An answer the engine cut short but sent with HTTP 200 (SGLang's graceful aborts, vLLM's
+# engine aborts and its "error" finish reason): never a finished sample.
+ABORT_FINISH_REASONS = frozenset({"abort", "error"})
+
+
+def aborted_answer(data: Any, server: str) -> EngineAborted | None:
+    """The error for a completion whose choice the engine aborted, or None."""
+    choices = data.get("choices") if isinstance(data, dict) else None
+    for choice in choices if isinstance(choices, list) else []:
+        reason = choice.get("finish_reason") if isinstance(choice, dict) else None
+        if reason in ABORT_FINISH_REASONS:
+            return EngineAborted(
+                f"the engine cut the answer short (finish_reason {reason!r})",
+                server=server,
+                status=200,
+            )
+    return None
 
 
 REFUSED_HINTS = {

@@ -9,7 +9,6 @@ and failures map onto the error tree is in `http_errors.py`.
 from __future__ import annotations
 
 import asyncio
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,15 +17,14 @@ import orjson
 
 from regen import redact
 from regen.errors import (
-    Overloaded,
     PermanentError,
-    RetryableError,
-    ServerError,
+    RequestTimeout,
     ServerRefused,
     TransportError,
 )
-from regen.fleet.health import CircuitBreaker, Liveness, Refusals, ServerState
-from regen.fleet.http_errors import API_CONTENT_TYPES, decode_body, map_errors
+from regen.fleet.engine import UNKNOWN, EngineInfo
+from regen.fleet.http_errors import API_CONTENT_TYPES, aborted_answer, decode_body, map_errors
+from regen.fleet.rotation import Rotation
 from regen.fleet.stats import LATENCY_BUCKETS, ServerStats
 from regen.fleet.stream import StreamAccumulator
 
@@ -49,17 +47,12 @@ class Timeouts:
 
 
 @dataclass(eq=False)
-class Server:
+class Server(Rotation):
     url: str
     concurrency: int
     api_key: str | None = None
     timeouts: Timeouts = field(default_factory=Timeouts)
-    stats: ServerStats = field(default_factory=ServerStats)
-    breaker: CircuitBreaker = field(default_factory=CircuitBreaker)
-    refusals: Refusals = field(default_factory=Refusals)
-    liveness: Liveness = field(default_factory=Liveness)
-    _in_flight: int = 0
-    _paused_until: float = 0.0  # monotonic time: a 429/503 asked us to wait until then
+    engine: EngineInfo = UNKNOWN  # which engine answers (see engine_info.py)
     _session: aiohttp.ClientSession | None = None
     _requests: set[asyncio.Task] = field(default_factory=set)
 
@@ -72,101 +65,6 @@ class Server:
     @property
     def name(self) -> str:
         return self.url.split("://", 1)[-1]
-
-    # -- its place in the rotation -------------------------------------------------------
-    @property
-    def available(self) -> bool:
-        return self.breaker.allows_requests
-
-    @property
-    def state(self) -> ServerState:
-        return self.breaker.state
-
-    @property
-    def in_flight(self) -> int:
-        return self._in_flight
-
-    @property
-    def load(self) -> float:
-        return self._in_flight / self.concurrency
-
-    def can_take(self, now: float) -> bool:
-        """In rotation, with a free slot, and not asked to wait."""
-        return self.available and self._in_flight < self.concurrency and self._paused_until <= now
-
-    def claim(self) -> None:
-        self._in_flight += 1
-
-    def release(self) -> None:
-        self._in_flight -= 1
-
-    def record_success(self) -> None:
-        self.breaker.record_success()
-        self.refusals.reset()
-
-    def record_retry(self) -> None:
-        self.stats.retried += 1
-
-    def record_refusal(self, error: ServerRefused) -> bool:
-        """Count a refusal; True when it refuses every request (time to retire it)."""
-        self._count_failure(error)
-        return self.refusals.record(error.message, error.hint)
-
-    def record_failure(self, error: RetryableError, pause: float) -> bool:
-        """A 429/503 pauses new requests (Retry-After, else `pause` s): the server is alive
-        and asked us to wait. Other failures count towards the circuit breaker; True when
-        this one opened it."""
-        self._count_failure(error)
-        if isinstance(error, Overloaded):
-            wait = error.retry_after if error.retry_after is not None else pause
-            self._paused_until = max(self._paused_until, time.monotonic() + wait)
-            return False
-        return self.breaker.record_failure(error.kind)
-
-    def _count_failure(self, error: ServerError) -> None:
-        self.stats.failed += 1
-        self.stats.last_error = f"{error.kind}: {error.message}"
-
-    def take_out(self, why: str) -> None:
-        if self.breaker.allows_requests:
-            self.breaker.trip(why)
-
-    def refuse(self, answer: str) -> None:
-        """Out for good: never probed back."""
-        self.breaker.refuse(answer)
-
-    def bring_back(self) -> None:
-        self.breaker.close()
-        self.liveness.misses = 0
-
-    def probe_due(self, now: float) -> bool:
-        """Out of rotation and due a probe; claims it (one probe at a time)."""
-        if not self.breaker.probe_due(now):
-            return False
-        self.breaker.next_probe_at = float("inf")
-        return True
-
-    def probe_failed(self, reason: str | None = None) -> None:
-        self.breaker.probe_failed(time.monotonic())
-        if reason is not None:
-            self.breaker.reason = reason
-
-    def liveness_due(self, now: float, interval: float) -> bool:
-        """Busy and in rotation, and not checked for `interval` s; claims the check."""
-        due = self.available and self._in_flight > 0 and self.liveness.due(now, interval)
-        if due:
-            self.liveness.begin()
-        return due
-
-    def liveness_answered(self) -> None:
-        self.liveness.answered(time.monotonic())
-
-    def liveness_missed(self, allowed: int) -> bool:
-        """Count a missed check; True (and the count starts again) at `allowed` in a row."""
-        if self.liveness.missed(time.monotonic()) < allowed:
-            return False
-        self.liveness.misses = 0
-        return True
 
     # -- HTTP ----------------------------------------------------------------------------
     def session(self) -> aiohttp.ClientSession:
@@ -211,7 +109,9 @@ class Server:
             self._requests.discard(request)
             if not request.done():
                 request.cancel()
-        if path in CHOICES_PATHS and not _has_choices(data):
+        if path not in CHOICES_PATHS:
+            return data
+        if not _has_choices(data):
             # JSON, but not a completion (a gateway's status page): no prompt causes this
             raise ServerRefused(
                 f"HTTP 200 JSON without 'choices': {redact.scrub(str(data)[:200])}",
@@ -220,6 +120,9 @@ class Server:
                 hint="the URL answers JSON but not an OpenAI chat completion: point --servers "
                 "at an OpenAI-compatible server (http://host:port)",
             )
+        aborted = aborted_answer(data, self.name)
+        if aborted is not None:
+            raise aborted
         return data
 
     def abort_requests(self) -> None:
@@ -261,10 +164,29 @@ class Server:
             ) as resp:
                 if resp.status >= 400 or resp.content_type not in API_CONTENT_TYPES:
                     return decode_body(resp, await resp.read(), self.name)
-                stream = StreamAccumulator(self.name)
-                async for line in resp.content:
-                    stream.feed(line)
-                return stream.response()
+                return await self._read_stream(resp)
+
+    async def _read_stream(self, resp: aiohttp.ClientResponse) -> Any:
+        """Only data events count as progress. Silence is cut by the socket's read timeout;
+        a server that sends nothing but keep-alive comments (vLLM's --sse-keep-alive-interval)
+        while its engine hangs is cut here, at the first comment past the stall timeout."""
+        stream = StreamAccumulator(self.name)
+        loop = asyncio.get_running_loop()
+        last_data = loop.time()
+        async for line in resp.content:
+            if stream.feed(line):
+                last_data = loop.time()
+            elif loop.time() - last_data > self.timeouts.stall:
+                raise RequestTimeout(
+                    f"the response stream stalled: no data for {self.timeouts.stall:.0f}s "
+                    "(only keep-alive comments)",
+                    server=self.name,
+                )
+        return stream.response()
+
+    async def get(self, path: str, timeout: float = 10.0) -> Any:
+        """GET `path` and return the parsed JSON body (engine and version endpoints)."""
+        return await self._get_json(path, timeout)
 
     async def _get_json(self, path: str, timeout: float) -> Any:
         with map_errors(self.name, timeout):

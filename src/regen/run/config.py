@@ -33,6 +33,11 @@ class Sampling:
     thinking: Thinking = "auto"
     extra: dict[str, Any] | None = None  # other request fields, as a batch file's body gave them
 
+    def as_dict(self) -> dict[str, Any]:
+        """As a record's `meta.sampling` says it (shallow: `dataclasses.asdict` copies deeply
+        and costs more than encoding the whole record)."""
+        return {name: getattr(self, name) for name in SAMPLING_FIELDS}
+
     def with_overrides(self, overrides: dict[str, Any] | None) -> Sampling:
         if not overrides:
             return self
@@ -56,6 +61,9 @@ class Sampling:
             }
             body["chat_template_kwargs"] = kwargs
         return body
+
+
+SAMPLING_FIELDS = tuple(Sampling.__dataclass_fields__)
 
 
 @dataclass(frozen=True)
@@ -119,7 +127,10 @@ class FleetConfig:
         return 2 if self.embedded else 64
 
     def api_key_info(self) -> ApiKey:
-        return resolve_api_key(self.api_key_env, embedded=self.embedded)
+        env_name = self.api_key_env
+        if env_name is None and self.fleet_file is not None:  # the variable `regen serve` used
+            env_name = FleetFile.read(self.fleet_file).api_key_env
+        return resolve_api_key(env_name, embedded=self.embedded)
 
 
 @dataclass(frozen=True)

@@ -17,10 +17,10 @@ from collections.abc import Callable
 from typing import Any
 
 from regen import redact
-from regen.errors import ConfigError, FleetUnavailable, OutputError, RegenError, ServerError
+from regen.errors import FleetUnavailable, OutputError, RegenError, ServerError
 from regen.fleet.dispatch import DispatchHalted, Fleet
 from regen.fleet.embedded import EmbeddedFleet, default_model_path, embedded_spec
-from regen.fleet.preflight import check_token_ids, resolve_model
+from regen.fleet.engine_info import fleet_engines
 from regen.fleet.server import Server
 from regen.format.manifest import InputFingerprint, check_and_record, same_lines_inputs
 from regen.format.state import RunState
@@ -33,6 +33,7 @@ from regen.run.dispatcher import Dispatcher
 from regen.run.intake import Intake
 from regen.run.monitor import Monitor, Watched
 from regen.run.outcome import EXIT_OK, InputSeen, RunResult, run_result
+from regen.run.preflight import preflight
 from regen.run.progress import RunStats
 from regen.run.quality import QualityMonitor
 from regen.run.recorder import Recorder
@@ -120,30 +121,18 @@ class Run:
     # -- the whole run -------------------------------------------------------------------
     async def execute(self) -> RunResult:
         try:
-            self.model, down = await resolve_model(self.servers, self.config.fleet.model)
-            self.fleet.model = self.model
-            for server, why in down.items():
-                self.fleet.take_out_at_start(server, why)
-            self.shape = RequestShape(
-                self.model, self.config.input.regenerate_turns, self.config.output.return_token_ids
+            embedded = self.embedded is not None
+            self.model = await preflight(
+                self.config, self.servers, self.fleet, embedded, self._event
             )
-            await self._check_token_ids()
+            work = self.config.input
+            self.shape = RequestShape(
+                self.model, work.regenerate_turns, self.config.output.return_token_ids
+            )
             return await self._run()
         finally:
             for server in self.servers:
                 await server.close()
-
-    async def _check_token_ids(self) -> None:
-        if not self.config.output.return_token_ids:
-            return
-        answering = [s for s in self.servers if s.available]
-        unable = [s.url for s in answering if not await check_token_ids(s, self.model)]
-        if unable:
-            raise ConfigError(
-                "--return-token-ids: these servers do not return token ids: " + ", ".join(unable),
-                hint="use a server that supports `return_token_ids` (vLLM >= 0.10.2), "
-                "or drop --return-token-ids",
-            )
 
     async def _run(self) -> RunResult:
         work, part, input_fp = self.config.input, self.config.part, self.input_fp
@@ -179,6 +168,7 @@ class Run:
         """Refuse silent changes against an earlier session; record this one."""
         work = self.config.input
         resolved = self.config.resolved([s.url for s in self.servers], self.model)
+        resolved["engines"] = fleet_engines(self.servers)
         try:
             manifest = check_and_record(
                 self.layout.manifest, config=resolved, input_fp=input_fp,

@@ -3,39 +3,10 @@ the SSE events of a stream, shaped the way SGLang and vLLM shape them."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
-from aiohttp import web
-
+from regen.testing.dialects import DIALECTS
 from regen.testing.fake_behaviour import Behaviour
-
-
-async def fault_response(
-    fault: str, behaviour: Behaviour, request: web.Request
-) -> web.Response | None:
-    """The answer for a fault that replaces the whole response (None: answer normally; a
-    hang never answers). Faults that cut a response short are the server's to play."""
-    if fault == "500":
-        return web.json_response({"error": {"message": "injected failure"}}, status=500)
-    if fault == "400":
-        return web.json_response({"error": {"message": "prompt is too long"}}, status=400)
-    if fault == "429":
-        headers = {"Retry-After": str(behaviour.retry_after)}
-        return web.json_response({"error": {"message": "slow down"}}, status=429, headers=headers)
-    if fault == "hang":
-        await asyncio.sleep(3600)
-    if fault == "html":
-        page = "<html><head><title>Sign in</title></head><body>Log in</body></html>"
-        return web.Response(text=page, content_type="text/html")
-    if fault == "status":  # JSON, but not a completion: a gateway's status page
-        return web.json_response({"status": "ok", "service": "gateway"})
-    if fault == "401":
-        return web.json_response({"error": {"message": "invalid api key"}}, status=401)
-    if fault == "echo":
-        headers = "\n".join(f"{k}: {v}" for k, v in request.headers.items())
-        return web.json_response({"error": {"message": f"bad request; got {headers}"}}, status=400)
-    return None
 
 
 def text_response(body: dict[str, Any]) -> dict[str, Any]:
@@ -55,13 +26,15 @@ def chat_response(
 ) -> dict[str, Any]:
     """The non-streamed chat completion for `answer`, cut to `tokens` tokens."""
     b = behaviour
+    dialect = DIALECTS.get(b.dialect or "")
     content = answer["content"]
+    prompt = answer.get("prompt_tokens", 10)
     message: dict[str, Any] = {"role": "assistant", "content": content}
     if answer.get("tool_calls"):
         message["tool_calls"] = answer["tool_calls"]
     reasoning = answer.get("reasoning", f"thinking about: {content[:40]}")
     if b.reasoning == "split":
-        message["reasoning_content"] = reasoning
+        message[dialect.reasoning_field if dialect else "reasoning_content"] = reasoning
     elif b.reasoning == "inline":
         message["content"] = f"<think>\n{reasoning}\n</think>\n\n{content}"
     if b.pad_bytes:
@@ -76,23 +49,34 @@ def chat_response(
         "object": "chat.completion",
         "model": body.get("model"),
         "choices": [choice],
-        "usage": {"prompt_tokens": 10, "completion_tokens": tokens, "total_tokens": 10 + tokens},
+        "usage": {
+            "prompt_tokens": prompt,
+            "completion_tokens": tokens,
+            "total_tokens": prompt + tokens,
+        },
     }
-    if b.return_token_ids and body.get("return_token_ids"):
-        data["prompt_token_ids"] = list(range(10))
-        choice["token_ids"] = list(range(100, 100 + tokens))
+    shape = dialect.token_ids if dialect else ("vllm" if b.return_token_ids else None)
+    if shape is not None and body.get("return_token_ids"):
+        prompt_ids, completion_ids = list(range(prompt)), list(range(100, 100 + tokens))
+        if shape == "sglang":  # per choice: SG:entrypoints/openai/protocol.py:1318-1319
+            choice["prompt_token_ids"], choice["response_token_ids"] = prompt_ids, completion_ids
+        else:  # VL:entrypoints/openai/chat_completion/protocol.py:128,155
+            data["prompt_token_ids"], choice["token_ids"] = prompt_ids, completion_ids
     return data
 
 
 def stream_events(data: dict[str, Any]) -> list[dict[str, Any]]:
     """`data` as the chunks of a stream: the role, reasoning, content in pieces of 7
     characters, tool calls in pieces, the finish reason, then usage (the `[DONE]` line is the
-    server's to send)."""
+    server's to send). Token ids go the way vLLM streams them: the prompt's in the first
+    chunk, each chunk's own in `choices[].token_ids` (VL:.../chat_completion/protocol.py:179,195).
+    """
     choice = data["choices"][0]
     message = choice["message"]
     deltas: list[dict] = [{"role": "assistant"}]
-    if "reasoning_content" in message:
-        deltas.append({"reasoning_content": message["reasoning_content"]})
+    for field in ("reasoning_content", "reasoning"):
+        if field in message:
+            deltas.append({field: message[field]})
     text = message["content"]
     deltas += [{"content": text[i : i + 7]} for i in range(0, len(text), 7)]
     for n, call in enumerate(message.get("tool_calls") or []):
@@ -107,5 +91,15 @@ def stream_events(data: dict[str, Any]) -> list[dict[str, Any]]:
     events.append(
         {"choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}]}
     )
+    if "token_ids" in choice:
+        _spread_token_ids(events[:-1], data["prompt_token_ids"], choice["token_ids"])
     events.append({"choices": [], "usage": data["usage"]})
     return events
+
+
+def _spread_token_ids(events: list[dict], prompt_ids: list[int], ids: list[int]) -> None:
+    events[0]["prompt_token_ids"] = prompt_ids
+    step = -(-len(ids) // max(1, len(events) - 1))  # the role chunk carries none
+    for n, event in enumerate(events):
+        start = (n - 1) * step if n else 0
+        event["choices"][0]["token_ids"] = ids[start : start + step] if n else []

@@ -22,8 +22,16 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from regen.testing.fake_answers import chat_response, fault_response, stream_events, text_response
+from regen.testing.fake_answers import chat_response, stream_events, text_response
 from regen.testing.fake_behaviour import Behaviour, echo_answer
+from regen.testing.fake_faults import (
+    cut_short,
+    dialect_of,
+    fault_response,
+    refusal,
+    room,
+    stream_error_event,
+)
 from regen.testing.loop_thread import LoopThread
 
 __all__ = ["Behaviour", "FakeServer", "echo_answer"]
@@ -56,6 +64,13 @@ class FakeServer:
         if self.behaviour.models_hang:
             await asyncio.sleep(3600)
         return web.json_response({"object": "list", "data": [{"id": self.behaviour.model}]})
+
+    async def info(self, request: web.Request) -> web.Response:
+        """The dialect's version endpoint (vLLM /version, SGLang /get_server_info)."""
+        dialect = dialect_of(self.behaviour)
+        assert dialect is not None
+        b = self.behaviour
+        return web.json_response(dialect.info(request.path, b.deterministic, b.context))
 
     async def stats(self, request: web.Request) -> web.Response:
         """Counters and wall-clock marks; `?times=1` adds every completion's time."""
@@ -91,7 +106,7 @@ class FakeServer:
     async def completions(self, request: web.Request) -> web.StreamResponse:
         """/v1/completions (a prompt, not messages), with the same faults as chat."""
         body = await self._take(request)
-        faulty = await fault_response(next(self._faults), self.behaviour, request)
+        faulty = await fault_response(next(self._faults), self.behaviour, request, body)
         if faulty is not None:
             return faulty
         self.served += 1
@@ -100,14 +115,18 @@ class FakeServer:
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         body = await self._take(request)
         fault = next(self._faults)
-        faulty = await fault_response(fault, self.behaviour, request)
+        faulty = await fault_response(fault, self.behaviour, request, body)
         if faulty is not None:
             return faulty
         assert self._slots is not None
         async with self._slots:
-            answer = self.behaviour.answer(body)
+            answer = cut_short(self.behaviour, fault, self.behaviour.answer(body))
+            prompt = answer.get("prompt_tokens", 10)
+            refused = refusal(self.behaviour, body, prompt)
+            if refused is not None:
+                return refused
             wanted = answer.get("tokens", 8)
-            tokens = min(wanted, body.get("max_tokens", 10**9))
+            tokens = min(wanted, body.get("max_tokens", 10**9), room(self.behaviour, prompt))
             if tokens < wanted:  # cut off by max_tokens, as an engine reports it
                 answer = {**answer, "finish_reason": "length"}
             delay = self.behaviour.base_latency + tokens * self.behaviour.seconds_per_token
@@ -115,7 +134,7 @@ class FakeServer:
                 await asyncio.sleep(delay)
             data = chat_response(self.behaviour, body, answer, tokens)
             if body.get("stream"):
-                return await self._stream(request, data, stall=fault == "stall")
+                return await self._stream(request, data, fault)
             payload = orjson.dumps(data)
             if fault == "reset":
                 return await self._reset_midway(request, payload)
@@ -125,18 +144,36 @@ class FakeServer:
             self.served_at.append(self.last_served_at)
             return web.Response(body=payload, content_type="application/json")
 
-    async def _stream(self, request: web.Request, data: dict, stall: bool) -> web.StreamResponse:
-        """Send `data` as SSE chunks the way SGLang and vLLM do; `stall` stops halfway."""
+    async def _stream(self, request: web.Request, data: dict, fault: str) -> web.StreamResponse:
+        """Send `data` as SSE chunks the way SGLang and vLLM do. Faults: `stall` stops halfway
+        (sending keep-alive comments if the behaviour says so), `stream_error` sends an error
+        event and [DONE] halfway, `done_early` sends [DONE] without the finish reason."""
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
         events = stream_events(data)
         for i, event in enumerate(events):
-            if stall and i == (len(events) - 2) // 2:
-                await asyncio.sleep(3600)
+            if i == (len(events) - 2) // 2:
+                if fault == "stall":
+                    await self._stall(response)
+                if fault == "stream_error":
+                    await response.write(b"data: " + orjson.dumps(stream_error_event()) + b"\n\n")
+                    break
+            if fault == "done_early" and i == len(events) - 2:
+                break  # the chunk with the finish reason never comes
             await response.write(b"data: " + orjson.dumps(event) + b"\n\n")
         await response.write(b"data: [DONE]\n\n")
-        self.served += 1
+        self.served += fault not in ("stream_error", "done_early")
         return response
+
+    async def _stall(self, response: web.StreamResponse) -> None:
+        """Send nothing more, or only SSE comments (vLLM's --sse-keep-alive-interval:
+        VL:entrypoints/serve/utils/sse_keep_alive.py), for an hour."""
+        interval = self.behaviour.keep_alive
+        if interval is None:
+            await asyncio.sleep(3600)
+        for _ in range(int(3600 / interval) if interval else 0):
+            await response.write(b": keep-alive\n\n")
+            await asyncio.sleep(interval)
 
     async def _reset_midway(self, request: web.Request, payload: bytes) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Length": str(len(payload))})
@@ -162,6 +199,9 @@ class FakeServer:
         app.router.add_post("/v1/chat/completions", self.chat)
         app.router.add_post("/v1/completions", self.completions)
         app.router.add_get("/stats", self.stats)
+        dialect = dialect_of(self.behaviour)
+        for path in dialect.info_paths if dialect else ():
+            app.router.add_get(path, self.info)
         return app
 
     async def start_async(self) -> None:
