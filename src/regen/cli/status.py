@@ -104,6 +104,8 @@ def server_lines(servers: list[dict[str, Any]], alive: bool) -> list[str]:
     lines = ["servers:" if alive else "servers in the last session:"]
     for s in servers:
         head = f"{s['state']}, {s['in_flight']} in flight, " if alive else ""
+        if not alive and s.get("in_flight_at_exit"):  # sent again by the next run
+            head = f"none in flight ({s['in_flight_at_exit']} were at its last update), "
         lines.append(
             f"  {s['url']}: {head}{s['completed']} done, {s['failed']} failed, "
             f"latency {s['latency_ewma_s']:.1f}s"
