@@ -114,7 +114,8 @@ def parse_record(
 def _prompt_of(
     record: dict[str, Any], line: int, is_finished: Callable[[str], bool] | None, part: Part
 ) -> Prompt | Finished | None:
-    if is_batch_request(record):
+    batch = is_batch_request(record)
+    if batch:
         record = from_batch_request(record)
     given = record.get("id")
     plain_id = isinstance(given, str | int) and not isinstance(given, bool) and given != ""
@@ -134,6 +135,7 @@ def _prompt_of(
         messages=messages,
         tools=tools,
         sampling=_sampling(record.get("sampling")),
+        samples=record.get("samples") if batch else None,
         source=record.get("source") if isinstance(record.get("source"), dict) else None,
         meta=meta,
     )
