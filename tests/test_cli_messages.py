@@ -158,7 +158,7 @@ def test_max_rule_ignores_case_and_suggests_the_rule_meant():
 def test_export_format_forgives_case_suggests_and_points_axolotl_to_sharegpt(tmp_path):
     missing = str(tmp_path / "never-read")
     axolotl = run("export", missing, "--format", "axolotl", "-o", str(tmp_path / "x"))
-    assert axolotl.exit_code == 2 and "--format sharegpt" in axolotl.output
+    assert axolotl.exit_code == 2 and "--format sharegpt-axolotl" in axolotl.output
     typo = run("export", missing, "--format", "sharegtp", "-o", str(tmp_path / "x"))
     assert typo.exit_code == 2 and "did you mean 'sharegpt'?" in typo.output
     # the case is forgiven: the next complaint is the missing run, not the format
