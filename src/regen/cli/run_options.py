@@ -89,4 +89,7 @@ def config_from(opts: dict[str, Any], fixed: dict[str, Any] | None = None) -> Ge
     servers = list(opts["servers"])
     if not servers and not opts["fleet"]:
         servers = servers_from_env(opts["local_model"])
-    return build_config({**values, "fleet.servers": servers, **(fixed or {})})
+    typed = click.get_current_context().meta.get("regen.argv")
+    return build_config(
+        {**values, "fleet.servers": servers, "command": typed and tuple(typed), **(fixed or {})}
+    )

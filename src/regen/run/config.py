@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, is_dataclass, replace
+from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
 from typing import Any, Literal, get_type_hints
 
@@ -13,82 +12,12 @@ from regen.fleet.dispatch import HealthPolicy, RetryPolicy
 from regen.fleet.openai_env import ApiKey, resolve_api_key
 from regen.fleet.server import Timeouts
 from regen.format.part import WHOLE, Part
-from regen.records import WorkItem
+from regen.run.input_gate import batch_models_in
 from regen.run.quality import Thresholds
+from regen.run.sampling import Sampling, choices
 from regen.serve.fleetfile import FleetFile
 from regen.storage import StoreOptions
 from regen.storage.uploader import UploadPolicy
-
-Thinking = Literal["on", "off", "auto"]
-LISTABLE = ("max_tokens", "temperature", "top_p", "top_k", "thinking")  # may be given as lists
-
-
-@dataclass(frozen=True)
-class Sampling:
-    """None means "the server's default" (its generation config), recorded as such. A field
-    given as a tuple (`--temperature 0.6,0.8,1.0`) is a list of choices: each sample uses one
-    (`for_item`), and the record says which."""
-
-    max_tokens: int | tuple[int, ...] = 4096
-    temperature: float | tuple[float, ...] | None = None
-    top_p: float | tuple[float, ...] | None = None
-    top_k: int | tuple[int, ...] | None = None
-    seed: int | None = None
-    thinking: Thinking | tuple[Thinking, ...] = "auto"
-    extra: dict[str, Any] | None = None  # other request fields, as a batch file's body gave them
-
-    def as_dict(self) -> dict[str, Any]:
-        """As a record's `meta.sampling` says it (shallow: `dataclasses.asdict` copies deeply
-        and costs more than encoding the whole record)."""
-        return {name: getattr(self, name) for name in SAMPLING_FIELDS}
-
-    def with_overrides(self, overrides: dict[str, Any] | None) -> Sampling:
-        if not overrides:
-            return self
-        return replace(self, **overrides)
-
-    def mixed(self) -> list[str]:
-        """The fields given as lists of choices."""
-        return [name for name in LISTABLE if isinstance(getattr(self, name), tuple)]
-
-    def for_item(self, item: WorkItem) -> Sampling:
-        """The setting of one (prompt, sample): one choice of each list, picked by a hash of
-        the seed, the prompt's id, the sample and the field, so a resume, another machine or
-        another --shard split picks the same."""
-        chosen = {
-            name: _pick(
-                getattr(self, name), f"{self.seed}\0{item.prompt.id}\0{item.sample}\0{name}"
-            )
-            for name in self.mixed()
-        }
-        return replace(self, **chosen) if chosen else self
-
-    def for_manifest(self) -> dict[str, Any]:
-        """As the manifest keeps it: a list of choices as a list, as JSON reads it back (so a
-        resume with the same lists compares equal)."""
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in self.as_dict().items()}
-
-    def request_fields(self, sample: int) -> dict[str, Any]:
-        """The sampling part of a chat completion request body."""
-        body: dict[str, Any] = dict(self.extra or {})
-        body["max_tokens"] = self.max_tokens
-        for name in ("temperature", "top_p", "top_k"):
-            value = getattr(self, name)
-            if value is not None:
-                body[name] = value
-        if self.seed is not None:
-            body["seed"] = self.seed + sample  # K samples of one prompt must differ
-        if self.thinking != "auto":
-            # SGLang and vLLM pass these to the chat template (Qwen3-style enable_thinking).
-            kwargs = {
-                **body.get("chat_template_kwargs", {}),
-                "enable_thinking": self.thinking == "on",
-            }
-            body["chat_template_kwargs"] = kwargs
-        return body
-
-
-SAMPLING_FIELDS = tuple(Sampling.__dataclass_fields__)
 
 
 @dataclass(frozen=True)
@@ -101,10 +30,13 @@ class InputConfig:
     allow_changed_input: bool = False
     allow_changed_sampling: bool = False
     retry_errors: bool = False  # what is in errors/ is pending again
+    limit: int | None = None  # only the first N lines (a trial); the rest stay pending
 
     def __post_init__(self) -> None:
         if self.samples_per_prompt < 1:
             raise ConfigError("--samples-per-prompt must be at least 1")
+        if self.limit is not None and self.limit < 1:
+            raise ConfigError("--limit must be at least 1")
 
 
 @dataclass(frozen=True)
@@ -206,9 +138,12 @@ class GenerateConfig:
     part: Part = WHOLE
     limits: Limits = field(default_factory=Limits)
     display: DisplayConfig = field(default_factory=DisplayConfig)
+    # the command line that started this session (the CLI's words), kept in the manifest's
+    # sessions so that `regen status` prints the exact command that resumes the run
+    command: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
-        if min(_choices(self.sampling.max_tokens)) < 1:
+        if min(choices(self.sampling.max_tokens)) < 1:
             raise ConfigError("--max-output-tokens must be at least 1")
 
     def resolved(self, servers: list[str], model: str) -> dict[str, Any]:
@@ -232,6 +167,8 @@ class GenerateConfig:
             "give_up_after_s": fleet.health.give_up_after,
             "compress": self.output.compress,
             "shards": self.part.count,  # the same N on every resume (see manifest)
+            # a batch file: sampling comes per record, and these are the models it names
+            "batch_models": batch_models_in(self.input.prompts),
         }
 
 
@@ -240,6 +177,12 @@ ENDPOINT_SUFFIXES = ("/chat/completions", "/completions", "/models")
 
 def check_base_url(url: str) -> None:
     """A server is named by its base URL; regen appends /v1/chat/completions itself."""
+    if "," in url:
+        spaced = " ".join(part.strip() for part in url.split(",") if part.strip())
+        raise ConfigError(
+            f"--servers {url!r} is one argument holding a comma-separated list",
+            hint=f"separate URLs with spaces: --servers {spaced}",
+        )
     if not url.startswith(("http://", "https://")):
         raise ConfigError(f"server URL {url!r} has no scheme", hint=f"write it as http://{url}")
     trimmed = url.rstrip("/")
@@ -250,20 +193,6 @@ def check_base_url(url: str) -> None:
                 f"{url} is an endpoint, not a server: pass the base URL",
                 hint=f"write it as {base} (regen adds {suffix} itself)",
             )
-
-
-def _choices(value: Any) -> tuple[Any, ...]:
-    return value if isinstance(value, tuple) else (value,)
-
-
-def _pick(choices: tuple[Any, ...], key: str) -> Any:
-    digest = hashlib.blake2b(key.encode(), digest_size=8).digest()
-    return choices[int.from_bytes(digest, "big") % len(choices)]
-
-
-def setting_label(sampling: Mapping[str, Any], mixed: list[str]) -> str:
-    """How status names one setting of a mix: `temperature=0.6 thinking=on`."""
-    return " ".join(f"{name}={sampling.get(name)}" for name in mixed)
 
 
 def build_config(values: Mapping[str, Any]) -> GenerateConfig:

@@ -15,9 +15,10 @@ from regen.format.layout import OutputLayout
 from regen.format.names import writer_tag
 from regen.format.writer import ShardWriter
 from regen.records import BadLine, Completion, ErrorRecord, Record, WorkItem
-from regen.run.config import GenerateConfig, setting_label
+from regen.run.config import GenerateConfig
 from regen.run.progress import RunStats
 from regen.run.quality import QualityMonitor
+from regen.run.sampling import setting_label
 
 
 class Recorder:
