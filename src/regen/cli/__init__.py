@@ -26,6 +26,7 @@ VERBS = {
     "status": "regen.cli.status:status",
     "check": "regen.cli.check:check",
     "export": "regen.cli.export:export",
+    "score": "regen.cli.score:score",
 }
 
 
