@@ -1,0 +1,172 @@
+"""`regen score` on the embedded SmolLM2: the identity draft, a requantized draft, the n-gram
+baseline, re-tokenised runs, resume, sampling and the command line. One model of each kind is
+loaded per module (CPU is scarce); answers are the model's own greedy decoding."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from regen.check import Encoder
+from regen.cli import main
+from regen.fleet.embedded import default_model_path
+from regen.score import ScoreSettings, score_run
+from regen.score.llama_draft import LlamaDraft
+from regen.score.ngram import NgramDraft
+from regen.score.results import read_rows
+from regen.score.rows import Selection
+
+sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "check"))
+import checkfix
+from score_helpers import PROMPTS, model_run, requantize
+
+ROWS = sum(len(p) for p in PROMPTS.values())
+
+
+@pytest.fixture(scope="module")
+def identity() -> LlamaDraft:
+    draft = LlamaDraft(default_model_path(), n_ctx=512)
+    yield draft
+    draft.close()
+
+
+@pytest.fixture(scope="module")
+def requantized(tmp_path_factory) -> LlamaDraft:
+    path = requantize(default_model_path(), tmp_path_factory.mktemp("draft") / "smol-q2k.gguf")
+    draft = LlamaDraft(path, n_ctx=512)
+    yield draft
+    draft.close()
+
+
+@pytest.fixture(scope="module")
+def encoder() -> Encoder:
+    return Encoder.of(checkfix.load("smol"))
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, identity, encoder) -> Path:
+    return model_run(tmp_path_factory.mktemp("run"), identity.llm, encoder.tok)
+
+
+def settings(per_group: int | None = None, seed: int = 0, by: str = "category") -> ScoreSettings:
+    return ScoreSettings(Selection(by, per_group, seed), list(range(1, 9)), "embedded")
+
+
+def score(run: Path, drafts, encoder, out: Path, **kw):
+    return score_run(run, drafts, encoder, kw.pop("settings", settings()), out, **kw).to_json()
+
+
+def tau(group: dict, k: int) -> float:
+    return next(at for at in group["by_k"] if at["k"] == k)["tau"]["value"]
+
+
+def test_identity_draft_accepts_k_plus_one_wherever_decodings_agree(run, identity, encoder,
+                                                                    tmp_path):  # fmt: skip
+    report = score(run, [identity], encoder, tmp_path)
+    draft = report["drafts"][0]
+    assert draft["retokenized_rows"] == 0  # the stored ids were scored
+    overall = draft["groups"]["(overall)"]
+    assert overall["rows"] == ROWS
+    # teacher-forced and incremental decoding disagree only at rare near-ties
+    assert overall["top1_match"]["value"] >= 0.9
+    agreeing = [r for r in read_rows(Path(draft["rows_file"])) if "0" not in r["match"]]
+    assert agreeing, "no row where the two decodings agree everywhere"
+    for row in agreeing:
+        n = row["tokens"]
+        assert row["tau"] == [round(n / math.ceil(n / (k + 1)), 4) for k in range(1, 9)]
+
+
+def test_requantized_draft_scores_between_ngram_and_identity(run, identity, requantized,
+                                                             encoder, tmp_path):  # fmt: skip
+    report = score(run, [NgramDraft(), requantized, identity], encoder, tmp_path)
+    ngram, requant, ident = (d["groups"] for d in report["drafts"])
+    for category in PROMPTS:
+        low, mid, high = (tau(g[category], 3) for g in (ngram, requant, ident))
+        assert low < mid < high, (category, low, mid, high)
+    assert ngram["(overall)"]["top1_match"]["value"] < requant["(overall)"]["top1_match"]["value"]
+
+
+def test_a_draft_with_another_vocabulary_is_refused(run):
+    other = str(checkfix.qwen_style_dir())  # a 600-token BPE tokenizer as the target
+    result = CliRunner().invoke(
+        main, ["score", str(run), "--draft", "embedded", "--tokenizer", other]
+    )
+    assert result.exit_code == 2
+    assert "does not share the target's vocabulary" in result.output
+    assert "token ids differ" in result.output and "hint:" in result.output
+
+
+def test_a_run_without_token_ids_says_it_retokenized(identity, encoder, tmp_path):
+    text_only = model_run(tmp_path / "run", identity.llm, encoder.tok, token_ids=False)
+    result = CliRunner().invoke(
+        main, ["score", str(text_only), "--draft", "ngram", "--tokenizer", "embedded"]
+    )
+    assert result.exit_code == 0, result.output
+    assert f"{ROWS} of {ROWS} rows were re-tokenised" in " ".join(result.output.split())
+    report = json.loads((text_only / "score" / "score.json").read_text())
+    assert report["drafts"][0]["retokenized_rows"] == ROWS
+
+
+class Interrupt(Exception):
+    pass
+
+
+def test_an_interrupted_score_resumes_without_rescoring(run, encoder, tmp_path):
+    seen: list[str] = []
+
+    def stop_after_three(label: str) -> None:
+        seen.append(label)
+        if len(seen) == 3:
+            raise Interrupt
+
+    with pytest.raises(Interrupt):
+        score(run, [NgramDraft()], encoder, tmp_path, on_row=stop_after_three)
+    (rows_file,) = tmp_path.glob("ngram-*/rows.jsonl")
+    with open(rows_file, "ab") as fh:
+        fh.write(b'{"id": "cut sh')  # a line cut short by a kill
+    report = score(run, [NgramDraft()], encoder, tmp_path)
+    draft = report["drafts"][0]
+    assert draft["scored_now"] == ROWS - 3
+    ids = [r["id"] for r in read_rows(rows_file)]
+    assert len(ids) == len(set(ids)) == ROWS
+    assert draft["groups"]["(overall)"]["rows"] == ROWS
+
+
+def test_sampling_is_stratified_and_seeded(run, encoder, tmp_path):
+    picked = []
+    for seed in (0, 0, 1):
+        out = tmp_path / f"s{len(picked)}"
+        report = score(run, [NgramDraft()], encoder, out, settings=settings(1, seed, "source"))
+        groups = report["drafts"][0]["groups"]
+        assert {g: v["rows"] for g, v in groups.items()} == {
+            "src-chat": 1, "src-code": 1, "src-math": 1, "(overall)": 3
+        }  # fmt: skip
+        picked.append({r["id"] for r in read_rows(Path(report["drafts"][0]["rows_file"]))})
+    assert picked[0] == picked[1] and picked[0] != picked[2]
+
+
+def test_cli_json_baseline_and_bad_input(run, requantized, tmp_path):
+    runner = CliRunner()
+    first = runner.invoke(main, ["score", str(run), "--draft", "ngram", "--tokenizer",
+                                 "embedded", "--k", "3", "--json"])  # fmt: skip
+    assert first.exit_code == 0, first.output
+    assert json.loads(first.output)["k"] == [3]
+    before = tmp_path / "before.json"
+    before.write_text((run / "score" / "score.json").read_text())
+    second = runner.invoke(main, ["score", str(run), "--draft", str(requantized.path),
+                                  "--tokenizer", "embedded", "--k", "3",
+                                  "--baseline", str(before)])  # fmt: skip
+    assert second.exit_code == 0, second.output
+    assert "on the same rows" in second.output
+    report = json.loads((run / "score" / "score.json").read_text())
+    paired = report["drafts"][0]["baseline"]["groups"]["(overall)"]["3"]
+    assert paired["rows"] == ROWS and paired["difference"] > 0
+    bad = runner.invoke(main, ["score", str(run), "--draft", "model.bin", "--tokenizer",
+                               "embedded"])  # fmt: skip
+    assert bad.exit_code == 2 and "not a .gguf file" in bad.output
