@@ -58,7 +58,10 @@ def settings(per_group: int | None = None, seed: int = 0, by: str = "category") 
     return ScoreSettings(Selection(by, per_group, seed), list(range(1, 9)), "embedded")
 
 
-def score(run: Path, drafts, encoder, out: Path, **kw):
+def score(run: Path, drafts, encoder, out: Path | None = None, **kw):
+    """Into RUN/score by default, as the CLI does: a draft scored by an earlier test is
+    resumed there, not scored again (each model pass costs seconds of scarce CPU)."""
+    out = out or run / "score"
     return score_run(run, drafts, encoder, kw.pop("settings", settings()), out, **kw).to_json()
 
 
@@ -66,9 +69,8 @@ def tau(group: dict, k: int) -> float:
     return next(at for at in group["by_k"] if at["k"] == k)["tau"]["value"]
 
 
-def test_identity_draft_accepts_k_plus_one_wherever_decodings_agree(run, identity, encoder,
-                                                                    tmp_path):  # fmt: skip
-    report = score(run, [identity], encoder, tmp_path)
+def test_identity_draft_accepts_k_plus_one_wherever_decodings_agree(run, identity, encoder):
+    report = score(run, [identity], encoder)
     draft = report["drafts"][0]
     assert draft["retokenized_rows"] == 0  # the stored ids were scored
     overall = draft["groups"]["(overall)"]
@@ -83,8 +85,8 @@ def test_identity_draft_accepts_k_plus_one_wherever_decodings_agree(run, identit
 
 
 def test_requantized_draft_scores_between_ngram_and_identity(run, identity, requantized,
-                                                             encoder, tmp_path):  # fmt: skip
-    report = score(run, [NgramDraft(), requantized, identity], encoder, tmp_path)
+                                                             encoder):  # fmt: skip
+    report = score(run, [NgramDraft(), requantized, identity], encoder)
     ngram, requant, ident = (d["groups"] for d in report["drafts"])
     for category in PROMPTS:
         low, mid, high = (tau(g[category], 3) for g in (ngram, requant, ident))
@@ -102,8 +104,11 @@ def test_a_draft_with_another_vocabulary_is_refused(run):
     assert "token ids differ" in result.output and "hint:" in result.output
 
 
-def test_a_run_without_token_ids_says_it_retokenized(identity, encoder, tmp_path):
-    text_only = model_run(tmp_path / "run", identity.llm, encoder.tok, token_ids=False)
+def test_a_run_without_token_ids_says_it_retokenized(run, tmp_path):
+    records = [json.loads(line) for line in (run / "completions" / "00000.jsonl").open()]
+    text_only = checkfix.write_run(tmp_path / "run", [
+        {k: v for k, v in r.items() if k != "token_ids"} for r in records
+    ])  # fmt: skip
     result = CliRunner().invoke(
         main, ["score", str(text_only), "--draft", "ngram", "--tokenizer", "embedded"]
     )
