@@ -24,6 +24,7 @@ from regen.score.rows import Selection
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "check"))
 import checkfix
+
 from score_helpers import PROMPTS, model_run, requantize
 
 ROWS = sum(len(p) for p in PROMPTS.values())
