@@ -14,11 +14,12 @@
         │   ├── RequestTimeout  no (complete) answer in time
         │   ├── Overloaded      429 / 503, with the server's Retry-After when it sent one
         │   └── ServerFault     500 / 502 / 504 / 408
+        │       └── EngineAborted  HTTP 200, but the engine cut the answer short (abort)
         ├── PermanentError      will fail again anywhere (400-class, unusable response)
         └── ServerRefused       the server refuses every request alike (401/403/404, or a
                                 200 login page): the fleet's fault, never the prompt's
 
-HTTP-library errors are mapped to this tree in one place (`regen.fleet.server`), so the
+HTTP-library errors are mapped to this tree in one place (`regen.fleet.http_errors`), so the
 retry decision is a type check (`isinstance(err, RetryableError)`), never a string match.
 The CLI turns a RegenError into a message plus hint and a non-zero exit; anything else is a
 bug and keeps its traceback.
@@ -146,6 +147,11 @@ class Overloaded(RetryableError):
 
 class ServerFault(RetryableError):
     """500, 502, 504 or 408: a server-side failure that may pass."""
+
+
+class EngineAborted(ServerFault):
+    """An answer sent with HTTP 200 that the engine cut short (finish_reason "abort", or
+    vLLM's "error"): retried like a server fault, never stored as finished."""
 
 
 class PermanentError(ServerError):

@@ -74,6 +74,7 @@ class SnapshotCollector(Collector):
         done = family(CounterMetricFamily, "regen_server_completions", "Completions per server")
         failed = family(CounterMetricFamily, "regen_server_failures", "Failed attempts")
         retries = family(CounterMetricFamily, "regen_retries", "Failed attempts sent again")
+        aborted = family(CounterMetricFamily, "regen_server_aborts", "Answers the engine aborted")
         tokens = family(CounterMetricFamily, "regen_server_completion_tokens", "Tokens")
         in_flight = family(GaugeMetricFamily, "regen_server_in_flight", "Requests in flight")
         healthy = family(GaugeMetricFamily, "regen_server_healthy", "1 if in rotation")
@@ -85,6 +86,7 @@ class SnapshotCollector(Collector):
             done.add_metric(labels, s["completed"])
             failed.add_metric(labels, s["failed"])
             retries.add_metric(labels, s.get("retried", 0))
+            aborted.add_metric(labels, s.get("aborted", 0))
             tokens.add_metric(labels, s["completion_tokens"])
             in_flight.add_metric(labels, s["in_flight"])
             healthy.add_metric(labels, 1.0 if s["state"] == "healthy" else 0.0)
@@ -94,7 +96,7 @@ class SnapshotCollector(Collector):
             latency.add_metric(
                 labels, list(zip(bounds, cumulative, strict=True)), s.get("latency_sum_s", 0.0)
             )
-        yield from (done, failed, retries, tokens, in_flight, healthy, latency)
+        yield from (done, failed, retries, aborted, tokens, in_flight, healthy, latency)
 
 
 def _one(family: Any, labels: list[str], value: float) -> Any:

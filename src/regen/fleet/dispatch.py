@@ -10,65 +10,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import random
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from regen.errors import (
     FleetUnavailable,
-    Overloaded,
     PermanentError,
     RequestTimeout,
     RetryableError,
     ServerRefused,
     TransportError,
 )
-from regen.fleet.server import Server
+from regen.fleet.policy import HealthPolicy, RetryPolicy
+from regen.fleet.server import CHAT_PATH, Server
+from regen.fleet.watch import watch_health
+
+__all__ = ["Completed", "DispatchHalted", "Fleet", "HealthPolicy", "RetryPolicy"]
 
 log = logging.getLogger("regen.fleet")
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """Exponential backoff with full jitter; a server's Retry-After wins when it sends one.
-
-    One counter per request, its attempts. A failure that may be the prompt's fault (5xx,
-    408, 429, a timeout) is retried while attempts <= `max_retries`. A connection failure
-    (refused, reset) or a server refusing every request says nothing about the prompt, so it
-    is retried up to the larger `max_attempts`: the circuit breaker, refusal count and
-    --give-up-after bound a bad fleet, and this cap still ends a prompt that kills every
-    server it touches.
-    """
-
-    max_retries: int = 5
-    max_attempts: int = 24
-    base_delay: float = 1.0
-    max_delay: float = 60.0
-
-    def allows_retry(self, attempts: int, error: RetryableError | ServerRefused) -> bool:
-        blameless = isinstance(error, TransportError | ServerRefused)
-        return attempts < (self.max_attempts if blameless else self.max_retries + 1)
-
-    def delay(self, attempt: int, error: RetryableError) -> float:
-        if isinstance(error, Overloaded) and error.retry_after is not None:
-            return min(error.retry_after, 10 * self.max_delay)
-        return random.uniform(0, min(self.max_delay, self.base_delay * 2 ** (attempt - 1)))
-
-
-@dataclass(frozen=True)
-class HealthPolicy:
-    """How servers are watched. A server with requests in flight is asked /v1/models every
-    `liveness_interval` s; `liveness_failures` misses in a row mean it hangs: it is taken out
-    and its requests go elsewhere. `give_up_after` bounds the wait when every server is down
-    (0 waits forever)."""
-
-    liveness_interval: float = 15.0
-    liveness_timeout: float = 10.0
-    liveness_failures: int = 3
-    give_up_after: float = 1800.0
 
 
 class DispatchHalted(Exception):
@@ -101,8 +63,6 @@ class Fleet:
         self.halted = False
         self._waiters: deque[asyncio.Future] = deque()
         self._sleepers: set[asyncio.Future] = set()
-        self._liveness_misses: dict[Server, int] = {s: 0 for s in servers}
-        self._last_liveness: dict[Server, float] = {s: 0.0 for s in servers}
         self._retired: dict[Server, FleetUnavailable] = {}  # never coming back, and why
 
     # -- slots ---------------------------------------------------------------------------
@@ -111,14 +71,8 @@ class Fleet:
         best_load = 1.0
         now = time.monotonic()
         for server in self.servers:
-            if (
-                server.available
-                and server.in_flight < server.concurrency
-                and server.paused_until <= now
-            ):
-                load = server.in_flight / server.concurrency
-                if load < best_load:
-                    best, best_load = server, load
+            if server.can_take(now) and server.load < best_load:
+                best, best_load = server, server.load
         return best
 
     async def acquire(self) -> Server:
@@ -127,7 +81,7 @@ class Fleet:
                 raise DispatchHalted
             server = self._pick()
             if server is not None:
-                server.in_flight += 1
+                server.claim()
                 return server
             self._check_give_up()
             waiter = asyncio.get_running_loop().create_future()
@@ -136,7 +90,7 @@ class Fleet:
                 await asyncio.wait_for(waiter, timeout=1.0)
 
     def release(self, server: Server) -> None:
-        server.in_flight -= 1
+        server.release()
         self._wake(1)
 
     def halt(self) -> None:
@@ -187,31 +141,38 @@ class Fleet:
     def take_out_at_start(self, server: Server, why: str) -> None:
         """A server that did not answer the preflight: the run starts without it, and the
         health watch probes it until it answers."""
-        server.breaker.trip(f"not answering at start: {why}")
+        server.take_out(f"not answering at start: {why}")
         self.on_event(f"server {server.name} does not answer ({why}); starting without it")
 
     # -- requests ------------------------------------------------------------------------
     async def complete(self, body: dict[str, Any]) -> Completed:
-        """Run one chat completion to success, retrying elsewhere as needed.
+        """Run one chat completion to success: `post` to /v1/chat/completions."""
+        return await self.post(CHAT_PATH, body)
+
+    async def post(self, path: str, body: dict[str, Any]) -> Completed:
+        """POST `body` to `path` on the least-loaded server, to success, retrying elsewhere
+        as needed, with the same retries, breaker and health as every request.
 
         Raises PermanentError at once, the last RetryableError once the retry policy says
         stop, FleetUnavailable when no server can serve, DispatchHalted when the run stops.
         """
+        return await self._send(lambda server: server.post(path, body))
+
+    async def _send(self, request: Callable[[Server], Awaitable[Any]]) -> Completed:
         attempts = 0
         while True:
             server = await self.acquire()
             attempts += 1
             started = time.monotonic()
             try:
-                data = await server.chat(body)
+                data = await request(server)
             except (RetryableError, ServerRefused) as err:
                 error = err
             except PermanentError as err:
                 err.attempts = attempts
                 raise
             else:
-                server.breaker.record_success()
-                server.refusals.reset()
+                server.record_success()
                 return Completed(data, server, attempts, time.monotonic() - started)
             finally:
                 self.release(server)
@@ -225,36 +186,24 @@ class Fleet:
                 raise error
             if refused:
                 continue  # the server's fault, not the prompt's: send it elsewhere at once
-            server.stats.retried += 1
+            server.record_retry()
             await self._pause(self.retry.delay(attempts, error))
 
     def _record_refusal(self, server: Server, error: ServerRefused) -> None:
-        server.stats.failed += 1
-        server.stats.last_error = f"{error.kind}: {error.message}"
-        if server.refusals.record(error.message, error.hint) and server not in self._retired:
-            server.breaker.refuse(error.message)
+        if server.record_refusal(error) and server not in self._retired:
+            server.refuse(error.message)
             reason = f"server {server.name} refuses every request: {error.message}"
             self.retire(server, FleetUnavailable(reason, hint=error.hint))
 
     def _record_failure(self, server: Server, error: RetryableError) -> None:
-        """A 429/503 pauses new requests to that server (it is alive and asked us to wait);
-        other failures count towards its circuit breaker."""
-        server.stats.failed += 1
-        server.stats.last_error = f"{error.kind}: {error.message}"
-        if isinstance(error, Overloaded):
-            wait = error.retry_after if error.retry_after is not None else self.retry.base_delay
-            server.paused_until = max(server.paused_until, time.monotonic() + wait)
-            return
-        if server.breaker.record_failure(error.kind):
+        if server.record_failure(error, pause=self.retry.base_delay):
             # A dead or hung server will not finish what it holds; one that answers 5xx may.
             dead = isinstance(error, TransportError | RequestTimeout)
-            self.take_out(
-                server, f"{server.breaker.threshold} failures in a row ({error.kind})", dead
-            )
+            threshold = server.breaker.threshold
+            self.take_out(server, f"{threshold} failures in a row ({error.kind})", dead)
 
     def take_out(self, server: Server, why: str, abort_in_flight: bool) -> None:
-        if server.breaker.allows_requests:
-            server.breaker.trip(why)
+        server.take_out(why)
         self.on_event(f"server {server.name} taken out of rotation: {why}")
         if abort_in_flight:
             server.abort_requests()  # they fail over to the healthy servers
@@ -262,8 +211,7 @@ class Fleet:
     def bring_back(self, server: Server, why: str) -> None:
         if server in self._retired:
             return
-        server.breaker.close()
-        self._liveness_misses[server] = 0
+        server.bring_back()
         self.all_down_since = None
         self.on_event(f"server {server.name} {why}; back in rotation")
         self._wake(len(self._waiters))
@@ -275,63 +223,9 @@ class Fleet:
         self.take_out(server, reason.message.splitlines()[0], abort_in_flight=True)
         self._wake(len(self._waiters))  # waiters re-check and see the fleet is gone
 
-    # -- health --------------------------------------------------------------------------
+    def is_retired(self, server: Server) -> bool:
+        return server in self._retired
+
     async def watch_health(self) -> None:
         """Run until cancelled: probe servers that are down, check live ones that are busy."""
-        probes: set[asyncio.Task] = set()
-        try:
-            while True:
-                now = time.monotonic()
-                for server in self.servers:
-                    if server in self._retired:
-                        continue
-                    if server.breaker.probe_due(now):
-                        server.breaker.next_probe_at = float("inf")  # one probe at a time
-                        probes.add(asyncio.create_task(self._probe(server)))
-                    elif self._liveness_due(server, now):
-                        self._last_liveness[server] = float("inf")
-                        probes.add(asyncio.create_task(self._check_liveness(server)))
-                for probe in [p for p in probes if p.done()]:
-                    probes.discard(probe)
-                    probe.result()  # a probe only fails this way on a bug: let it surface
-                await asyncio.sleep(0.25)
-        finally:
-            for probe in probes:
-                probe.cancel()
-
-    def _liveness_due(self, server: Server, now: float) -> bool:
-        return (
-            server.available
-            and server.in_flight > 0
-            and now - self._last_liveness[server] >= self.health.liveness_interval
-        )
-
-    async def _probe(self, server: Server) -> None:
-        # Any HTTP answer, even an error status, means the server is up again; but one that
-        # lists models must list ours (a server that rebooted with another model stays out).
-        try:
-            models = await server.models(timeout=self.health.liveness_timeout)
-        except RetryableError:
-            server.breaker.probe_failed(time.monotonic())
-            return
-        except (PermanentError, ServerRefused):
-            models = None
-        if models is not None and self.model is not None and self.model not in models:
-            server.breaker.probe_failed(time.monotonic())
-            server.breaker.reason = f"serves {models}, not {self.model!r}"
-            return
-        self.bring_back(server, "answers again")
-
-    async def _check_liveness(self, server: Server) -> None:
-        try:
-            await server.models(timeout=self.health.liveness_timeout)
-            self._liveness_misses[server] = 0
-        except (PermanentError, ServerRefused):
-            self._liveness_misses[server] = 0
-        except RetryableError:
-            self._liveness_misses[server] += 1
-            if self._liveness_misses[server] >= self.health.liveness_failures:
-                self._liveness_misses[server] = 0
-                self.take_out(server, "stopped answering health checks", abort_in_flight=True)
-        finally:
-            self._last_liveness[server] = time.monotonic()
+        await watch_health(self)

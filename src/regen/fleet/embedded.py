@@ -8,7 +8,6 @@ directory is stopped first, and a supervisor restarts it in place if it exits mi
 
 from __future__ import annotations
 
-import asyncio
 import importlib.util
 from collections.abc import Callable
 from pathlib import Path
@@ -16,11 +15,9 @@ from pathlib import Path
 from regen.errors import ConfigError, FleetUnavailable
 from regen.fleet.dispatch import Fleet
 from regen.fleet.server import Server
-from regen.serve.control import stop_fleet
-from regen.serve.fleetfile import FleetFile
-from regen.serve.launch import ServeSpec, fleet_file, free_port, plan_servers, start_all
-from regen.serve.process import ServerProcess
-from regen.serve.supervisor import Change, RestartPolicy, Supervisor
+from regen.serve.keeper import ServerKeeper
+from regen.serve.launch import ServeSpec, free_port
+from regen.serve.supervisor import Change, ChangeKind, RestartPolicy
 
 __all__ = ["EmbeddedFleet", "default_model_path", "free_port"]
 
@@ -54,32 +51,23 @@ def embedded_spec(model_path: Path, run_dir: Path) -> ServeSpec:
 
 
 class EmbeddedFleet:
-    """The servers generate starts for itself, with their supervisor. A context manager:
-    on exit every server is stopped by its pid."""
+    """The servers generate starts for itself, kept by a `ServerKeeper` (the same one as
+    `regen serve --restart-dead`). A context manager: on exit every server is stopped by its
+    pid."""
 
     def __init__(self, spec: ServeSpec, policy: RestartPolicy | None = None) -> None:
         self.spec = spec
-        self.policy = policy or RestartPolicy(startup_timeout=spec.startup_timeout)
-        self.record = spec.log_dir / "FLEET.json"  # so the next run can clean up after a kill
-        self.processes: list[ServerProcess] = []
-        self.supervisor: Supervisor | None = None
+        # FLEET.json in the run's folder, so the next run can clean up after a kill -9
+        self.keeper = ServerKeeper(spec, spec.log_dir / "FLEET.json", tied=True, policy=policy)
 
     @property
     def urls(self) -> list[str]:
-        return [p.spec.url for p in self.processes]
+        return self.keeper.urls
 
     def __enter__(self) -> EmbeddedFleet:
-        if self.record.exists():
-            stop_fleet(FleetFile.read(self.record))  # a server left by a killed earlier run
-        launches = plan_servers(self.spec)
-        self.processes = start_all(launches, self.spec.startup_timeout, tied=True)
-        fleet_file(self.spec, self.processes).write(self.record)
-        self.supervisor = Supervisor(self.processes, self.policy)
+        self.keeper.stop_leftover()  # a server left by a killed earlier run
+        self.keeper.start()
         return self
-
-    def refresh_record(self) -> None:
-        """After a restart the pid changed: keep the record true for the next run's cleanup."""
-        fleet_file(self.spec, self.processes).write(self.record)
 
     async def watch(
         self, fleet: Fleet, servers: list[Server], on_event: Callable[[str], None]
@@ -87,29 +75,26 @@ class EmbeddedFleet:
         """Run until cancelled. An exit is seen within a fraction of a second; the server is
         taken out at once (its requests move on), restarted in place, and put back when it
         answers. One that keeps dying is retired, which stops the run when none is left."""
-        assert self.supervisor is not None, "watch() needs a started fleet"
-        by_process = dict(zip(self.processes, servers, strict=True))
-        while True:
-            for change in self.supervisor.step():
-                server = by_process[change.process]
-                if change.kind == "exited":
-                    fleet.take_out(server, change.text, abort_in_flight=True)
-                elif change.kind == "restarted":
-                    on_event(change.text)
-                    self.refresh_record()
-                elif change.kind == "ready":
-                    fleet.bring_back(server, "restarted and answers")
-                else:
-                    fleet.retire(server, _gone_for_good(change))
-            await asyncio.sleep(0.2)
+        by_process = dict(zip(self.keeper.processes, servers, strict=True))
+
+        def react(change: Change) -> None:
+            server = by_process[change.process]
+            if change.kind is ChangeKind.EXITED:
+                fleet.take_out(server, change.text, abort_in_flight=True)
+            elif change.kind is ChangeKind.RESTARTED:
+                on_event(change.text)
+            elif change.kind is ChangeKind.READY:
+                fleet.bring_back(server, "restarted and answers")
+            else:
+                fleet.retire(server, _gone_for_good(change))
+
+        await self.keeper.watch(react)
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
     def stop(self) -> None:
-        for process in self.processes:
-            process.stop()
-        self.record.unlink(missing_ok=True)
+        self.keeper.stop(forget=True)
 
 
 def _gone_for_good(change: Change) -> FleetUnavailable:

@@ -7,6 +7,15 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class ServerState(StrEnum):
+    """What status and metrics show for a server (written to progress.json as the string)."""
+
+    HEALTHY = "healthy"  # in rotation
+    DOWN = "down"  # out of rotation, probed until it answers again
+    REFUSED = "refused"  # out for good: it refuses every request
 
 
 @dataclass
@@ -50,10 +59,10 @@ class CircuitBreaker:
         return self.opened_at is None
 
     @property
-    def state(self) -> str:
+    def state(self) -> ServerState:
         if self.opened_at is None:
-            return "healthy"
-        return "refused" if self.refused else "down"
+            return ServerState.HEALTHY
+        return ServerState.REFUSED if self.refused else ServerState.DOWN
 
     def record_success(self) -> None:
         self.consecutive_failures = 0
@@ -92,3 +101,27 @@ class CircuitBreaker:
         self.opened_at = None
         self.consecutive_failures = 0
         self.reason = None
+
+
+@dataclass
+class Liveness:
+    """Health checks of a busy server: misses in a row, and when the last check ended."""
+
+    misses: int = 0
+    last_check: float = 0.0
+    checking: bool = False
+
+    def due(self, now: float, interval: float) -> bool:
+        return not self.checking and now - self.last_check >= interval
+
+    def begin(self) -> None:
+        self.checking = True
+
+    def answered(self, now: float) -> None:
+        self.misses, self.checking, self.last_check = 0, False, now
+
+    def missed(self, now: float) -> int:
+        """Count a miss; returns the misses in a row."""
+        self.misses += 1
+        self.checking, self.last_check = False, now
+        return self.misses

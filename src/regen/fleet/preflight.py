@@ -10,9 +10,17 @@ from __future__ import annotations
 
 import asyncio
 
-from regen.errors import ConfigError, FleetUnavailable, RetryableError, ServerError
+from regen.errors import (
+    ConfigError,
+    FleetUnavailable,
+    PermanentError,
+    RetryableError,
+    ServerError,
+)
+from regen.fleet.http_errors import AUTH_STATUSES
 from regen.fleet.openai_env import AUTH_HINT
-from regen.fleet.server import AUTH_STATUSES, Server
+from regen.fleet.response import parse_chat_response
+from regen.fleet.server import Server
 
 
 async def resolve_model(
@@ -74,13 +82,25 @@ def _single_model(served: dict[str, list[str]]) -> str:
 
 
 async def check_token_ids(server: Server, model: str) -> bool:
-    """Whether the server returns token ids when asked (vLLM's `return_token_ids`)."""
+    """Whether the server returns token ids when asked (`return_token_ids`: vLLM >= 0.10.2
+    and SGLang answer them, each in its own shape). SGLang refuses them in a stream with a
+    400: that stops the run here, in one line with the fix."""
     body = {
         "model": model,
         "messages": [{"role": "user", "content": "hi"}],
         "max_tokens": 1,
         "return_token_ids": True,
     }
-    data = await server.chat(body)
-    choice = (data.get("choices") or [{}])[0]
-    return bool(data.get("prompt_token_ids")) and choice.get("token_ids") is not None
+    try:
+        data = await server.chat(body)
+    except PermanentError as err:
+        if not server.timeouts.stream:
+            raise
+        raise ConfigError(
+            f"--stream with --return-token-ids: {server.url} refuses token ids in a stream "
+            f"({err.message})",
+            hint="drop --stream (SGLang does not stream token ids; vLLM does), or drop "
+            "--return-token-ids",
+        ) from None
+    generated = parse_chat_response(data, server.name)
+    return generated.prompt_token_ids is not None and generated.completion_token_ids is not None

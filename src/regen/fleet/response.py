@@ -51,6 +51,15 @@ def parse_chat_response(data: Any, server: str) -> Generated:
         finish_reason=choice.get("finish_reason"),
         prompt_tokens=usage.get("prompt_tokens"),
         completion_tokens=usage.get("completion_tokens"),
-        prompt_token_ids=data.get("prompt_token_ids") or choice.get("prompt_token_ids"),
-        completion_token_ids=choice.get("token_ids") or message.get("token_ids"),
+        prompt_token_ids=_first(data, choice, "prompt_token_ids"),
+        completion_token_ids=_first(choice, message, "token_ids")
+        or choice.get("response_token_ids"),
     )
+
+
+def _first(outer: dict, inner: dict, key: str) -> Any:
+    """Token ids where either engine puts them: vLLM answers a top-level `prompt_token_ids`
+    and `choices[i].token_ids`; SGLang answers `choices[i].prompt_token_ids` and
+    `choices[i].response_token_ids` (see README, "Engines: what differs")."""
+    value = outer.get(key)
+    return value if value is not None else inner.get(key)

@@ -5,7 +5,8 @@
     gpus.py        nvidia-smi: which GPUs exist and are free; groups per server
     launch.py      preflight, start every server, wait for a real completion
     process.py     one server process: start, readiness, exit report, stop by pid
-    supervisor.py  notice exits at once, restart in place with backoff, give up with the fix
+    supervisor.py  the watch state machine: notice exits, restart with backoff, give up
+    keeper.py      the one place that starts, watches, restarts and stops server processes
     fleetfile.py   FLEET.json
     control.py     --status and --stop of a FLEET.json
     run.py         `regen serve` as a library call

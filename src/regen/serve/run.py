@@ -12,9 +12,9 @@ from pathlib import Path
 from regen.errors import ConfigError
 from regen.serve.control import is_our_process
 from regen.serve.fleetfile import FleetFile
-from regen.serve.launch import ServeSpec, fleet_file, plan_servers, start_all
-from regen.serve.process import ServerProcess
-from regen.serve.supervisor import RestartPolicy, Supervisor
+from regen.serve.keeper import ServerKeeper
+from regen.serve.launch import ServeSpec
+from regen.serve.supervisor import Change, ChangeKind, RestartPolicy
 
 
 def serve(
@@ -27,22 +27,20 @@ def serve(
     """Returns the exit code. With `restart_dead` it returns only when stopped by SIGINT/SIGTERM
     (servers stopped, 0) or when every server died for good (1)."""
     refuse_running_fleet(fleet_path)
-    launches = plan_servers(spec)
+    # Under --restart-dead the servers belong to this process and die with it.
+    keeper = ServerKeeper(spec, fleet_path, tied=restart_dead, policy=policy)
+    launches = keeper.plan()
     for launch in launches:
         env = " ".join(f"{k}={v}" for k, v in launch.env.items())
         echo(f"{launch.name}: {env + ' ' if env else ''}{shlex.join(launch.command)}")
     echo(f"waiting for {len(launches)} server(s) to answer a first completion ...")
-    # Under --restart-dead the servers belong to this process and die with it.
-    processes = start_all(launches, spec.startup_timeout, tied=restart_dead)
-    fleet = fleet_file(spec, processes)
-    fleet.write(fleet_path)
-    echo(f"{len(processes)} server(s) answer; wrote {fleet_path}")
+    keeper.start(launches)
+    echo(f"{len(launches)} server(s) answer; wrote {fleet_path}")
     echo(f"use them with: regen generate --fleet {fleet_path} ...")
     if not restart_dead:
         echo(f"stop them with: regen serve --stop {fleet_path}")
         return 0
-    policy = policy or RestartPolicy(startup_timeout=spec.startup_timeout)
-    return _supervise(processes, spec, fleet_path, policy, echo)
+    return _supervise(keeper, echo)
 
 
 def refuse_running_fleet(fleet_path: Path) -> None:
@@ -58,33 +56,24 @@ def refuse_running_fleet(fleet_path: Path) -> None:
         )
 
 
-def _supervise(
-    processes: list[ServerProcess],
-    spec: ServeSpec,
-    fleet_path: Path,
-    policy: RestartPolicy,
-    echo: Callable[[str], None],
-) -> int:
+def _supervise(keeper: ServerKeeper, echo: Callable[[str], None]) -> int:
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in _STOP_SIGNALS}
-    supervisor = Supervisor(processes, policy)
     echo("supervising (Ctrl-C stops the servers) ...")
+
+    def report(change: Change) -> None:
+        echo(change.text)
+        if change.kind is ChangeKind.DEAD and change.report is not None:
+            echo(f"  fix: {change.report.fix}")
+
     try:
-        while not stop.is_set() and not supervisor.all_dead:
-            for change in supervisor.step():
-                echo(change.text)
-                if change.kind == "dead" and change.report is not None:
-                    echo(f"  fix: {change.report.fix}")
-                if change.kind == "restarted":
-                    fleet_file(spec, processes).write(fleet_path)  # the new pid
-            stop.wait(0.5)
+        keeper.supervise(stop, report)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        for process in processes:
-            process.stop()
-        echo(f"stopped {len(processes)} server(s)")
-    return 1 if supervisor.all_dead and not stop.is_set() else 0
+        keeper.stop(forget=False)
+        echo(f"stopped {len(keeper.processes)} server(s)")
+    return 1 if keeper.all_dead and not stop.is_set() else 0
 
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)

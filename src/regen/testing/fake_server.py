@@ -16,43 +16,25 @@ import math
 import time
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Any
 
 import orjson
 from aiohttp import web
 
+from regen.testing.fake_answers import chat_response, stream_events, text_response
+from regen.testing.fake_behaviour import Behaviour, echo_answer
+from regen.testing.fake_faults import (
+    cut_short,
+    dialect_of,
+    fault_response,
+    refusal,
+    room,
+    stream_error_event,
+)
 from regen.testing.loop_thread import LoopThread
 
-Answer = Callable[[dict[str, Any]], dict[str, Any]]
-
-
-def echo_answer(body: dict[str, Any]) -> dict[str, Any]:
-    """The default answer: names the last user message, so tests can check the pairing."""
-    last_user = next(m for m in reversed(body["messages"]) if m["role"] == "user")
-    text = last_user["content"] if isinstance(last_user["content"], str) else "[blocks]"
-    return {"content": f"answer to: {text}", "tokens": 8}
-
-
-@dataclass
-class Behaviour:
-    model: str = "fake-model"
-    slots: int = 64
-    seconds_per_token: float = 0.0
-    base_latency: float = 0.0  # seconds per request before the first token (prefill)
-    reasoning: str | None = None  # "split": reasoning_content field; "inline": <think> in content
-    finish_reason: str = "stop"
-    answer: Answer = echo_answer
-    # cycled per request: ok|500|429|reset|hang|400, stall (a stream that stops midway),
-    # html (200 text/html: a login page), status (200 JSON that is no completion), 401,
-    # and echo (a 400 whose body echoes the request headers, as debug gateways do)
-    faults: list[str] = field(default_factory=list)
-    retry_after: float = 0.2
-    pad_bytes: int = 0  # extra response bytes, for client-cost benchmarks
-    models_hang: bool = False
-    return_token_ids: bool = False
-    api_key: str | None = None  # when set, a request without `Bearer <api_key>` gets a 401
+__all__ = ["Behaviour", "FakeServer", "echo_answer"]
 
 
 class FakeServer:
@@ -83,6 +65,13 @@ class FakeServer:
             await asyncio.sleep(3600)
         return web.json_response({"object": "list", "data": [{"id": self.behaviour.model}]})
 
+    async def info(self, request: web.Request) -> web.Response:
+        """The dialect's version endpoint (vLLM /version, SGLang /get_server_info)."""
+        dialect = dialect_of(self.behaviour)
+        assert dialect is not None
+        b = self.behaviour
+        return web.json_response(dialect.info(request.path, b.deterministic, b.context))
+
     async def stats(self, request: web.Request) -> web.Response:
         """Counters and wall-clock marks; `?times=1` adds every completion's time."""
         data: dict[str, Any] = {
@@ -105,49 +94,47 @@ class FakeServer:
         finally:
             self.in_flight -= 1
 
-    async def _chat(self, request: web.Request) -> web.StreamResponse:
+    async def _take(self, request: web.Request) -> dict[str, Any]:
+        """Read and keep a request's body, and mark when it came."""
         self.last_request_at = time.time()
         if self.first_request_at is None:
             self.first_request_at = self.last_request_at
         body = orjson.loads(await request.read())
         self.requests.append(body)
+        return body
+
+    async def completions(self, request: web.Request) -> web.StreamResponse:
+        """/v1/completions (a prompt, not messages), with the same faults as chat."""
+        body = await self._take(request)
+        faulty = await fault_response(next(self._faults), self.behaviour, request, body)
+        if faulty is not None:
+            return faulty
+        self.served += 1
+        return web.json_response(text_response(body))
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        body = await self._take(request)
         fault = next(self._faults)
-        if fault == "500":
-            return web.json_response({"error": {"message": "injected failure"}}, status=500)
-        if fault == "400":
-            return web.json_response({"error": {"message": "prompt is too long"}}, status=400)
-        if fault == "429":
-            headers = {"Retry-After": str(self.behaviour.retry_after)}
-            return web.json_response(
-                {"error": {"message": "slow down"}}, status=429, headers=headers
-            )
-        if fault == "hang":
-            await asyncio.sleep(3600)
-        if fault == "html":
-            page = "<html><head><title>Sign in</title></head><body>Log in</body></html>"
-            return web.Response(text=page, content_type="text/html")
-        if fault == "status":  # JSON, but not a completion: a gateway's status page
-            return web.json_response({"status": "ok", "service": "gateway"})
-        if fault == "401":
-            return web.json_response({"error": {"message": "invalid api key"}}, status=401)
-        if fault == "echo":
-            headers = "\n".join(f"{k}: {v}" for k, v in request.headers.items())
-            return web.json_response(
-                {"error": {"message": f"bad request; got {headers}"}}, status=400
-            )
+        faulty = await fault_response(fault, self.behaviour, request, body)
+        if faulty is not None:
+            return faulty
         assert self._slots is not None
         async with self._slots:
-            answer = self.behaviour.answer(body)
+            answer = cut_short(self.behaviour, fault, self.behaviour.answer(body))
+            prompt = answer.get("prompt_tokens", 10)
+            refused = refusal(self.behaviour, body, prompt)
+            if refused is not None:
+                return refused
             wanted = answer.get("tokens", 8)
-            tokens = min(wanted, body.get("max_tokens", 10**9))
+            tokens = min(wanted, body.get("max_tokens", 10**9), room(self.behaviour, prompt))
             if tokens < wanted:  # cut off by max_tokens, as an engine reports it
                 answer = {**answer, "finish_reason": "length"}
             delay = self.behaviour.base_latency + tokens * self.behaviour.seconds_per_token
             if delay:
                 await asyncio.sleep(delay)
-            data = self._response(body, answer, tokens)
+            data = chat_response(self.behaviour, body, answer, tokens)
             if body.get("stream"):
-                return await self._stream(request, data, stall=fault == "stall")
+                return await self._stream(request, data, fault)
             payload = orjson.dumps(data)
             if fault == "reset":
                 return await self._reset_midway(request, payload)
@@ -157,38 +144,36 @@ class FakeServer:
             self.served_at.append(self.last_served_at)
             return web.Response(body=payload, content_type="application/json")
 
-    async def _stream(self, request: web.Request, data: dict, stall: bool) -> web.StreamResponse:
-        """Send `data` as SSE chunks the way SGLang and vLLM do; `stall` stops halfway."""
+    async def _stream(self, request: web.Request, data: dict, fault: str) -> web.StreamResponse:
+        """Send `data` as SSE chunks the way SGLang and vLLM do. Faults: `stall` stops halfway
+        (sending keep-alive comments if the behaviour says so), `stream_error` sends an error
+        event and [DONE] halfway, `done_early` sends [DONE] without the finish reason."""
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
-        choice = data["choices"][0]
-        message = choice["message"]
-        deltas: list[dict] = [{"role": "assistant"}]
-        if "reasoning_content" in message:
-            deltas.append({"reasoning_content": message["reasoning_content"]})
-        text = message["content"]
-        deltas += [{"content": text[i : i + 7]} for i in range(0, len(text), 7)]
-        for n, call in enumerate(message.get("tool_calls") or []):
-            arguments = call["function"]["arguments"]
-            head = {"index": n, "id": call["id"], "function": {"name": call["function"]["name"]}}
-            deltas += [{"tool_calls": [head]}]
-            deltas += [
-                {"tool_calls": [{"index": n, "function": {"arguments": arguments[i : i + 5]}}]}
-                for i in range(0, len(arguments), 5)
-            ]
-        for i, delta in enumerate(deltas):
-            if stall and i == len(deltas) // 2:
-                await asyncio.sleep(3600)
-            chunk = {"choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
-            await response.write(b"data: " + orjson.dumps(chunk) + b"\n\n")
-        final = {"choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}]}
-        await response.write(b"data: " + orjson.dumps(final) + b"\n\n")
-        await response.write(
-            b"data: " + orjson.dumps({"choices": [], "usage": data["usage"]}) + b"\n\n"
-        )
+        events = stream_events(data)
+        for i, event in enumerate(events):
+            if i == (len(events) - 2) // 2:
+                if fault == "stall":
+                    await self._stall(response)
+                if fault == "stream_error":
+                    await response.write(b"data: " + orjson.dumps(stream_error_event()) + b"\n\n")
+                    break
+            if fault == "done_early" and i == len(events) - 2:
+                break  # the chunk with the finish reason never comes
+            await response.write(b"data: " + orjson.dumps(event) + b"\n\n")
         await response.write(b"data: [DONE]\n\n")
-        self.served += 1
+        self.served += fault not in ("stream_error", "done_early")
         return response
+
+    async def _stall(self, response: web.StreamResponse) -> None:
+        """Send nothing more, or only SSE comments (vLLM's --sse-keep-alive-interval:
+        VL:entrypoints/serve/utils/sse_keep_alive.py), for an hour."""
+        interval = self.behaviour.keep_alive
+        if interval is None:
+            await asyncio.sleep(3600)
+        for _ in range(int(3600 / interval) if interval else 0):
+            await response.write(b": keep-alive\n\n")
+            await asyncio.sleep(interval)
 
     async def _reset_midway(self, request: web.Request, payload: bytes) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Length": str(len(payload))})
@@ -198,40 +183,6 @@ class FakeServer:
         assert request.transport is not None
         request.transport.abort()
         return response
-
-    def _response(self, body: dict[str, Any], answer: dict[str, Any], tokens: int) -> dict:
-        b = self.behaviour
-        content = answer["content"]
-        message: dict[str, Any] = {"role": "assistant", "content": content}
-        if answer.get("tool_calls"):
-            message["tool_calls"] = answer["tool_calls"]
-        reasoning = answer.get("reasoning", f"thinking about: {content[:40]}")
-        if b.reasoning == "split":
-            message["reasoning_content"] = reasoning
-        elif b.reasoning == "inline":
-            message["content"] = f"<think>\n{reasoning}\n</think>\n\n{content}"
-        if b.pad_bytes:
-            message["content"] += " " + "x" * b.pad_bytes
-        choice: dict[str, Any] = {
-            "index": 0,
-            "message": message,
-            "finish_reason": answer.get("finish_reason", b.finish_reason),
-        }
-        data: dict[str, Any] = {
-            "id": "cmpl-fake",
-            "object": "chat.completion",
-            "model": body.get("model"),
-            "choices": [choice],
-            "usage": {
-                "prompt_tokens": 10,
-                "completion_tokens": tokens,
-                "total_tokens": 10 + tokens,
-            },
-        }
-        if b.return_token_ids and body.get("return_token_ids"):
-            data["prompt_token_ids"] = list(range(10))
-            choice["token_ids"] = list(range(100, 100 + tokens))
-        return data
 
     # -- lifecycle -----------------------------------------------------------------------
     @web.middleware
@@ -246,7 +197,11 @@ class FakeServer:
         app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[self.auth])
         app.router.add_get("/v1/models", self.models)
         app.router.add_post("/v1/chat/completions", self.chat)
+        app.router.add_post("/v1/completions", self.completions)
         app.router.add_get("/stats", self.stats)
+        dialect = dialect_of(self.behaviour)
+        for path in dialect.info_paths if dialect else ():
+            app.router.add_get(path, self.info)
         return app
 
     async def start_async(self) -> None:

@@ -1,0 +1,32 @@
+"""What a server has done so far: counts, tokens and a latency histogram, for status and
+/metrics."""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+
+# Upper bounds (seconds) of the request-latency histogram: from a short answer on a fast
+# GPU to a 32K-token one queued behind others.
+LATENCY_BUCKETS = (0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0)
+
+
+@dataclass(slots=True)
+class ServerStats:
+    completed: int = 0
+    failed: int = 0
+    completion_tokens: int = 0
+    latency_ewma: float = 0.0
+    last_error: str | None = None
+    retried: int = 0  # failed attempts that were sent again
+    aborted: int = 0  # answers the engine cut short (finish_reason abort or error)
+    latency_counts: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BUCKETS) + 1))
+    latency_sum: float = 0.0
+
+    def record_success(self, latency: float, tokens: int) -> None:
+        self.completed += 1
+        self.completion_tokens += tokens
+        self.latency_counts[bisect.bisect_left(LATENCY_BUCKETS, latency)] += 1
+        self.latency_sum += latency
+        alpha = 0.1 if self.latency_ewma else 1.0
+        self.latency_ewma += alpha * (latency - self.latency_ewma)

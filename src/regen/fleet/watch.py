@@ -1,0 +1,68 @@
+"""The fleet's health watch: probe servers that are out of rotation until they answer again,
+and check busy ones so a server that hangs is taken out and its requests move on."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING
+
+from regen.errors import PermanentError, RetryableError, ServerRefused
+from regen.fleet.server import Server
+
+if TYPE_CHECKING:
+    from regen.fleet.dispatch import Fleet
+
+
+async def watch_health(fleet: Fleet) -> None:
+    """Run until cancelled: probe servers that are down, check live ones that are busy."""
+    probes: set[asyncio.Task] = set()
+    interval = fleet.health.liveness_interval
+    try:
+        while True:
+            now = time.monotonic()
+            for server in fleet.servers:
+                if fleet.is_retired(server):
+                    continue
+                if server.probe_due(now):
+                    probes.add(asyncio.create_task(_probe(fleet, server)))
+                elif server.liveness_due(now, interval):
+                    probes.add(asyncio.create_task(_check_liveness(fleet, server)))
+            for probe in [p for p in probes if p.done()]:
+                probes.discard(probe)
+                probe.result()  # a probe only fails this way on a bug: let it surface
+            await asyncio.sleep(0.25)
+    finally:
+        for probe in probes:
+            probe.cancel()
+
+
+async def _probe(fleet: Fleet, server: Server) -> None:
+    # Any HTTP answer, even an error status, means the server is up again; but one that
+    # lists models must list ours (a server that rebooted with another model stays out).
+    try:
+        models = await server.models(timeout=fleet.health.liveness_timeout)
+    except RetryableError:
+        server.probe_failed()
+        return
+    except (PermanentError, ServerRefused):
+        models = None
+    if models is not None and fleet.model is not None and fleet.model not in models:
+        server.probe_failed(f"serves {models}, not {fleet.model!r}")
+        return
+    fleet.bring_back(server, "answers again")
+
+
+async def _check_liveness(fleet: Fleet, server: Server) -> None:
+    answered = True
+    try:
+        await server.models(timeout=fleet.health.liveness_timeout)
+    except RetryableError:
+        answered = False
+    except (PermanentError, ServerRefused):
+        pass  # an error status is still an answer
+    finally:
+        if answered:  # (or cancelled: the check is free to run again later)
+            server.liveness_answered()
+    if not answered and server.liveness_missed(fleet.health.liveness_failures):
+        fleet.take_out(server, "stopped answering health checks", abort_in_flight=True)

@@ -1,0 +1,45 @@
+"""What a fake server does: its capacity, speed, answer, and the faults it injects."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+Answer = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def echo_answer(body: dict[str, Any]) -> dict[str, Any]:
+    """The default answer: names the last user message, so tests can check the pairing."""
+    last_user = next(m for m in reversed(body["messages"]) if m["role"] == "user")
+    text = last_user["content"] if isinstance(last_user["content"], str) else "[blocks]"
+    return {"content": f"answer to: {text}", "tokens": 8}  # and "prompt_tokens" (default 10)
+
+
+@dataclass
+class Behaviour:
+    model: str = "fake-model"
+    slots: int = 64
+    seconds_per_token: float = 0.0
+    base_latency: float = 0.0  # seconds per request before the first token (prefill)
+    reasoning: str | None = None  # "split": reasoning_content field; "inline": <think> in content
+    finish_reason: str = "stop"
+    answer: Answer = echo_answer
+    # cycled per request: ok|500|429|reset|hang|400, stall (a stream that stops midway),
+    # html (200 text/html: a login page), status (200 JSON that is no completion), 401,
+    # echo (a 400 whose body echoes the request headers, as debug gateways do), and the
+    # engines' own: stream_error (after HTTP 200, an error event then [DONE]; a 503 body when
+    # not streamed), abort (HTTP 200, half an answer, the dialect's abort finish reason),
+    # finish_error (vLLM's "error" finish reason), done_early ([DONE], no finish reason)
+    faults: list[str] = field(default_factory=list)
+    retry_after: float = 0.2
+    pad_bytes: int = 0  # extra response bytes, for client-cost benchmarks
+    models_hang: bool = False
+    return_token_ids: bool = False
+    api_key: str | None = None  # when set, a request without `Bearer <api_key>` gets a 401
+    # An engine's wording (see dialects.py): "sglang" | "vllm" | "llamacpp"; None is the plain
+    # fake (vLLM's token-id shape, reasoning_content, no version endpoint).
+    dialect: str | None = None
+    context: int = 32768  # the context length a dialect checks prompt + max_tokens against
+    deterministic: bool = False  # SGLang's --enable-deterministic-inference
+    keep_alive: float | None = None  # a stalled stream sends `: keep-alive` this often (vLLM)

@@ -1,0 +1,103 @@
+"""Faults a fake server plays instead of, or in the middle of, an answer; with a dialect,
+worded the way that engine words them (see dialects.py)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from aiohttp import web
+
+from regen.testing.dialects import DIALECTS, Dialect
+from regen.testing.fake_behaviour import Behaviour
+
+
+def dialect_of(behaviour: Behaviour) -> Dialect | None:
+    return DIALECTS.get(behaviour.dialect or "")
+
+
+def error_response(
+    behaviour: Behaviour, status: int, message: str, headers: dict[str, str] | None = None
+) -> web.Response:
+    dialect = dialect_of(behaviour)
+    body = dialect.error_body(status, message) if dialect else {"error": {"message": message}}
+    return web.json_response(body, status=status, headers=headers)
+
+
+def stream_error_event(status: int = 503) -> dict[str, Any]:
+    """What both engines send after HTTP 200 when a streamed request fails (queue full, a
+    timeout, an aborted or dead engine), before `data: [DONE]`.
+    SG:entrypoints/openai/serving_chat.py:2568-2578,2799-2805;
+    VL:entrypoints/openai/chat_completion/serving.py:482-507,947-953."""
+    error = {"message": "The server is overloaded; request aborted", "type": "ServiceUnavailable"}
+    return {"error": {**error, "param": None, "code": status}}
+
+
+async def fault_response(
+    fault: str, behaviour: Behaviour, request: web.Request, body: dict[str, Any]
+) -> web.Response | None:
+    """The answer for a fault that replaces the whole response (None: answer normally; a
+    hang never answers). Faults that cut a response short are the server's to play."""
+    if fault == "500":
+        return error_response(behaviour, 500, "injected failure")
+    if fault == "400":
+        return error_response(behaviour, 400, "prompt is too long")
+    if fault == "429":
+        # Neither engine sends Retry-After (audit, row 18); the plain fake does.
+        plain = behaviour.dialect is None
+        headers = {"Retry-After": str(behaviour.retry_after)} if plain else None
+        return error_response(behaviour, 429, "slow down", headers)
+    if fault == "stream_error" and not body.get("stream"):
+        return error_response(behaviour, 503, "The server is overloaded; request aborted")
+    if fault == "hang":
+        await asyncio.sleep(3600)
+    if fault == "html":
+        page = "<html><head><title>Sign in</title></head><body>Log in</body></html>"
+        return web.Response(text=page, content_type="text/html")
+    if fault == "status":  # JSON, but not a completion: a gateway's status page
+        return web.json_response({"status": "ok", "service": "gateway"})
+    if fault == "401":
+        return web.json_response({"error": {"message": "invalid api key"}}, status=401)
+    if fault == "echo":
+        headers = "\n".join(f"{k}: {v}" for k, v in request.headers.items())
+        return web.json_response({"error": {"message": f"bad request; got {headers}"}}, status=400)
+    return None
+
+
+def refusal(behaviour: Behaviour, body: dict[str, Any], prompt_tokens: int) -> web.Response | None:
+    """A request the dialect's engine refuses with a 400 before generating."""
+    dialect = dialect_of(behaviour)
+    if dialect is None:
+        return None
+    streamed_ids = body.get("stream") and body.get("return_token_ids")
+    if streamed_ids and dialect.stream_token_ids == "refuse":  # SG:.../serving_chat.py:1309-1320
+        return error_response(behaviour, 400, "return_token_ids is not supported with streaming")
+    max_tokens = body.get("max_tokens") or 0
+    too_long = prompt_tokens >= behaviour.context
+    if dialect.overflow == "reject" and prompt_tokens + max_tokens > behaviour.context:
+        too_long = True
+    if too_long:
+        message = dialect.overflow_message(prompt_tokens, max_tokens, behaviour.context)
+        return error_response(behaviour, 400, message)
+    return None
+
+
+def room(behaviour: Behaviour, prompt_tokens: int) -> int:
+    """The most tokens an answer may have: a clamping engine lowers max_tokens to what fits."""
+    dialect = dialect_of(behaviour)
+    if dialect is not None and dialect.overflow == "clamp":
+        return behaviour.context - prompt_tokens
+    return 10**9
+
+
+def cut_short(behaviour: Behaviour, fault: str, answer: dict[str, Any]) -> dict[str, Any]:
+    """An answer the engine aborted (HTTP 200): half the text, an abort finish reason."""
+    dialect = dialect_of(behaviour)
+    if fault == "abort":
+        reason = dialect.abort_reasons[0] if dialect and dialect.abort_reasons else "abort"
+    elif fault == "finish_error":
+        reason = "error"  # VL:v1/engine/__init__.py:49-67
+    else:
+        return answer
+    text = answer["content"]
+    return {**answer, "content": text[: len(text) // 2], "finish_reason": reason}
