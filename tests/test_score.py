@@ -176,3 +176,19 @@ def test_cli_json_baseline_and_bad_input(run, requantized, tmp_path):
     bad = runner.invoke(main, ["score", str(run), "--draft", "model.bin", "--tokenizer",
                                "embedded"])  # fmt: skip
     assert bad.exit_code == 2 and "not a .gguf file" in bad.output
+
+
+@pytest.mark.parametrize("api", ["vllm", "sglang"])
+def test_fleet_path_gives_the_local_per_row_results(run, requantized, encoder, tmp_path, api):
+    from regen.score.fleet_draft import FleetDraft
+    from regen.testing.logprob_server import LogprobServer
+
+    local = score(run, [requantized], encoder)["drafts"][0]  # resumed from RUN/score
+    with LogprobServer(requantized.path, n_ctx=512) as server:
+        served = score(run, [FleetDraft([server.url], api)], encoder, tmp_path)["drafts"][0]
+        asked = set(server.requests)
+    assert asked == {"/v1/completions" if api == "vllm" else "/generate"}
+    by_id = {r["id"]: r["match"] for r in read_rows(Path(local["rows_file"]))}
+    rows = list(read_rows(Path(served["rows_file"])))
+    assert len(rows) == ROWS and all(by_id[r["id"]] == r["match"] for r in rows)
+    assert "0" in "".join(by_id.values())  # the comparison covers misses, not only hits
