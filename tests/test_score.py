@@ -192,3 +192,23 @@ def test_fleet_path_gives_the_local_per_row_results(run, requantized, encoder, t
     rows = list(read_rows(Path(served["rows_file"])))
     assert len(rows) == ROWS and all(by_id[r["id"]] == r["match"] for r in rows)
     assert "0" in "".join(by_id.values())  # the comparison covers misses, not only hits
+
+
+def test_export_selects_and_orders_by_score(run, encoder, tmp_path):
+    from regen.score import write_report
+
+    report = score_run(run, [NgramDraft()], encoder, settings(), tmp_path / "score")
+    score_json, _ = write_report(report, tmp_path / "score")
+    rows = {r["id"]: r["acceptance"] for r in read_rows(report.drafts[0].rows_file)}
+    cut = sorted(rows.values())[ROWS // 2]
+    out = tmp_path / "export"
+    result = CliRunner().invoke(main, ["export", str(run), "-o", str(out), "--format", "sharegpt",
+                                       "--score", str(score_json), "--max-acceptance", str(cut),
+                                       "--order", "hard-first"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    (written,) = out.glob("**/*.jsonl")
+    ids = [json.loads(line)["id"] for line in written.read_text().splitlines()]
+    assert set(ids) == {i for i, a in rows.items() if a <= cut}
+    assert [rows[i] for i in ids] == sorted(rows[i] for i in ids)  # hard first
+    dropped = ROWS - len(ids)
+    assert dropped > 0 and f"dropped above acceptance {cut}" in result.output

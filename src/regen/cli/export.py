@@ -10,6 +10,7 @@ from regen.check import Encoder
 from regen.cli.options import Command, option
 from regen.cli.rowbar import row_progress
 from regen.export import Filters, export_run, make_format
+from regen.export.by_score import ORDERS, ScoreSelect
 from regen.export.formats import FORMATS
 from regen.jsonio import atomic_write_json
 
@@ -60,9 +61,28 @@ PATH = click.Path(path_type=Path)
 @click.option("--merge-into", type=PATH, help="An earlier export to add these samples to.")
 @click.option("--report", type=PATH, help="Write the export summary as JSON here.")
 @click.option("--overwrite", is_flag=True, help="Replace an export already in --output-dir.")
+@click.option(
+    "--max-acceptance",
+    type=float,
+    metavar="X",
+    help="Drop rows whose answer the drafter already predicts (top-1 > X; regen score).",
+)
+@click.option(
+    "--order",
+    type=click.Choice(ORDERS),
+    default="as-read",
+    show_default=True,
+    help="hard-first: rows the drafter predicts worst first (regen score).",
+)
+@click.option(
+    "--score",
+    "score_json",
+    type=PATH,
+    help="The score.json to select by (default RUN/score/score.json).",
+)
 def export(output_dirs, out, fmt, file_type, reasoning, tokenizer, chat_template, template_tokens,
            drop_degenerate, degenerate_at, drop_truncated, min_supervised_tokens, eval_fraction,
-           merge_into, report, overwrite) -> None:  # fmt: skip
+           merge_into, report, overwrite, max_acceptance, order, score_json) -> None:  # fmt: skip
     """Export the runs RUN... to --output-dir DIR, loadable with datasets.load_dataset(DIR)."""
     encoder = None
     if tokenizer:
@@ -70,12 +90,17 @@ def export(output_dirs, out, fmt, file_type, reasoning, tokenizer, chat_template
             tokenizer, chat_template=chat_template, template_tokens=template_tokens
         )
     filters = Filters(drop_degenerate, drop_truncated, min_supervised_tokens, degenerate_at)
+    by_score = None
+    if max_acceptance is not None or order != "as-read" or score_json:
+        score_json = score_json or Path(output_dirs[0]) / "score" / "score.json"
+        by_score = ScoreSelect.load(score_json, max_acceptance, order)
     target = make_format(fmt, reasoning)
     file_type = file_type or target.file_types[0]
     with row_progress("export") as on_row:
         summary = export_run(output_dirs, out, target, encoder=encoder,
                              filters=filters, eval_fraction=eval_fraction, file_type=file_type,
-                             merge_into=merge_into, overwrite=overwrite, on_row=on_row)  # fmt: skip
+                             merge_into=merge_into, overwrite=overwrite, on_row=on_row,
+                             by_score=by_score)  # fmt: skip
     click.echo(summary.render())
     if report:
         atomic_write_json(report, summary.to_json())

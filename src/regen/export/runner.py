@@ -13,6 +13,7 @@ from regen.check.mask import Encoded
 from regen.check.record import Completion
 from regen.check.runner import read_runs
 from regen.errors import ConfigError, InputError
+from regen.export.by_score import ScoreSelect, render_by_score
 from regen.export.files import FILE_TYPES, SplitWriter, claim_output, mark_output, read_rows
 from regen.export.formats import Format
 from regen.export.merge import Deduper
@@ -34,6 +35,7 @@ class ExportSummary:
     files: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     how_to_train: str = ""
+    by_score: dict[str, Any] | None = None  # kept/dropped per category by --max-acceptance
 
     def to_json(self) -> dict[str, Any]:
         return {**self.__dict__, "outcomes": dict(self.outcomes), "dropped": dict(self.dropped),
@@ -48,6 +50,8 @@ class ExportSummary:
                      + "; " + _counts("merge", self.outcomes))  # fmt: skip
         if self.kept_existing:
             lines.append(f"kept {self.kept_existing} rows of the earlier export")
+        if self.by_score:
+            lines.append(render_by_score(self.by_score))
         lines += [f"warning: {w}" for w in self.warnings]
         lines.append(f"train with: {self.how_to_train.replace('OUT', self.out_dir)}")
         return "\n".join(lines)
@@ -70,6 +74,7 @@ def export_run(
     merge_into: Path | None = None,
     overwrite: bool = False,
     on_row: Callable[[str], None] | None = None,
+    by_score: ScoreSelect | None = None,
 ) -> ExportSummary:
     """Write the runs' completions to `out_dir` as `fmt`. An existing export there, or any
     other non-empty directory, is refused unless `overwrite` (or `merge_into` is it)."""
@@ -89,9 +94,13 @@ def export_run(
     dedup = Deduper.over(r for _, r in read_rows(merge_into)) if merge_into else Deduper()
     summary = ExportSummary(fmt.name, str(out_dir.resolve()), how_to_train=fmt.how_to_train)
     writer = SplitWriter(out_dir, file_type)
+    hard_first = by_score is not None and by_score.order == "hard-first"
+    held: list[dict] = []  # hard-first sorts the kept rows before writing (held in memory)
     try:
         for completion, enc in _encoded(read_runs(output_dirs, on_row), encoder, summary):
             reason = filters.reason_to_drop(completion, enc)
+            if not reason and by_score is not None:
+                reason = by_score.reason_to_drop(completion)
             if reason:
                 summary.dropped[reason] += 1
                 continue
@@ -102,8 +111,16 @@ def export_run(
             row = fmt.row(completion, enc)
             outcome = dedup.classify(row)
             summary.outcomes[outcome] += 1
-            if outcome in ("added", "replaced"):
+            if outcome not in ("added", "replaced"):
+                continue
+            if hard_first:
+                held.append(row)
+            else:
                 writer.write(split_of(row["id"], eval_fraction), row)
+        if by_score is not None:
+            held.sort(key=lambda r: by_score.hardness(str(r["id"])))
+        for row in held:
+            writer.write(split_of(row["id"], eval_fraction), row)
         for _, row in read_rows(merge_into) if merge_into else ():
             if str(row["id"]) not in dedup.replaced_ids:
                 summary.kept_existing += 1
@@ -113,6 +130,7 @@ def export_run(
         writer.abort()
         raise
     summary.written = dict(writer.counts)
+    summary.by_score = by_score.to_json() if by_score is not None else None
     summary.warnings = export_warnings(fmt, summary)
     mark_output(out_dir, summary)
     return summary

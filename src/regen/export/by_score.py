@@ -1,0 +1,81 @@
+"""Select and order an export by `regen score`'s per-row results.
+
+`--max-acceptance X` drops the rows whose answer the drafter already predicts (top-1
+agreement over the answer above X): training on them teaches the drafter little. `--order
+hard-first` writes the rows the drafter predicts worst first. Rows the score did not cover
+(a sampled score) are kept, at the end with hard-first, and counted.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from regen.check.record import Completion
+from regen.errors import ConfigError
+from regen.score.results import read_rows
+
+ORDERS = ("as-read", "hard-first")
+
+
+@dataclass
+class ScoreSelect:
+    acceptance: dict[str, float]  # row id (id#sample) -> top-1 agreement over its answer
+    source: str
+    max_acceptance: float | None = None
+    order: str = "as-read"
+    dropped: Counter = field(default_factory=Counter)  # category -> rows dropped
+    kept: Counter = field(default_factory=Counter)  # category -> rows kept
+    unscored: int = 0
+
+    @classmethod
+    def load(cls, score_json: Path, max_acceptance: float | None, order: str) -> ScoreSelect:
+        if max_acceptance is not None and not 0 <= max_acceptance <= 1:
+            raise ConfigError("--max-acceptance must be between 0 and 1")
+        try:
+            draft = orjson.loads(score_json.read_bytes())["drafts"][0]
+            rows_file = Path(draft["rows_file"])
+        except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
+            raise ConfigError(
+                f"--score {score_json}: not a score.json of `regen score` ({exc})",
+                hint="run `regen score RUN --draft ...` first; it writes RUN/score/score.json",
+            ) from exc
+        acceptance = {r["id"]: r["acceptance"] for r in read_rows(rows_file) if "match" in r}
+        return cls(acceptance, f"{draft['name']} ({rows_file})", max_acceptance, order)
+
+    def reason_to_drop(self, completion: Completion) -> str | None:
+        value = self.acceptance.get(completion.id)
+        if value is None:
+            self.unscored += 1
+        elif self.max_acceptance is not None and value > self.max_acceptance:
+            self.dropped[completion.category] += 1
+            return "above_max_acceptance"
+        self.kept[completion.category] += 1
+        return None
+
+    def hardness(self, row_id: str) -> float:
+        """Sort key for hard-first: lowest acceptance first, unscored rows last."""
+        return self.acceptance.get(row_id, 2.0)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "score": self.source,
+            "max_acceptance": self.max_acceptance,
+            "order": self.order,
+            "by_category": {c: {"kept": self.kept[c], "dropped": self.dropped[c]}
+                            for c in sorted(set(self.kept) | set(self.dropped))},
+            "unscored_rows": self.unscored,
+        }  # fmt: skip
+
+
+def render_by_score(data: dict[str, Any]) -> str:
+    parts = ", ".join(f"{c} {v['dropped']} of {v['kept'] + v['dropped']}"
+                      for c, v in data["by_category"].items())  # fmt: skip
+    return (
+        f"by score {data['score']}: dropped above acceptance {data['max_acceptance']}: "
+        f"{parts or 'none'}; order {data['order']}; unscored rows {data['unscored_rows']}"
+    )
