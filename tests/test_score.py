@@ -212,3 +212,18 @@ def test_export_selects_and_orders_by_score(run, encoder, tmp_path):
     assert [rows[i] for i in ids] == sorted(rows[i] for i in ids)  # hard first
     dropped = ROWS - len(ids)
     assert dropped > 0 and f"dropped above acceptance {cut}" in result.output
+
+
+def test_check_html_report_shows_the_acceptance_section(run, identity, encoder, tmp_path):
+    from regen.score import write_report
+
+    write_report(score_run(run, [identity], encoder, settings(), run / "score"), run / "score")
+    html = tmp_path / "report.html"
+    result = CliRunner().invoke(main, ["check", str(run), "--tokenizer", "embedded",
+                                       "--html", str(html)])  # fmt: skip
+    assert result.exit_code in (0, 1), result.output  # the verdict does not matter here
+    page = html.read_text()
+    assert "Acceptance (regen score, k=8)" in page
+    assert 'aria-label="tau(8) by category' in page and "Acceptance per draft position" in page
+    for category in PROMPTS:
+        assert f"{category} (2)" in page  # a bar per category, labelled with its rows

@@ -22,7 +22,8 @@ svg.plot{border:1px solid #eee;background:#fff;max-width:100%;height:auto}
 """
 
 
-def render_html(report: CheckReport) -> str:
+def render_html(report: CheckReport, acceptance: str = "") -> str:
+    """`acceptance`: the section `regen score` draws (regen.score.html), when the run has one."""
     data = report.to_json()
     verdict = data["verdict"]
     overall = data["overall"]
@@ -37,6 +38,7 @@ def render_html(report: CheckReport) -> str:
         "<h2>By source</h2>",
         _groups_table({**data["sources"], "(overall)": overall}),
         _composition(data["composition"]),
+        acceptance,
         _errors(data["error_examples"]),
         "</body></html>",
     ])  # fmt: skip

@@ -15,6 +15,7 @@ from regen.check.show import render_sample
 from regen.cli.options import Command
 from regen.cli.rowbar import row_progress
 from regen.jsonio import atomic_write_bytes, atomic_write_json
+from regen.score.html import acceptance_section
 
 PATH = click.Path(path_type=Path)
 
@@ -81,5 +82,6 @@ def check(output_dirs, tokenizer, chat_template, template_tokens, max_length, de
     if json_path:
         atomic_write_json(json_path, report.to_json())
     if html_path:
-        atomic_write_bytes(html_path, render_html(report).encode())
+        acceptance = acceptance_section(list(output_dirs))
+        atomic_write_bytes(html_path, render_html(report, acceptance).encode())
     sys.exit(0 if report.passed else 1)
