@@ -13,11 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from regen.check.record import Completion
 from regen.errors import ConfigError
-from regen.score.results import read_rows
+from regen.score.results import draft_rows_file, read_rows
 
 ORDERS = ("as-read", "hard-first")
 
@@ -36,16 +34,9 @@ class ScoreSelect:
     def load(cls, score_json: Path, max_acceptance: float | None, order: str) -> ScoreSelect:
         if max_acceptance is not None and not 0 <= max_acceptance <= 1:
             raise ConfigError("--max-acceptance must be between 0 and 1")
-        try:
-            draft = orjson.loads(score_json.read_bytes())["drafts"][0]
-            rows_file = Path(draft["rows_file"])
-        except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
-            raise ConfigError(
-                f"--score {score_json}: not a score.json of `regen score` ({exc})",
-                hint="run `regen score RUN --draft ...` first; it writes RUN/score/score.json",
-            ) from exc
+        name, rows_file = draft_rows_file(score_json, None, "--score")
         acceptance = {r["id"]: r["acceptance"] for r in read_rows(rows_file) if "match" in r}
-        return cls(acceptance, f"{draft['name']} ({rows_file})", max_acceptance, order)
+        return cls(acceptance, f"{name} ({rows_file})", max_acceptance, order)
 
     def reason_to_drop(self, completion: Completion) -> str | None:
         value = self.acceptance.get(completion.id)

@@ -12,11 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from regen.errors import ConfigError
 from regen.score.accept import Z95, simulate
-from regen.score.results import read_rows
+from regen.score.results import draft_rows_file, read_rows
 
 
 def parse_ks(spec: str) -> list[int]:
@@ -66,19 +64,8 @@ class Paired:
 
 def baseline_rows(path: Path, name: str) -> tuple[str, dict[str, str]]:
     """The match vectors of the earlier score's draft of this name (else its first draft)."""
-    try:
-        earlier = orjson.loads(path.read_bytes())
-        drafts = earlier["drafts"]
-        chosen = next((d for d in drafts if d["name"] == name), drafts[0])
-        rows_file = Path(chosen["rows_file"])
-    except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
-        raise ConfigError(
-            f"--baseline {path}: not a score.json written by `regen score` ({exc})",
-            hint="pass the score.json of an earlier score of the same run",
-        ) from exc
-    if not rows_file.exists():
-        raise ConfigError(f"--baseline {path}: its per-row results {rows_file} are gone")
-    return chosen["name"], {r["id"]: r["match"] for r in read_rows(rows_file) if "match" in r}
+    name, rows_file = draft_rows_file(path, name, "--baseline")
+    return name, {r["id"]: r["match"] for r in read_rows(rows_file) if "match" in r}
 
 
 def paired(rows_file: Path, before: dict[str, str], by: str, ks: list[int]) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from typing import IO, Any
 
 import orjson
 
-from regen.errors import OutputError
+from regen.errors import ConfigError, OutputError
 from regen.score.accept import first_miss, simulate
 from regen.score.tokens import TokenRow
 
@@ -111,3 +111,19 @@ def read_rows(path: Path) -> Iterator[dict[str, Any]]:
         for raw in fh:
             if raw.endswith(b"\n"):
                 yield orjson.loads(raw)
+
+
+def draft_rows_file(score_json: Path, name: str | None, flag: str) -> tuple[str, Path]:
+    """The draft named `name` in a score.json (else its first one) and its rows file."""
+    try:
+        drafts = orjson.loads(score_json.read_bytes())["drafts"]
+        chosen = next((d for d in drafts if d["name"] == name), drafts[0])
+        rows_file = Path(chosen["rows_file"])
+    except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
+        raise ConfigError(
+            f"{flag} {score_json}: not a score.json written by `regen score` ({exc})",
+            hint="run `regen score RUN --draft ...` first; it writes RUN/score/score.json",
+        ) from exc
+    if not rows_file.exists():
+        raise ConfigError(f"{flag} {score_json}: its per-row results {rows_file} are gone")
+    return str(chosen["name"]), rows_file
