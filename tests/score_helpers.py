@@ -30,7 +30,7 @@ def requantize(src: Path, dst: Path) -> Path:
     return dst
 
 
-def greedy(llm: Any, prompt_ids: list[int], eos: int, max_new: int = 16) -> list[int]:
+def greedy(llm: Any, prompt_ids: list[int], eos: int, max_new: int = 12) -> list[int]:
     """Incremental greedy decoding: the prompt in one eval, then one token per eval."""
     import numpy as np
 

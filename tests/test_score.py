@@ -227,3 +227,15 @@ def test_check_html_report_shows_the_acceptance_section(run, identity, encoder, 
     assert 'aria-label="tau(8) by category' in page and "Acceptance per draft position" in page
     for category in PROMPTS:
         assert f"{category} (2)" in page  # a bar per category, labelled with its rows
+
+
+def test_a_served_draft_with_another_vocabulary_is_refused(run, tmp_path):
+    from regen.errors import ConfigError
+    from regen.score.fleet_draft import FleetDraft
+    from regen.testing.logprob_server import LogprobServer
+
+    other = Encoder.of(checkfix.load("qwen"))  # the target's tokens mean other text
+    with LogprobServer(default_model_path(), n_ctx=512) as server:
+        with pytest.raises(ConfigError, match="does not share the target's vocabulary"):
+            score(run, [FleetDraft([server.url], "vllm")], other, tmp_path)
+    assert not list(read_rows(next(tmp_path.glob("vllm-fleet-*/rows.jsonl"))))
