@@ -27,6 +27,7 @@ import resource
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -72,7 +73,7 @@ def requantize(src: Path, dst: Path) -> Path:
     return dst
 
 
-def write_run(root: Path, rows: list[dict]) -> Path:
+def write_run(root: Path, rows: Iterable[dict]) -> Path:
     (root / "completions").mkdir(parents=True, exist_ok=True)
     with open(root / "completions" / "00000.jsonl", "w") as fh:
         for row in rows:
@@ -103,11 +104,12 @@ def throughput(rows: int) -> dict:
 def memory(rows: int) -> dict:
     rng = random.Random(0)
     with tempfile.TemporaryDirectory() as tmp:
-        run = write_run(Path(tmp) / "run", [
+        rows_made = (
             record(f"r{i}", f"c{i % 4}", [rng.randrange(50) for _ in range(32)],
-                   [rng.randrange(50) for _ in range(64)]) for i in range(rows)
-        ])  # fmt: skip
-        del rng
+                   [rng.randrange(50) for _ in range(64)])
+            for i in range(rows)
+        )  # fmt: skip
+        run = write_run(Path(tmp) / "run", rows_made)  # streamed: the run is never in memory
         encoder = Encoder.of(load_tokenizer("embedded"))
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         started = time.perf_counter()
