@@ -30,6 +30,12 @@ def requantize(src: Path, dst: Path) -> Path:
     return dst
 
 
+def generator(path: Path) -> Any:
+    from llama_cpp import Llama
+
+    return Llama(model_path=str(path), logits_all=True, n_ctx=512, n_threads=2, verbose=False)
+
+
 def greedy(llm: Any, prompt_ids: list[int], eos: int, max_new: int = 12) -> list[int]:
     """Incremental greedy decoding: the prompt in one eval, then one token per eval."""
     import numpy as np

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "check"))
 import checkfix
 
-from score_helpers import PROMPTS, model_run, requantize
+from score_helpers import PROMPTS, generator, model_run, requantize
 
 ROWS = sum(len(p) for p in PROMPTS.values())
 
@@ -51,8 +51,12 @@ def encoder() -> Encoder:
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory, identity, encoder) -> Path:
-    return model_run(tmp_path_factory.mktemp("run"), identity.llm, encoder.tok)
+def run(tmp_path_factory, encoder) -> Path:
+    llm = generator(default_model_path())  # logits kept per token, for incremental decoding
+    try:
+        return model_run(tmp_path_factory.mktemp("run"), llm, encoder.tok)
+    finally:
+        llm.close()
 
 
 def settings(per_group: int | None = None, seed: int = 0, by: str = "category") -> ScoreSettings:
@@ -91,8 +95,9 @@ def test_requantized_draft_scores_between_ngram_and_identity(run, identity, requ
     ngram, requant, ident = (d["groups"] for d in report["drafts"])
     for category in PROMPTS:
         low, mid, high = (tau(g[category], 3) for g in (ngram, requant, ident))
-        assert low < mid < high, (category, low, mid, high)
-    assert ngram["(overall)"]["top1_match"]["value"] < requant["(overall)"]["top1_match"]["value"]
+        assert low < mid <= high, (category, low, mid, high)  # short answers can tie at the top
+    top1 = [g["(overall)"]["top1_match"]["value"] for g in (ngram, requant, ident)]
+    assert top1[0] < top1[1] < top1[2], top1
 
 
 def test_a_draft_with_another_vocabulary_is_refused(run):
@@ -235,7 +240,10 @@ def test_a_served_draft_with_another_vocabulary_is_refused(run, tmp_path):
     from regen.testing.logprob_server import LogprobServer
 
     other = Encoder.of(checkfix.load("qwen"))  # the target's tokens mean other text
-    with LogprobServer(default_model_path(), n_ctx=512) as server:
-        with pytest.raises(ConfigError, match="does not share the target's vocabulary"):
-            score(run, [FleetDraft([server.url], "vllm")], other, tmp_path)
-    assert not list(read_rows(next(tmp_path.glob("vllm-fleet-*/rows.jsonl"))))
+    with (
+        LogprobServer(default_model_path(), n_ctx=512) as server,
+        pytest.raises(ConfigError, match="does not share the target's vocabulary"),
+    ):
+        score(run, [FleetDraft([server.url], "vllm")], other, tmp_path)
+    # refused on the first answer, before any row was written
+    assert not [r for f in tmp_path.glob("vllm-fleet-*/rows.jsonl") for r in read_rows(f)]

@@ -7,9 +7,9 @@ the local GGUF draft on the same model.
                           -> meta_info.input_token_logprobs / input_top_logprobs
     GET  /v1/models       the model's name
 
-The forward pass is the one the local draft makes (prompt + answer minus its last token, one
-`eval`), so both give the same match vectors. No token is generated: scoring never needs it.
-Handlers run one at a time on the loop (the model is not thread-safe).
+The forward pass is the one the local draft makes (prompt + answer minus its last token,
+`llama_draft.forward`), so both give the same match vectors. No token is generated: scoring
+never needs it. Handlers run one at a time on the loop (the model is not thread-safe).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import numpy as np
 from aiohttp import web
 
 from regen.fleet.embedded import free_port
+from regen.score.llama_draft import forward
 from regen.testing.loop_thread import LoopThread
 
 
@@ -28,8 +29,7 @@ class LogprobServer:
     def __init__(self, model_path: Path, n_ctx: int = 1024, name: str = "draft") -> None:
         from llama_cpp import Llama
 
-        self.llm = Llama(model_path=str(model_path), logits_all=True, n_ctx=n_ctx,
-                         n_threads=2, verbose=False)  # fmt: skip
+        self.llm = Llama(model_path=str(model_path), n_ctx=n_ctx, n_threads=2, verbose=False)
         self.name = name
         self.port = 0
         self.requests: list[str] = []  # paths asked, in order
@@ -42,16 +42,13 @@ class LogprobServer:
 
     def _positions(self, ids: list[int]) -> list[tuple[float, int, int, float]]:
         """Per position i >= 1: (logprob of ids[i], its rank, argmax id, its logprob)."""
-        self.llm.reset()
-        self.llm.eval(ids[:-1])
-        logits = np.asarray(self.llm.scores[: len(ids) - 1], dtype=np.float64)
-        logz = np.logaddexp.reduce(logits, axis=1)
         out = []
-        for i in range(1, len(ids)):
-            row, own = logits[i - 1], logits[i - 1][ids[i]]
-            best = int(np.argmax(row))
-            out.append((float(own - logz[i - 1]), int(np.sum(row > own)) + 1, best,
-                        float(row[best] - logz[i - 1])))  # fmt: skip
+        for at, batch in forward(self.llm, ids[:-1], 0):  # the pass the local draft makes
+            for j, row in enumerate(np.asarray(batch, dtype=np.float64)):
+                token = ids[at + j + 1]
+                logz, own, best = np.logaddexp.reduce(row), row[token], int(np.argmax(row))
+                out.append((float(own - logz), int(np.sum(row > own)) + 1, best,
+                            float(row[best] - logz)))  # fmt: skip
         return out
 
     def _text(self, token: int) -> str:
