@@ -206,6 +206,7 @@ def specdec(n_prompts: int, k: int, max_new: int) -> dict:
             tokens, all_steps = measured.get(category, (0, 0))
             measured[category] = (tokens + len(answer), all_steps + steps)
             rows.append(record(f"p{i}", category, ids, answer))
+            print(f"prompt {i}: {len(answer)} tokens in {steps} steps", file=sys.stderr, flush=True)
         run = write_run(Path(tmp) / "run", rows)
         scorer = LlamaDraft(draft_path, n_ctx=1024)
         settings = ScoreSettings(Selection("category", None, 0), [k], "embedded")
