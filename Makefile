@@ -9,10 +9,12 @@ demo:
 test:
 	scripts/bootstrap.sh --test
 	.venv/bin/ruff check src tests bench
+	.venv/bin/lint-imports
 	.venv/bin/pytest
 
 lint:
 	.venv/bin/ruff check src tests bench
+	.venv/bin/lint-imports
 	.venv/bin/ruff format --check src tests bench
 
 bench:

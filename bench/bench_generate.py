@@ -53,6 +53,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import aiohttp
@@ -403,6 +404,37 @@ def completion_line(i: int, sampling: dict[str, Any], pad: int = 0) -> bytes:
     return orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
 
 
+def regen_api() -> SimpleNamespace:
+    """The names the synthesis and the phases need, from this tree or from an older one
+    (bench_scale runs a baseline tree beside this one, each with its own code)."""
+    try:
+        from regen.format.layout import OutputLayout
+        from regen.format.manifest import check_and_record, fingerprint
+        from regen.format.part import Part
+        from regen.format.writer import seal_shard
+        from regen.run.config import build_config
+
+        def config(prompts: Path, out: Path, part: Any) -> Any:
+            paths = {"input.prompts": prompts, "output.dir": out, "part": part}
+            return build_config({**paths, "fleet.servers": ["http://127.0.0.1:1"]})
+    except ImportError:  # before the output format had a package of its own
+        from regen.run.layout import OutputLayout
+        from regen.run.manifest import check_and_record, fingerprint
+        from regen.run.writer import seal_shard
+        from regen.scale.partition import Part
+
+        from regen.run.config import GenerateConfig
+
+        def config(prompts: Path, out: Path, part: Any) -> Any:
+            servers = ["http://127.0.0.1:1"]
+            return GenerateConfig(prompts=prompts, output_dir=out, servers=servers, part=part)
+
+    return SimpleNamespace(
+        OutputLayout=OutputLayout, check_and_record=check_and_record, fingerprint=fingerprint,
+        Part=Part, seal_shard=seal_shard, config=config,
+    )  # fmt: skip
+
+
 def synthesize_output(
     prompts: Path, out: Path, finished: int, shard_records: int, pad: int = 0, parts: int = 1
 ) -> None:
@@ -410,17 +442,13 @@ def synthesize_output(
     matches `prompts` and regen's default sampling (what the resume run will use). With
     `parts` > 1, as N `--shard I/N` processes would have left it: each part's prompts in
     that part's own shards."""
-    from regen.run.config import GenerateConfig
-    from regen.run.layout import OutputLayout
-    from regen.run.manifest import check_and_record, fingerprint
-    from regen.run.writer import seal_shard
-    from regen.scale.partition import Part
+    api = regen_api()
+    OutputLayout, Part, check_and_record = api.OutputLayout, api.Part, api.check_and_record
+    fingerprint, seal_shard = api.fingerprint, api.seal_shard
 
     layout = OutputLayout.at(out)
     layout.completions.mkdir(parents=True)
-    config = GenerateConfig(
-        prompts=prompts, output_dir=out, servers=["http://127.0.0.1:1"], part=Part(0, parts)
-    )
+    config = api.config(prompts, out, Part(0, parts))
     sampling = asdict(config.sampling)
     input_fp = fingerprint(prompts)
     for index in range(parts):
@@ -432,7 +460,7 @@ def synthesize_output(
             shard = layout.completions / f"part-{tag}-{seq:05d}.jsonl"
             shard.write_bytes(b"".join(completion_line(i, sampling, pad) for i in rows))
             seal_shard(shard, shard_keys((f"p{i:07d}", 0, i + 1) for i in rows), False)
-    resolved = config.resolved(config.servers, MODEL)
+    resolved = config.resolved(["http://127.0.0.1:1"], MODEL)
     check_and_record(
         layout.manifest, config=resolved, input_fp=input_fp,
         allow_changed_input=False, allow_changed_sampling=False,
@@ -441,13 +469,18 @@ def synthesize_output(
 
 def _shard_format(input_digest: str, part: Any) -> tuple[str, Callable[[Iterator[tuple]], Any]]:
     """Shard names and sidecar keys as the regen being benchmarked writes them: with the
-    input's digest in the name and line numbers in the sidecar (regen.run.sidecar), or, for
+    input's digest in the name and line numbers in the sidecar (regen.format.sidecar), or, for
     a baseline older than that, the plain `[(id, sample)]` sidecar."""
     try:
-        from regen.run.sidecar import ShardKeys
-        from regen.run.writer import INPUT_ID_CHARS
-    except ImportError:
-        return f"19700101T000000-bench-{part.index}", lambda rows: [(i, s) for i, s, _ in rows]
+        from regen.format.names import INPUT_ID_CHARS
+        from regen.format.sidecar import ShardKeys
+    except ImportError:  # before the output format had a package of its own
+        try:
+            from regen.run.sidecar import ShardKeys  # type: ignore[no-redef]
+            from regen.run.writer import INPUT_ID_CHARS  # type: ignore[no-redef]
+        except ImportError:
+            plain = f"19700101T000000-bench-{part.index}"
+            return plain, lambda rows: [(i, s) for i, s, _ in rows]
     tag = f"19700101T000000-bench-{part.index}"
     if not part.whole:
         tag += "-s" + part.name.replace("-of-", "of")
@@ -504,11 +537,11 @@ def measure_phases(prompts: Path, out: Path) -> dict[str, Any]:
     peak = PeakRss()
     t0 = time.perf_counter()
     from regen.run import ledger
-    from regen.run.config import GenerateConfig
     from regen.run.intake import Intake
-    from regen.run.layout import OutputLayout
-    from regen.run.manifest import fingerprint
     from regen.run.progress import RunStats
+
+    api = regen_api()
+    OutputLayout, fingerprint = api.OutputLayout, api.fingerprint
 
     marks = {"import_s": time.perf_counter() - t0}
     digest = fingerprint(prompts).xxh3_128
@@ -520,8 +553,12 @@ def measure_phases(prompts: Path, out: Path) -> dict[str, Any]:
         scanned = ledger.scan(layout, compress=False)
     marks["ledger_scan_s"] = time.perf_counter() - t0
     rss_ledger = psutil.Process().memory_info().rss
-    config = GenerateConfig(prompts=prompts, output_dir=out, servers=["http://127.0.0.1:1"])
-    intake = Intake(config, scanned, RunStats(total=0, finished_before=0), on_bad_line=print)
+    stats = RunStats(total=0, finished_before=0)
+    config = api.config(prompts, out, api.Part(0, 1))
+    try:  # this tree: the input group and the part
+        intake = Intake(config.input, config.part, scanned, stats, on_bad_line=print)
+    except AttributeError:  # a baseline from before config groups
+        intake = Intake(config, scanned, stats, on_bad_line=print)
     pending = sum(1 for item in intake.items() if item is not None)
     marks["stream_s"] = time.perf_counter() - t0
     steps = dict(zip(marks, [0.0, *marks.values()], strict=False))  # start of each step

@@ -10,9 +10,9 @@ import orjson
 
 from regen.fleet.dispatch import HealthPolicy, RetryPolicy
 from regen.fleet.server import Timeouts
-from regen.run.config import GenerateConfig
+from regen.format.layout import OutputLayout
+from regen.run.config import GenerateConfig, build_config
 from regen.run.generate import RunResult, generate
-from regen.run.layout import OutputLayout
 
 
 def write_prompts(path: Path, n: int, *, extra: dict[str, Any] | None = None) -> list[str]:
@@ -22,6 +22,26 @@ def write_prompts(path: Path, n: int, *, extra: dict[str, Any] | None = None) ->
             record = {"id": pid, "messages": [{"role": "user", "content": f"question {pid}"}]}
             fh.write(orjson.dumps({**record, **(extra or {})}) + b"\n")
     return ids
+
+
+# The flat names tests use, and where each lives in the config's groups.
+FIELD_PATHS = {
+    "prompts": "input.prompts", "samples_per_prompt": "input.samples_per_prompt",
+    "regenerate_turns": "input.regenerate_turns", "retry_errors": "input.retry_errors",
+    "allow_changed_input": "input.allow_changed_input",
+    "allow_changed_sampling": "input.allow_changed_sampling",
+    "output_dir": "output.dir", "compress": "output.compress",
+    "return_token_ids": "output.return_token_ids", "staging_dir": "output.staging_dir",
+    "shard_max_records": "output.shard_max_records", "shard_max_bytes": "output.shard_max_bytes",
+    "upload_interval": "output.upload_interval", "upload": "output.upload",
+    "servers": "fleet.servers", "fleet": "fleet.fleet_file", "local_model": "fleet.local_model",
+    "model": "fleet.model", "api_key_env": "fleet.api_key_env", "concurrency": "fleet.concurrency",
+    "timeouts": "fleet.timeouts", "retry": "fleet.retry", "health": "fleet.health",
+    "quality": "limits.quality", "abort_on_degenerate": "limits.abort_on_degenerate",
+    "drain_timeout": "limits.drain_timeout", "display": "display.mode",
+    "snapshot_interval": "display.snapshot_interval", "log_interval": "display.log_interval",
+    "sampling": "sampling", "part": "part",
+}  # fmt: skip
 
 
 def quick_config(prompts: Path, output: Path, servers: list[str], **overrides) -> GenerateConfig:
@@ -41,7 +61,7 @@ def quick_config(prompts: Path, output: Path, servers: list[str], **overrides) -
         "drain_timeout": 5,
     }
     fields.update(overrides)
-    return GenerateConfig(**fields)
+    return build_config({FIELD_PATHS[name]: value for name, value in fields.items()})
 
 
 def run(prompts: Path, output: Path, servers: list[str], **overrides) -> RunResult:
@@ -71,7 +91,7 @@ def fill_disk_after(monkeypatch, records: int) -> None:
     """Every shard write after the first `records` fails as on a full disk (ENOSPC)."""
     import errno
 
-    from regen.run.writer import ShardWriter
+    from regen.format.writer import ShardWriter
 
     real_write = ShardWriter.write
     calls = {"n": 0}

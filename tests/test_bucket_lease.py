@@ -16,9 +16,9 @@ import pytest
 
 from gen_helpers import run, write_prompts
 from regen.errors import RunStateError
+from regen.storage import open_store
 from regen.storage.bucket import Bucket
 from regen.storage.lease import Lease, LeaseLost
-from regen.storage.reader import BucketRun
 from regen.testing.fake_server import Behaviour
 from test_output_bucket import BUCKET, FAST, URL, assert_bucket_exactly_once, keys_in
 from test_output_bucket import bucket as bucket  # the fixture
@@ -122,7 +122,7 @@ def test_a_run_whose_lease_was_taken_stops_writing(tmp_path, fake_server, bucket
 
 
 def test_retry_errors_on_a_sharded_bucket_run_retries_only_its_part(tmp_path, fake_server, bucket):
-    from regen.scale.partition import Part
+    from regen.format.part import Part
 
     failing, healthy = fake_server(faults=["400"]), fake_server()
     ids = write_prompts(tmp_path / "p.jsonl", 12)
@@ -130,13 +130,13 @@ def test_retry_errors_on_a_sharded_bucket_run_retries_only_its_part(tmp_path, fa
     for part in parts:  # every request fails: both parts end with their prompts in errors/
         run(tmp_path / "p.jsonl", URL, [failing.url], part=part,
             staging_dir=tmp_path / part.name, upload=FAST)  # fmt: skip
-    errors_before = BucketRun(URL).count("errors")
+    errors_before = open_store(URL).count("errors")
     assert errors_before == 12
     result = run(tmp_path / "p.jsonl", URL, [healthy.url], part=parts[0], retry_errors=True,
                  staging_dir=tmp_path / parts[0].name, upload=FAST)  # fmt: skip
     mine = [i for i in ids if parts[0].owns_id(i)]
     assert result.stats.completed == len(mine) and 0 < len(mine) < 12
-    bucket_run = BucketRun(URL)
+    bucket_run = open_store(URL)
     completions = {r["id"] for r in bucket_run.iter_records("completions")}
     still_failed = {r["id"] for r in bucket_run.iter_records("errors")}
     assert completions == set(mine) and still_failed == set(ids) - set(mine)

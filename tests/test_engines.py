@@ -15,10 +15,11 @@ import time
 
 import pytest
 
-from gen_helpers import assert_exactly_once, run, write_prompts
+from gen_helpers import assert_exactly_once, read_lines, run, write_prompts
 from regen.errors import ConfigError, RequestTimeout
 from regen.fleet.server import Server, Timeouts
-from regen.run.layout import OutputLayout
+from regen.format.layout import OutputLayout
+from regen.run.config import Sampling
 from regen.testing.fake_server import echo_answer
 
 DIALECTS = ["sglang", "vllm", "llamacpp"]
@@ -171,3 +172,60 @@ def test_chaos_with_kill9_and_stream_ends_exactly_once_with_full_answers(
     full_answers(completions)
     played = [chaos_faults(dialect)[i % 50] for i in range(len(server.requests))]
     assert played.count("stream_error") >= 4 and played.count("abort") >= 2
+
+
+@pytest.mark.parametrize(
+    ("dialect", "deterministic", "honoured"),
+    [("sglang", False, False), ("sglang", True, True), ("vllm", False, True)],
+)
+def test_records_name_the_engine_and_whether_the_seed_held(
+    tmp_path, fake_server, dialect, deterministic, honoured
+):
+    server = fake_server(dialect=dialect, deterministic=deterministic)
+    ids = write_prompts(tmp_path / "p.jsonl", 3)
+    result = run(tmp_path / "p.jsonl", tmp_path / "out", [server.url], sampling=Sampling(seed=7))
+    completions, _ = assert_exactly_once(tmp_path / "out", ids)
+    version = {"sglang": "0.5.23", "vllm": "0.33.0"}[dialect]
+    for record in completions:
+        assert record["meta"]["engine"] == {"name": dialect, "version": version}
+        assert record["meta"]["seed_honoured"] is honoured
+    manifest = json.loads(OutputLayout.at(tmp_path / "out").manifest.read_text())
+    assert manifest["config"]["engines"] == [
+        {"name": dialect, "version": version, "seed_honoured": honoured}
+    ]
+    warnings = [e for e in result.stats.events if "--seed is ignored" in str(e)]
+    assert len(warnings) == (0 if honoured else 1)
+
+
+def test_a_server_that_names_no_engine_is_unknown_and_no_seed_no_claim(tmp_path, fake_server):
+    server = fake_server()
+    write_prompts(tmp_path / "p.jsonl", 2)
+    run(tmp_path / "p.jsonl", tmp_path / "out", [server.url])
+    for record in read_lines(tmp_path / "out", "completions"):
+        assert record["meta"]["engine"] == {"name": "unknown", "version": None}
+        assert "seed_honoured" not in record["meta"]
+
+
+@pytest.mark.parametrize("dialect", ["sglang", "vllm"])
+def test_context_overflow_gives_the_same_data_on_either_engine(tmp_path, fake_server, dialect):
+    """prompt (10) + max_tokens (4096) > context (100): vLLM lowers max_tokens itself, SGLang
+    answers 400 and regen asks once more with max_tokens 90."""
+    server = fake_server(dialect=dialect, context=100)
+    ids = write_prompts(tmp_path / "p.jsonl", 3)
+    run(tmp_path / "p.jsonl", tmp_path / "out", [server.url])
+    completions, errors = assert_exactly_once(tmp_path / "out", ids)
+    assert not errors
+    full_answers(completions)
+    lowered = {r["meta"].get("max_tokens_lowered_to") for r in completions}
+    assert lowered == ({90} if dialect == "sglang" else {None})
+
+
+@pytest.mark.parametrize("dialect", ["sglang", "vllm"])
+def test_a_prompt_longer_than_the_context_stays_a_permanent_error(tmp_path, fake_server, dialect):
+    server = fake_server(dialect=dialect, context=100,
+                         answer=lambda b: {**echo_answer(b), "prompt_tokens": 150})  # fmt: skip
+    ids = write_prompts(tmp_path / "p.jsonl", 2)
+    run(tmp_path / "p.jsonl", tmp_path / "out", [server.url])
+    _, errors = assert_exactly_once(tmp_path / "out", ids)
+    assert len(errors) == 2 and all(e["error"]["status"] == 400 for e in errors)
+    assert all(e["attempts"] == 1 for e in errors)

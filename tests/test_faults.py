@@ -317,7 +317,7 @@ def test_a_failed_atomic_write_leaves_no_temporary_file(tmp_path, monkeypatch):
 def test_a_failing_seal_does_not_hide_the_full_disk_message(tmp_path, fake_server, monkeypatch):
     import errno
 
-    from regen.run import writer as writer_mod
+    from regen.format import writer as writer_mod
 
     server = fake_server()
     write_prompts(tmp_path / "p.jsonl", 30)

@@ -12,7 +12,7 @@ from regen.errors import ConfigError, FleetUnavailable, OutputError, RunStateErr
 from regen.fleet.server import Timeouts
 from regen.run.config import Sampling
 from regen.run.generate import generate
-from regen.run.lock import RunLock
+from regen.storage.lock import RunLock
 
 
 def test_completions_pair_answers_with_prompts(tmp_path, fake_server):
@@ -323,7 +323,7 @@ def test_restart_reads_sealed_shards_from_their_sidecars_without_rewriting(tmp_p
 def test_a_full_disk_stops_the_run_with_a_clear_error_and_resume_recovers(
     tmp_path, fake_server, monkeypatch
 ):
-    from regen.run.writer import ShardWriter
+    from regen.format.writer import ShardWriter
 
     server = fake_server()
     ids = write_prompts(tmp_path / "p.jsonl", 30)

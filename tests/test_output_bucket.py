@@ -25,9 +25,9 @@ import checkfix
 
 from gen_helpers import run, write_prompts
 from regen.cli import main
+from regen.format.sidecar import ShardKeys
 from regen.records import record_key
-from regen.run.sidecar import ShardKeys
-from regen.storage.reader import BucketRun
+from regen.storage import open_store
 from regen.storage.uploader import UploadPolicy
 from regen.testing.cut_proxy import CutProxy
 from regen.testing.fake_server import Behaviour
@@ -51,7 +51,7 @@ def keys_in(s3, folder: str) -> list[str]:
 
 def assert_bucket_exactly_once(ids: list[str], samples: int = 1) -> list[dict]:
     """Every (id, sample) in exactly one committed line of the bucket's completions/errors."""
-    reader = BucketRun(URL)
+    reader = open_store(URL)
     records = list(reader.iter_records("completions"))
     records += [e for e in reader.iter_records("errors") if e.get("sample") is not None]
     seen = Counter((r["id"], r["sample"]) for r in records)
@@ -126,7 +126,7 @@ def test_resume_on_an_empty_disk_rebuilds_the_ledger_from_the_bucket(tmp_path, f
     assert second.stats.finished_before == 20 and second.stats.completed == 20
     assert len(server.requests) - asked_before == 20
     assert_bucket_exactly_once(ids)
-    manifest = BucketRun(URL).read_json("manifest.json")
+    manifest = open_store(URL).read_json("manifest.json")
     assert len(manifest["sessions"]) == 2
 
 
@@ -352,7 +352,7 @@ def test_prepare_reads_from_and_writes_to_the_bucket(tmp_path, bucket, fake_serv
 
 
 def test_two_shards_share_one_bucket_and_status_shows_both(tmp_path, fake_server, bucket):
-    from regen.scale.partition import Part
+    from regen.format.part import Part
 
     server = fake_server()
     ids = write_prompts(tmp_path / "p.jsonl", 30)

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).parent.parent
@@ -14,3 +17,34 @@ def test_every_script_the_makefile_runs_exists():
     assert any(p.startswith("bench/") for p in paths), paths
     for path in paths:
         assert (ROOT / path).is_file(), f"the Makefile runs {path}, which does not exist"
+
+
+def layers() -> list[str]:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    contracts = config["tool"]["importlinter"]["contracts"]
+    (house,) = [c for c in contracts if c["type"] == "layers"]
+    return house["layers"]
+
+
+def test_the_house_is_declared_top_down_and_make_test_checks_it():
+    order = [next(i for i, layer in enumerate(layers()) if name in layer.split(" | "))
+             for name in ("regen.cli", "regen.executors", "regen.run", "regen.storage",
+                          "regen.format")]  # fmt: skip
+    assert order == sorted(order) and len(set(order)) == len(order)
+    assert "lint-imports" in (ROOT / "Makefile").read_text().split("test:")[1].split("\n\n")[0]
+
+
+def test_every_package_of_regen_has_its_place_in_the_house():
+    placed = {name for layer in layers() for name in layer.split(" | ")}
+    src = ROOT / "src" / "regen"
+    found = {f"regen.{p.stem}" for p in src.iterdir() if p.suffix == ".py" and p.stem[0] != "_"}
+    found |= {f"regen.{p.name}" for p in src.iterdir() if (p / "__init__.py").is_file()}
+    assert found - placed == set(), "add these to the layers in pyproject.toml"
+
+
+def test_imports_run_only_downward():
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "lint-imports")],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:]

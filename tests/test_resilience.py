@@ -9,7 +9,7 @@ import time
 from gen_helpers import assert_exactly_once, run, write_prompts
 from regen.fleet.dispatch import RetryPolicy
 from regen.fleet.server import Timeouts
-from regen.run.generate import EXIT_FLEET_DOWN
+from regen.run.stop import StopReason
 from regen.testing.fake_server import Behaviour, FakeServer, echo_answer
 
 
@@ -151,15 +151,16 @@ def test_give_up_after_bounds_the_wait(tmp_path, fake_server):
     write_prompts(tmp_path / "p.jsonl", 50)
     threading.Timer(0.2, server.stop).start()
     from gen_helpers import quick_config
+    from regen.fleet.dispatch import HealthPolicy
 
-    config = quick_config(tmp_path / "p.jsonl", tmp_path / "out", [server.url])
-    config.health = type(config.health)(
+    health = HealthPolicy(
         liveness_interval=0.5, liveness_timeout=0.5, liveness_failures=2, give_up_after=1.0
     )
+    config = quick_config(tmp_path / "p.jsonl", tmp_path / "out", [server.url], health=health)
     from regen.run.generate import generate
 
     result = generate(config)
-    assert result.exit_code == EXIT_FLEET_DOWN
+    assert result.exit_code == StopReason.FLEET_DOWN.exit_code
     assert "resume" in result.message
     # What finished is kept; nothing is recorded as an error for a fleet outage.
     from gen_helpers import read_lines

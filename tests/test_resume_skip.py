@@ -18,9 +18,9 @@ import regen.jsonio
 import regen.run.intake
 import regen.run.linemap
 from gen_helpers import assert_exactly_once, read_lines, run, write_prompts
+from regen.format.sidecar import sidecar_path
 from regen.jsonio import iter_lines
 from regen.run.linemap import NOTHING_LEFT, LineMap
-from regen.run.sidecar import sidecar_path
 
 
 @pytest.fixture
@@ -225,7 +225,7 @@ def test_another_parts_lines_are_skipped_and_its_open_shard_left_alone(
 
 
 def _part(index: int, count: int):
-    from regen.scale.partition import Part
+    from regen.format.part import Part
 
     return Part(index, count)
 

@@ -12,11 +12,13 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import orjson
 import pytest
 
+from gen_helpers import assert_exactly_once, run, write_prompts
 from regen.errors import ConfigError
 from regen.serve.control import is_our_process
 from regen.serve.fleetfile import FleetFile
@@ -126,7 +128,7 @@ def test_vllm_tensor_parallel_groups(tmp_path, standin_env):
             seen = recorded(tmp_path, process.spec.port)
             assert seen["env"]["CUDA_VISIBLE_DEVICES"] == process.spec.env["CUDA_VISIBLE_DEVICES"]
             assert seen["argv"][1:] == [
-                "-m", "vllm.entrypoints.openai.api_server", "--model", "Qwen/Qwen3-32B",
+                "-m", "vllm.entrypoints.cli.main", "serve", "Qwen/Qwen3-32B",
                 "--served-model-name", "Qwen/Qwen3-32B", "--host", "127.0.0.1",
                 "--port", str(process.spec.port), "--tensor-parallel-size", "2",
                 "--max-model-len", "32768", "--speculative-config", '{"method": "mtp"}',
@@ -344,3 +346,113 @@ def test_copy_model_is_resumable(tmp_path):
     assert (target / "a.safetensors").read_bytes() == b"a" * 1000
     assert not (target / "a.safetensors.partial").exists()
     assert (target / "sub" / "b.json").stat().st_mtime_ns == before  # kept, not copied again
+
+
+# -- servers that want an API key: it comes up, --status and generate --fleet use the key, and
+# a wrong or missing key is reported at once with the fix (not after --startup-timeout).
+KEY = "sk-serve-test-0123"
+
+
+def serve_vllm(tmp_path, *extra: str, env: dict[str, str] | None = None, timeout: float = 60):
+    fleet = tmp_path / "fleet.json"
+    command = [
+        sys.executable, "-m", "regen", "serve", "--engine", "vllm", "--model", "org/m",
+        "--gpus", "0", "--fleet", str(fleet), "--python", standin_python(),
+        "--startup-timeout", "30", *extra,
+    ]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
+    return done, fleet
+
+
+def standin_python() -> str:
+    return os.environ["STANDIN_PYTHON"]
+
+
+def test_a_key_after_dashes_is_sent_and_status_works(tmp_path, standin_env, monkeypatch):
+    monkeypatch.setenv("SERVE_KEY", KEY)
+    done, fleet = serve_vllm(tmp_path, "--api-key-env", "SERVE_KEY", "--", "--api-key", KEY)
+    try:
+        assert done.returncode == 0, done.stderr
+        data = orjson.loads(fleet.read_bytes())
+        assert (
+            data["api_key_env"] == "SERVE_KEY"
+            and KEY not in orjson.dumps({k: v for k, v in data.items() if k != "servers"}).decode()
+        )
+        status = regen("serve", "--status", str(fleet))
+        assert status.returncode == 0 and "1 of 1 servers answer" in status.stdout
+        # generate --fleet reads the variable's name from FLEET.json
+        ids = write_prompts(tmp_path / "p.jsonl", 3)
+        result = run(tmp_path / "p.jsonl", tmp_path / "out", [], fleet=fleet)
+        assert result.exit_code == 0
+        assert_exactly_once(tmp_path / "out", ids)
+    finally:
+        stop_fleet_file(fleet)
+
+
+def test_vllm_inheriting_its_key_variable_comes_up(tmp_path, standin_env, monkeypatch):
+    monkeypatch.setenv("VLLM_API_KEY", KEY)
+    done, fleet = serve_vllm(tmp_path)
+    try:
+        assert done.returncode == 0, done.stderr
+        assert orjson.loads(fleet.read_bytes())["api_key_env"] == "VLLM_API_KEY"
+    finally:
+        stop_fleet_file(fleet)
+
+
+@pytest.mark.parametrize("sent", [None, "sk-wrong-key-9876"])
+def test_a_missing_or_wrong_key_is_reported_at_once(tmp_path, standin_env, sent):
+    spec = ServeSpec(
+        engine="vllm", model="org/m", log_dir=tmp_path / "logs", gpus=[0],
+        python=standin_env["STANDIN_PYTHON"], extra=["--api-key", KEY],
+    )  # fmt: skip
+    # regen sends no key, or another key than the one the servers were started with
+    launches = [replace(launch, api_key=sent) for launch in plan_servers(spec)]
+    with pytest.raises(ConfigError) as caught:  # the 401 ends it, not the startup timeout
+        start_all(launches, timeout=60, tied=True)
+    assert "HTTP 401" in caught.value.message
+    assert "--api-key-env" in (caught.value.hint or "")
+
+
+# -- launchers: the engine's console script beside --python when it has one (`vllm serve`,
+# `sglang serve`), else `python -m`; a launcher that exits 0 without serving is a failure.
+
+
+@pytest.mark.parametrize(
+    ("engine", "expected"),
+    [
+        ("vllm", ["serve", "org/M", "--served-model-name", "org/M"]),
+        ("sglang", ["serve", "--model-path", "org/M", "--served-model-name", "org/M"]),
+    ],
+)
+def test_the_console_script_beside_python_is_the_launcher(tmp_path, standin_env, engine, expected):
+    script = Path(standin_env["STANDIN_PYTHON"]).parent / engine
+    script.write_text(
+        f'#!/bin/sh\nexec {sys.executable} {STANDINS / "engine.py"} --console {engine} "$@"\n'
+    )
+    script.chmod(0o755)
+    spec = ServeSpec(
+        engine=engine, model="org/M", log_dir=tmp_path / "logs", gpus=[0],
+        python=standin_env["STANDIN_PYTHON"],
+    )  # fmt: skip
+    (process,) = start_all(plan_servers(spec), timeout=60, tied=True)
+    try:
+        assert process.spec.command[0] == str(script)
+        assert process.spec.command[1 : 1 + len(expected)] == expected
+        assert recorded(tmp_path, process.spec.port)["argv"][1:3] == ["--console", engine]
+    finally:
+        process.stop()
+
+
+def test_a_launcher_that_exits_0_without_serving_is_reported_with_its_log(
+    tmp_path, standin_env, monkeypatch
+):
+    monkeypatch.setenv("STANDIN_EXIT0", "1")
+    spec = ServeSpec(
+        engine="vllm", model="org/M", log_dir=tmp_path / "logs", gpus=[0],
+        python=standin_env["STANDIN_PYTHON"],
+    )  # fmt: skip
+    with pytest.raises(ConfigError) as caught:
+        start_all(plan_servers(spec), timeout=60, tied=True)
+    assert "exited with code 0" in caught.value.message
+    assert "only re-exports the module" in caught.value.message  # the log's tail
+    assert "exited 0 without serving" in (caught.value.hint or "")

@@ -17,8 +17,8 @@ from click.testing import CliRunner
 from gen_helpers import assert_exactly_once, read_lines, run, write_prompts
 from regen.cli import main
 from regen.errors import ConfigError
-from regen.scale import status as shard_status
-from regen.scale.partition import Part, parse_part, part_from_env
+from regen.format.part import Part, parse_part, part_from_env
+from regen.run import parts_status as shard_status
 from regen.testing.fake_server import Behaviour
 
 

@@ -10,8 +10,8 @@ import pytest
 
 from gen_helpers import run, write_prompts
 from regen.errors import ConfigError
-from regen.run.lock import RunLock
 from regen.run.status import read_status
+from regen.storage.lock import RunLock
 
 
 def finished_run(tmp_path, fake_server):

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from gen_helpers import assert_exactly_once, read_lines, run, write_prompts
 from regen.fleet.server import Timeouts
 from regen.testing.fake_server import echo_answer
 
+DIALECTS = [None, "sglang", "vllm", "llamacpp"]  # the plain fake, then each engine's wording
 STREAM = Timeouts(request=30, connect=2, stall=0.5, stream=True)
 CALL = {
     "id": "call_1",
@@ -20,8 +23,9 @@ def with_tool_call(body):
     return {**echo_answer(body), "tool_calls": [CALL]}
 
 
-def test_streamed_records_match_non_streamed_ones(tmp_path, fake_server):
-    server = fake_server(reasoning="split", answer=with_tool_call)
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_streamed_records_match_non_streamed_ones(tmp_path, fake_server, dialect):
+    server = fake_server(reasoning="split", answer=with_tool_call, dialect=dialect)
     ids = write_prompts(tmp_path / "p.jsonl", 5)
     run(tmp_path / "p.jsonl", tmp_path / "plain", [server.url])
     run(tmp_path / "p.jsonl", tmp_path / "streamed", [server.url], timeouts=STREAM)
@@ -36,8 +40,9 @@ def test_streamed_records_match_non_streamed_ones(tmp_path, fake_server):
         assert record["finish_reason"] == expected["finish_reason"] == "stop"
 
 
-def test_inline_think_is_split_from_a_stream_too(tmp_path, fake_server):
-    server = fake_server(reasoning="inline")
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_inline_think_is_split_from_a_stream_too(tmp_path, fake_server, dialect):
+    server = fake_server(reasoning="inline", dialect=dialect)
     write_prompts(tmp_path / "p.jsonl", 2)
     run(tmp_path / "p.jsonl", tmp_path / "out", [server.url], timeouts=STREAM)
     for record in read_lines(tmp_path / "out", "completions"):
@@ -45,8 +50,9 @@ def test_inline_think_is_split_from_a_stream_too(tmp_path, fake_server):
         assert record["messages"][-1]["content"].startswith("answer to:")
 
 
-def test_a_stalled_stream_is_cut_and_retried(tmp_path, fake_server):
-    server = fake_server(faults=["stall", "ok"])
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_a_stalled_stream_is_cut_and_retried(tmp_path, fake_server, dialect):
+    server = fake_server(faults=["stall", "ok"], dialect=dialect)
     ids = write_prompts(tmp_path / "p.jsonl", 6)
     started = time.monotonic()
     result = run(tmp_path / "p.jsonl", tmp_path / "out", [server.url], timeouts=STREAM)

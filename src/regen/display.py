@@ -22,7 +22,7 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-FINAL_STATES = ("finished", "stopped", "calibrated")  # "calibrated": regen plan's sample is in
+from regen.format.state import is_final
 
 
 def format_duration(seconds: float | None) -> str:
@@ -91,11 +91,7 @@ class PlainReporter:
             return
         self._print_events(snap)
         now = time.monotonic()
-        if now - self._last >= self.interval or snap["state"] in (
-            "finished",
-            "stopped",
-            "calibrated",
-        ):
+        if now - self._last >= self.interval or is_final(snap["state"]):
             self._last = now
             self._print(summary_line(snap))
 
@@ -153,7 +149,7 @@ class LiveReporter:
             return
         if self.live is not None:
             self.live.update(self.render(snap))
-            if snap["state"] in FINAL_STATES:
+            if is_final(snap["state"]):
                 self.live.stop()
                 self.live = None
 

@@ -23,9 +23,10 @@ import xxhash
 from regen.batch_input import from_batch_request, is_batch_request
 from regen.chat import normalise_messages
 from regen.errors import ConfigError, InputError
+from regen.format.part import WHOLE, Part
 from regen.jsonio import canonical, is_file, iter_lines
 from regen.records import BadLine, Finished, Prompt
-from regen.scale.partition import WHOLE, Part
+from regen.urls import is_url
 
 log = logging.getLogger("regen.inputs")
 SAMPLING_KEYS = {"temperature", "top_p", "top_k", "max_tokens", "thinking", "seed", "extra"}
@@ -76,7 +77,7 @@ def check_prompt_file(path: str | Path) -> None:
     """--prompts names one file; a directory or a missing path is said to be just that."""
     if is_file(path):
         return
-    if "://" not in str(path) and Path(path).is_dir():
+    if not is_url(path) and Path(path).is_dir():
         raise ConfigError(
             f"--prompts {path} is a directory; it takes one prompt file",
             hint=f"pass a file inside it, or join them: regen prepare --source '{path}/*.jsonl' "
@@ -121,7 +122,7 @@ def parse_record(
         tools=tools,
         sampling=_sampling(record.get("sampling")),
         source=record.get("source") if isinstance(record.get("source"), dict) else None,
-        category=meta.get("category") if isinstance(meta.get("category"), str) else None,
+        meta=meta,
     )
 
 

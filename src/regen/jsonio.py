@@ -15,6 +15,7 @@ import orjson
 import zstandard
 
 from regen.errors import InputFileError
+from regen.urls import is_url
 
 ZST_SUFFIX = ".zst"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -43,10 +44,10 @@ def canonical(obj: Any) -> bytes:
 def open_binary(path: str | os.PathLike) -> io.BufferedIOBase:
     """Open a local path or an fsspec URL (s3://, gs://, ...) for reading bytes."""
     text = str(path)
-    if "://" in text:
+    if is_url(text):
         import fsspec
 
-        from regen.storage.bucket import mapped
+        from regen.urls import mapped
 
         with mapped(f"cannot open {text}", missing_ok=True):
             # A fresh filesystem: a cached one may point at an endpoint set before.
@@ -57,10 +58,10 @@ def open_binary(path: str | os.PathLike) -> io.BufferedIOBase:
 def is_file(path: str | os.PathLike) -> bool:
     """Whether a local path or an fsspec URL names an existing file."""
     text = str(path)
-    if "://" in text:
+    if is_url(text):
         import fsspec
 
-        from regen.storage.bucket import mapped
+        from regen.urls import mapped
 
         with mapped(f"cannot look up {text}", missing_ok=True):
             fs, inner = fsspec.core.url_to_fs(text, skip_instance_cache=True)

@@ -26,7 +26,7 @@ def load_tokenizer(
     from transformers import AutoTokenizer
 
     if spec == "embedded":
-        from regen.fleet.embedded import default_model_path
+        from regen.embedded_model import default_model_path
 
         spec = str(default_model_path())
     path = Path(spec).expanduser()

@@ -8,6 +8,7 @@ on the port it was given. Environment knobs (all optional):
   STANDIN_SIGNAL        ... by this signal (default SIGILL), as a miscompiled binary would
   STANDIN_DIE_ONCE      a marker file: die only while it does not exist (it is created)
   STANDIN_SECONDS_PER_TOKEN  service time, to keep a run busy
+  STANDIN_EXIT0         exit 0 at once without serving (a launcher that is only a shim)
 """
 
 from __future__ import annotations
@@ -31,8 +32,16 @@ def main(argv: list[str]) -> None:
             print(f"ModuleNotFoundError: No module named '{module}'", file=sys.stderr)
             sys.exit(1)
         sys.exit(0)
-    args = argv[2:] if argv[:1] == ["-m"] else argv
-    serve(args)
+    if argv[:1] == ["--console"]:  # run as the engine's console script: NAME serve ...
+        module, args = argv[1], argv[3:]
+    else:
+        module, args = (argv[1], argv[2:]) if argv[:1] == ["-m"] else ("", argv)
+    if args[:1] == ["serve"]:  # python -m vllm.entrypoints.cli.main serve MODEL ...
+        args = args[1:]
+    if os.environ.get("STANDIN_EXIT0"):
+        print("stand-in: an entry point that only re-exports the module, and exits", flush=True)
+        sys.exit(0)
+    serve(args, module)
 
 
 def _value(args: list[str], *names: str) -> str:
@@ -42,7 +51,7 @@ def _value(args: list[str], *names: str) -> str:
     raise SystemExit(f"stand-in: none of {names} in {args}")
 
 
-def serve(args: list[str]) -> None:
+def serve(args: list[str], module: str = "") -> None:
     port = int(_value(args, "--port"))
     model = _value(args, "--served-model-name", "--model_alias")
     record_dir = os.environ.get("STANDIN_RECORD_DIR")
@@ -53,7 +62,12 @@ def serve(args: list[str]) -> None:
         }
         Path(record_dir, f"{port}.json").write_bytes(orjson.dumps(record))
     seconds_per_token = float(os.environ.get("STANDIN_SECONDS_PER_TOKEN", "0"))
-    behaviour = Behaviour(model=model, answer=_mortal_answer(), seconds_per_token=seconds_per_token)
+    dialect = next((d for d in ("sglang", "vllm") if module.startswith(d)), None)
+    behaviour = Behaviour(
+        model=model, answer=_mortal_answer(), seconds_per_token=seconds_per_token,
+        dialect=dialect, api_key=_api_key(args, dialect),
+        deterministic="--enable-deterministic-inference" in args,
+    )  # fmt: skip
     server = FakeServer(behaviour, port=port)
 
     async def run() -> None:
@@ -62,6 +76,14 @@ def serve(args: list[str]) -> None:
         await asyncio.Event().wait()
 
     asyncio.run(run())
+
+
+def _api_key(args: list[str], dialect: str | None) -> str | None:
+    """`--api-key K` as both engines take it; vLLM also reads VLLM_API_KEY from its
+    environment (vllm/entrypoints/serve/middleware/register.py:32-33 in 0.33.0)."""
+    if "--api-key" in args:
+        return args[args.index("--api-key") + 1]
+    return os.environ.get("VLLM_API_KEY") if dialect == "vllm" else None
 
 
 def _mortal_answer():

@@ -20,8 +20,7 @@ from regen.check.record import NO_SOURCE
 from regen.inputs import read_prompts
 from regen.jsonio import is_file
 from regen.records import Prompt
-from regen.run.layout import OutputLayout
-from regen.storage.reader import BucketRun, open_run
+from regen.storage import Store, open_store
 
 
 @dataclass
@@ -83,13 +82,13 @@ def compare(
     comp.source.completed.update(src for src, _ in completed.values())
     comp.category.completed.update(cat for _, cat in completed.values())
     for output_dir in output_dirs:
-        layout = open_run(output_dir)
-        path, why = _prompt_file(layout)
+        store = open_store(output_dir)
+        path, why = _prompt_file(store)
         if path is None:
             comp.unavailable = why
             return comp
         comp.prompt_files.append(path)
-        errored = {str(r.get("id")) for r in layout.iter_records("errors")}
+        errored = {str(r.get("id")) for r in store.iter_records("errors")}
         for prompt in read_prompts(path):
             if isinstance(prompt, Prompt) and (prompt.id in completed or prompt.id in errored):
                 src = prompt.source or {}
@@ -98,15 +97,15 @@ def compare(
     return comp
 
 
-def _prompt_file(layout: OutputLayout | BucketRun) -> tuple[str | None, str]:
+def _prompt_file(store: Store) -> tuple[str | None, str]:
     """The run's prompt file, or None and why it cannot be read from here."""
-    manifest = layout.read_manifest()
+    manifest = store.read_manifest()
     if manifest is None:
-        return None, f"{layout.where} has no manifest.json naming its prompt file"
+        return None, f"{store.where} has no manifest.json naming its prompt file"
     path = (manifest.get("input") or {}).get("path")
     if not isinstance(path, str):
-        return None, f"the manifest of {layout.where} names no prompt file"
+        return None, f"the manifest of {store.where} names no prompt file"
     if not is_file(path):
-        where = layout.where
+        where = store.where
         return None, f"the prompt file {path} named in the manifest of {where} is not readable here"
     return path, ""

@@ -16,7 +16,7 @@ from regen.check.sample import SampleResult, failed, invalid, result_of
 from regen.check.stats import Group, StatOptions, sample_flags
 from regen.errors import ConfigError, InputError
 from regen.jsonio import dumps_line
-from regen.storage.reader import open_run
+from regen.storage import open_store
 
 ERROR_EXAMPLES = 20
 
@@ -54,13 +54,13 @@ def read_runs(
     """Every finished completion record of one or more `regen generate` output dirs;
     `on_row(run)` is called for each (a progress bar)."""
     for output_dir in output_dirs:
-        layout = open_run(output_dir)
-        if not layout.shard_files("completions"):
+        store = open_store(output_dir)
+        if not store.shard_names("completions"):
             raise ConfigError(
-                f"no completion shards under {layout.completions}",
+                f"no completion shards under {store.where}/completions",
                 hint="pass the --output-dir of a `regen generate` run",
             )
-        records = layout.iter_records("completions")
+        records = store.iter_records("completions")
         if on_row is None:
             yield from records
             continue

@@ -27,7 +27,9 @@ OTHER = "Other"
 
 class Option(click.Option):
     """A click option with a help `group`, hidden `aliases` (old spellings that still work)
-    and `multi_value`: every bare word after the flag is one more value."""
+    and `multi_value`: every bare word after the flag is one more value. `to` names the
+    config field it sets (a dotted path, see `regen.run.config.build_config`), and `into`
+    turns its value into that field's."""
 
     def __init__(
         self,
@@ -36,12 +38,15 @@ class Option(click.Option):
         group: str | None = None,
         aliases: Sequence[str] = (),
         multi_value: bool = False,
+        to: str | None = None,
+        into: Callable[[Any], Any] | None = None,
         **attrs: Any,
     ) -> None:
         super().__init__([*param_decls, *aliases], **attrs)
         self.group = group
         self.aliases = tuple(aliases)
         self.multi_value = multi_value
+        self.to, self.into = to, into
 
     def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
         shown, self.opts = self.opts, [o for o in self.opts if o not in self.aliases]
@@ -54,6 +59,18 @@ class Option(click.Option):
 def option(*param_decls: str, **attrs: Any) -> Callable[[Any], Any]:
     """`click.option` with this module's Option class."""
     return click.option(*param_decls, cls=Option, **attrs)
+
+
+def config_values(command: click.Command, opts: dict[str, Any]) -> dict[str, Any]:
+    """{config path: value} of every option of `command` that declares where it goes."""
+    values: dict[str, Any] = {}
+    for param in command.params:
+        to = getattr(param, "to", None)
+        if to is not None and param.name in opts:
+            into = getattr(param, "into", None)
+            value = opts[param.name]
+            values[to] = into(value) if into is not None else value
+    return values
 
 
 class Command(click.Command):

@@ -10,28 +10,26 @@ import orjson
 
 from regen.cli.options import INPUT, OUTPUT, Command, option
 from regen.cli.run_options import (
-    chosen_servers,
+    config_from,
     fleet_options,
     request_options,
-    sampling_from,
     sampling_options,
     work_shape_options,
 )
 from regen.display import PlainReporter
 from regen.errors import ConfigError
-from regen.fleet.server import Timeouts
 from regen.plan import render
 from regen.plan.calibrate import Pricing
 from regen.plan.calibrate import plan as run_plan
 from regen.plan.from_run import from_run
 from regen.plan.sweep import default_levels, sweep
-from regen.run.config import GenerateConfig
 
 PLAN = "Plan"
 
 
 @click.command(cls=Command)
-@option("--prompts", metavar="FILE", group=INPUT, help="The prompt file of the run to plan.")
+@option("--prompts", metavar="FILE", group=INPUT, to="input.prompts",
+        help="The prompt file of the run to plan.")  # fmt: skip
 @work_shape_options
 @fleet_options
 @request_options
@@ -67,17 +65,13 @@ def plan(**opts) -> None:  # fmt: skip
         return
     if not opts["prompts"]:
         raise ConfigError("regen plan needs --prompts FILE (or --from-run DIR)")
-    config = GenerateConfig(
-        prompts=opts["prompts"], output_dir=opts["output_dir"] or Path("."),
-        servers=chosen_servers(opts), fleet=opts["fleet"], local_model=opts["local_model"],
-        model=opts["model"], sampling=sampling_from(opts),
-        concurrency=opts["concurrency"], samples_per_prompt=opts["samples_per_prompt"],
-        regenerate_turns=opts["regenerate_turns"], api_key_env=opts["api_key_env"],
-        timeouts=Timeouts(request=opts["request_timeout"], stream=opts["stream"]), display="none",
-    )  # fmt: skip
+    fixed = {"output.dir": opts["output_dir"] or Path("."), "display.mode": "none"}
+    config = config_from(opts, fixed)
     report = None if opts["as_json"] else PlainReporter(15, sys.stderr)
     if opts["sweep"]:
-        levels = _levels(opts["sweep_levels"]) or default_levels(config.per_server_concurrency)
+        levels = _levels(opts["sweep_levels"]) or default_levels(
+            config.fleet.per_server_concurrency
+        )
         result = sweep(config, levels, sample_seed=opts["sample_seed"], report=report)
         _emit(result.to_json(), render.sweep_lines, opts["as_json"])
         return

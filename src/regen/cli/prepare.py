@@ -9,7 +9,8 @@ from regen.cli.rowbar import row_progress
 from regen.errors import ConfigError
 from regen.prepare import Recipe, load_recipe
 from regen.prepare import prepare as run_prepare
-from regen.prepare.recipe import check_blend, parse_role_map_flags, parse_source
+from regen.prepare.recipe import check_blend, parse_source
+from regen.prepare.recipe_fields import parse_role_map_flags
 
 
 @click.command(cls=Command)

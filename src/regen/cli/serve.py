@@ -34,6 +34,9 @@ from regen.serve.run import serve as run_serve
               help="A GPU with more of its memory in use counts as busy.")  # fmt: skip
 @click.option("--startup-timeout", type=float, default=900, show_default=True,
               help="Seconds for every server to answer a first completion.")  # fmt: skip
+@click.option("--api-key-env", metavar="VAR",
+              help="Variable holding the servers' API key [key after --, else VLLM_API_KEY "
+              "(vLLM), else OPENAI_API_KEY].")  # fmt: skip
 @click.option("--restart-dead", is_flag=True, help="Stay in the foreground; restart dead servers.")
 @click.option("--status", "status_of", type=click.Path(path_type=Path), help="Check a FLEET.json.")
 @click.option(
@@ -66,7 +69,7 @@ def serve(engine_args: tuple[str, ...], status_of, stop_of, **opts) -> None:
         threads=opts["threads"], context=opts["context"],
         startup_timeout=opts["startup_timeout"],
         max_gpu_memory_used=opts["max_gpu_memory_used"], copy_model_to=opts["copy_model_to"],
-        extra=list(engine_args),
+        extra=list(engine_args), api_key_env=opts["api_key_env"],
     )  # fmt: skip
     sys.exit(run_serve(spec, opts["fleet_path"], opts["restart_dead"], echo=click.echo))
 

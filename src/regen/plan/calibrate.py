@@ -1,7 +1,7 @@
 """`regen plan`: send a calibration sample through `regen generate`'s own run (same fleet
 code, sampling, thinking, max tokens, concurrency), then estimate the whole file from it.
 
-The sample is a real run restricted to the sampled lines (`GenerateConfig.only_lines`): with
+The sample is a real run restricted to the sampled lines (`generate(..., only_lines=)`): with
 `output_dir` its completions are the first records of that run, in its files and manifest, so
 the `regen generate` that follows skips them; without, the run goes to a temporary dir.
 """
@@ -15,15 +15,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from regen.errors import RegenError, RunStateError
-from regen.jsonio import read_json
+from regen.format.layout import COMPLETIONS, ERRORS
 from regen.plan.estimate import Estimate, estimate, overhead_factor
 from regen.plan.figures import PlanReport, answer_lengths, server_figures
 from regen.plan.measure import Observation, read_observations
 from regen.plan.sample import CalibrationSample, draw_sample
 from regen.run.config import GenerateConfig
 from regen.run.generate import Reporter, generate
-from regen.run.layout import COMPLETIONS, ERRORS, OutputLayout
-from regen.run.status import count_records
+from regen.storage import open_store
 
 
 @dataclass(frozen=True)
@@ -40,8 +39,8 @@ class Pricing:
 def default_sample_size(config: GenerateConfig) -> int:
     """Enough to keep every slot busy twice over (so the latencies are those of a full
     fleet), and at least 100 answers for the length distribution."""
-    servers = max(1, len(config.server_urls()))
-    return max(100, 2 * servers * config.per_server_concurrency)
+    servers = max(1, len(config.fleet.server_urls()))
+    return max(100, 2 * servers * config.fleet.per_server_concurrency)
 
 
 def plan(
@@ -53,20 +52,22 @@ def plan(
     keep: bool = False,
     report: Reporter | None = None,
 ) -> PlanReport:
-    """Calibrate on a sample of `config.prompts` and estimate the whole run.
+    """Calibrate on a sample of `config.input.prompts` and estimate the whole run.
 
-    keep: the calibration records go to `config.output_dir` (the run's first records);
+    keep: the calibration records go to `config.output.dir` (the run's first records);
     otherwise to a temporary directory that is removed afterwards.
     """
     pricing = pricing or Pricing()
-    sample = draw_sample(config.prompts, sample_size or default_sample_size(config), sample_seed)
+    sample = draw_sample(
+        config.input.prompts, sample_size or default_sample_size(config), sample_seed
+    )
     if sample.size == 0:
         raise RunStateError(
-            f"{config.prompts} has no usable prompt to calibrate on",
+            f"{config.input.prompts} has no usable prompt to calibrate on",
             hint="run regen generate on it to see why each line is unusable",
         )
     with contextlib.ExitStack() as stack:
-        output_dir = config.output_dir
+        output_dir = config.output.dir
         if not keep:
             output_dir = Path(
                 stack.enter_context(tempfile.TemporaryDirectory(prefix="regen-plan-"))
@@ -75,20 +76,20 @@ def plan(
         cal = calibrate(config, output_dir, sample, report)
         seconds = time.monotonic() - started
         done = _finished(output_dir) if keep else 0
-    observations, concurrency = cal.observations, config.per_server_concurrency
+    observations, concurrency = cal.observations, config.fleet.per_server_concurrency
     overhead = overhead_factor(observations, concurrency, cal.dispatch_seconds)
-    items = sample.prompts * config.samples_per_prompt
+    items = sample.prompts * config.input.samples_per_prompt
     whole = estimate(items, observations, concurrency, sample_seed, overhead)
     left = estimate(max(items - done, 0), observations, concurrency, sample_seed, overhead)
-    servers = max(1, len(config.server_urls()))
+    servers = max(1, len(config.fleet.server_urls()))
     return PlanReport(
         prompts=sample.prompts,
         bad_lines=sample.bad_lines,
-        samples_per_prompt=config.samples_per_prompt,
+        samples_per_prompt=config.input.samples_per_prompt,
         estimate=whole,
         cost_usd=pricing.cost(whole.wall_seconds, servers),
         cost_range_usd=_cost_range(pricing, whole, servers),
-        servers=server_figures(observations, config.per_server_concurrency),
+        servers=server_figures(observations, config.fleet.per_server_concurrency),
         answers=answer_lengths(observations),
         calibration={
             "prompts": sample.size,
@@ -101,7 +102,7 @@ def plan(
             "overhead_factor": round(overhead, 3),
             "seed": sample_seed,
             "strata": len(sample.strata),
-            "kept_in": str(config.output_dir) if keep else None,
+            "kept_in": str(config.output.dir) if keep else None,
         },
         remaining=({"items": left.items, "wall_seconds": left.wall_seconds} if keep else None),
     )
@@ -118,29 +119,29 @@ def calibrate(
     config: GenerateConfig, output_dir: Path, sample: CalibrationSample, report: Reporter | None
 ) -> Calibration:
     """Run the sampled lines through generate and read back what came of them."""
-    run = replace(config, output_dir=output_dir, only_lines=frozenset(sample.lines))
-    result = generate(run, report=report)
+    run = replace(config, output=replace(config.output, dir=output_dir))
+    result = generate(run, report=report, only_lines=frozenset(sample.lines))
     if result.exit_code != 0:
         raise RunStateError(
             f"the calibration run stopped: {result.message}",
             hint="fix what it names (see regen status on the output dir), then plan again",
         )
     weights = {sample.ids[line]: weight for line, weight in sample.lines.items()}
-    observations, failed = read_observations(output_dir, weights, config.samples_per_prompt)
+    observations, failed = read_observations(output_dir, weights, config.input.samples_per_prompt)
     if not observations:
         raise RegenError(
             f"none of the {sample.size} calibration prompts got an answer ({failed} failed)",
             hint="look at the errors/ of the run (plan again with --output-dir to keep them)",
         )
-    progress = read_json(OutputLayout.at(output_dir).progress)
+    progress = open_store(output_dir).read_json("progress.json")
     all_new = result.stats.completed == len(observations)
     dispatch = progress["updated_unix"] - progress["started_unix"] if all_new else None
     return Calibration(observations, failed, dispatch)
 
 
 def _finished(output_dir: Path) -> int:
-    layout = OutputLayout.at(output_dir)
-    return count_records(layout, COMPLETIONS) + count_records(layout, ERRORS)
+    store = open_store(output_dir)
+    return store.count(COMPLETIONS) + store.count(ERRORS)
 
 
 def _cost_range(pricing: Pricing, est: Estimate, servers: int) -> list[float] | None:

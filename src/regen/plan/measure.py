@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from regen.records import record_key
-from regen.run.layout import OutputLayout
+from regen.storage import open_store
 
 LATENCY_RESOLUTION_S = 0.001
 
@@ -44,9 +44,9 @@ def read_observations(
 ) -> tuple[list[Observation], int]:
     """Observations for the sampled (id, sample) keys, and how many of them failed."""
     wanted = {record_key(pid, k): w for pid, w in ids.items() for k in range(samples)}
-    layout = OutputLayout.at(output_dir)
+    store = open_store(output_dir)
     found: list[Observation] = []
-    for record in layout.iter_records("completions"):
+    for record in store.iter_records("completions"):
         weight = wanted.get(record_key(record["id"], record["sample"]))
         if weight is None:
             continue
@@ -62,7 +62,7 @@ def read_observations(
         )
     failed = sum(
         1
-        for r in layout.iter_records("errors")
+        for r in store.iter_records("errors")
         if r.get("sample") is not None and record_key(r["id"], r["sample"]) in wanted
     )
     return found, failed

@@ -56,9 +56,9 @@ def sweep(
     sample_seed: int = 0,
     report: Reporter | None = None,
 ) -> SweepResult:
-    servers = max(1, len(config.server_urls()))
+    servers = max(1, len(config.fleet.server_urls()))
     biggest = max(max(levels) * servers * WAVES, 20)
-    sample = draw_sample(config.prompts, biggest, sample_seed)
+    sample = draw_sample(config.input.prompts, biggest, sample_seed)
     order = list(sample.lines)
     random.Random(sample_seed).shuffle(order)  # any prefix is then a fair mix of the strata
     measured: dict[int, list[Observation]] = {}
@@ -68,7 +68,7 @@ def sweep(
                                  {n: sample.lines[n] for n in take},
                                  {n: sample.ids[n] for n in take})  # fmt: skip
         with tempfile.TemporaryDirectory(prefix="regen-sweep-") as tmp:
-            run = replace(config, concurrency=level)
+            run = replace(config, fleet=replace(config.fleet, concurrency=level))
             measured[level] = calibrate(run, Path(tmp), part, report).observations
     pooled = mean_tokens([o for group in measured.values() for o in group])
     results = [

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from regen.prepare.record import Skip
+from regen.prepare.skip import Skip
 
 KINDS = ("token_count", "non_chat_call", "quota_probe", "title_generation")
 CHAT_PATHS = ("/messages", "/chat/completions")

@@ -16,7 +16,7 @@ from regen.prepare import category
 from regen.prepare.dedup import prompt_hash
 from regen.prepare.formats import Adapter, Converted
 from regen.prepare.recipe import SourceSpec
-from regen.prepare.record import Prompt
+from regen.records import Prompt
 
 
 class Converter:

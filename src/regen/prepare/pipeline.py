@@ -21,9 +21,9 @@ from regen.prepare.convert import Converter
 from regen.prepare.dedup import HashIndex, key64
 from regen.prepare.formats import Adapter, Options, detect, resolve
 from regen.prepare.recipe import Recipe, SourceSpec
-from regen.prepare.record import Skip
 from regen.prepare.rejects import RejectsWriter
 from regen.prepare.report import Report, build_report
+from regen.prepare.skip import Skip
 from regen.prepare.sources import Row, check_sources, read_rows
 from regen.prepare.stats import SourceStats
 from regen.storage.publish import beside, staged

@@ -5,17 +5,24 @@ Every error names the field (`sources[2].weight`) and says what a valid value lo
 
 from __future__ import annotations
 
-import difflib
 import os
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import yaml
 
-from regen.chat import ROLES
 from regen.errors import ConfigError
 from regen.prepare.auxiliary import AuxRules, parse_rules
 from regen.prepare.blend import Ask
+from regen.prepare.recipe_fields import (
+    check_keys,
+    check_unique,
+    opt_int,
+    opt_str,
+    rate,
+    role_map,
+)
+from regen.urls import is_url
 
 SOURCE_KEYS = (
     "name",
@@ -68,7 +75,7 @@ class SourceSpec:
     @property
     def local_pattern(self) -> str:
         path = os.path.expanduser(self.path or "")
-        return path if "://" in path else os.path.join(self.base_dir, path)
+        return path if is_url(path) else os.path.join(self.base_dir, path)
 
     @property
     def dataset(self) -> str:
@@ -114,7 +121,7 @@ def parse_recipe(data: Any, base_dir: str = ".") -> Recipe:
         raise ConfigError(
             "a recipe is a mapping with a 'sources' list", hint="see examples/recipe.yaml"
         )
-    _check_keys(data, RECIPE_KEYS, "recipe")
+    check_keys(data, RECIPE_KEYS, "recipe")
     sources = data.get("sources")
     if not isinstance(sources, list) or not sources:
         raise ConfigError(
@@ -122,19 +129,19 @@ def parse_recipe(data: Any, base_dir: str = ".") -> Recipe:
             hint="add at least one source with a path or hf name",
         )
     specs = tuple(parse_source(s, f"sources[{i}]", base_dir) for i, s in enumerate(sources))
-    _check_unique([s.name for s in specs])
+    check_unique([s.name for s in specs])
     recipe = Recipe(
         sources=specs,
-        total=_opt_int(data, "total", "recipe"),
-        seed=_opt_int(data, "seed", "recipe") or 0,
+        total=opt_int(data, "total", "recipe"),
+        seed=opt_int(data, "seed", "recipe") or 0,
         keep_multimodal=bool(data.get("keep_multimodal", False)),
-        role_map=_role_map(data.get("role_map"), "recipe.role_map"),
+        role_map=role_map(data.get("role_map"), "recipe.role_map"),
         tokenizer=data.get("tokenizer"),
-        dedup_warn_rate=_rate(data, "dedup_warn_rate", 0.2),
-        reject_warn_rate=_rate(data, "reject_warn_rate", 0.2),
-        category_warn_share=_rate(data, "category_warn_share", 0.5),
+        dedup_warn_rate=rate(data, "dedup_warn_rate", 0.2),
+        reject_warn_rate=rate(data, "reject_warn_rate", 0.2),
+        category_warn_share=rate(data, "category_warn_share", 0.5),
         auxiliary=parse_rules(
-            data.get("auxiliary"), _opt_int(data, "aux_max_tokens", "recipe") or 16
+            data.get("auxiliary"), opt_int(data, "aux_max_tokens", "recipe") or 16
         ),
     )
     check_blend(recipe)
@@ -161,7 +168,7 @@ def parse_source(raw: Any, where: str, base_dir: str = ".") -> SourceSpec:
         raw = {"path": raw}
     if not isinstance(raw, dict):
         raise ConfigError(f"{where} must be a mapping", hint="give it a path or hf name")
-    _check_keys(raw, SOURCE_KEYS, where)
+    check_keys(raw, SOURCE_KEYS, where)
     if bool(raw.get("path")) == bool(raw.get("hf")):
         raise ConfigError(
             f"{where}: give exactly one of 'path' (local files) or 'hf' (dataset)",
@@ -173,16 +180,16 @@ def parse_source(raw: Any, where: str, base_dir: str = ".") -> SourceSpec:
         path=raw.get("path"),
         base_dir=base_dir,
         hf=raw.get("hf"),
-        config=_opt_str(raw, "config", where),
-        split=_opt_str(raw, "split", where) or "train",
-        revision=_opt_str(raw, "revision", where),
+        config=opt_str(raw, "config", where),
+        split=opt_str(raw, "split", where) or "train",
+        revision=opt_str(raw, "revision", where),
         streaming=bool(raw.get("streaming", True)),
         data_files=raw.get("data_files"),
-        format=_opt_str(raw, "format", where),
+        format=opt_str(raw, "format", where),
         ask=_ask(raw, where),
-        role_map=_role_map(raw.get("role_map"), f"{where}.role_map"),
-        category=_opt_str(raw, "category", where),
-        category_field=_opt_str(raw, "category_field", where),
+        role_map=role_map(raw.get("role_map"), f"{where}.role_map"),
+        category=opt_str(raw, "category", where),
+        category_field=opt_str(raw, "category_field", where),
     )
 
 
@@ -212,93 +219,6 @@ def _ask(raw: dict, where: str) -> Ask:
     return Ask(weight=float(weight))
 
 
-def _check_keys(raw: dict, allowed: tuple[str, ...], where: str) -> None:
-    for key in raw:
-        if key not in allowed:
-            close = difflib.get_close_matches(str(key), allowed, n=1)
-            hint = f"did you mean '{close[0]}'?" if close else f"allowed: {', '.join(allowed)}"
-            raise ConfigError(f"{where}: unknown field {key!r}", hint=hint)
-
-
-def _check_unique(names: list[str]) -> None:
-    seen = set()
-    for name in names:
-        if name in seen:
-            raise ConfigError(
-                f"two sources are named {name!r}", hint="give each source a distinct 'name'"
-            )
-        seen.add(name)
-
-
 def _default_name(ref: str) -> str:
     tail = ref.rstrip("/").split("/")[-1]
     return tail.split(".")[0] or ref
-
-
-def _opt_str(raw: dict, key: str, where: str) -> str | None:
-    value = raw.get(key)
-    if value is None:
-        return None
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return str(value)  # config: 0625 comes out of YAML as a number
-    if not isinstance(value, str):
-        raise ConfigError(f"{where}.{key}: expected text, got {value!r}", hint=f"{key}: '...'")
-    return value
-
-
-def _opt_int(raw: dict, key: str, where: str) -> int | None:
-    value = raw.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise ConfigError(
-            f"{where}.{key}: expected a whole number, got {value!r}", hint=f"{key}: 1000"
-        )
-    return value
-
-
-def _rate(raw: dict, key: str, default: float | None) -> float | None:
-    if key not in raw:
-        return default
-    value = raw[key]
-    if value is None:
-        return None
-    if not isinstance(value, (int, float)) or not 0 <= value <= 1:
-        raise ConfigError(
-            f"recipe.{key}: expected a fraction between 0 and 1, got {value!r}",
-            hint=f"{key}: 0.2 (or null to turn the warning off)",
-        )
-    return float(value)
-
-
-def _role_map(raw: Any, where: str) -> dict[str, str]:
-    if raw is None:
-        return {}
-    if not isinstance(raw, dict):
-        raise ConfigError(
-            f"{where}: expected a mapping of label: role", hint="role_map: {bot: assistant}"
-        )
-    return _checked_roles({str(k).strip().lower(): str(v) for k, v in raw.items()}, where)
-
-
-def _checked_roles(mapping: dict[str, str], where: str) -> dict[str, str]:
-    for label, role in mapping.items():
-        if role not in ROLES:
-            raise ConfigError(
-                f"{where}: {label!r} maps to {role!r}, which is not a role",
-                hint=f"map it to one of {', '.join(ROLES)}",
-            )
-    return mapping
-
-
-def parse_role_map_flags(items: tuple[str, ...]) -> dict[str, str]:
-    """`--role-map bot=assistant` flags as a mapping."""
-    out = {}
-    for item in items:
-        label, sep, role = item.partition("=")
-        if not sep or not label.strip() or not role.strip():
-            raise ConfigError(
-                f"--role-map {item!r}: expected LABEL=ROLE", hint="--role-map bot=assistant"
-            )
-        out[label.strip().lower()] = role.strip()
-    return _checked_roles(out, "--role-map")

@@ -9,7 +9,7 @@ from types import TracebackType
 from regen.errors import InputError
 from regen.jsonio import dumps_line
 from regen.prepare.recipe import SourceSpec
-from regen.prepare.record import Skip
+from regen.prepare.skip import Skip
 
 
 class RejectsWriter:

@@ -19,6 +19,7 @@ from regen.errors import ConfigError, InputError
 from regen.hub import check_repo
 from regen.jsonio import iter_lines, open_binary
 from regen.prepare.recipe import SourceSpec
+from regen.urls import is_url
 
 Row = tuple[int, Any, str]  # (0-based row, dict or InputError, "file:line" or "")
 PARQUET_BATCH = 2048
@@ -53,7 +54,7 @@ def _local_dataset(hf: str) -> bool:
 def local_paths(pattern: str) -> list[str]:
     """The files a `path` names: one file, or a glob expanded in sorted (stable) order."""
     expanded = os.path.expanduser(pattern)
-    if "://" in expanded:
+    if is_url(expanded):
         return [expanded]
     if any(ch in expanded for ch in "*?["):
         paths = sorted(p for p in glob.glob(expanded, recursive=True) if os.path.isfile(p))

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, is_dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_type_hints
 
 from regen.errors import ConfigError
 from regen.fleet.dispatch import HealthPolicy, RetryPolicy
 from regen.fleet.openai_env import ApiKey, resolve_api_key
 from regen.fleet.server import Timeouts
+from regen.format.part import WHOLE, Part
 from regen.run.quality import Thresholds
-from regen.scale.partition import WHOLE, Part
 from regen.serve.fleetfile import FleetFile
+from regen.storage import StoreOptions
 from regen.storage.uploader import UploadPolicy
 
 Thinking = Literal["on", "off", "auto"]
@@ -29,6 +31,11 @@ class Sampling:
     seed: int | None = None
     thinking: Thinking = "auto"
     extra: dict[str, Any] | None = None  # other request fields, as a batch file's body gave them
+
+    def as_dict(self) -> dict[str, Any]:
+        """As a record's `meta.sampling` says it (shallow: `dataclasses.asdict` copies deeply
+        and costs more than encoding the whole record)."""
+        return {name: getattr(self, name) for name in SAMPLING_FIELDS}
 
     def with_overrides(self, overrides: dict[str, Any] | None) -> Sampling:
         if not overrides:
@@ -55,102 +62,149 @@ class Sampling:
         return body
 
 
-@dataclass
-class GenerateConfig:
+SAMPLING_FIELDS = tuple(Sampling.__dataclass_fields__)
+
+
+@dataclass(frozen=True)
+class InputConfig:
+    """What to make of the prompt file."""
+
     prompts: str | Path  # a local path or an fsspec URL such as s3://bucket/prompts.jsonl
-    output_dir: str | Path  # a local directory or an fsspec URL such as s3://bucket/run
-    servers: list[str] = field(default_factory=list)  # empty: start the embedded server
-    fleet: Path | None = None  # a FLEET.json written by `regen serve`, instead of servers
-    local_model: Path | None = None
-    model: str | None = None
-    sampling: Sampling = field(default_factory=Sampling)
-    concurrency: int | None = None  # per server; None: 64, or 2 for the embedded server
     samples_per_prompt: int = 1
     regenerate_turns: Literal["last", "all"] = "last"
-    return_token_ids: bool = False
-    api_key_env: str | None = None
-    timeouts: Timeouts = field(default_factory=Timeouts)
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
-    health: HealthPolicy = field(default_factory=HealthPolicy)
-    quality: Thresholds = field(default_factory=Thresholds)
-    abort_on_degenerate: bool = False
-    retry_errors: bool = False
     allow_changed_input: bool = False
     allow_changed_sampling: bool = False
-    compress: bool = False
-    shard_max_records: int = 20_000
-    shard_max_bytes: int = 256 << 20
-    staging_dir: Path | None = None  # for a bucket --output-dir; None: under ~/.cache/regen
-    upload_interval: float = 300.0  # seconds: an open shard older than this is sealed, uploaded
-    upload: UploadPolicy = field(default_factory=UploadPolicy)
-    part: Part = WHOLE  # --shard I/N: this process does the prompts of part I only
-    drain_timeout: float = 60.0
-    snapshot_interval: float = 2.0
-    log_interval: float = 30.0
-    display: Literal["auto", "live", "plain", "none"] = "auto"
-    metrics_port: int | None = None
-    metrics_host: str = "127.0.0.1"
-    # `regen plan`'s calibration: generate only these input lines (1-based), as the first
-    # records of the run; the rest stays pending for `regen generate`. Not in the manifest.
-    only_lines: frozenset[int] | None = None
+    retry_errors: bool = False  # what is in errors/ is pending again
 
     def __post_init__(self) -> None:
         if self.samples_per_prompt < 1:
             raise ConfigError("--samples-per-prompt must be at least 1")
-        if self.servers and self.fleet is not None:
+
+
+@dataclass(frozen=True)
+class FleetConfig:
+    """Which servers answer, and how they are talked to."""
+
+    servers: tuple[str, ...] = ()  # empty (and no fleet_file): start the embedded server
+    fleet_file: Path | None = None  # a FLEET.json written by `regen serve`, instead of servers
+    local_model: Path | None = None
+    model: str | None = None
+    api_key_env: str | None = None
+    concurrency: int | None = None  # per server; None: 64, or 2 for the embedded server
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    health: HealthPolicy = field(default_factory=HealthPolicy)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "servers", tuple(self.servers))
+        if self.servers and self.fleet_file is not None:
             raise ConfigError(
                 "--servers and --fleet both name the servers", hint="pass only one of them"
             )
         if self.concurrency is not None and self.concurrency < 1:
             raise ConfigError("--concurrency-per-server must be at least 1")
-        if self.sampling.max_tokens < 1:
-            raise ConfigError("--max-output-tokens must be at least 1")
-        if self.upload_interval <= 0:
-            raise ConfigError("--upload-interval must be more than 0 seconds")
         for url in self.servers:
             check_base_url(url)
 
     def server_urls(self) -> list[str]:
         """--servers, or the servers of --fleet; empty means: start the embedded model."""
-        if self.fleet is None:
+        if self.fleet_file is None:
             return list(self.servers)
-        return FleetFile.read(self.fleet).urls
+        return FleetFile.read(self.fleet_file).urls
+
+    @property
+    def embedded(self) -> bool:
+        return not self.servers and self.fleet_file is None
 
     @property
     def per_server_concurrency(self) -> int:
         if self.concurrency is not None:
             return self.concurrency
-        return 64 if self.servers or self.fleet else 2
-
-    def api_key(self) -> str | None:
-        return self.api_key_info().value
+        return 2 if self.embedded else 64
 
     def api_key_info(self) -> ApiKey:
-        return resolve_api_key(self.api_key_env, embedded=self.embedded)
+        env_name = self.api_key_env
+        if env_name is None and self.fleet_file is not None:  # the variable `regen serve` used
+            env_name = FleetFile.read(self.fleet_file).api_key_env
+        return resolve_api_key(env_name, embedded=self.embedded)
 
-    @property
-    def embedded(self) -> bool:
-        return not self.servers and self.fleet is None
+
+@dataclass(frozen=True)
+class OutputConfig:
+    """Where the records go and how they are written."""
+
+    dir: str | Path  # a local directory or an fsspec URL such as s3://bucket/run
+    compress: bool = False
+    return_token_ids: bool = False
+    shard_max_records: int = 20_000
+    shard_max_bytes: int = 256 << 20
+    staging_dir: Path | None = None  # for a bucket dir; None: under ~/.cache/regen
+    upload_interval: float = 300.0  # seconds: an open shard older than this is sealed, uploaded
+    upload: UploadPolicy = field(default_factory=UploadPolicy)
+
+    def __post_init__(self) -> None:
+        if self.upload_interval <= 0:
+            raise ConfigError("--upload-interval must be more than 0 seconds")
+
+    def store_options(self, part: Part) -> StoreOptions:
+        return StoreOptions(part, self.staging_dir, self.upload_interval, self.upload)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """When a run stops by itself, and how it ends."""
+
+    quality: Thresholds = field(default_factory=Thresholds)
+    abort_on_degenerate: bool = False
+    drain_timeout: float = 60.0
+
+
+@dataclass(frozen=True)
+class DisplayConfig:
+    mode: Literal["auto", "live", "plain", "none"] = "auto"
+    log_interval: float = 30.0
+    snapshot_interval: float = 2.0
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class GenerateConfig:
+    """What a generation run is asked to do, in groups; `part` is the one piece an executor
+    sets (`--shard I/N`: this process does the prompts of part I only)."""
+
+    input: InputConfig
+    output: OutputConfig
+    fleet: FleetConfig = field(default_factory=FleetConfig)
+    sampling: Sampling = field(default_factory=Sampling)
+    part: Part = WHOLE
+    limits: Limits = field(default_factory=Limits)
+    display: DisplayConfig = field(default_factory=DisplayConfig)
+
+    def __post_init__(self) -> None:
+        if self.sampling.max_tokens < 1:
+            raise ConfigError("--max-output-tokens must be at least 1")
 
     def resolved(self, servers: list[str], model: str) -> dict[str, Any]:
         """The manifest's `config`: everything that shapes the output, and no secret."""
+        fleet = self.fleet
         return {
-            "prompts": str(self.prompts),
-            "output_dir": str(self.output_dir),
+            "prompts": str(self.input.prompts),
+            "output_dir": str(self.output.dir),
             "servers": servers,
-            "embedded": self.embedded,
+            "embedded": fleet.embedded,
             "model": model,
             "sampling": asdict(self.sampling),
-            "samples_per_prompt": self.samples_per_prompt,
-            "regenerate_turns": self.regenerate_turns,
-            "return_token_ids": self.return_token_ids,
-            "concurrency_per_server": self.per_server_concurrency,
-            "api_key_env": self.api_key_env,
-            "api_key_from": self.api_key_info().source,
-            "timeouts": asdict(self.timeouts),
-            "max_retries": self.retry.max_retries,
-            "give_up_after_s": self.health.give_up_after,
-            "compress": self.compress,
+            "samples_per_prompt": self.input.samples_per_prompt,
+            "regenerate_turns": self.input.regenerate_turns,
+            "return_token_ids": self.output.return_token_ids,
+            "concurrency_per_server": fleet.per_server_concurrency,
+            "api_key_env": fleet.api_key_env,
+            "api_key_from": fleet.api_key_info().source,
+            "timeouts": asdict(fleet.timeouts),
+            "max_retries": fleet.retry.max_retries,
+            "give_up_after_s": fleet.health.give_up_after,
+            "compress": self.output.compress,
             "shards": self.part.count,  # the same N on every resume (see manifest)
         }
 
@@ -170,3 +224,27 @@ def check_base_url(url: str) -> None:
                 f"{url} is an endpoint, not a server: pass the base URL",
                 hint=f"write it as {base} (regen adds {suffix} itself)",
             )
+
+
+def build_config(values: Mapping[str, Any]) -> GenerateConfig:
+    """A config from dotted paths, as the command-line options declare them:
+    `{"input.prompts": p, "fleet.timeouts.request": 30.0, ...}`. Whatever is not named keeps
+    its default, so every group is built directly and no option is mapped by hand twice."""
+    return _build(GenerateConfig, values)
+
+
+def _build(cls: type, values: Mapping[str, Any]) -> Any:
+    nested: dict[str, dict[str, Any]] = {}
+    kwargs: dict[str, Any] = {}
+    for path, value in values.items():
+        head, _, rest = path.partition(".")
+        if rest:
+            nested.setdefault(head, {})[rest] = value
+        else:
+            kwargs[head] = value
+    hints = get_type_hints(cls)
+    for name, inner in nested.items():
+        if name not in hints or not is_dataclass(hints[name]):
+            raise TypeError(f"{cls.__name__}.{name} is not a group of options")
+        kwargs[name] = _build(hints[name], inner)
+    return cls(**kwargs)

@@ -6,12 +6,13 @@ carrying the regenerated history; reasoning of earlier turns is never fed back.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from regen.fleet.dispatch import Fleet
+from regen.fleet.engine import UNKNOWN, EngineInfo
 from regen.fleet.response import Generated, parse_chat_response
-from regen.records import WorkItem
+from regen.records import Completion, RecordMeta, TokenIds, Usage, WorkItem
 from regen.run.config import Sampling
 
 
@@ -31,6 +32,8 @@ class Conversation:
     attempts: int = 0
     latency: float = 0.0
     last: Generated | None = None
+    engine: EngineInfo = UNKNOWN  # of the server that gave the last answer
+    max_tokens_lowered_to: int | None = None  # the context left no room for max_tokens
 
 
 def turn_ends(messages: list[dict], mode: str) -> list[int]:
@@ -56,6 +59,8 @@ async def regenerate(fleet: Fleet, item: WorkItem, shape: RequestShape, sampling
         conv.attempts += done.attempts
         conv.latency += done.latency
         conv.last = generated
+        conv.engine = done.server.engine
+        conv.max_tokens_lowered_to = done.max_tokens_lowered_to or conv.max_tokens_lowered_to
         conv.turns.append(
             {
                 "server": done.server.url,
@@ -85,35 +90,24 @@ def request_body(
 
 def completion_record(
     item: WorkItem, conv: Conversation, shape: RequestShape, sampling: Sampling
-) -> dict[str, Any]:
-    """The completions/ line. `id` and `sample` come first: the ledger relies on it."""
+) -> Completion:
+    """The completions/ line of a finished conversation."""
     prompt, last = item.prompt, conv.last
     assert last is not None
-    record: dict[str, Any] = {"id": prompt.id, "sample": item.sample, "messages": conv.history}
-    if prompt.tools:
-        record["tools"] = prompt.tools
-    record["finish_reason"] = last.finish_reason
-    record["usage"] = {
-        key: sum(t["usage"][key] for t in conv.turns)
-        for key in ("prompt_tokens", "completion_tokens")
-    }
-    if prompt.source is not None:
-        record["source"] = prompt.source
-    if prompt.category is not None:
-        record["category"] = prompt.category
+    token_ids = None
     if last.completion_token_ids is not None:
-        record["token_ids"] = {
-            "prompt": last.prompt_token_ids,
-            "completion": last.completion_token_ids,
-        }
-    record["meta"] = {
-        "server": conv.turns[-1]["server"],
-        "model": shape.model,
-        "sampling": asdict(sampling),
-        "attempts": conv.attempts,
-        "latency_s": round(conv.latency, 3),
-        "line": prompt.line,
-    }
-    if len(conv.turns) > 1:
-        record["meta"]["turns"] = conv.turns
-    return record
+        token_ids = TokenIds(last.prompt_token_ids, last.completion_token_ids)
+    usage = Usage(*(sum(t["usage"][k] for t in conv.turns) for k in Usage.__struct_fields__))
+    meta = RecordMeta(
+        server=conv.turns[-1]["server"], model=shape.model, sampling=sampling.as_dict(),
+        attempts=conv.attempts, latency_s=round(conv.latency, 3), line=prompt.line,
+        turns=conv.turns if len(conv.turns) > 1 else None, engine=conv.engine.as_dict(),
+        max_tokens_lowered_to=conv.max_tokens_lowered_to,
+        # only when a seed was sent: SGLang ignores it unless it runs deterministic
+        seed_honoured=conv.engine.seed_honoured if sampling.seed is not None else None,
+    )  # fmt: skip
+    return Completion(
+        id=prompt.id, sample=item.sample, messages=conv.history, tools=prompt.tools or None,
+        finish_reason=last.finish_reason, usage=usage, source=prompt.source,
+        category=prompt.category, token_ids=token_ids, meta=meta,
+    )  # fmt: skip

@@ -16,9 +16,10 @@ from collections.abc import Callable, Iterator
 
 import xxhash
 
+from regen.format.part import Part
 from regen.inputs import read_prompts
 from regen.records import BadLine, Finished, Prompt, WorkItem, record_key
-from regen.run.config import GenerateConfig
+from regen.run.config import InputConfig
 from regen.run.keyset import KeySet
 from regen.run.ledger import FIRST_BAD_KEPT, Ledger
 from regen.run.linemap import MAX_SAMPLES, LineMap
@@ -28,13 +29,18 @@ from regen.run.progress import RunStats
 class Intake:
     def __init__(
         self,
-        config: GenerateConfig,
+        work: InputConfig,
+        part: Part,
         ledger: Ledger,
         stats: RunStats,
         on_bad_line: Callable[[BadLine], None],
         stopped: Callable[[], bool] = lambda: False,
+        only_lines: frozenset[int] | None = None,
     ) -> None:
-        self.config = config
+        """`only_lines`: regen plan's calibration sample, these input lines (1-based) only, as
+        the first records of the run; the rest stays pending for `regen generate`."""
+        self.prompts, self.samples, self.part = work.prompts, work.samples_per_prompt, part
+        self.only_lines = only_lines
         self.ledger = ledger
         self.stats = stats
         self.on_bad_line = on_bad_line
@@ -52,10 +58,9 @@ class Intake:
             self.first_bad = sorted(self.ledger.first_bad, key=lambda b: b.line)[:FIRST_BAD_KEPT]
         skip = self._counted(lines_map) if lines_map is not None else None
         is_finished = self._is_finished if lines_map is None else None
-        samples = self.config.samples_per_prompt
-        only = self.config.only_lines
+        samples, only = self.samples, self.only_lines
         outside = read = 0  # outside: lines a calibration sample leaves to the run
-        for entry in read_prompts(self.config.prompts, is_finished, self.config.part, skip):
+        for entry in read_prompts(self.prompts, is_finished, self.part, skip):
             self.lines += 1
             read += 1
             if self.stopped():
@@ -86,13 +91,13 @@ class Intake:
     def _usable_map(self) -> LineMap | None:
         """The ledger's line map, if this pass may skip by it."""
         lines_map = self.ledger.lines
-        if self.config.only_lines is not None or self.config.samples_per_prompt > MAX_SAMPLES:
+        if self.only_lines is not None or self.samples > MAX_SAMPLES:
             return None
         return lines_map if lines_map.trusted else None  # the run says why not
 
     def _counted(self, lines_map: LineMap) -> Iterator[tuple[int, int]]:
         """The map's skip runs, counted as they are passed over."""
-        samples = self.config.samples_per_prompt
+        samples = self.samples
         for run in lines_map.runs(samples, self.ledger.bad_lines):
             self.lines += run.finished + run.unusable
             self.usable += run.finished
@@ -101,7 +106,7 @@ class Intake:
 
     def _finished(self, entry: Prompt) -> list[bool]:
         """Which of the line's samples the ledger has (once per line: hashing is per key)."""
-        samples = range(self.config.samples_per_prompt)
+        samples = range(self.samples)
         return [self.ledger.finished(record_key(entry.id, k)) for k in samples]
 
     @staticmethod
@@ -115,7 +120,7 @@ class Intake:
         return any(finished)
 
     def _is_finished(self, prompt_id: str) -> bool:
-        samples = range(self.config.samples_per_prompt)
+        samples = range(self.samples)
         return all(self.ledger.finished(record_key(prompt_id, k)) for k in samples)
 
     def _bad(self, bad: BadLine) -> None:

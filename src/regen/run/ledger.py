@@ -21,18 +21,24 @@ import numpy as np
 import orjson
 
 from regen.errors import RunStateError
+from regen.format.layout import COMPLETIONS, ERRORS, OutputLayout
+from regen.format.names import INPUT_ID_CHARS, shard_origin
+from regen.format.part import WHOLE, Part
+from regen.format.sidecar import (
+    Entry,
+    RemoteShard,
+    ShardKeys,
+    read_sidecar,
+    record_line,
+    write_sidecar,
+)
+from regen.format.writer import seal_shard
 from regen.jsonio import ZST_SUFFIX, iter_lines
 from regen.records import BadLine, Key, record_key
 from regen.run.keyset import KeySet
-from regen.run.layout import COMPLETIONS, ERRORS, OutputLayout
 from regen.run.linemap import LineMap
-from regen.run.sidecar import Entry, ShardKeys, read_sidecar, record_line, write_sidecar
-from regen.run.writer import INPUT_ID_CHARS, seal_shard, shard_origin
-from regen.scale.partition import WHOLE, Part
 
 FIRST_BAD_KEPT = 3  # unusable lines quoted if the input turns out mostly unusable
-# (kind, shard name, payload): a completions shard's keys, or an errors shard's records
-RemoteShard = tuple[str, str, "ShardKeys | list[dict]"]
 
 log = logging.getLogger("regen.run")
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from regen.format.state import RunState
 from regen.jsonio import atomic_write_json
 from regen.run.eta import remaining
 from regen.run.quality import QualityMonitor
@@ -32,7 +33,7 @@ class RunStats:
     completion_tokens: int = 0
     errors_by_type: Counter[str] = field(default_factory=Counter)
     started: float = field(default_factory=time.time)
-    state: str = "starting"
+    state: RunState = RunState.STARTING
     events: deque[str] = field(default_factory=lambda: deque(maxlen=20))
     events_total: int = 0
     _samples: deque[tuple[float, int, int]] = field(default_factory=deque)

@@ -11,12 +11,13 @@ from typing import Any
 from regen import redact
 from regen.errors import OutputError
 from regen.fleet.response import Generated
-from regen.records import BadLine, WorkItem
+from regen.format.layout import OutputLayout
+from regen.format.names import writer_tag
+from regen.format.writer import ShardWriter
+from regen.records import BadLine, Completion, ErrorRecord, Record, WorkItem
 from regen.run.config import GenerateConfig
-from regen.run.layout import OutputLayout
 from regen.run.progress import RunStats
 from regen.run.quality import QualityMonitor
-from regen.run.writer import ShardWriter, writer_tag
 
 
 class Recorder:
@@ -35,19 +36,21 @@ class Recorder:
         self._already_recorded = already_recorded_lines  # bad lines a previous run wrote
         tag = writer_tag(config.part.name, input_digest)  # names say what the lines mean
         limits: dict[str, Any] = {
-            "max_records": config.shard_max_records,
-            "max_bytes": config.shard_max_bytes,
+            "max_records": config.output.shard_max_records,
+            "max_bytes": config.output.shard_max_bytes,
             "max_age": seal_after,
         }
-        self.completions = ShardWriter(layout.completions, tag, compress=config.compress, **limits)
+        self.completions = ShardWriter(
+            layout.completions, tag, compress=config.output.compress, **limits
+        )
         self.errors = ShardWriter(layout.errors, tag, **limits)
 
-    def completion(self, record: dict, generated: Generated) -> None:
-        _write(self.completions, record, record["meta"]["line"])
+    def completion(self, record: Completion, generated: Generated) -> None:
+        _write(self.completions, record, record.meta.line)
         self.stats.completed += 1
-        self.stats.prompt_tokens += record["usage"]["prompt_tokens"]
-        self.stats.completion_tokens += record["usage"]["completion_tokens"]
-        thinking = record["meta"]["sampling"]["thinking"] == "on"
+        self.stats.prompt_tokens += record.usage.prompt_tokens
+        self.stats.completion_tokens += record.usage.completion_tokens
+        thinking = record.meta.sampling["thinking"] == "on"
         self.quality.observe(
             generated.content, generated.reasoning, generated.finish_reason, thinking
         )
@@ -55,14 +58,11 @@ class Recorder:
     def failure(self, item: WorkItem, error: dict, attempts: int, kind: str = "") -> None:
         """A (prompt, sample) that could not be completed. Server text is scrubbed of keys."""
         error = {**error, "message": redact.scrub(str(error.get("message", "")))}
-        record = {
-            "id": item.prompt.id,
-            "sample": item.sample,
-            "line": item.prompt.line,
-            "error": error,
-            "attempts": attempts,
-        }
-        _write(self.errors, record, item.prompt.line)
+        prompt = item.prompt
+        record = ErrorRecord(
+            id=prompt.id, sample=item.sample, line=prompt.line, error=error, attempts=attempts
+        )
+        _write(self.errors, record, prompt.line)
         self.stats.failed += 1
         self.stats.errors_by_type[kind or error["type"]] += 1
 
@@ -71,7 +71,7 @@ class Recorder:
         if bad.line in self._already_recorded:
             return
         error = {"type": bad.kind, "message": bad.message}
-        record = {"id": bad.id, "sample": None, "line": bad.line, "error": error, "attempts": 0}
+        record = ErrorRecord(id=bad.id, sample=None, line=bad.line, error=error, attempts=0)
         _write(self.errors, record, bad.line)
         self.stats.bad_lines += 1
         self.stats.errors_by_type[bad.kind] += 1
@@ -95,7 +95,7 @@ class Recorder:
                 on_event(f"could not seal the last shard: {err.message}")
 
 
-def _write(writer: ShardWriter, record: dict, line: int) -> None:
+def _write(writer: ShardWriter, record: Record, line: int) -> None:
     try:
         writer.write(record, line)
     except OSError as exc:  # a full or vanished disk: stop, keep what is written

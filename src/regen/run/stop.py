@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import threading
 from collections.abc import Callable, Iterator
@@ -74,3 +75,20 @@ def signals_handled(
     finally:
         for sig in handled:
             loop.remove_signal_handler(sig)
+
+
+def on_signals(
+    stop: Stop, request: Callable[[StopReason, str], None], leave: Callable[[], None]
+) -> Callable[[signal.Signals], None]:
+    """The SIGINT/SIGTERM handler of a run: the first asks it to finish what is in flight;
+    a second leaves at once, after `leave()` (which stops servers the run started). Every
+    record is one write() of a whole line, so exiting then leaves no half-written record."""
+
+    def handle(sig: signal.Signals) -> None:
+        reason = StopReason.from_signal(sig)
+        if stop.reason is not None and stop.reason.is_signal:
+            leave()
+            os._exit(reason.exit_code)
+        request(reason, f"{sig.name} received: no new requests; finishing those in flight")
+
+    return handle

@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from regen.serve.auth import key_from_env
 from regen.serve.fleetfile import FleetFile, FleetServer
 from regen.serve.process import answers_chat, signal_group
 
@@ -43,7 +44,7 @@ def fleet_status(fleet: FleetFile) -> list[ServerState]:
     return [
         ServerState(
             s.name, s.url, s.pid, is_our_process(s),
-            answers_chat(s.url, fleet.served_model_name, timeout=10.0),
+            answers_chat(s.url, fleet.served_model_name, 10.0, key_from_env(fleet.api_key_env)),
         )
         for s in fleet.servers
     ]  # fmt: skip

@@ -32,6 +32,7 @@ class FleetFile:
     served_model_name: str
     servers: list[FleetServer]
     version: int = VERSION
+    api_key_env: str | None = None  # the variable that holds the servers' key (never the key)
 
     @property
     def urls(self) -> list[str]:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from regen.errors import ConfigError
 from regen.serve import gpus as gpu_mod
+from regen.serve.auth import serve_key
 from regen.serve.engines import ENGINES
 from regen.serve.fleetfile import FleetFile, FleetServer
 from regen.serve.process import LaunchSpec, ServerProcess
@@ -39,6 +40,7 @@ class ServeSpec:
     max_gpu_memory_used: float = 0.10
     copy_model_to: Path | None = None
     extra: list[str] = field(default_factory=list)
+    api_key_env: str | None = None  # the variable holding the servers' key (see auth.py)
 
 
 def plan_servers(spec: ServeSpec) -> list[LaunchSpec]:
@@ -54,6 +56,7 @@ def plan_servers(spec: ServeSpec) -> list[LaunchSpec]:
     groups = _gpu_groups(spec) if engine.uses_gpus else [[] for _ in range(spec.replicas)]
     ports = _ports(spec.port_base, len(groups), spec.host)
     served = spec.served_name or _default_served_name(spec.model)
+    key = serve_key(spec.engine, spec.extra, spec.api_key_env)
     launches = []
     for n, (group, port) in enumerate(zip(groups, ports, strict=True)):
         command = engine.command(
@@ -63,7 +66,8 @@ def plan_servers(spec: ServeSpec) -> list[LaunchSpec]:
         env = {"CUDA_VISIBLE_DEVICES": ",".join(map(str, group))} if engine.uses_gpus else {}
         launches.append(
             LaunchSpec(f"server-{n}", command, env, port,
-                       spec.log_dir / f"server-{n}.log", served, group, _url_host(spec.host))
+                       spec.log_dir / f"server-{n}.log", served, group, _url_host(spec.host),
+                       key.value)
         )  # fmt: skip
     return launches
 
@@ -112,7 +116,10 @@ def fleet_file(spec: ServeSpec, processes: list[ServerProcess]) -> FleetFile:
                     p.spec.command, p.spec.gpus)
         for p in processes
     ]  # fmt: skip
-    return FleetFile(spec.engine, spec.model, processes[0].spec.model_name, servers)
+    key_env = serve_key(spec.engine, spec.extra, spec.api_key_env).env
+    return FleetFile(
+        spec.engine, spec.model, processes[0].spec.model_name, servers, api_key_env=key_env
+    )
 
 
 def check_importable(python: str, module: str, engine: str) -> None:

@@ -41,6 +41,7 @@ class LaunchSpec:
     model_name: str  # what /v1/chat/completions is asked for in the readiness check
     gpus: list[int] = field(default_factory=list)
     host: str = "127.0.0.1"  # where clients reach it
+    api_key: str | None = field(default=None, repr=False)  # sent with every check; never saved
 
     @property
     def url(self) -> str:
@@ -74,6 +75,11 @@ class ExitReport:
                 "llama-cpp-python portably with scripts/bootstrap.sh, or by hand with "
                 'CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON" '
                 "pip install --force-reinstall --no-cache-dir llama-cpp-python"
+            )
+        if self.returncode == 0:
+            return (
+                "the launcher exited 0 without serving: it may be an entry point this engine "
+                "version no longer runs (see the log); check the engine's version and --python"
             )
         if sig == signal.SIGKILL:
             return (
@@ -156,7 +162,7 @@ class ServerProcess:
 
     def answers(self, timeout: float = 5.0) -> bool:
         """Ready: it generated one token for a trivial chat."""
-        return answers_chat(self.spec.url, self.spec.model_name, timeout)
+        return answers_chat(self.spec.url, self.spec.model_name, timeout, self.spec.api_key)
 
     def stop(self, grace: float = 10.0) -> None:
         """SIGTERM its process group, then SIGKILL after `grace` seconds."""
@@ -170,20 +176,36 @@ class ServerProcess:
             self.process.wait(timeout=grace)
 
 
-def answers_chat(url: str, model: str, timeout: float = 30.0) -> bool:
-    """True when the server generates one token for a trivial chat."""
+def answers_chat(url: str, model: str, timeout: float = 30.0, api_key: str | None = None) -> bool:
+    """True when the server generates one token for a trivial chat. A 401/403 is no "not
+    yet": the server wants another key, and waiting will not change that, so it is raised."""
     body = orjson.dumps(
         {"model": model, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1}
     )
-    request = urllib.request.Request(
-        url + "/v1/chat/completions", data=body, headers={"Content-Type": "application/json"}
-    )
+    headers = {"Content-Type": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    request = urllib.request.Request(url + "/v1/chat/completions", data=body, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=timeout) as resp:
             data = orjson.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        if exc.code in (401, 403):
+            raise ServerWantsKey(url, exc.code, sent=bool(api_key)) from None
+        return False
     except (urllib.error.URLError, OSError, orjson.JSONDecodeError):
         return False
     return isinstance(data, dict) and bool(data.get("choices"))
+
+
+class ServerWantsKey(ConfigError):
+    def __init__(self, url: str, status: int, sent: bool) -> None:
+        which = "refuses the API key regen sent" if sent else "wants an API key and got none"
+        super().__init__(
+            f"{url} answers HTTP {status} to a one-token chat: it {which}",
+            hint="give regen the servers' key: after `--` as `--api-key K`, or in a variable "
+            "named by --api-key-env (default OPENAI_API_KEY; VLLM_API_KEY for vLLM)",
+        )
 
 
 def signal_group(pid: int | None, sig: signal.Signals) -> None:

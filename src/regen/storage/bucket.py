@@ -10,55 +10,15 @@ renamed, so that readers never see half a file.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from regen.errors import ConfigError, StorageError
+from regen.errors import ConfigError
+from regen.urls import mapped
 
 ATOMIC_PUT = {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "r2", "oss"}
 # Seconds: a bucket that does not answer is retried by the uploader, never waited on forever.
 S3_CLIENT = {"connect_timeout": 5, "read_timeout": 60, "retries": {"max_attempts": 2}}
-
-
-def is_url(location: str | Path) -> bool:
-    return "://" in str(location)
-
-
-def _transient_errors() -> tuple[type[BaseException], ...]:
-    """The exception types a storage call can raise for reasons outside regen: network,
-    permissions, missing objects. Anything else is a bug and keeps its traceback."""
-    found: list[type[BaseException]] = [OSError, TimeoutError]
-    with contextlib.suppress(ImportError):
-        import botocore.exceptions
-
-        found += [botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError]
-    with contextlib.suppress(ImportError):
-        import aiohttp
-
-        found.append(aiohttp.ClientError)
-    return tuple(found)
-
-
-@contextlib.contextmanager
-def mapped(what: str, *, missing_ok: bool = False) -> Iterator[None]:
-    """Turn a backend's error into a StorageError that names the action (never a secret).
-    `missing_ok`: a FileNotFoundError (no such object) is the caller's answer, not an error."""
-    try:
-        yield
-    except FileNotFoundError:
-        if missing_ok:
-            raise
-        raise StorageError(
-            f"{what}: the bucket or folder does not exist",
-            hint="create the bucket first, or check the URL and AWS_ENDPOINT_URL",
-        ) from None
-    except _transient_errors() as exc:
-        raise StorageError(
-            f"{what}: {type(exc).__name__}: {exc}",
-            hint="check the bucket name, AWS_ENDPOINT_URL and the credentials in your "
-            "environment or profile",
-        ) from exc
 
 
 class Bucket:

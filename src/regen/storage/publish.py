@@ -12,7 +12,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from regen.storage.bucket import Bucket, is_url
+from regen.storage.bucket import Bucket
+from regen.urls import is_url
 
 
 @contextmanager

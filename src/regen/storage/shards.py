@@ -20,9 +20,9 @@ import xxhash
 import zstandard
 
 from regen.errors import RunStateError, StorageError
+from regen.format.layout import COMPLETIONS, ERRORS
+from regen.format.sidecar import SIDECAR_SUFFIX, ShardKeys, read_sidecar, record_line, sidecar_bytes
 from regen.jsonio import ZST_SUFFIX
-from regen.run.layout import COMPLETIONS, ERRORS
-from regen.run.sidecar import SIDECAR_SUFFIX, ShardKeys, read_sidecar, record_line, sidecar_bytes
 from regen.storage.bucket import Bucket
 
 KINDS = (COMPLETIONS, ERRORS)

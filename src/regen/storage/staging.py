@@ -16,10 +16,10 @@ from pathlib import Path
 
 import orjson
 
+from regen.format.layout import OutputLayout
+from regen.format.sidecar import ShardKeys, sidecar_path
 from regen.jsonio import ZST_SUFFIX, atomic_write_bytes, iter_lines
 from regen.records import Key, record_key
-from regen.run.layout import OutputLayout
-from regen.run.sidecar import ShardKeys, sidecar_path
 from regen.storage.bucket import Bucket
 from regen.storage.shards import KINDS, read_sidecars
 

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from regen.errors import StorageError
-from regen.run.layout import OutputLayout
-from regen.run.sidecar import read_sidecar, sidecar_path
+from regen.format.layout import OutputLayout
+from regen.format.sidecar import read_sidecar, sidecar_path
 from regen.storage.bucket import Bucket
 from regen.storage.shards import KINDS, upload_shard
 

@@ -22,7 +22,7 @@ from regen.errors import InputError
 from regen.jsonio import canonical
 from regen.prepare.formats.base import Adapter, Converted, Options
 from regen.prepare.formats.openai import OpenAIMessages
-from regen.prepare.record import Skip
+from regen.prepare.skip import Skip
 from regen.prepare.tools import normalise_tools, tool_call
 
 SESSION_KEYS = ("session_id", "session", "conversation_id", "trace_id")

@@ -15,8 +15,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from regen.errors import ConfigError
+from regen.executors.base import Executor, Outcome
+from regen.format.part import Part
 from regen.run.config import GenerateConfig
-from regen.scale.partition import Part
 
 MAX_RETRIES = 3  # a task whose worker process dies is started again this often
 
@@ -39,8 +40,10 @@ def run_part(config: GenerateConfig, index: int, count: int) -> PartResult:
     part = Part(index, count)
     # Ray runs a task again only when its worker died; on another node, the dead worker's
     # lease on a bucket part is still fresh for a while: wait for it to lapse.
-    upload = replace(config.upload, lease_wait=True)
-    result = generate(replace(config, part=part, display="none", upload=upload))
+    upload = replace(config.output.upload, lease_wait=True)
+    output = replace(config.output, upload=upload)
+    display = replace(config.display, mode="none")
+    result = generate(replace(config, part=part, display=display, output=output))
     label = f"{index}/{count}"
     return PartResult(label, result.exit_code, result.message, socket.gethostname(), os.getpid())
 
@@ -71,3 +74,20 @@ def run_on_ray(
     finally:
         if started_here:
             ray.shutdown()
+
+
+class RayExecutor(Executor):
+    """`--executor ray --shards N [--ray-address ADDR]`."""
+
+    def run(self, config: GenerateConfig) -> Outcome:
+        if not self.shards:
+            raise ConfigError(
+                "--executor ray needs --shards N (how many parts to run)",
+                hint="add --shards 8, say, for 8 parts as Ray tasks",
+            )
+        results = run_on_ray(config, self.shards, self.address)
+        lines = [
+            f"shard {r.part} ({r.host}, pid {r.pid}): exit {r.exit_code}: {r.message}"
+            for r in results
+        ]
+        return Outcome(max(r.exit_code for r in results), lines)

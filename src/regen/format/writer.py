@@ -4,76 +4,23 @@ Each process writes its own shards (`part-<start>-<host>-<pid>-<seq>.jsonl`) and
 touches another's, so several client processes or machines can share one output dir. Every
 record is one `os.write` of a whole line, so a killed process leaves at most one torn line,
 which the next run cuts off (see `ledger`). A full shard is sealed: optionally compressed to
-`.jsonl.zst` (written aside, then renamed), and given a `.keys` sidecar (`regen.run.sidecar`)
+`.jsonl.zst` (written aside, then renamed), and given a `.keys` sidecar (`regen.format.sidecar`)
 that lets the next resume read its keys without parsing it.
 
-A shard's name also says what its records mean, so that a resume can trust their input line
-numbers: the `--shard` part that wrote it (`-s0003of0008`) and the first 12 hex digits of the
-xxh3-128 of the prompt file it was read from (`-i…`). A rebuilt sidecar learns both from there.
+How shards are named: `regen.format.names`.
 """
 
 from __future__ import annotations
 
 import os
-import re
-import socket
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 
 import zstandard
 
-from regen.jsonio import ZST_SUFFIX, dumps_line
-from regen.run.sidecar import Entry, ShardKeys, write_sidecar
-from regen.scale.partition import Part
-
-INPUT_ID_CHARS = 12
-_PART_TAG = re.compile(r"s(\d+)of(\d+)")
-_INPUT_TAG = re.compile(rf"i([0-9a-f]{{{INPUT_ID_CHARS}}})")
-
-
-def writer_tag(part: str = "", input_digest: str = "") -> str:
-    """Unique per writing session, sortable by start time. The random part keeps two sessions
-    of one process (library use) from sharing a name: in a bucket, a name is overwritten.
-    `part`: `Part.name` ("0003-of-0008") with --shard; `input_digest`: the prompt file's
-    xxh3-128 hex digest."""
-    host = socket.gethostname().split(".")[0].replace("-", "_") or "host"
-    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-    tag = f"{stamp}-{host}-{os.getpid()}{os.urandom(3).hex()}"
-    if part:
-        tag += "-s" + part.replace("-of-", "of")
-    if input_digest:
-        tag += "-i" + input_digest[:INPUT_ID_CHARS]
-    return tag
-
-
-@dataclass(frozen=True)
-class ShardOrigin:
-    """What a shard's name says about its writer; None where an older name does not say."""
-
-    part: str | None  # as `Part.name`; "" for a whole-input run that named its input
-    input_id: str | None  # the first INPUT_ID_CHARS hex digits of the input's xxh3-128
-
-
-def written_by(name: str, part: Part, records: Callable[[], Iterable[dict]]) -> bool:
-    """Whether shard `name` was written by a process running `part`: its name says, or for a
-    name from before parts were named, its records do (all of them this part's)."""
-    if part.whole:
-        return True
-    origin = shard_origin(name).part
-    if origin is not None:
-        return origin == part.name
-    return all(part.owns(r.get("id"), r.get("line") or 0) for r in records())
-
-
-def shard_origin(name: str) -> ShardOrigin:
-    tags = name.split("-")[4:-1]  # part-<stamp>-<host>-<pid+random>-[tags-]<seq>.jsonl
-    part = next((m for t in tags if (m := _PART_TAG.fullmatch(t))), None)
-    found = next((m.group(1) for t in tags if (m := _INPUT_TAG.fullmatch(t))), None)
-    if part is not None:
-        return ShardOrigin(f"{part.group(1)}-of-{part.group(2)}", found)
-    return ShardOrigin("" if found else None, found)
+from regen.format.sidecar import Entry, ShardKeys, write_sidecar
+from regen.jsonio import ZST_SUFFIX
+from regen.records import Record, encode_line
 
 
 class ShardWriter:
@@ -103,16 +50,16 @@ class ShardWriter:
         self._last_sync = time.monotonic()
         folder.mkdir(parents=True, exist_ok=True)
 
-    def write(self, record: dict, line: int) -> None:
-        """Append one record (it must start with `id` and `sample`) made from input `line`."""
+    def write(self, record: Record, line: int) -> None:
+        """Append one record made from input `line`."""
         if self._fd is None:
             self._open()
         assert self._fd is not None
-        data = dumps_line(record)
+        data = encode_line(record)
         written = os.write(self._fd, data)
         if written != len(data):  # only on a full disk; the short tail is cut on restart
             raise OSError(f"short write to {self._path}: {written} of {len(data)} bytes")
-        self._keys.append((record["id"], record.get("sample"), line))
+        self._keys.append((record.id, record.sample, line))
         self._bytes += written
         now = time.monotonic()
         if now - self._last_sync >= self.fsync_interval:

@@ -119,3 +119,8 @@ def read_sidecar(shard: Path) -> ShardKeys | None:
     if payload.get("shard") != shard.name or payload.get("bytes") != shard.stat().st_size:
         return None
     return ShardKeys.from_json(payload)
+
+
+# A shard committed somewhere else (a bucket) and not staged here, as a resume reads it:
+# (kind, shard name, payload): a completions shard's keys, or an errors shard's records.
+RemoteShard = tuple[str, str, "ShardKeys | list[dict]"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-STALE_AFTER_S = 60.0
+from regen.format.state import STALE_AFTER_S, RunState, is_final
 
 
 def part_label(progress_file: str) -> str:
@@ -23,7 +23,7 @@ def shard_rows(progresses: dict[str, dict], now: float | None = None) -> dict[st
     rows = []
     for name, snap in sorted(progresses.items()):
         age = now - snap["updated_unix"]
-        running = snap["state"] not in ("finished", "stopped")
+        running = not is_final(snap["state"])
         rows.append({
             "shard": part_label(name),
             "state": snap["state"],
@@ -52,7 +52,7 @@ def with_shards(alive: dict[str, Any], parts: dict[str, dict]) -> dict[str, Any]
     whole = shards["whole"]
     how = f"{whole['alive']} of {len(parts)} shards have a fresh heartbeat"
     states = {row["state"] for row in shards["parts"]}
-    state = "finished" if states == {"finished"} else None
+    state = RunState.FINISHED if states == {RunState.FINISHED} else None
     alive = {**alive, "alive": whole["alive"] > 0, "how": how, "state": state}
     return {"alive": alive, "shards": shards}
 

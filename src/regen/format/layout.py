@@ -10,6 +10,7 @@ import orjson
 
 from regen.errors import ConfigError
 from regen.jsonio import ZST_SUFFIX, iter_lines
+from regen.urls import is_url
 
 COMPLETIONS = "completions"
 ERRORS = "errors"
@@ -24,7 +25,7 @@ class OutputLayout:
     @classmethod
     def at(cls, output_dir: str | Path, part: str = "") -> OutputLayout:
         text = str(output_dir)
-        if "://" in text:  # callers route URLs through regen.storage; this is a bug guard
+        if is_url(text):  # callers route URLs through regen.storage; this is a bug guard
             raise ConfigError(f"{text} is a URL, not a local directory")
         return cls(Path(text).expanduser().resolve(), part=part)
 
