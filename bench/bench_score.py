@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from regen.check import Encoder
-from regen.fleet.embedded import default_model_path
+from regen.embedded_model import default_model_path
 from regen.score import ScoreSettings, score_run
 from regen.score.llama_draft import LlamaDraft
 from regen.score.ngram import NgramDraft

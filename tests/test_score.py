@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from regen.check import Encoder
 from regen.cli import main
-from regen.fleet.embedded import default_model_path
+from regen.embedded_model import default_model_path
 from regen.score import ScoreSettings, score_run
 from regen.score.llama_draft import LlamaDraft
 from regen.score.ngram import NgramDraft
@@ -27,6 +27,7 @@ import checkfix
 
 from score_helpers import PROMPTS, generator, model_run, requantize
 
+pytestmark = pytest.mark.model
 ROWS = sum(len(p) for p in PROMPTS.values())
 
 

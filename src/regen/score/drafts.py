@@ -49,7 +49,7 @@ def open_draft(spec: str, *, threads: int = 2, n_ctx: int | None = None) -> Draf
     from regen.score.llama_draft import DEFAULT_CONTEXT, LlamaDraft
 
     if spec == "embedded":
-        from regen.fleet.embedded import default_model_path
+        from regen.embedded_model import default_model_path
 
         path = default_model_path()
     else:

@@ -7,7 +7,6 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from regen.check.encode import Encoder
 from regen.errors import ConfigError, InputError
@@ -16,7 +15,7 @@ from regen.score.report import DraftScore, ScoreReport, pool
 from regen.score.results import RowsFile, folder_for, row_line, skipped_line
 from regen.score.rows import Selection, choose, completions, groups_of
 from regen.score.tokens import TokenRow, token_row
-from regen.storage.reader import open_run
+from regen.storage import LocalStore, Store, open_store
 
 RowHook = Callable[[str], None]
 
@@ -61,14 +60,14 @@ def score_run(
     *,
     on_row: RowHook | None = None,
 ) -> ScoreReport:
-    reader = open_run(run)
-    if not reader.shard_files("completions"):
+    store = open_store(run)
+    if not store.shard_names("completions"):
         raise ConfigError(
-            f"no completion shards under {reader.completions}",
+            f"no completion shards under {store.where}/completions",
             hint="pass the --output-dir of a `regen generate` run",
         )
     # bad records are counted by each draft's own pass (every pass reads every record)
-    selection = choose(completions(reader.iter_records("completions"), _ignore), settings.selection)
+    selection = choose(completions(store.iter_records("completions"), _ignore), settings.selection)
     scores, invalid = [], Counter()
     for draft in drafts:
         draft.check(encoder.tok)
@@ -81,24 +80,24 @@ def score_run(
         rows = RowsFile(folder_for(score_dir, draft.name, identity), identity)
         scan = _Pass(rows, on_row)
         try:
-            draft.run(_todo(reader, selection, encoder, draft, scan), scan.sink)
+            draft.run(_todo(store, selection, encoder, draft, scan), scan.sink)
         finally:
             rows.close()
         invalid = scan.invalid
         scores.append(DraftScore(draft.name, identity, rows.path, scan.scored))
-    return pool(str(reader.where), scores, selection, settings.ks, dict(invalid))
+    return pool(str(store.where), scores, selection, settings.ks, dict(invalid))
 
 
 def _ignore(raw: dict, err: InputError) -> None:
     """The first pass only picks rows; the scoring pass counts what cannot be read."""
 
 
-def _todo(reader: Any, selection: Selection, encoder: Encoder, draft: Draft,
+def _todo(store: Store, selection: Selection, encoder: Encoder, draft: Draft,
           scan: _Pass) -> Iterator[TokenRow]:  # fmt: skip
     """The rows still to score: chosen, not already in the results file, tokenisable and short
     enough for the draft (the others get a `skipped` line, so they are counted, not lost)."""
     done = scan.rows.done()
-    for completion in completions(reader.iter_records("completions"), scan.bad):
+    for completion in completions(store.iter_records("completions"), scan.bad):
         row_id = completion.id
         if row_id in done or not selection.wants(row_id):
             continue
@@ -119,13 +118,13 @@ def score_dir_for(run: str | Path) -> tuple[Path, str | None]:
     """RUN/score for a local run. A bucket run is scored into ./score-<name> in the current
     directory (the results are written as rows finish, which a bucket does not take cheaply),
     and the message says so."""
-    text = str(run)
-    if "://" not in text or text.startswith("file://"):
-        return Path(text.removeprefix("file://")).expanduser() / "score", None
-    # TODO(lead): once the Store writes small files to buckets, score into RUN/score there
-    name = text.rstrip("/").rsplit("/", 1)[-1] or "run"
+    store = open_store(run)
+    if isinstance(store, LocalStore):
+        return store.layout.root / "score", None
+    # TODO(lead): a bucket run's score could be uploaded beside it; scored locally for now
+    name = store.where.rstrip("/").rsplit("/", 1)[-1] or "run"
     local = Path.cwd() / f"score-{name}"
-    return local, f"{text} is a bucket: the score is written to {local} instead"
+    return local, f"{store.where} is a bucket: the score is written to {local} instead"
 
 
 def write_report(report: ScoreReport, folder: Path) -> tuple[Path, Path]:
