@@ -195,14 +195,16 @@ def specdec(n_prompts: int, k: int, max_new: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         draft_path = requantize(default_model_path(), Path(tmp) / "draft-q2k.gguf")
         target, draft = _llama(default_model_path()), _llama(draft_path)
-        rows, measured, lossless = [], {}, 0
+        rows, greedy_rows, measured, lossless = [], [], {}, 0
         chosen = [(c, p) for c, ps in PROMPTS.items() for p in ps]
         for i, (category, prompt) in enumerate(chosen[:n_prompts]):
             text = tok.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
                                            add_generation_prompt=True)  # fmt: skip
             ids = tok(text, add_special_tokens=False)["input_ids"]
             answer, steps = speculate(target, draft, ids, k, eos, max_new)
-            lossless += answer == greedy(target, ids, eos, len(answer))
+            plain = greedy(target, ids, eos, len(answer))
+            lossless += answer == plain
+            greedy_rows.append(record(f"g{i}", category, ids, plain))
             tokens, all_steps = measured.get(category, (0, 0))
             measured[category] = (tokens + len(answer), all_steps + steps)
             rows.append(record(f"p{i}", category, ids, answer))
@@ -212,6 +214,12 @@ def specdec(n_prompts: int, k: int, max_new: int) -> dict:
         settings = ScoreSettings(Selection("category", None, 0), [k], "embedded")
         report = score_run(run, [scorer], Encoder.of(tok), settings, Path(tmp) / "score")
         groups = report.to_json()["drafts"][0]["groups"]
+        # the target as its own draft, teacher-forced, on its incremental greedy answers: every
+        # miss is a position where one batched pass and token-by-token decoding disagree
+        identity = LlamaDraft(default_model_path(), n_ctx=1024)
+        plain_run = write_run(Path(tmp) / "greedy", greedy_rows)
+        ties = score_run(plain_run, [identity], Encoder.of(tok), settings, Path(tmp) / "ties")
+        agree = ties.to_json()["drafts"][0]["groups"]
     out = {"prompts": len(rows), "k": k, "max_new": max_new, "lossless_vs_greedy": lossless,
            "by_category": {}}  # fmt: skip
     for category, (tokens, steps) in measured.items():
@@ -221,6 +229,9 @@ def specdec(n_prompts: int, k: int, max_new: int) -> dict:
             "measured_tokens_per_step": round(real, 3),
             "score_tau": simulated,
             "difference_pct": round(100 * (simulated - real) / real, 1),
+            "batched_vs_incremental_disagree_pct": round(
+                100 * (1 - agree[category]["top1_match"]["value"]), 2
+            ),
         }
     return out
 
