@@ -59,7 +59,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$wanted_stamp" ]; then
   echo "bootstrap: installing regen and its extras"
   .venv/bin/pip install --quiet -e '.[embedded,gguf,dev]'
   # [issue 11, export tests] the trainers' own data loaders, without their GPU stacks (sglang, vllm):
-  .venv/bin/pip install --quiet --no-deps 'specforge==0.2.0' 'speculators==0.9.0' 'hs-connectors==0.9.0'
+  .venv/bin/pip install --quiet --no-deps 'specforge==0.2.0' 'speculators==0.9.0' 'hs-connectors==0.9.0' 'llamafactory==0.9.5' 'axolotl==0.19.0'
   printf '%s' "$wanted_stamp" > "$stamp"
 fi
 

@@ -44,7 +44,7 @@ def test_multi_turn_masks_only_assistant_turns(encoder):
         {"role": "assistant", "content": "hello there", "reasoning_content": "greet"},
         {"role": "user", "content": "capital of France?"},
     ]
-    rec = checkfix.completion("m", "Paris.", history=history)
+    rec = checkfix.completion("m", "Paris.", history=history, regenerated=2)
     runs = supervised_text(encoder.encode(Completion.of(rec)))
     assert len(runs) == 2
     assert runs[0].endswith("hello there<|im_end|>") and runs[1].endswith("Paris.<|im_end|>")
@@ -57,7 +57,8 @@ def test_tool_calls_supervised_and_tool_results_not(encoder):
         {"role": "assistant", "content": "", "tool_calls": [CALL]},
         {"role": "tool", "tool_call_id": "c1", "content": "sunny, 21C"},
     ]
-    rec = checkfix.completion("t", "It is sunny.", history=history, tools=[WEATHER_TOOL])
+    rec = checkfix.completion("t", "It is sunny.", history=history, tools=[WEATHER_TOOL],
+                              regenerated=2)  # fmt: skip
     enc = encoder.encode(Completion.of(rec))
     joined = "".join(supervised_text(enc))
     assert "It is sunny." in joined and "sunny, 21C" not in joined

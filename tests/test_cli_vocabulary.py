@@ -97,7 +97,7 @@ def test_export_takes_output_dir_and_the_old_out(tmp_path, fake_server):
         target = tmp_path / flag.strip("-")
         result = run("export", str(runs), flag, str(target))
         assert result.exit_code == 0, result.output
-        assert list(target.glob("train*.jsonl")), f"{flag}: nothing written"
+        assert list(target.glob("data/*/train*.jsonl")), f"{flag}: nothing written"
 
 
 def test_a_misspelled_verb_gets_did_you_mean():

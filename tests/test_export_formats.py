@@ -48,6 +48,11 @@ def run(tmp_path) -> Path:
     return checkfix.write_run(tmp_path / "run", records())
 
 
+def data_file(out: Path, config: str = "default", split: str = "train") -> Path:
+    """The one JSONL file of a split (JSONL is never sharded)."""
+    return out / "data" / config / f"{split}-00000-of-00001.jsonl"
+
+
 def cli(*args: str) -> str:
     result = CliRunner().invoke(main, [str(a) for a in args])
     assert result.exit_code == 0, result.output
@@ -68,7 +73,7 @@ def test_sharegpt_round_trips_through_load_dataset(run, tmp_path):
 def test_reasoning_can_go_to_a_field(run, tmp_path):
     out = tmp_path / "sg"
     cli("export", run, "--out", out, "--reasoning", "field", "--drop-truncated")
-    rows = [json.loads(line) for line in (out / "train.jsonl").read_text().splitlines()]
+    rows = [json.loads(line) for line in data_file(out).read_text().splitlines()]
     assert "cut#0" not in {r["id"] for r in rows}
     g1 = next(r for r in rows if r["id"] == "g1#0")["conversations"][1]
     assert g1 == {"role": "assistant", "content": "Answer 1: Paris is the capital of France.",
@@ -121,7 +126,8 @@ def test_eval_split_is_stable(run, tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     cli("export", run, "--out", a, "--eval-fraction", "0.3")
     cli("export", run, "--out", b, "--eval-fraction", "0.3")
-    assert (a / "validation.jsonl").read_bytes() == (b / "validation.jsonl").read_bytes()
+    validation = data_file(a, split="validation")
+    assert validation.read_bytes() == data_file(b, split="validation").read_bytes()
 
 
 def test_merge_into_dedups_by_id_and_content(run, tmp_path):
@@ -180,7 +186,7 @@ def rows_of(path: Path) -> list[dict]:
 def test_sharegpt_is_from_value_as_axolotl_and_llama_factory_read_it(run, tmp_path):
     out = tmp_path / "sg"
     cli("export", run, "--out", out, "--format", "sharegpt")
-    rows = {r["id"]: r for r in rows_of(out / "train.jsonl")}
+    rows = {r["id"]: r for r in rows_of(data_file(out))}
     g1 = rows["g1#0"]["conversations"]
     assert [t["from"] for t in g1] == ["human", "gpt"] and set(g1[0]) == {"from", "value"}
     assert g1[1]["value"].startswith("<think>\nThinking about 1.\n</think>\n\nAnswer 1")
@@ -197,13 +203,13 @@ def test_a_second_export_to_the_same_directory_is_refused(run, tmp_path):
     first = cli("export", run, "--out", out)
     assert f"wrote {out.resolve()} (specforge): train 33" in first
     assert "{" not in first and "train with: SpecForge" in first
-    before = (out / "train.jsonl").read_bytes()
+    before = data_file(out).read_bytes()
     again = CliRunner().invoke(main, ["export", str(run), "--out", str(out), "--format",
-                                      "sharegpt"])  # fmt: skip
+                                      "sharegpt-axolotl"])  # fmt: skip
     assert again.exit_code == 2 and "already holds an export" in again.output
-    assert "--overwrite" in again.output and (out / "train.jsonl").read_bytes() == before
-    cli("export", run, "--out", out, "--format", "sharegpt", "--overwrite")
-    assert (out / "train.jsonl").read_bytes() != before
+    assert "--overwrite" in again.output and data_file(out).read_bytes() == before
+    cli("export", run, "--out", out, "--format", "sharegpt-axolotl", "--overwrite")
+    assert not data_file(out).exists() and data_file(out, "qa").read_bytes() != before
 
 
 def test_an_unrelated_non_empty_directory_is_refused(run, tmp_path):
@@ -230,14 +236,14 @@ def test_targets_warn_when_they_would_drop_reasoning(run, tmp_path):
 def regen_rows(run: Path, tmp_path: Path, fmt: str = "specforge-tokenized") -> dict[str, dict]:
     out = tmp_path / fmt
     cli("export", run, "--out", out, "--format", fmt, "--tokenizer", checkfix.qwen_style_dir())
-    return {r["id"]: r for r in rows_of(out / "train.jsonl")}
+    return {r["id"]: r for r in rows_of(data_file(out, "default" if "specforge" in fmt else "qa"))}
 
 
 def test_specforge_tokenized_reads_with_specforge_prompt_builder(run, tmp_path):
     from specforge.data.prompt_builder import prepare_prompt_tasks
 
     ours = regen_rows(run, tmp_path)
-    tasks = prepare_prompt_tasks(tmp_path / "specforge-tokenized" / "train.jsonl", None,
+    tasks = prepare_prompt_tasks(data_file(tmp_path / "specforge-tokenized"), None,
                                  chat_template=None, max_length=4096, is_preformatted=False,
                                  train_only_last_turn=False, cache_dir=None, cache_key=None,
                                  num_proc=1)  # fmt: skip
@@ -253,7 +259,7 @@ def test_speculators_reads_the_rows_without_rendering(run, tmp_path):
     )
 
     ours = regen_rows(run, tmp_path, "speculators")
-    raw, _ = load_raw_dataset(str(tmp_path / "speculators" / "train.jsonl"))
+    raw, _ = load_raw_dataset(str(tmp_path / "speculators" / "data" / "*" / "train-*.jsonl"))
     ds = build_speculator_training_dataset(raw, checkfix.load("qwen"), max_length=4096,
                                            num_proc=1)  # fmt: skip
     assert len(ds) == 33
@@ -282,10 +288,10 @@ def test_specforge_conversations_give_regens_ids_with_a_template_without_system_
     run = checkfix.write_run(tmp_path / "run", plain)
     cli("export", run, "--out", tmp_path / "conv", "--format", "specforge")
     ours = sorted((r["input_ids"], r["loss_mask"]) for r in regen_rows(run, tmp_path).values())
-    theirs = specforge_encode(tmp_path / "conv" / "train.jsonl", "regen-chatml")
+    theirs = specforge_encode(data_file(tmp_path / "conv"), "regen-chatml")
     assert sorted(theirs) == ours  # 20/20: the same ids and the same masks
     # SpecForge's built-in `qwen` template adds a system prompt: the context changes.
-    with_default = specforge_encode(tmp_path / "conv" / "train.jsonl", "qwen")
+    with_default = specforge_encode(data_file(tmp_path / "conv"), "qwen")
     assert all(len(ids) > len(o[0]) for (ids, _), o in zip(sorted(with_default), ours,
                                                             strict=True))  # fmt: skip
 
@@ -297,3 +303,163 @@ def test_tokenized_targets_warn_when_the_template_drops_reasoning(run, tmp_path)
     quiet = cli("export", run, "--out", tmp_path / "q", "--format", "specforge-tokenized",
                 "--tokenizer", checkfix.qwen_style_dir())  # fmt: skip
     assert "warning" not in quiet
+
+
+def test_llamafactory_keeps_text_with_calls_and_parallel_results(tmp_path, monkeypatch):
+    import trainer_readers
+
+    call = {
+        "id": "1",
+        "type": "function",
+        "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+    }
+    history = [
+        {"role": "user", "content": "weather in Paris and Rome?"},
+        {"role": "assistant", "content": "Let me look both up.",
+         "tool_calls": [call, {**call, "id": "2"}]},
+        {"role": "tool", "tool_call_id": "1", "content": "sunny"},
+        {"role": "tool", "tool_call_id": "2", "content": "rain"},
+    ]  # fmt: skip
+    run = checkfix.write_run(
+        tmp_path / "run",
+        [
+            checkfix.completion(
+                "par", "Sunny in Paris, rain in Rome.", history=history, tools=[WEATHER_TOOL]
+            )
+        ],
+    )
+    out = tmp_path / "lf"
+    text = cli("export", run, "--out", out, "--format", "sharegpt-llamafactory")
+    assert "would skip" not in text
+    [row] = rows_of(data_file(out))
+    assert [t["from"] for t in row["conversations"]] == [
+        "human", "function_call", "observation", "gpt"]  # fmt: skip
+    value = row["conversations"][1]["value"]
+    assert value.startswith("Let me look both up.<tool_call>[") and value.endswith("</tool_call>")
+    assert json.loads(row["conversations"][2]["value"]) == ["sunny", "rain"]
+    converter = trainer_readers.llamafactory_converter(monkeypatch)
+    assert trainer_readers.llamafactory_keeps(converter, row)
+
+
+def test_openai_batch_output_is_joined_on_custom_id_with_the_errors(tmp_path):
+    rows = [checkfix.completion("req-1", "Paris."), checkfix.completion("req-2", "Rome.")]
+    rows[1]["sample"] = 1  # --samples-per-prompt 2: the second sample of req-2
+    run = checkfix.write_run(tmp_path / "run", rows)
+    errors = run / "errors"
+    errors.mkdir()
+    failed = [{"id": "req-3", "sample": 0, "line": 3, "attempts": 4,
+               "error": {"type": "server_error", "message": "503 from the server"}},
+              {"id": "req-1", "sample": 0, "line": 1, "attempts": 1,
+               "error": {"type": "timeout", "message": "retried, then answered"}}]  # fmt: skip
+    (errors / "00000.jsonl").write_text("".join(json.dumps(e) + "\n" for e in failed))
+    out = tmp_path / "batch"
+    cli("export", run, "--out", out, "--format", "openai-batch", "--val-fraction", "0.5")
+    lines = {r["custom_id"]: r for r in rows_of(data_file(out))}
+    assert set(lines) == {"req-1", "req-2#1", "req-3"}  # req-1's error was answered later
+    ok = lines["req-1"]["response"]
+    assert ok["status_code"] == 200 and lines["req-1"]["error"] is None
+    body = ok["body"]
+    assert body["object"] == "chat.completion" and body["choices"][0]["finish_reason"] == "stop"
+    assert body["choices"][0]["message"] == {"role": "assistant", "content": "Paris."}
+    assert lines["req-3"] == {
+        "id": lines["req-3"]["id"],
+        "custom_id": "req-3",
+        "response": None,
+        "error": {"code": "server_error", "message": "503 from the server"},
+    }
+
+
+def test_specforge_names_the_rows_it_would_tokenise_differently(run, tmp_path):
+    """Reasoning inline in content (what SpecForge keeps) renders differently from the
+    template's own reasoning_content slot: export names exactly those rows, and SpecForge's
+    own code agrees, row by row."""
+    from specforge.data.template import TEMPLATE_REGISTRY, ChatTemplate
+
+    TEMPLATE_REGISTRY.register("regen-chatml", ChatTemplate(
+        assistant_header="<|im_start|>assistant\n", user_header="<|im_start|>user\n",
+        system_prompt=None, end_of_turn_token="<|im_end|>"), override=True)  # fmt: skip
+    out, report = tmp_path / "conv", tmp_path / "summary.json"
+    text = cli("export", run, "--out", out, "--format", "specforge", "--tokenizer",
+               checkfix.qwen_style_dir(), "--report", report)  # fmt: skip
+    named = {i for ids in json.loads(report.read_text())["render_differs"].values() for i in ids}
+    assert "rows that SpecForge tokenises differently" in text and "reasoning:" in text
+    ours = regen_rows(run, tmp_path)
+    conv = rows_of(data_file(out))
+    theirs = specforge_encode(data_file(out), "regen-chatml")
+    assert len(theirs) == len(conv) == 33
+    same = {tuple(ids) for ids, _ in theirs}  # SpecForge reorders its rows: match by tokens
+    differ = {row["id"] for row in conv if tuple(ours[row["id"]]["input_ids"]) not in same}
+    assert differ == named and len(named) == 31  # the 31 rows with reasoning
+
+
+def test_validation_split_is_by_prompt_and_seeded(tmp_path):
+    rows = []
+    for p in range(20):
+        for k in range(3):  # --samples-per-prompt 3
+            rec = checkfix.completion(f"p{p}", f"Answer {k} to prompt {p}.")
+            rec["sample"] = k
+            rows.append(rec)
+    run = checkfix.write_run(tmp_path / "run", rows)
+    splits = {}
+    for seed in ("0", "1"):
+        out = tmp_path / f"s{seed}"
+        cli("export", run, "--out", out, "--val-fraction", "0.4", "--split-seed", seed)
+        ds = datasets.load_dataset(str(out))
+        by_prompt: dict[str, set[str]] = {}
+        for split in ds:
+            for row_id in ds[split]["id"]:
+                by_prompt.setdefault(row_id.split("#")[0], set()).add(split)
+        assert all(len(s) == 1 for s in by_prompt.values())  # never in both splits
+        splits[seed] = {p: s.pop() for p, s in by_prompt.items()}
+    assert splits["0"] != splits["1"]  # the seed chooses another validation set
+
+
+def test_parquet_is_cut_into_shards_that_the_card_lists(run, tmp_path, monkeypatch):
+    from huggingface_hub import DatasetCard
+
+    import regen.export.files as files
+
+    monkeypatch.setattr(files, "SHARD_BYTES", 2000)
+    monkeypatch.setattr(files, "ROW_GROUP", 5)
+    out = tmp_path / "tok"
+    cli("export", run, "--out", out, "--format", "tokenized", "--tokenizer",
+        checkfix.qwen_style_dir())  # fmt: skip
+    shards = sorted(p.name for p in (out / "data" / "qa").iterdir())
+    assert len(shards) > 2 and shards[0] == f"train-00000-of-{len(shards):05d}.parquet"
+    [default] = [c for c in DatasetCard.load(out / "README.md").data.configs
+                 if c["config_name"] == "default"]  # fmt: skip
+    assert default["data_files"][0]["path"] == [f"data/qa/{name}" for name in shards]
+    assert datasets.load_dataset(str(out))["train"].num_rows == 33
+
+
+def test_the_card_carries_the_acceptance_profile_of_a_scored_run(run, tmp_path):
+    """`regen score` writes RUN/score/score.json; the card shows tau per group and k."""
+    at = [{"k": k, "tau": {"value": 1 + k / 2, "ci95": None}} for k in (1, 3)]
+    score = {"run": str(run), "by": "category", "k": [1, 3], "drafts": [
+        {"name": "ngram", "groups": {"qa": {"rows": 33, "top1_match": {"value": 0.41},
+                                            "by_k": at}}}]}  # fmt: skip
+    (run / "score").mkdir()
+    (run / "score" / "score.json").write_text(json.dumps(score))
+    out = tmp_path / "scored"
+    cli("export", run, "--out", out)
+    card = (out / "README.md").read_text()
+    assert "## Acceptance (`regen score`)" in card and "Draft `ngram`" in card
+    assert "| qa | 33 | 0.41 | 1.5 | 2.5 |" in card
+
+
+def test_an_export_in_the_layout_before_the_card_merges_into_the_new_one(run, tmp_path):
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / MARKER).write_text("{}")
+    earlier = {
+        "id": "earlier#0",
+        "conversations": [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "Hello."},
+        ],
+    }
+    (old / "train.jsonl").write_text(json.dumps(earlier) + "\n")
+    cli("export", run, "--out", old, "--merge-into", old)
+    assert not (old / "train.jsonl").exists()
+    ids = {r["id"] for r in rows_of(data_file(old))}
+    assert "earlier#0" in ids and len(ids) == 34

@@ -212,10 +212,12 @@ def test_export_selects_and_orders_by_score(run, encoder, tmp_path):
                                        "--score", str(score_json), "--max-acceptance", str(cut),
                                        "--order", "hard-first"])  # fmt: skip
     assert result.exit_code == 0, result.output
-    (written,) = out.glob("**/*.jsonl")
-    ids = [json.loads(line)["id"] for line in written.read_text().splitlines()]
+    files = sorted(out.glob("data/**/*.jsonl"))
+    per_file = [[json.loads(line)["id"] for line in f.read_text().splitlines()] for f in files]
+    ids = [i for file_ids in per_file for i in file_ids]
     assert set(ids) == {i for i, a in rows.items() if a <= cut}
-    assert [rows[i] for i in ids] == sorted(rows[i] for i in ids)  # hard first
+    for file_ids in per_file:  # one file per domain, each hardest first
+        assert [rows[i] for i in file_ids] == sorted(rows[i] for i in file_ids)
     dropped = ROWS - len(ids)
     assert dropped > 0 and f"dropped above acceptance {cut}" in result.output
 

@@ -20,6 +20,7 @@ from regen.errors import ConfigError, InputError
 from regen.tokenizer import load_tokenizer
 
 BATCH = 256
+SUPERVISE = ("regenerated", "all")
 
 
 @dataclass(frozen=True)
@@ -27,21 +28,31 @@ class Encoder:
     tok: Any
     specials: frozenset[int]
     template_tokens: str = "train"
+    supervise: str = "regenerated"  # or "all": see check/mask.py
     # the generation prompt per thinking mode: a property of the template, rendered once
     _prompts: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def load(
-        cls, tokenizer: str, *, chat_template: str | None = None, template_tokens: str = "train"
+        cls,
+        tokenizer: str,
+        *,
+        chat_template: str | None = None,
+        template_tokens: str = "train",
+        supervise: str = "regenerated",
     ) -> Encoder:
         if template_tokens not in TEMPLATE_TOKENS:
             raise ConfigError(f"--template-tokens must be one of {', '.join(TEMPLATE_TOKENS)}")
+        if supervise not in SUPERVISE:
+            raise ConfigError(f"--supervise must be one of {', '.join(SUPERVISE)}")
         tok = load_tokenizer(tokenizer, chat_template=chat_template)
-        return cls(tok, special_ids(tok), template_tokens)
+        return cls(tok, special_ids(tok), template_tokens, supervise)
 
     @classmethod
-    def of(cls, tok: Any, template_tokens: str = "train") -> Encoder:
-        return cls(tok, special_ids(tok), template_tokens)
+    def of(
+        cls, tok: Any, template_tokens: str = "train", supervise: str = "regenerated"
+    ) -> Encoder:
+        return cls(tok, special_ids(tok), template_tokens, supervise)
 
     def encode(self, completion: Completion) -> Encoded:
         """One completion; raises InputError when its mask cannot be built."""
@@ -67,13 +78,17 @@ class Encoder:
             ids, offsets = next(tokens)
             try:
                 enc = build_mask(
-                    completion.id, item, ids, offsets, self.specials, self.template_tokens
-                )
+                    completion.id, item, ids, offsets, self.specials, self.template_tokens,
+                    completion.regenerated, self.supervise,
+                )  # fmt: skip
                 prompt = self.generation_prompt(completion)
             except InputError as err:
                 out.append(err)
                 continue
-            out.append(replace(enc, flags=template_flags(completion, item, enc, prompt)))
+            flags = template_flags(completion, item, enc, prompt)
+            if enc.source_supervised:
+                flags += ("source_turns_supervised",)
+            out.append(replace(enc, flags=flags))
         return out
 
     def generation_prompt(self, completion: Completion) -> str:

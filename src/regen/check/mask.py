@@ -7,6 +7,12 @@ happens to text the template inserted before the turn's own text (an empty
 `<think></think>` block, a `<think>` opener): "train" supervises it like the model's output
 (the server generated everything after the generation prompt), "context" leaves it unmasked.
 The generation prompt itself is always context: the model never produced it.
+
+`supervise` decides which assistant turns are trained: "regenerated" (the default) only the
+turns the target wrote (`Completion.regenerated`); earlier assistant turns that came with the
+prompt (written by another model or a person) are context, because a drafter must learn the
+target's distribution. "all" trains every assistant turn, and `Encoded.source_supervised`
+counts the turns it trains that the target did not write (check's `source_turns_supervised`).
 """
 
 from __future__ import annotations
@@ -30,6 +36,8 @@ class Encoded:
     final_own: tuple[int, int] = (0, 0)  # token range of the final turn's own text
     unterminated: int = 0  # assistant turns whose supervised span ends on no special token
     flags: tuple[str, ...] = ()  # template checks this sample fails (check/template.py)
+    source_turns: int = 0  # rendered assistant turns the target did not write
+    source_supervised: int = 0  # of those, the ones in the mask (only with supervise="all")
 
     @property
     def mask_sum(self) -> int:
@@ -66,15 +74,23 @@ def build_mask(
     offsets: list[tuple[int, int]],
     specials: frozenset[int],
     template_tokens: str,
+    written: frozenset[int],
+    supervise: str = "regenerated",
 ) -> Encoded:
+    """`written`: message indices of the assistant turns the target wrote."""
     locate = _Locator(ids, offsets, specials, rendered.text)
     spans: list[tuple[int, int]] = []
-    unterminated = 0
+    unterminated = source_turns = source_supervised = 0
     for turn in rendered.turns:
+        by_target = turn.message_index in written
+        source_turns += not by_target
+        if not by_target and supervise != "all":
+            continue  # the source wrote it: context, not a target to learn
         lo, hi, closed = locate.span(turn.first_supervised(template_tokens), turn.own_to)
         if hi > lo:
             spans.append((lo, hi))
             unterminated += not closed
+            source_supervised += not by_target
     if not spans:
         raise InputError(
             f"{sample_id}: the loss mask is all zero (no assistant token found in the render)",
@@ -86,7 +102,8 @@ def build_mask(
         turn = rendered.final
         final = locate.span(turn.generated_from, turn.own_to)[:2]
         own = (locate.token_at(turn.own_from), locate.token_at(turn.own_to))
-    return Encoded(ids, _merge(spans), final, offsets, rendered.text, own, unterminated)
+    return Encoded(ids, _merge(spans), final, offsets, rendered.text, own, unterminated,
+                   source_turns=source_turns, source_supervised=source_supervised)  # fmt: skip
 
 
 class _Locator:

@@ -43,6 +43,17 @@ class Completion:
         return next(m for m in reversed(self.messages) if m.get("role") == "assistant")
 
     @property
+    def regenerated(self) -> frozenset[int]:
+        """Indices of the assistant messages the target wrote. A run regenerates the last
+        assistant turn, or (`--regenerate-turns all`) every one, and records each request in
+        `meta.turns` when there was more than one; the other assistant turns came from the
+        source dataset (another model, a person)."""
+        assistant = [i for i, m in enumerate(self.messages) if m.get("role") == "assistant"]
+        turns = (self.raw.get("meta") or {}).get("turns")
+        count = len(turns) if isinstance(turns, list) and turns else 1
+        return frozenset(assistant[-count:])
+
+    @property
     def answer(self) -> str:
         return self.final.get("content") or ""
 

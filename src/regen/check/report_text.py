@@ -23,7 +23,7 @@ def render_text(report: CheckReport) -> str:
     for rule in data["rules"]:
         mark = "ok  " if rule["passed"] else "FAIL"
         lines.append(
-            f"  {mark} {rule['rule']:<20} {rule['fraction']:7.2%} (max {rule['max_fraction']:.2%})"
+            f"  {mark} {rule['rule']:<23} {rule['fraction']:7.2%} (max {rule['max_fraction']:.2%})"
             f"  {rule['count']}/{rule['of']}  {rule['what']}"
         )
     verdict = data["verdict"].upper()

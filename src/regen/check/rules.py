@@ -38,6 +38,8 @@ RULES = (
          flag("tools_dropped")),
     Rule("double_reasoning", 0.0, "reasoning inline in the answer (<think> in content) and the "
          "template adds its own block: two think blocks", flag("double_reasoning")),
+    Rule("source_turns_supervised", 0.0, "the mask trains assistant turns the target did not "
+         "write (they came with the prompt; --supervise all)", flag("source_turns_supervised")),
     Rule("degenerate", 0.05, "an empty answer, or a mask of at most --degenerate-at tokens that "
          "is mostly template tokens (an empty answer wrapped in the template)",
          flag("degenerate")),

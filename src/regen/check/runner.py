@@ -70,7 +70,7 @@ def read_runs(
 
 
 @dataclass
-class _Tally:
+class Tally:
     opts: StatOptions
     per_sample: IO[bytes] | None
     show: int = 0
@@ -119,6 +119,31 @@ class _Tally:
                     out.append((*kept[rank], name))
         return out
 
+    def feed(self, completion: Completion, enc: Encoded | InputError, encoder: Encoder) -> None:
+        """One encoded completion (or the error that stopped its encoding)."""
+        if isinstance(enc, InputError):
+            self.add(failed(completion, enc.kind, enc.message), completion)
+            return
+        result = result_of(completion, enc, encoder.specials, self.opts.degenerate_at, enc.flags)
+        self.add(result, completion, enc)
+
+    def report(
+        self,
+        encoder: Encoder,
+        limits: dict[str, float | None],
+        output_dirs: Iterable[str | Path] = (),
+    ) -> CheckReport:
+        """The verdict over everything fed so far."""
+        if not self.overall.samples:
+            raise ConfigError("no completions to check", hint="is the generate run empty?")
+        settings = {"template_tokens": encoder.template_tokens, "supervise": encoder.supervise,
+                    **self.opts.__dict__}  # fmt: skip
+        dirs = list(output_dirs)
+        composition = compare(dirs, self.completed) if dirs else None
+        outcomes = judge(self.overall, limits, composition)
+        return CheckReport(self.overall, self.sources, outcomes, settings, self.examples,
+                           self.shown(outcomes), composition)  # fmt: skip
+
     def valid(self, records: Iterable[dict]) -> Iterator[Completion]:
         """Completions that can be read; the rest are counted as errors here."""
         for raw in records:
@@ -139,21 +164,10 @@ def check_completions(
     output_dirs: Iterable[str | Path] = (),
 ) -> CheckReport:
     """`output_dirs`: the runs the records come from, for the composition check."""
-    tally = _Tally(opts, per_sample, show)
+    tally = Tally(opts, per_sample, show)
     for completion, enc in encoder.stream(tally.valid(records)):
-        if isinstance(enc, InputError):
-            tally.add(failed(completion, enc.kind, enc.message), completion)
-            continue
-        result = result_of(completion, enc, encoder.specials, opts.degenerate_at, enc.flags)
-        tally.add(result, completion, enc)
-    if not tally.overall.samples:
-        raise ConfigError("no completions to check", hint="is the generate run empty?")
-    settings = {"template_tokens": encoder.template_tokens, **opts.__dict__}
-    dirs = list(output_dirs)
-    composition = compare(dirs, tally.completed) if dirs else None
-    outcomes = judge(tally.overall, limits, composition)
-    return CheckReport(tally.overall, tally.sources, outcomes, settings, tally.examples,
-                       tally.shown(outcomes), composition)  # fmt: skip
+        tally.feed(completion, enc, encoder)
+    return tally.report(encoder, limits, output_dirs)
 
 
 def check_run(

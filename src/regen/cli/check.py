@@ -35,6 +35,14 @@ PATH = click.Path(path_type=Path)
     show_default=True,
     help="Supervise template-inserted turn text (empty <think></think>) or not.",
 )
+@click.option(
+    "--supervise",
+    type=click.Choice(["regenerated", "all"]),
+    default="regenerated",
+    show_default=True,
+    help="Train only the assistant turns the target wrote, or every assistant turn (also "
+    "those that came with the prompt).",
+)
 @click.option("--max-length", type=int, help="Count sequences longer than this many tokens.")
 @click.option(
     "--degenerate-at",
@@ -66,11 +74,13 @@ PATH = click.Path(path_type=Path)
     default=0,
     help="Print N samples with supervised tokens marked: samples of the failing rules first.",
 )
-def check(output_dirs, tokenizer, chat_template, template_tokens, max_length, degenerate_at,
-          min_run, limits, json_path, html_path, per_sample, show) -> None:  # fmt: skip
+def check(output_dirs, tokenizer, chat_template, template_tokens, supervise, max_length,
+          degenerate_at, min_run, limits, json_path, html_path, per_sample,
+          show) -> None:  # fmt: skip
     """Tokenise the runs RUN... with the target's template, report, and exit 1 if a rule fails."""
     thresholds = parse_limits(limits)
-    encoder = Encoder.load(tokenizer, chat_template=chat_template, template_tokens=template_tokens)
+    encoder = Encoder.load(tokenizer, chat_template=chat_template,
+                           template_tokens=template_tokens, supervise=supervise)  # fmt: skip
     opts = StatOptions(degenerate_at=degenerate_at, min_run=min_run, max_length=max_length)
     with row_progress("check") as on_row:
         report = check_run(output_dirs, encoder, opts, thresholds, show=show,

@@ -1,4 +1,5 @@
-"""`regen export`: write a run in the format a trainer reads (SpecForge, speculators, ...)."""
+"""`regen export`: write a run in the format a trainer reads (SpecForge, speculators, ...),
+with a dataset card, and optionally a draft vocabulary and a push to the Hub."""
 
 from __future__ import annotations
 
@@ -7,11 +8,16 @@ from pathlib import Path
 import click
 
 from regen.check import Encoder
+from regen.check.rules import parse_limits
+from regen.cli.export_options import command_line, dataset_options, selection_options
 from regen.cli.options import Command, option
 from regen.cli.rowbar import row_progress
 from regen.export import Filters, export_run, make_format
 from regen.export.by_score import ORDERS, ScoreSelect
+from regen.export.card_facts import parse_licenses
 from regen.export.formats import FORMATS
+from regen.export.hub_push import Push
+from regen.export.publish import Publish, finish
 from regen.jsonio import atomic_write_json
 
 PATH = click.Path(path_type=Path)
@@ -19,16 +25,23 @@ PATH = click.Path(path_type=Path)
 
 @click.command(cls=Command)
 @click.argument("output_dirs", nargs=-1, required=True, metavar="RUN...")  # str: URLs too
-@option("-o", "--output-dir", "out", required=True, type=PATH, metavar="DIR", aliases=["--out"],
-        help="Directory for train/validation files.")  # fmt: skip
+@option(
+    "-o",
+    "--output-dir",
+    "out",
+    required=True,
+    type=PATH,
+    metavar="DIR",
+    aliases=["--out"],
+    help="Directory for the dataset: data/<domain>/<split>-*.<ext>, README.md, regen.json.",
+)
 @click.option(
     "--format",
     "fmt",
     type=click.Choice(list(FORMATS)),
     default="specforge",
     show_default=True,
-    help="The trainer target: specforge, specforge-tokenized, speculators, sharegpt "
-    "(axolotl/LLaMA-Factory from/value) or tokenized (Parquet for datasets).",
+    help="The trainer target (see the README's format table).",
 )
 @click.option(
     "--file-type",
@@ -42,22 +55,8 @@ PATH = click.Path(path_type=Path)
     show_default=True,
     help="Conversation formats: <think> inline, a reasoning_content field, or none.",
 )
-@click.option("--tokenizer", help="Target tokenizer (tokenized format and mask filters).")
-@click.option("--chat-template", help="Jinja file that overrides the tokenizer's chat template.")
-@click.option(
-    "--template-tokens", type=click.Choice(["train", "context"]), default="train", show_default=True
-)
-@click.option("--drop-degenerate", is_flag=True, help="Drop empty answers and tiny masks.")
-@click.option("--degenerate-at", type=int, default=10, show_default=True)
-@click.option("--drop-truncated", is_flag=True, help="Drop finish_reason=length samples.")
-@click.option("--min-supervised-tokens", type=int, default=0, show_default=True)
-@click.option(
-    "--eval-fraction",
-    type=float,
-    default=0.0,
-    show_default=True,
-    help="Share of ids (by stable hash) written to the validation split.",
-)
+@selection_options
+@dataset_options
 @click.option("--merge-into", type=PATH, help="An earlier export to add these samples to.")
 @click.option("--report", type=PATH, help="Write the export summary as JSON here.")
 @click.option("--overwrite", is_flag=True, help="Replace an export already in --output-dir.")
@@ -65,42 +64,83 @@ PATH = click.Path(path_type=Path)
     "--max-acceptance",
     type=float,
     metavar="X",
-    help="Drop rows whose answer the drafter already predicts (top-1 > X; regen score).",
+    help="Drop rows the drafter already predicts (top-1 > X; see regen score).",
 )
 @click.option(
     "--order",
     type=click.Choice(ORDERS),
     default="as-read",
     show_default=True,
-    help="hard-first: rows the drafter predicts worst first (regen score).",
+    help="hard-first: rows the drafter predicts worst first (see regen score).",
 )
-@click.option(
-    "--score",
-    "score_json",
-    type=PATH,
-    help="The score.json to select by (default RUN/score/score.json).",
-)
-def export(output_dirs, out, fmt, file_type, reasoning, tokenizer, chat_template, template_tokens,
-           drop_degenerate, degenerate_at, drop_truncated, min_supervised_tokens, eval_fraction,
-           merge_into, report, overwrite, max_acceptance, order, score_json) -> None:  # fmt: skip
+@click.option("--score", "score_json", type=PATH,
+              help="The score.json to select by (default RUN/score/score.json).")  # fmt: skip
+def export(output_dirs, out, fmt, file_type, reasoning, merge_into, report, overwrite,
+           **o) -> None:  # fmt: skip
     """Export the runs RUN... to --output-dir DIR, loadable with datasets.load_dataset(DIR)."""
     encoder = None
-    if tokenizer:
+    if o["tokenizer"]:
         encoder = Encoder.load(
-            tokenizer, chat_template=chat_template, template_tokens=template_tokens
+            o["tokenizer"],
+            chat_template=o["chat_template"],
+            template_tokens=o["template_tokens"],
+            supervise=o["supervise"],
         )
-    filters = Filters(drop_degenerate, drop_truncated, min_supervised_tokens, degenerate_at)
-    by_score = None
-    if max_acceptance is not None or order != "as-read" or score_json:
-        score_json = score_json or Path(output_dirs[0]) / "score" / "score.json"
-        by_score = ScoreSelect.load(score_json, max_acceptance, order)
-    target = make_format(fmt, reasoning)
-    file_type = file_type or target.file_types[0]
+    filters = Filters(
+        o["drop_degenerate"], o["drop_truncated"], o["min_supervised_tokens"], o["degenerate_at"]
+    )
+    target = make_format(fmt, reasoning, o["supervise"])
+    limits = parse_limits(o["limits"])
     with row_progress("export") as on_row:
-        summary = export_run(output_dirs, out, target, encoder=encoder,
-                             filters=filters, eval_fraction=eval_fraction, file_type=file_type,
-                             merge_into=merge_into, overwrite=overwrite, on_row=on_row,
-                             by_score=by_score)  # fmt: skip
+        summary = export_run(
+            output_dirs,
+            out,
+            target,
+            encoder=encoder,
+            filters=filters,
+            eval_fraction=o["eval_fraction"],
+            split_seed=o["split_seed"],
+            file_type=file_type or target.file_types[0],
+            merge_into=merge_into,
+            overwrite=overwrite,
+            on_row=on_row,
+            check_limits=limits,
+            count_tokens=o["draft_vocab_size"] is not None,
+            by_score=ScoreSelect.requested(
+                output_dirs, o["max_acceptance"], o["order"], o["score_json"]
+            ),
+        )
+    hub = None
+    if o["push_to_hub"]:
+        hub = Push(o["push_to_hub"], o["private"], o["revision"], o["allow_failed_check"])
+    facts = finish(
+        out,
+        summary,
+        encoder,
+        Publish(
+            runs=[str(r) for r in output_dirs],
+            command=command_line(click.get_current_context()),
+            licenses=parse_licenses(o["licenses"]),
+            language=list(o["language"]),
+            pretty_name=o["pretty_name"],
+            tokenizer=o["tokenizer"],
+            draft_vocab_size=o["draft_vocab_size"],
+            target_vocab_size=o["target_vocab_size"],
+            check_report=o["check_report"],
+            hub=hub,
+        ),
+    )
     click.echo(summary.render())
+    click.echo(
+        f"card: {out / 'README.md'} (license {facts['license']}, check {facts['check_verdict']})"
+    )
+    if facts.get("draft_vocab"):
+        v = facts["draft_vocab"]
+        click.echo(
+            f"draft vocabulary: {v['size']} ids cover {v['coverage']:.1%} of "
+            f"{v['masked_tokens']} supervised tokens; {', '.join(v['files'])}"
+        )
+    if facts.get("pushed"):
+        click.echo(f"pushed: {facts['pushed']}")
     if report:
         atomic_write_json(report, summary.to_json())

@@ -1,11 +1,18 @@
-"""`regen export`: turn a checked run into training files (SpecForge JSONL or tokenized).
+"""`regen export`: turn a checked run into a dataset others can pick up.
 
 Modules:
-    formats.py  one class per output row shape (sharegpt/specforge, tokenized)
-    select.py   filters named after the check rules, and the stable eval split
-    merge.py    dedup by id and by content against an earlier export
-    files.py    atomic, datasets-loadable split files (jsonl / parquet)
-    runner.py   the library entry point
+    format_base.py  what every row shape shares; formats.py one class per target
+                    (specforge, tokenized, ...), sharegpt.py (LLaMA-Factory, axolotl),
+                    openai_batch.py (OpenAI batch output)
+    select.py       filters named after the check rules, and the seeded validation split
+    merge.py        dedup by id and by content against an earlier export
+    files.py        atomic, datasets-loadable shards: data/<domain>/<split>-NNNNN-of-MMMMM
+    runner.py       the library entry point; summary.py what it did
+    card.py         README.md (DatasetCardData) and regen.json; card_facts.py gathers the
+                    facts from the runs, card_body.py is the Markdown template
+    draft_vocab.py  the EAGLE-3 d2t/t2d mapping and its coverage
+    hub_push.py     --push-to-hub: one commit with huggingface_hub
+    publish.py      after the data: draft vocabulary, card, push
 Token ids and masks come from `regen.check.Encoder`, so export writes what check judged.
 """
 

@@ -31,6 +31,15 @@ class ScoreSelect:
     unscored: int = 0
 
     @classmethod
+    def requested(cls, runs: Any, max_acceptance: float | None, order: str,
+                  score_json: Path | None) -> ScoreSelect | None:  # fmt: skip
+        """From export's options; None when none of them asks for a score."""
+        if max_acceptance is None and order == "as-read" and score_json is None:
+            return None
+        return cls.load(score_json or Path(str(runs[0])) / "score" / "score.json",
+                        max_acceptance, order)  # fmt: skip
+
+    @classmethod
     def load(cls, score_json: Path, max_acceptance: float | None, order: str) -> ScoreSelect:
         if max_acceptance is not None and not 0 <= max_acceptance <= 1:
             raise ConfigError("--max-acceptance must be between 0 and 1")
@@ -48,9 +57,9 @@ class ScoreSelect:
         self.kept[completion.category] += 1
         return None
 
-    def hardness(self, row_id: str) -> float:
-        """Sort key for hard-first: lowest acceptance first, unscored rows last."""
-        return self.acceptance.get(row_id, 2.0)
+    def hardest_first(self, held: list[tuple[Completion, Any]]) -> list[tuple[Completion, Any]]:
+        """The kept rows by acceptance, lowest first; unscored rows last, in read order."""
+        return sorted(held, key=lambda item: self.acceptance.get(item[0].id, 2.0))
 
     def to_json(self) -> dict[str, Any]:
         return {

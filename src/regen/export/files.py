@@ -1,8 +1,13 @@
-"""Dataset files that appear whole or not at all, in a layout `datasets.load_dataset` reads.
+"""Dataset files that appear whole or not at all, in the layout the Hub and `datasets` read.
 
-Rows go to hidden temporary files (`.train.parquet.tmp-PID`; datasets ignores dot-files) and
-are renamed into place only when every split is complete, so a killed export leaves nothing
-that looks finished.
+    OUT/data/<config>/<split>-00000-of-00002.<ext>    one folder per domain (the category)
+    OUT/README.md, OUT/regen.json                     the card, written after the files
+
+Rows go to hidden temporary files (`.train-00000.parquet.tmp-PID`; datasets ignores
+dot-files) and are renamed into place only when every shard is complete, so a killed export
+leaves nothing that looks finished. A Parquet shard is closed at `SHARD_BYTES` of row data
+(the Hub's viewer and `datasets` stream shards of a few hundred MB well); JSONL is one file
+per split, since trainers such as SpecForge open exactly one file.
 """
 
 from __future__ import annotations
@@ -21,71 +26,142 @@ from regen.jsonio import atomic_write_json, dumps_line, iter_jsonl
 SPLITS = ("train", "validation")
 FILE_TYPES = ("jsonl", "parquet")
 ROW_GROUP = 1000
+SHARD_BYTES = 256 * 2**20
+DATA = "data"
+
+
+class _Shard:
+    """One temporary file being filled."""
+
+    def __init__(self, path: Path, file_type: str) -> None:
+        self.path, self.file_type, self.bytes = path, file_type, 0
+        self._jsonl: IO[bytes] | None = None
+        self._parquet: pq.ParquetWriter | None = None
+        self._pending: list[dict] = []
+        self._closed = False
+
+    def write(self, row: dict[str, Any]) -> None:
+        if self.file_type == "jsonl":
+            if self._jsonl is None:
+                self._jsonl = open(self.path, "wb")  # noqa: SIM115 (closed in close())
+            line = dumps_line(row)
+            self._jsonl.write(line)
+            self.bytes += len(line)
+            return
+        self._pending.append(row)
+        if len(self._pending) >= ROW_GROUP:
+            self._flush()
+
+    def _flush(self) -> None:
+        rows, self._pending = self._pending, []
+        if not rows:
+            return
+        schema = self._parquet.schema if self._parquet else None
+        table = pa.Table.from_pylist(rows, schema=schema)
+        if self._parquet is None:
+            self._parquet = pq.ParquetWriter(self.path, table.schema)
+        self._parquet.write_table(table)
+        self.bytes += table.nbytes
+
+    @property
+    def schema(self) -> pa.Schema | None:
+        return self._parquet.schema if self._parquet is not None else None
+
+    def close(self, sync: bool = True) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if sync:
+            self._flush()
+        if self._parquet is not None:
+            self._parquet.close()
+        if self._jsonl is not None:
+            if sync:
+                self._jsonl.flush()
+                os.fsync(self._jsonl.fileno())
+            self._jsonl.close()
 
 
 class SplitWriter:
-    """Streams rows into one temporary file per split; `commit` publishes them together."""
+    """Streams rows into shards per (config, split); `commit` publishes them together."""
 
-    def __init__(self, out_dir: Path, file_type: str) -> None:
+    def __init__(self, out_dir: Path, file_type: str, shard_bytes: int | None = None) -> None:
         self.out_dir, self.file_type = out_dir, file_type
-        self.counts: dict[str, int] = {}
-        self._tmp: dict[str, Path] = {}
-        self._jsonl: dict[str, IO[bytes]] = {}
-        self._parquet: dict[str, pq.ParquetWriter] = {}
-        self._pending: dict[str, list[dict]] = {}
+        self.shard_bytes = shard_bytes or SHARD_BYTES
+        self.counts: dict[str, int] = {}  # split -> rows
+        self.by_config: dict[str, dict[str, int]] = {}  # config -> split -> rows
+        self._open: dict[tuple[str, str], _Shard] = {}
+        self._done: dict[tuple[str, str], list[_Shard]] = {}
+        self._schemas: list[pa.Schema] = []
+        self._unseen: list[dict] = []  # rows whose types are not in `schema` yet
 
-    def write(self, split: str, row: dict[str, Any]) -> None:
+    @property
+    def schema(self) -> pa.Schema | None:
+        """Every row's columns and types, unified: the card declares these features, so a
+        split or domain whose rows lack an optional field (tools) still loads."""
+        if self._unseen:
+            # pa.array unites the keys of every row (from_pylist reads the first row's only)
+            self._schemas.append(pa.schema(list(pa.array(self._unseen).type)))
+            self._unseen = []
+        if not self._schemas:
+            return None
+        self._schemas = [pa.unify_schemas(self._schemas, promote_options="permissive")]
+        return self._schemas[0]
+
+    def write(self, config: str, split: str, row: dict[str, Any]) -> None:
         self.counts[split] = self.counts.get(split, 0) + 1
-        if split not in self._tmp:
-            self._tmp[split] = self.out_dir / f".{split}.{self.file_type}.tmp-{os.getpid()}"
-        if self.file_type == "jsonl":
-            if split not in self._jsonl:
-                # closed in commit/abort: it outlives this call
-                self._jsonl[split] = open(self._tmp[split], "wb")  # noqa: SIM115
-            self._jsonl[split].write(dumps_line(row))
-            return
-        pending = self._pending.setdefault(split, [])
-        pending.append(row)
-        if len(pending) >= ROW_GROUP:
-            self._flush(split)
-
-    def _flush(self, split: str) -> None:
-        rows, self._pending[split] = self._pending.get(split, []), []
-        if not rows:
-            return
-        writer = self._parquet.get(split)
-        table = pa.Table.from_pylist(rows, schema=writer.schema if writer else None)
-        if writer is None:
-            writer = self._parquet[split] = pq.ParquetWriter(self._tmp[split], table.schema)
-        writer.write_table(table)
+        per = self.by_config.setdefault(config, {})
+        per[split] = per.get(split, 0) + 1
+        if self.file_type == "jsonl":  # a Parquet shard knows its schema
+            self._unseen.append(row)
+            if len(self._unseen) >= ROW_GROUP:
+                _ = self.schema
+        key = (config, split)
+        shard = self._open.get(key)
+        if shard is None:
+            folder = self.out_dir / DATA / config
+            folder.mkdir(parents=True, exist_ok=True)
+            n = len(self._done.get(key, []))
+            tmp = folder / f".{split}-{n:05d}.{self.file_type}.tmp-{os.getpid()}"
+            shard = self._open[key] = _Shard(tmp, self.file_type)
+        shard.write(row)
+        if self.file_type == "parquet" and shard.bytes >= self.shard_bytes:
+            # JSONL stays one file a split: SpecForge opens exactly one
+            shard.close()  # a full shard is finished now, not held open until the commit
+            self._done.setdefault(key, []).append(self._open.pop(key))
 
     def commit(self) -> list[Path]:
-        """Close, fsync and rename every split; remove split files this export replaces."""
-        for split in list(self._pending):
-            self._flush(split)
-        for writer in self._parquet.values():
-            writer.close()
-        for fh in self._jsonl.values():
-            fh.flush()
-            os.fsync(fh.fileno())
-            fh.close()
+        """Close, fsync and rename every shard; remove data files this export replaces."""
+        for key, shard in self._open.items():
+            self._done.setdefault(key, []).append(shard)
+        self._open = {}
         written = []
-        for split, tmp in self._tmp.items():
-            target = self.out_dir / f"{split}.{self.file_type}"
-            os.replace(tmp, target)
-            written.append(target)
+        for (config, split), shards in sorted(self._done.items()):
+            for n, shard in enumerate(shards):
+                shard.close()
+                if shard.schema is not None:
+                    self._schemas.append(shard.schema)
+                name = f"{split}-{n:05d}-of-{len(shards):05d}.{self.file_type}"
+                target = self.out_dir / DATA / config / name
+                os.replace(shard.path, target)
+                written.append(target)
         for stale in data_files(self.out_dir):
             if stale not in written:
-                stale.unlink()  # an older export's split or file type would be loaded too
+                stale.unlink()  # an older export's shard, config or file type would be loaded
+        for folder in (self.out_dir / DATA).glob("*"):
+            if folder.is_dir() and not any(folder.iterdir()):
+                folder.rmdir()
         return written
 
     def abort(self) -> None:
-        for fh in self._jsonl.values():
-            fh.close()
-        for writer in self._parquet.values():
-            writer.close()
-        for tmp in self._tmp.values():
-            tmp.unlink(missing_ok=True)
+        for shard in [*self._open.values(), *(s for v in self._done.values() for s in v)]:
+            shard.close(sync=False)
+            shard.path.unlink(missing_ok=True)
+        for folder in (self.out_dir / DATA).glob("*"):
+            if folder.is_dir() and not any(folder.iterdir()):
+                folder.rmdir()
+        if (self.out_dir / DATA).is_dir() and not any((self.out_dir / DATA).iterdir()):
+            (self.out_dir / DATA).rmdir()
 
 
 MARKER = ".regen-export"  # no .json suffix: trainers that glob *.json must not load it
@@ -120,25 +196,51 @@ def mark_output(out_dir: Path, summary: Any) -> None:
 
 
 def data_files(folder: Path) -> list[Path]:
-    return [
-        folder / f"{s}.{t}" for s in SPLITS for t in FILE_TYPES if (folder / f"{s}.{t}").exists()
-    ]
+    """Every published shard under `folder/data`, sorted; also `train.jsonl` and the like at
+    the top, as exports before the card wrote them (merged from, then replaced)."""
+    shards = [p for t in FILE_TYPES for p in (folder / DATA).glob(f"*/*.{t}")
+              if p.name.split("-")[0] in SPLITS]  # fmt: skip
+    legacy = [folder / f"{s}.{t}" for s in SPLITS for t in FILE_TYPES]
+    return sorted(shards) + [p for p in legacy if p.is_file()]
 
 
-def read_rows(folder: Path) -> Iterator[tuple[str, dict]]:
-    """(split, row) for every row of an earlier export (the --merge-into target)."""
+def layout(folder: Path) -> dict[str, dict[str, list[str]]]:
+    """config -> split -> shard paths relative to `folder`: what the card's `configs` name."""
+    out: dict[str, dict[str, list[str]]] = {}
+    for path in data_files(folder):
+        if path.parent == folder:
+            continue  # an older export's file, replaced by this one's shards
+        split = path.name.split("-")[0]
+        rel = path.relative_to(folder).as_posix()
+        out.setdefault(path.parent.name, {}).setdefault(split, []).append(rel)
+    return out
+
+
+def read_rows(folder: Path) -> Iterator[tuple[str, str, dict]]:
+    """(config, split, row) for every row of an earlier export (the --merge-into target)."""
     files = data_files(folder)
     if not files:
         raise ConfigError(
-            f"--merge-into {folder}: no train/validation .jsonl or .parquet file there",
+            f"--merge-into {folder}: no data/<config>/<split>-*.jsonl or .parquet file there",
             hint="point it at the output directory of an earlier `regen export`",
         )
     for path in files:
-        split = path.name.split(".")[0]
+        config = path.parent.name if path.parent != folder else DEFAULT
+        split = path.name.split("-")[0].split(".")[0]
         if path.suffix == ".jsonl":
             for _, row in iter_jsonl(path):
-                yield split, row
+                yield config, split, row
         else:
             for batch in pq.ParquetFile(path).iter_batches(batch_size=ROW_GROUP):
                 for row in batch.to_pylist():
-                    yield split, row
+                    yield config, split, row
+
+
+def config_name(domain: str) -> str:
+    """A folder and config name from a category: lower case, [a-z0-9_], never `default` (the
+    config that holds every domain)."""
+    name = "".join(c if c.isalnum() else "_" for c in domain.lower()).strip("_") or "none"
+    return f"domain_{name}" if name == DEFAULT else name
+
+
+DEFAULT = "default"

@@ -5,8 +5,11 @@ Each target writes exactly what its consumer reads, named the way that consumer 
     specforge            SpecForge `data.train_data_path`: {"conversations": [{role, content}]}
     specforge-tokenized  SpecForge `data.prompts_path`: JSONL {"input_ids", "loss_mask"}
     speculators          speculators' pre-tokenised rows: JSONL {"input_ids", "loss_mask"}
-    sharegpt             axolotl / LLaMA-Factory ShareGPT: {"conversations": [{from, value}]}
+    sharegpt-llamafactory  LLaMA-Factory's ShareGPT (`sharegpt` too): {"conversations": [{from,
+                         value}]} with function_call / observation turns
+    sharegpt-axolotl     axolotl's chat_template reader: from/value, OpenAI tool_calls
     tokenized            `datasets`: Parquet {input_ids, loss_mask, attention_mask, ...}
+    openai-batch         an OpenAI batch output file: {custom_id, response, error}
 
 The system-prompt rule: rows carry exactly the messages the target was sent, so a system
 message appears only where the prompt had one. Tokenised targets are rendered by the target's
@@ -16,56 +19,14 @@ not add a default system prompt of its own (see `Format.how_to_train`).
 
 from __future__ import annotations
 
-from contextlib import suppress
-from typing import Any, ClassVar
-
-import orjson
+from typing import Any
 
 from regen.check.mask import Encoded
 from regen.check.record import Completion
 from regen.errors import ConfigError
-
-REASONING_MODES = ("inline", "field", "drop")
-
-
-def inline_reasoning(m: dict, mode: str) -> tuple[str, str | None]:
-    """(content, reasoning kept apart or None), with reasoning placed per `mode`."""
-    content = m.get("content") or ""
-    reasoning = (m.get("reasoning_content") or "").strip()
-    if m.get("role") != "assistant" or not reasoning or mode == "drop":
-        return content, None
-    if mode == "inline":
-        return f"<think>\n{reasoning}\n</think>\n\n{content}", None
-    return content, reasoning
-
-
-class Format:
-    name: ClassVar[str]
-    needs_tokenizer: ClassVar[bool] = False
-    file_types: ClassVar[tuple[str, ...]] = ("jsonl",)
-    reads_reasoning_field: ClassVar[bool] = False  # does the consumer read reasoning_content?
-    how_to_train: ClassVar[str] = ""
-
-    def __init__(self, reasoning: str = "inline") -> None:
-        if reasoning not in REASONING_MODES:
-            raise ConfigError(f"--reasoning must be one of {', '.join(REASONING_MODES)}")
-        self.reasoning = reasoning
-
-    def row(self, completion: Completion, enc: Encoded | None) -> dict[str, Any]:
-        raise NotImplementedError
-
-    def reasoning_warning(self, samples_with_reasoning: int) -> str | None:
-        """Say so when this target would lose the reasoning some samples carry."""
-        if not samples_with_reasoning or self.needs_tokenizer:
-            return None  # tokenised targets hold what the template renders (check judges it)
-        if self.reasoning == "drop":
-            return f"{samples_with_reasoning} samples carry reasoning; --reasoning drop left it out"
-        if self.reasoning == "field" and not self.reads_reasoning_field:
-            return (
-                f"{samples_with_reasoning} samples carry reasoning in reasoning_content, which "
-                f"{self.name}'s reader ignores: use --reasoning inline to keep it"
-            )
-        return None
+from regen.export.format_base import REASONING_MODES, Format, inline_reasoning
+from regen.export.openai_batch import OpenAIBatch
+from regen.export.sharegpt import ShareGPTAxolotl, ShareGPTLlamaFactory
 
 
 class SpecForge(Format):
@@ -76,8 +37,18 @@ class SpecForge(Format):
     """
 
     name = "specforge"
+    per_domain = False  # SpecForge opens one file
+    snippet = (
+        "# SpecForge has no plugin hook: add this to specforge/data/template.py (a ChatML\n"
+        "# target; adapt the headers to yours), then set chat_template: regen-chatml\n"
+        'TEMPLATE_REGISTRY.register("regen-chatml", ChatTemplate(\n'
+        '    assistant_header="<|im_start|>assistant\\n", user_header="<|im_start|>user\\n",\n'
+        '    system_prompt=None, end_of_turn_token="<|im_end|>"))'
+    )
+    last_turn_only = "train with data.train_only_last_turn: true (SpecForge trains them all)"
     how_to_train = (
-        "SpecForge (raw conversations): data.train_data_path=OUT/train.jsonl with a chat "
+        "SpecForge (raw conversations): data.train_data_path="
+        "OUT/data/default/train-00000-of-00001.jsonl with a chat "
         "template whose system_prompt is None (register one: the built-in `qwen` adds "
         '"You are a helpful assistant." to rows without a system message, and supervises the '
         "newline after <|im_end|>). For exactly regen's masks use --format specforge-tokenized."
@@ -92,6 +63,27 @@ class SpecForge(Format):
             row["tools"] = completion.tools
         return row
 
+    def render_differs(self, row: dict[str, Any], enc: Encoded, tok: Any) -> str | None:
+        """Why SpecForge's render of this row (the target's template over role, content and
+        tool_calls, as its parser does) differs from regen's (--format specforge-tokenized),
+        or None when the two give the same tokens."""
+        keep = ("role", "content", "tool_calls")
+        messages = [{k: m[k] for k in keep if k in m} for m in row["conversations"]]
+        try:
+            text = tok.apply_chat_template(messages, tools=row.get("tools"), tokenize=False)
+        except Exception as exc:  # jinja2 raises many types; the row is named, not dropped
+            return f"the template cannot render the row as SpecForge passes it ({exc})"
+        if text == enc.text:
+            return None
+        has_reasoning = any(m.get("reasoning_content") for m in row["conversations"]) or any(
+            "<think>" in (m.get("content") or "") for m in messages
+        )
+        if has_reasoning:
+            return ("reasoning: the template renders it from reasoning_content, and SpecForge "
+                    "passes it inline in content (try --reasoning field with a template that "
+                    "reads it, or train on --format specforge-tokenized)")  # fmt: skip
+        return "the template renders these messages differently without regen's fields"
+
     def _message(self, m: dict) -> dict[str, Any]:
         content, reasoning = inline_reasoning(m, self.reasoning)
         out: dict[str, Any] = {"role": m["role"], "content": content}
@@ -101,44 +93,6 @@ class SpecForge(Format):
             if m.get(key):
                 out[key] = m[key]
         return out
-
-
-SHAREGPT_ROLES = {"system": "system", "user": "human", "assistant": "gpt", "tool": "observation"}
-
-
-class ShareGPT(Format):
-    """ShareGPT as axolotl and LLaMA-Factory define it: `{"conversations": [{"from", "value"}]}`
-    with from = system / human / gpt / function_call / observation, and `tools` as a JSON
-    string (LLaMA-Factory's `tools` column). A tool call is a `function_call` turn whose value
-    is `{"name", "arguments"}` as JSON, as LLaMA-Factory's converter reads it."""
-
-    name = "sharegpt"
-    how_to_train = (
-        "axolotl: datasets: [{path: OUT, type: chat_template, field_messages: conversations, "
-        "message_property_mappings: {role: from, content: value}}]. LLaMA-Factory: "
-        'dataset_info.json {"NAME": {"file_name": "OUT/train.jsonl", "formatting": "sharegpt", '
-        '"columns": {"messages": "conversations", "tools": "tools"}}}.'
-    )
-
-    def row(self, completion: Completion, enc: Encoded | None) -> dict[str, Any]:
-        turns: list[dict[str, str]] = []
-        for m in completion.messages:
-            content, _ = inline_reasoning(m, "drop" if self.reasoning == "drop" else "inline")
-            if content or not m.get("tool_calls"):
-                turns.append({"from": SHAREGPT_ROLES.get(m["role"], m["role"]), "value": content})
-            for call in m.get("tool_calls") or []:
-                fn = call.get("function") or {}
-                args = fn.get("arguments")
-                if isinstance(args, str):
-                    # invalid JSON is kept as written; `regen check` flags it (bad_tool_call)
-                    with suppress(orjson.JSONDecodeError):
-                        args = orjson.loads(args)
-                value = orjson.dumps({"name": fn.get("name"), "arguments": args}).decode()
-                turns.append({"from": "function_call", "value": value})
-        row: dict[str, Any] = {"id": completion.id, "conversations": turns}
-        if completion.tools:
-            row["tools"] = orjson.dumps(completion.tools).decode()
-        return row
 
 
 class Tokenized(Format):
@@ -171,8 +125,10 @@ class SpecForgeTokenized(Format):
 
     name = "specforge-tokenized"
     needs_tokenizer = True
+    per_domain = False  # SpecForge opens one file
     how_to_train = (
-        "SpecForge (pre-tokenised): data.prompts_path=OUT/train.jsonl; the rows carry "
+        "SpecForge (pre-tokenised): data.prompts_path=OUT/data/default/train-00000-of-00001.jsonl;"
+        " the rows carry "
         "input_ids and loss_mask, so no chat template is applied."
     )
 
@@ -186,19 +142,24 @@ class Speculators(SpecForgeTokenized):
     through its preprocessing, with no vLLM /render endpoint."""
 
     name = "speculators"
+    per_domain = True
     how_to_train = (
-        "speculators: pass OUT/train.jsonl (the file: a directory would also load "
-        "validation.jsonl) as the training data; rows carrying input_ids and loss_mask skip "
-        "rendering, so no --render-endpoint is needed."
+        "speculators: pass 'OUT/data/*/train-*.jsonl' (a glob of the train files: a directory "
+        "would also load the validation files) as the training data; rows carrying input_ids "
+        "and loss_mask skip rendering, so no --render-endpoint is needed."
     )
 
 
 FORMATS: dict[str, type[Format]] = {
-    f.name: f for f in (SpecForge, SpecForgeTokenized, Speculators, ShareGPT, Tokenized)
-}
+    f.name: f
+    for f in (SpecForge, SpecForgeTokenized, Speculators, ShareGPTLlamaFactory, ShareGPTAxolotl,
+              Tokenized, OpenAIBatch)
+}  # fmt: skip
+FORMATS["sharegpt"] = ShareGPTLlamaFactory  # the name before the two layouts
+__all__ = ["FORMATS", "REASONING_MODES", "Format", "inline_reasoning", "make_format"]
 
 
-def make_format(name: str, reasoning: str = "inline") -> Format:
+def make_format(name: str, reasoning: str = "inline", supervise: str = "regenerated") -> Format:
     if name not in FORMATS:
         raise ConfigError(f"unknown --format {name}", hint=f"use one of {', '.join(FORMATS)}")
-    return FORMATS[name](reasoning)
+    return FORMATS[name](reasoning, supervise)

@@ -2,64 +2,33 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from regen.check.encode import Encoder
 from regen.check.mask import Encoded
 from regen.check.record import Completion
-from regen.check.runner import read_runs
+from regen.check.runner import Tally, read_runs
+from regen.check.sample import invalid
+from regen.check.stats import StatOptions
 from regen.errors import ConfigError, InputError
-from regen.export.by_score import ScoreSelect, render_by_score
-from regen.export.files import FILE_TYPES, SplitWriter, claim_output, mark_output, read_rows
+from regen.export.by_score import ScoreSelect
+from regen.export.files import (
+    DEFAULT,
+    FILE_TYPES,
+    SplitWriter,
+    claim_output,
+    config_name,
+    mark_output,
+    read_rows,
+)
 from regen.export.formats import Format
 from regen.export.merge import Deduper
-from regen.export.select import Filters, split_of
-
-
-@dataclass
-class ExportSummary:
-    format: str = ""
-    out_dir: str = ""
-    read: int = 0
-    outcomes: Counter = field(default_factory=Counter)  # added / replaced / skipped_*
-    dropped: Counter = field(default_factory=Counter)  # filter rule or mask error -> count
-    kept_existing: int = 0
-    with_reasoning: int = 0
-    without_system: int = 0
-    template_dropped: Counter = field(default_factory=Counter)  # reasoning/tools not rendered
-    written: dict[str, int] = field(default_factory=dict)
-    files: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    how_to_train: str = ""
-    by_score: dict[str, Any] | None = None  # kept/dropped per category by --max-acceptance
-
-    def to_json(self) -> dict[str, Any]:
-        return {**self.__dict__, "outcomes": dict(self.outcomes), "dropped": dict(self.dropped),
-                "template_dropped": dict(self.template_dropped)}  # fmt: skip
-
-    def render(self) -> str:
-        """The plain-text summary the CLI prints."""
-        splits = ", ".join(f"{k} {v}" for k, v in self.written.items()) or "nothing"
-        lines = [f"wrote {self.out_dir} ({self.format}): {splits}"]
-        lines += [f"  {Path(f).name}" for f in self.files]
-        lines.append(f"read {self.read} completions; " + _counts("dropped", self.dropped)
-                     + "; " + _counts("merge", self.outcomes))  # fmt: skip
-        if self.kept_existing:
-            lines.append(f"kept {self.kept_existing} rows of the earlier export")
-        if self.by_score:
-            lines.append(render_by_score(self.by_score))
-        lines += [f"warning: {w}" for w in self.warnings]
-        lines.append(f"train with: {self.how_to_train.replace('OUT', self.out_dir)}")
-        return "\n".join(lines)
-
-
-def _counts(label: str, counts: Counter) -> str:
-    items = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in counts.most_common())
-    return f"{label}: {items or 'none'}"
+from regen.export.select import TRAIN, Filters, prompt_of, split_of
+from regen.export.summary import TEMPLATE_DROPS, ExportSummary, export_warnings
+from regen.jsonio import canonical
 
 
 def export_run(
@@ -70,17 +39,75 @@ def export_run(
     encoder: Encoder | None,
     filters: Filters,
     eval_fraction: float = 0.0,
+    split_seed: int = 0,
     file_type: str = "jsonl",
     merge_into: Path | None = None,
     overwrite: bool = False,
     on_row: Callable[[str], None] | None = None,
+    check_limits: dict[str, float | None] | None = None,
+    count_tokens: bool = False,
     by_score: ScoreSelect | None = None,
 ) -> ExportSummary:
-    """Write the runs' completions to `out_dir` as `fmt`. An existing export there, or any
-    other non-empty directory, is refused unless `overwrite` (or `merge_into` is it)."""
+    """Write the runs' completions to `out_dir` as `fmt`, one config per domain. An existing
+    export there, or any other non-empty directory, is refused unless `overwrite` (or
+    `merge_into` is it). With an encoder, the check rules (`check_limits`) are judged over the
+    same encodings; `count_tokens` counts supervised token ids (the draft vocabulary)."""
+    _validate(fmt, encoder, filters, file_type, eval_fraction, count_tokens)
+    into_itself = merge_into is not None and merge_into.resolve() == out_dir.resolve()
+    claim_output(out_dir, overwrite=overwrite, merging=into_itself)
+    dirs = list(output_dirs)
+    summary = ExportSummary(fmt.name, str(out_dir.resolve()), how_to_train=fmt.how_to_train,
+                            snippet=fmt.snippet, supervise=fmt.supervise)  # fmt: skip
+    tally = None
+    if encoder is not None and check_limits is not None:
+        tally = Tally(StatOptions(degenerate_at=filters.degenerate_at), per_sample=None)
+    dedup = Deduper.over(r for _, _, r in read_rows(merge_into)) if merge_into else Deduper()
+    fraction = eval_fraction if fmt.is_training_set else 0.0
+    writer = SplitWriter(out_dir, file_type)
+    run = _Pass(fmt, encoder, summary, dedup, writer, fraction, split_seed, count_tokens)
+    held: list[tuple[Completion, Encoded | None]] = []
+    try:
+        for completion, enc in _encoded(read_runs(dirs, on_row), encoder, summary, tally):
+            reason = filters.reason_to_drop(completion, enc)
+            if not reason and by_score is not None:
+                reason = by_score.reason_to_drop(completion)
+            if reason:
+                summary.dropped[reason] += 1
+            elif by_score is not None and by_score.order == "hard-first":
+                held.append((completion, enc))  # written below, hardest first
+            else:
+                run.emit(completion, enc)
+        for completion, enc in by_score.hardest_first(held) if by_score else ():
+            run.emit(completion, enc)
+        for row in fmt.extra_rows(dirs):
+            run.writer.write(DEFAULT, TRAIN, row)
+        for config, _, row in read_rows(merge_into) if merge_into else ():
+            run.keep(config, row)
+        summary.files = [str(p.resolve()) for p in run.writer.commit()]
+        summary.schema = run.writer.schema
+    except BaseException:
+        run.writer.abort()
+        raise
+    if tally is not None and encoder is not None and check_limits is not None:
+        summary.check = tally.report(encoder, check_limits, dirs).to_json()
+    summary.written, summary.configs = dict(run.writer.counts), run.writer.by_config
+    summary.by_score = by_score.to_json() if by_score is not None else None
+    summary.warnings = export_warnings(fmt, summary)
+    mark_output(out_dir, summary)
+    return summary
+
+
+def _validate(fmt: Format, encoder: Encoder | None, filters: Filters, file_type: str,
+              eval_fraction: float, count_tokens: bool) -> None:  # fmt: skip
+    """Refuse a bad combination before anything is written."""
     if (fmt.needs_tokenizer or filters.needs_mask) and encoder is None:
         raise ConfigError(
             f"--format {fmt.name} with these filters needs the target's tokenizer",
+            hint="pass --tokenizer (the same one you give `regen check`)",
+        )
+    if count_tokens and encoder is None:
+        raise ConfigError(
+            "--draft-vocab-size counts the supervised tokens: it needs the target's tokenizer",
             hint="pass --tokenizer (the same one you give `regen check`)",
         )
     if file_type not in fmt.file_types:
@@ -88,78 +115,83 @@ def export_run(
             f"--format {fmt.name} writes {' or '.join(fmt.file_types)}, not {file_type}"
         )
     if not 0 <= eval_fraction < 1:
-        raise ConfigError("--eval-fraction must be in [0, 1)")
-    into_itself = merge_into is not None and merge_into.resolve() == out_dir.resolve()
-    claim_output(out_dir, overwrite=overwrite, merging=into_itself)
-    dedup = Deduper.over(r for _, r in read_rows(merge_into)) if merge_into else Deduper()
-    summary = ExportSummary(fmt.name, str(out_dir.resolve()), how_to_train=fmt.how_to_train)
-    writer = SplitWriter(out_dir, file_type)
-    hard_first = by_score is not None and by_score.order == "hard-first"
-    held: list[dict] = []  # hard-first sorts the kept rows before writing (held in memory)
-    try:
-        for completion, enc in _encoded(read_runs(output_dirs, on_row), encoder, summary):
-            reason = filters.reason_to_drop(completion, enc)
-            if not reason and by_score is not None:
-                reason = by_score.reason_to_drop(completion)
-            if reason:
-                summary.dropped[reason] += 1
-                continue
-            summary.with_reasoning += bool(completion.reasoning.strip())
-            if enc is not None and fmt.needs_tokenizer:
-                summary.template_dropped.update(f for f in enc.flags if f in TEMPLATE_DROPS)
-            summary.without_system += completion.messages[0].get("role") != "system"
-            row = fmt.row(completion, enc)
-            outcome = dedup.classify(row)
-            summary.outcomes[outcome] += 1
-            if outcome not in ("added", "replaced"):
-                continue
-            if hard_first:
-                held.append(row)
-            else:
-                writer.write(split_of(row["id"], eval_fraction), row)
-        if by_score is not None:
-            held.sort(key=lambda r: by_score.hardness(str(r["id"])))
-        for row in held:
-            writer.write(split_of(row["id"], eval_fraction), row)
-        for _, row in read_rows(merge_into) if merge_into else ():
-            if str(row["id"]) not in dedup.replaced_ids:
-                summary.kept_existing += 1
-                writer.write(split_of(str(row["id"]), eval_fraction), row)
-        summary.files = [str(p) for p in writer.commit()]
-    except BaseException:
-        writer.abort()
-        raise
-    summary.written = dict(writer.counts)
-    summary.by_score = by_score.to_json() if by_score is not None else None
-    summary.warnings = export_warnings(fmt, summary)
-    mark_output(out_dir, summary)
-    return summary
+        raise ConfigError("--val-fraction must be in [0, 1)")
 
 
-TEMPLATE_DROPS = {"reasoning_dropped": "reasoning", "tools_dropped": "tool calls"}
+@dataclass
+class _Pass:
+    """One export pass: each kept completion becomes a row in its domain and split."""
+
+    fmt: Format
+    encoder: Encoder | None
+    summary: ExportSummary
+    dedup: Deduper
+    writer: SplitWriter
+    fraction: float
+    seed: int
+    count_tokens: bool
+
+    def emit(self, completion: Completion, enc: Encoded | None) -> None:
+        summary, fmt = self.summary, self.fmt
+        _note(summary, fmt, completion, enc, self.count_tokens)
+        row = fmt.row(completion, enc)
+        problem = fmt.problem(row)
+        if problem:
+            summary.trainer_skips.setdefault(problem, []).append(row["id"])
+        differs = _render_differs(fmt, row, enc, self.encoder)
+        if differs:
+            summary.render_differs.setdefault(differs, []).append(row["id"])
+        outcome = self.dedup.classify(row)
+        summary.outcomes[outcome] += 1
+        if outcome in ("added", "replaced"):
+            split = split_of(str(completion.raw.get("id")), self.fraction, self.seed)
+            self.writer.write(_config(fmt, completion.category), split, row)
+
+    def keep(self, config: str, row: dict[str, Any]) -> None:
+        """A row of the earlier export (--merge-into) that no new row replaced."""
+        if str(row["id"]) not in self.dedup.replaced_ids:
+            self.summary.kept_existing += 1
+            split = split_of(prompt_of(str(row["id"])), self.fraction, self.seed)
+            self.writer.write(_config(self.fmt, config), split, row)
 
 
-def export_warnings(fmt: Format, summary: ExportSummary) -> list[str]:
-    out = [w for w in [fmt.reasoning_warning(summary.with_reasoning)] if w]
-    for flag, n in summary.template_dropped.items():
-        what = TEMPLATE_DROPS[flag]
-        out.append(
-            f"{n} rows lose their {what}: the chat template does not render it, so the "
-            "tokenised rows do not contain it (see `regen check`, rule " + flag + ")"
-        )
-    if fmt.name == "specforge" and summary.without_system:
-        out.append(
-            f"{summary.without_system} rows have no system message: train with a SpecForge "
-            "template whose system_prompt is None, or it adds its default one and the context "
-            "is not the one the target answered"
-        )
-    return out
+def _render_differs(fmt: Format, row: dict, enc: Encoded | None,
+                    encoder: Encoder | None) -> str | None:  # fmt: skip
+    """For the conversation target rendered by the trainer (SpecForge): does its render of
+    the row differ from regen's tokenised one? Only known with a tokenizer."""
+    check = getattr(fmt, "render_differs", None)
+    if check is None or enc is None or encoder is None:
+        return None
+    return check(row, enc, encoder.tok)
+
+
+def _config(fmt: Format, domain: str) -> str:
+    return config_name(domain) if fmt.per_domain else DEFAULT
+
+
+def _note(summary: ExportSummary, fmt: Format, completion: Completion, enc: Encoded | None,
+          count_tokens: bool) -> None:  # fmt: skip
+    """What the summary and the card say about the exported rows."""
+    summary.with_reasoning += bool(completion.reasoning.strip())
+    if enc is not None and fmt.needs_tokenizer:
+        summary.template_dropped.update(f for f in enc.flags if f in TEMPLATE_DROPS)
+    summary.without_system += completion.messages[0].get("role") != "system"
+    summary.sampling[canonical((completion.raw.get("meta") or {}).get("sampling"))] += 1
+    summary.thinking[completion.thinking] += 1
+    written = completion.regenerated
+    summary.with_source_turns += any(
+        m.get("role") == "assistant" and i not in written for i, m in enumerate(completion.messages)
+    )
+    if count_tokens and enc is not None:
+        for start, end in enc.spans:
+            summary.masked_tokens.update(enc.input_ids[start:end])
 
 
 def _encoded(
-    records: Iterable[dict], encoder: Encoder | None, summary: ExportSummary
+    records: Iterable[dict], encoder: Encoder | None, summary: ExportSummary, tally: Tally | None
 ) -> Iterator[tuple[Completion, Encoded | None]]:
-    """Readable completions with their encoding; unusable ones are counted as dropped."""
+    """Readable completions with their encoding; unusable ones are counted as dropped (and
+    judged by the check `tally`, when there is one)."""
 
     def valid() -> Iterator[Completion]:
         for raw in records:
@@ -168,11 +200,15 @@ def _encoded(
                 yield Completion.of(raw)
             except InputError as err:
                 summary.dropped[err.kind] += 1
+                if tally is not None:
+                    tally.add(invalid(raw, err))
 
     if encoder is None:
         yield from ((c, None) for c in valid())
         return
     for completion, enc in encoder.stream(valid()):
+        if tally is not None:
+            tally.feed(completion, enc, encoder)
         if isinstance(enc, InputError):
             summary.dropped[enc.kind] += 1  # an all-zero mask is never exported
             continue

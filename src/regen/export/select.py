@@ -36,9 +36,15 @@ class Filters:
         return None
 
 
-def split_of(sample_id: str, eval_fraction: float) -> str:
-    """Stable across runs and merges: the split depends only on the id's hash."""
+def prompt_of(row_id: str) -> str:
+    """The prompt id of an exported row (`PROMPT#SAMPLE`)."""
+    return row_id.rsplit("#", 1)[0]
+
+
+def split_of(prompt_id: str, eval_fraction: float, seed: int = 0) -> str:
+    """Stable across runs and merges: the split depends only on the prompt id's hash (seeded),
+    so the samples of one prompt are never in both splits."""
     if eval_fraction <= 0:
         return TRAIN
-    bucket = xxhash.xxh64_intdigest(sample_id.encode()) / 2**64
+    bucket = xxhash.xxh64_intdigest(prompt_id.encode(), seed=seed) / 2**64
     return EVAL if bucket < eval_fraction else TRAIN

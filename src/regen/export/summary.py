@@ -1,0 +1,109 @@
+"""What an export did: the counts, the warnings and how to train, printed and kept as JSON."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from regen.export.by_score import render_by_score
+from regen.export.format_base import Format
+
+
+@dataclass
+class ExportSummary:
+    format: str = ""
+    out_dir: str = ""
+    read: int = 0
+    outcomes: Counter = field(default_factory=Counter)  # added / replaced / skipped_*
+    dropped: Counter = field(default_factory=Counter)  # filter rule or mask error -> count
+    kept_existing: int = 0
+    with_reasoning: int = 0
+    without_system: int = 0
+    template_dropped: Counter = field(default_factory=Counter)  # reasoning/tools not rendered
+    written: dict[str, int] = field(default_factory=dict)
+    configs: dict[str, dict[str, int]] = field(default_factory=dict)  # domain -> split -> rows
+    with_source_turns: int = 0  # rows whose earlier assistant turns the target did not write
+    supervise: str = "regenerated"
+    check: dict[str, Any] | None = None  # the check verdict over the same encodings
+    by_score: dict[str, Any] | None = None  # kept/dropped per category by regen score's results
+    files: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    how_to_train: str = ""
+    snippet: str = ""
+
+    sampling: Counter = field(default_factory=Counter)  # canonical sampling JSON -> rows
+    thinking: Counter = field(default_factory=Counter)  # thinking mode -> rows
+    masked_tokens: Counter = field(default_factory=Counter)  # token id -> supervised count
+    trainer_skips: dict[str, list[str]] = field(default_factory=dict)  # reason -> row ids
+    render_differs: dict[str, list[str]] = field(default_factory=dict)  # reason -> row ids
+    schema: Any = None  # the rows' unified pyarrow schema: the card's features
+
+    def to_json(self) -> dict[str, Any]:
+        out = {**self.__dict__, "outcomes": dict(self.outcomes), "dropped": dict(self.dropped),
+               "template_dropped": dict(self.template_dropped), "thinking": dict(self.thinking),
+               "sampling": [{"sampling": orjson.loads(k), "rows": n}
+                            for k, n in self.sampling.most_common()]}  # fmt: skip
+        del out["masked_tokens"]  # the draft vocabulary file holds what matters of it
+        del out["schema"]
+        return out
+
+    def render(self) -> str:
+        """The plain-text summary the CLI prints."""
+        splits = ", ".join(f"{k} {v}" for k, v in self.written.items()) or "nothing"
+        lines = [f"wrote {self.out_dir} ({self.format}): {splits}"]
+        lines += [f"  {Path(f).relative_to(self.out_dir)}" for f in self.files]
+        lines.append(f"read {self.read} completions; " + _counts("dropped", self.dropped)
+                     + "; " + _counts("merge", self.outcomes))  # fmt: skip
+        if self.kept_existing:
+            lines.append(f"kept {self.kept_existing} rows of the earlier export")
+        if self.by_score is not None:
+            lines.append(render_by_score(self.by_score))
+        if self.check is not None:
+            failed = ", ".join(self.check["failed_rules"])
+            lines.append(
+                f"check: {self.check['verdict'].upper()}" + (f" ({failed})" * bool(failed))
+            )
+        lines += [f"warning: {w}" for w in self.warnings]
+        lines.append(f"train with: {self.how_to_train.replace('OUT', self.out_dir)}")
+        if self.snippet:
+            lines.append(self.snippet)
+        return "\n".join(lines)
+
+
+def _counts(label: str, counts: Counter) -> str:
+    items = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in counts.most_common())
+    return f"{label}: {items or 'none'}"
+
+
+def _ids(ids: list[str]) -> str:
+    return ", ".join(ids[:5]) + (", ..." if len(ids) > 5 else "")
+
+
+TEMPLATE_DROPS = {"reasoning_dropped": "reasoning", "tools_dropped": "tool calls"}
+
+
+def export_warnings(fmt: Format, summary: ExportSummary) -> list[str]:
+    out = [w for w in [fmt.reasoning_warning(summary.with_reasoning),
+                       fmt.supervision_warning(summary.with_source_turns)] if w]  # fmt: skip
+    for reason, ids in summary.trainer_skips.items():
+        out.append(f"{len(ids)} rows that {fmt.trainer} would skip: {reason} ({_ids(ids)})")
+    for reason, ids in summary.render_differs.items():
+        out.append(f"{len(ids)} rows that SpecForge tokenises differently from --format "
+                   f"specforge-tokenized: {reason} ({_ids(ids)})")  # fmt: skip
+    for flag, n in summary.template_dropped.items():
+        what = TEMPLATE_DROPS[flag]
+        out.append(
+            f"{n} rows lose their {what}: the chat template does not render it, so the "
+            "tokenised rows do not contain it (see `regen check`, rule " + flag + ")"
+        )
+    if fmt.name == "specforge" and summary.without_system:
+        out.append(
+            f"{summary.without_system} rows have no system message: train with a SpecForge "
+            "template whose system_prompt is None, or it adds its default one and the context "
+            "is not the one the target answered"
+        )
+    return out
