@@ -73,8 +73,12 @@ PATH = click.Path(path_type=Path)
     show_default=True,
     help="hard-first: rows the drafter predicts worst first (see regen score).",
 )
-@click.option("--score", "score_json", type=PATH,
-              help="The score.json to select by (default RUN/score/score.json).")  # fmt: skip
+@click.option(
+    "--score",
+    "score_json",
+    type=PATH,
+    help="score.json to select by (default: the first run's score/score.json).",
+)
 def export(output_dirs, out, fmt, file_type, reasoning, merge_into, report, overwrite,
            **o) -> None:  # fmt: skip
     """Export the runs RUN... to --output-dir DIR, loadable with datasets.load_dataset(DIR)."""
