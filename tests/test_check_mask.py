@@ -139,3 +139,20 @@ def test_tokenizer_errors_are_config_errors(tmp_path):
     (tmp_path / "x.txt").write_text("x")
     with pytest.raises(ConfigError):
         load_tokenizer(str(tmp_path / "x.txt"))
+
+
+def test_a_gguf_tokenizer_without_the_gguf_extra_names_the_install(monkeypatch):
+    """After `make demo` (the embedded extra only) torch and gguf are not there: the error
+    says what to install, not "pass a local tokenizer directory"."""
+    import importlib.util
+
+    from regen.errors import ConfigError
+    from regen.tokenizer import load_tokenizer
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a)
+    )
+    with pytest.raises(ConfigError, match="needs torch") as err:
+        load_tokenizer("embedded")
+    assert "regen[gguf]" in (err.value.hint or "")

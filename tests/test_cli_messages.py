@@ -6,12 +6,18 @@ import asyncio
 import threading
 from collections.abc import Iterator
 
+import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from aiohttp import web
 from click.testing import CliRunner
 
+from gen_helpers import run as generate_run
 from gen_helpers import write_prompts
+from regen.check.rules import parse_limits
 from regen.cli import main
+from regen.errors import ConfigError
 
 
 def run(*args: str, env: dict[str, str] | None = None):
@@ -108,3 +114,62 @@ def test_a_wrong_recipe_path_is_found_before_any_source_is_read(tmp_path):
     assert result.exit_code == 2
     assert "source 'second': no file matches" in result.output
     assert not (tmp_path / "out.rejects.jsonl").exists()  # nothing was opened or read
+
+
+# -- issue 21, item 6: messages with the right hint -------------------------------------
+
+
+def fake_run(tmp_path, fake_server) -> str:
+    write_prompts(tmp_path / "p.jsonl", 2)
+    generate_run(tmp_path / "p.jsonl", tmp_path / "run", [fake_server().url])
+    return str(tmp_path / "run")
+
+
+def test_tokenized_export_without_tokenizer_says_so_and_names_the_runs_model(tmp_path, fake_server):
+    out = fake_run(tmp_path, fake_server)
+    result = run("export", out, "--format", "tokenized", "-o", str(tmp_path / "x"))
+    assert result.exit_code == 2
+    assert "--format tokenized needs --tokenizer" in result.output
+    assert "with these filters" not in result.output
+    assert "--tokenizer fake-model" in result.output
+
+
+def test_check_without_tokenizer_suggests_the_model_the_run_used(tmp_path, fake_server):
+    out = fake_run(tmp_path, fake_server)
+    result = run("check", out)
+    assert result.exit_code == 2 and "--tokenizer fake-model" in result.output
+    manifest_path = tmp_path / "run" / "manifest.json"
+    manifest = orjson.loads(manifest_path.read_bytes())
+    manifest["config"]["embedded"] = True  # what a run on the embedded model records
+    manifest_path.write_bytes(orjson.dumps(manifest))
+    assert "--tokenizer embedded" in run("check", out).output
+
+
+def test_max_rule_ignores_case_and_suggests_the_rule_meant():
+    assert parse_limits(("DUPLICATE_ANSWERS=0.5", "Truncated=OFF")) == {
+        "duplicate_answers": 0.5,
+        "truncated": None,
+    }
+    with pytest.raises(ConfigError, match="did you mean duplicate_answers") as err:
+        parse_limits(("duplicate_answer=0.5",))
+    assert err.value.hint == "--max duplicate_answers=0.5"
+
+
+def test_export_format_forgives_case_suggests_and_points_axolotl_to_sharegpt(tmp_path):
+    missing = str(tmp_path / "never-read")
+    axolotl = run("export", missing, "--format", "axolotl", "-o", str(tmp_path / "x"))
+    assert axolotl.exit_code == 2 and "--format sharegpt-axolotl" in axolotl.output
+    typo = run("export", missing, "--format", "sharegtp", "-o", str(tmp_path / "x"))
+    assert typo.exit_code == 2 and "did you mean 'sharegpt'?" in typo.output
+    # the case is forgiven: the next complaint is the missing run, not the format
+    upper = run("export", missing, "--format", "ShareGPT", "-o", str(tmp_path / "x"))
+    assert "does not exist" in upper.output and "--format" not in upper.output
+
+
+def test_a_parquet_prompt_file_is_named_as_parquet(tmp_path):
+    rows = {"id": ["a"], "messages": [[{"role": "user", "content": "hi"}]]}
+    pq.write_table(pa.table(rows), tmp_path / "p.parquet")
+    result = run("generate", "--prompts", str(tmp_path / "p.parquet"), "-o", str(tmp_path / "r"))
+    assert result.exit_code == 3
+    assert "is a Parquet file" in result.output and "not valid JSON" not in result.output
+    assert f"regen prepare --source {tmp_path / 'p.parquet'}" in result.output

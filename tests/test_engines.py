@@ -16,10 +16,12 @@ import time
 import pytest
 
 from gen_helpers import assert_exactly_once, read_lines, run, write_prompts
+from regen.cli.status import render
 from regen.errors import ConfigError, RequestTimeout
 from regen.fleet.server import Server, Timeouts
 from regen.format.layout import OutputLayout
 from regen.run.config import Sampling
+from regen.run.status import read_status
 from regen.testing.fake_server import echo_answer
 
 DIALECTS = ["sglang", "vllm", "llamacpp"]
@@ -72,6 +74,8 @@ def test_an_aborted_answer_is_retried_and_counted(tmp_path, fake_server, dialect
     (snap,) = servers_in_progress(tmp_path / "out")
     aborts = -(-len(server.requests) // 3)  # every third request, retries included
     assert snap["aborted"] == aborts >= 3 and "EngineAborted" in snap["last_error"]
+    shown = render(read_status(str(tmp_path / "out")))
+    assert any(f"({aborts} aborted by the engine)" in line for line in shown)
 
 
 @pytest.mark.parametrize("dialect", ["sglang", "vllm"])

@@ -544,7 +544,7 @@ def test_a_server_down_at_start_joins_when_it_comes_up(tmp_path, fake_server):
     with socket.socket() as probe:  # a free port, for a server that is not up yet
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    late = FakeServer(Behaviour(), port=port)
+    late = FakeServer(Behaviour(dialect="vllm"), port=port)
     timer = threading.Timer(0.5, late.start)
     timer.start()
     try:
@@ -557,3 +557,8 @@ def test_a_server_down_at_start_joins_when_it_comes_up(tmp_path, fake_server):
     assert result.exit_code == 0
     assert late.url in {r["meta"]["server"] for r in completions}
     assert any("answers again" in e for e in result.stats.events)
+    # asked which engine it is when it joined, not only at the start
+    late_engines = {
+        r["meta"]["engine"]["name"] for r in completions if r["meta"]["server"] == late.url
+    }
+    assert late_engines == {"vllm"}

@@ -142,7 +142,7 @@ def test_changed_input_or_sampling_is_refused_unless_allowed(tmp_path, fake_serv
     write_prompts(prompts, 3)
     run(prompts, tmp_path / "out", [server.url])
     write_prompts(prompts, 4)
-    with pytest.raises(RunStateError, match="prompt file changed") as err:
+    with pytest.raises(RunStateError, match="prompt file grew") as err:
         run(prompts, tmp_path / "out", [server.url])
     assert "--allow-changed-input" in err.value.hint
     result = run(prompts, tmp_path / "out", [server.url], allow_changed_input=True)

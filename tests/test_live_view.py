@@ -39,10 +39,10 @@ def snapshot(**changes) -> dict:
     return {**snap, **changes}
 
 
-def render(snap: dict) -> tuple[str, str]:
-    """(plain text, text with ANSI styles) of one redraw on a 140-column terminal."""
+def render(snap: dict, width: int = 140) -> tuple[str, str]:
+    """(plain text, text with ANSI styles) of one redraw on a `width`-column terminal."""
     out = io.StringIO()
-    console = Console(file=out, force_terminal=True, width=140, color_system="standard")
+    console = Console(file=out, force_terminal=True, width=width, color_system="standard")
     reporter = LiveReporter(console)
     reporter({"config": CONFIG})
     reporter.live.stop()  # type: ignore[union-attr]
@@ -62,6 +62,27 @@ def test_live_panel_has_bar_rates_elapsed_eta_servers_quality_and_events():
     assert "back in rotation" in text
     assert "64 per server = 64 in flight" in text
     assert "extra" not in text  # no per-record request fields: nothing to say
+
+
+def test_an_80_column_terminal_drops_columns_never_host_port_or_state():
+    """Three servers on one host: cut to `127.0.0.1:180…` they would look the same."""
+    servers = [
+        {**snapshot()["servers"][0], "url": f"http://127.0.0.1:1800{i}", "state": state}
+        for i, state in enumerate(["healthy", "down", "healthy"])
+    ]
+    rates = {"empty": 0.0, "length": 0.0833, "missing_reasoning": 0.1, "repeated_answers": 0.02}
+    quality = {"window": 500, "rates": rates, "alarms": []}
+    text, _ = render(snapshot(servers=servers, quality=quality), width=80)
+    panel = text[text.index("running") :].splitlines()
+    assert all(len(line) <= 80 for line in panel)
+    assert "…" not in text  # no header, address or state cut mid-word
+    for i, state in enumerate(["healthy", "down", "healthy"]):
+        assert re.search(rf"^127\.0\.0\.1:1800{i}\s+{state}\s", text, re.M)
+    header = next(line for line in panel if line.startswith("server"))
+    assert header.split()[:5] == ["server", "state", "in", "flight", "done"]
+    bar = panel[0]  # the rates and the ETA on the bar's one line
+    assert "120/400" in bar and "3.25 compl/s" in bar and "1,810 tok/s" in bar and "ETA" in bar
+    assert "repeated answers 2.0%" in text  # quality items are not broken inside
 
 
 def test_no_auto_highlighting_of_numbers_and_words():

@@ -143,7 +143,7 @@ def test_status_check_and_export_read_the_run_from_the_bucket(tmp_path, fake_ser
     status = CliRunner().invoke(main, ["status", URL])
     assert status.exit_code == 0, status.output
     assert f"{URL}: FINISHED" in status.output
-    assert "files: 9 completions, 0 errors" in status.output
+    assert "finished: 9 of 9 items (100.0%): 9 completions, 0 errors" in status.output
     exported = CliRunner().invoke(
         main, ["export", URL, "--out", str(tmp_path / "ds"), "--format", "sharegpt"]
     )

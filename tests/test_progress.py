@@ -28,7 +28,7 @@ def test_quality_alarms_need_a_full_enough_window_and_clear_again():
         monitor.observe("", None, "stop", thinking=False)
     assert monitor.alarms() == []  # too few samples to judge
     monitor.observe("", None, "stop", thinking=False)
-    assert [a.name for a in monitor.alarms()] == ["empty"]  # empty is not "boilerplate" too
+    assert [a.name for a in monitor.alarms()] == ["empty"]  # empty is not "repeated_answers" too
     for i in range(100):
         monitor.observe(f"a real answer number {i}", "why", "stop", thinking=True)
     assert monitor.alarms() == []
@@ -43,9 +43,29 @@ def test_missing_reasoning_counts_only_thinking_samples():
     assert "missing_reasoning" in [a.name for a in monitor.alarms()]
 
 
-def test_boilerplate_names_the_repeated_answer():
+def test_repeated_answers_names_the_repeated_answer():
     monitor = QualityMonitor(Thresholds(min_samples=10))
     for i in range(30):
         monitor.observe("OK." if i % 2 else f"distinct {i}", None, "stop", thinking=False)
     (alarm,) = monitor.alarms()
-    assert alarm.name == "boilerplate" and '"ok."' in str(alarm)
+    assert alarm.name == "repeated_answers" and '"ok."' in str(alarm)
+    assert monitor.rates()["repeated_answers"] == 14 / 30  # 15 "OK." of which 14 repeat one
+
+
+def test_repeated_answers_is_zero_when_every_answer_differs():
+    """The old figure (most common answer / n) read 25% for four different answers, above its
+    own 20% alarm; the share of answers that repeat another is 0."""
+    monitor = QualityMonitor(Thresholds(min_samples=4))
+    for text in ("Paris.", "Four.", "Blue whale.", "1969."):
+        monitor.observe(text, None, "stop", thinking=False)
+    assert monitor.rates()["repeated_answers"] == 0.0
+    assert monitor.alarms() == []
+    monitor.observe("  paris. ", None, "stop", thinking=False)  # same answer, other spacing/case
+    assert monitor.rates()["repeated_answers"] == 1 / 5
+
+
+def test_status_and_live_view_name_the_figure_in_words():
+    from regen.display import quality_rates_text
+
+    text = quality_rates_text(QualityMonitor().rates())
+    assert "repeated answers 0.0%" in text and "_" not in text

@@ -190,11 +190,11 @@ def test_degenerate_answers_raise_the_alarm(tmp_path, fake_server):
     write_prompts(tmp_path / "p.jsonl", 120)
     result = run(tmp_path / "p.jsonl", tmp_path / "out", [ok.url])
     assert result.exit_code == 0
-    assert any("QUALITY ALARM boilerplate" in e for e in result.stats.events)
+    assert any("QUALITY ALARM repeated_answers" in e for e in result.stats.events)
     import orjson
 
     progress = orjson.loads((tmp_path / "out" / "progress.json").read_bytes())
-    assert any(a.startswith("boilerplate") for a in progress["quality"]["alarms"])
+    assert any(a.startswith("repeated_answers") for a in progress["quality"]["alarms"])
 
 
 def test_abort_on_degenerate_stops_the_run(tmp_path, fake_server):

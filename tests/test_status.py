@@ -3,14 +3,22 @@ run on another machine, and counts from the output files themselves."""
 
 from __future__ import annotations
 
+import io
+import signal
 import time
 
 import orjson
 import pytest
+from click.testing import CliRunner
 
-from gen_helpers import run, write_prompts
+from gen_helpers import quick_config, run, write_prompts
+from regen.cli import main
+from regen.cli.status import render
+from regen.display import PlainReporter
 from regen.errors import ConfigError
+from regen.run.generate import generate
 from regen.run.status import read_status
+from regen.run.stop import Stop, StopReason, on_signals
 from regen.storage.lock import RunLock
 
 
@@ -54,3 +62,46 @@ def test_counts_come_from_the_files_even_without_a_snapshot(tmp_path, fake_serve
 def test_not_an_output_dir(tmp_path):
     with pytest.raises(ConfigError, match="not a regen output dir"):
         read_status(tmp_path)
+
+
+def test_a_stopped_run_reads_one_count_no_eta_no_healthy_and_the_resume_command(
+    tmp_path, fake_server, monkeypatch
+):
+    """The files are the one count; a stale snapshot's 3/8 and a session's per-server count
+    must not stand next to it as rival totals, and a stopped run has no ETA or live state."""
+    server = fake_server()
+    write_prompts(tmp_path / "p.jsonl", 5)
+    monkeypatch.chdir(tmp_path)
+    argv = ["generate", "--prompts", "p.jsonl", "-o", "out", "--servers", server.url,
+            "--display", "none"]  # fmt: skip
+    assert CliRunner().invoke(main, argv).exit_code == 0
+    out = tmp_path / "out"
+    manifest = orjson.loads((out / "manifest.json").read_bytes())
+    manifest["input"]["lines"] = 8  # as if stopped with 3 items left
+    (out / "manifest.json").write_bytes(orjson.dumps(manifest))
+    rewrite_progress(out, state="stopped", finished=3, total=8)
+    text = "\n".join(render(read_status(out)))
+    assert "finished: 5 of 8 items (62.5%): 5 completions, 0 errors; 3 left" in text
+    assert "3/8" not in text and "ETA" not in text and "healthy" not in text
+    assert f"resume with: cd {tmp_path} && regen generate --prompts p.jsonl -o out" in text
+    assert "servers in the last session:" in text
+
+
+def test_a_resumed_run_says_how_much_was_already_done(tmp_path, fake_server):
+    write_prompts(tmp_path / "p.jsonl", 6)
+    run(tmp_path / "p.jsonl", tmp_path / "out", [fake_server(faults=["ok", "400"]).url])
+    shown = io.StringIO()
+    config = quick_config(
+        tmp_path / "p.jsonl", tmp_path / "out", [fake_server().url], retry_errors=True
+    )
+    generate(config, report=PlainReporter(3600, shown))
+    assert shown.getvalue().count("resuming: 3 of 6 already done") == 1
+
+
+def test_a_signal_is_one_line_while_requests_finish():
+    asked: list[tuple] = []
+    handle = on_signals(Stop(), lambda *args: asked.append(args), lambda: None)
+    handle(signal.SIGINT)
+    assert asked == [(StopReason.SIGINT,)]  # no text of its own: the drain line says it
+    line = StopReason.SIGINT.draining(2, 60)
+    assert line.startswith("SIGINT received: no new requests; waiting up to 60s for 2")

@@ -5,12 +5,16 @@ One line of a batch file (`openai.batches`, `vllm run-batch`) is
 It becomes a regen prompt: `custom_id` is the id (a resume finds it again), the body's
 `messages` and `tools` are the prompt, and the body's sampling is kept per record.
 `model` and streaming settings are the run's business (--model, --stream), so they are
-not taken from the body.
+not taken from the body. `n` above 1 is this prompt's number of samples (each its own
+request, sample 0..n-1), in place of --samples-per-prompt.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
+
+import orjson
 
 from regen.errors import InputError
 
@@ -34,13 +38,12 @@ def from_batch_request(record: dict[str, Any]) -> dict[str, Any]:
     body = record["body"]
     if not isinstance(body, dict):
         raise InputError("batch request 'body' must be an object", kind="bad_type")
-    if body.get("n", 1) != 1:
-        raise InputError(
-            f"batch request asks for n={body['n']} choices",
-            kind="bad_sampling",
-            hint="drop 'n' and pass --samples-per-prompt N",
-        )
+    n = body.get("n", 1)
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise InputError(f"batch request asks for n={n!r} choices", kind="bad_sampling")
     out: dict[str, Any] = {"id": record["custom_id"], "messages": body.get("messages")}
+    if n > 1:  # n choices are n samples of this prompt (sample 0..n-1), one request each
+        out["samples"] = n
     if out["messages"] is None:
         raise InputError("batch request body has no 'messages'", kind="no_messages")
     if body.get("tools") is not None:
@@ -67,3 +70,23 @@ def _sampling(body: dict[str, Any]) -> dict[str, Any]:
     if extra:
         sampling["extra"] = extra
     return sampling
+
+
+def batch_models(lines: Iterable[bytes]) -> list[str] | None:
+    """The models the batch requests among `lines` name, or None if the first record is not
+    a batch request. Every request goes to the run's model: the header says so when the
+    file asks for another, rather than dropping its `model` silently."""
+    models: set[str] = set()
+    for number, raw in enumerate(line for line in lines if line.strip()):
+        try:
+            record = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            continue
+        if not isinstance(record, dict) or not is_batch_request(record):
+            if number == 0:
+                return None
+            continue
+        body = record["body"]
+        if isinstance(body, dict) and isinstance(body.get("model"), str):
+            models.add(body["model"])
+    return sorted(models)

@@ -19,7 +19,7 @@ from rich.progress import (
     TextColumn,
     TimeElapsedColumn,
 )
-from rich.table import Table
+from rich.table import Column, Table
 from rich.text import Text
 
 from regen.format.state import is_final
@@ -64,8 +64,11 @@ def config_lines(config: dict[str, Any]) -> list[str]:
         for k, v in config["sampling"].items()
         if k != "extra" or v  # per-record request fields (batch files) only when there are some
     )
+    batch = config.get("batch_models")
+    if batch is not None:  # what the flags set is only the default of a batch file
+        sampling = f"per request, from the batch file's bodies; where a body has none: {sampling}"
     n, per = len(config["servers"]), config["concurrency_per_server"]
-    return [
+    lines = [
         f"model       {config['model']}",
         f"servers     {n} x {per} per server = {n * per} in flight: " + " ".join(config["servers"]),
         f"api key     {config.get('api_key_from', 'none')}",
@@ -75,6 +78,18 @@ def config_lines(config: dict[str, Any]) -> list[str]:
         f"samples     {config['samples_per_prompt']} per prompt, "
         f"regenerate {config['regenerate_turns']} turn(s)",
     ]
+    other = [m for m in batch or [] if m != config["model"]]
+    if other:  # the body's model is not sent: say so rather than drop it silently
+        note = f"the batch file asks for {', '.join(other)}: every request goes to the model above"
+        lines.insert(1, f"            {note} (pass --model, or serve that model)")
+    return lines
+
+
+def resume_line(snap: dict[str, Any]) -> str | None:
+    """Said once when a run resumes, so the count that starts at 10 does not look like a
+    bug: "resuming: 10 of 15 already done"."""
+    before = snap.get("session", {}).get("finished_before", 0)
+    return f"resuming: {before} of {snap['total']} already done" if before else None
 
 
 class PlainReporter:
@@ -83,12 +98,16 @@ class PlainReporter:
         self.stream = stream or sys.stdout
         self._last = 0.0
         self._events_seen = 0
+        self._started = False
 
     def __call__(self, snap: dict[str, Any]) -> None:
         if "config" in snap:
             for line in config_lines(snap["config"]):
                 self._print(line)
             return
+        if not self._started and (resuming := resume_line(snap)):
+            self._print(resuming)
+        self._started = True
         self._print_events(snap)
         now = time.monotonic()
         if now - self._last >= self.interval or is_final(snap["state"]):
@@ -112,11 +131,17 @@ class EtaColumn(ProgressColumn):
     """The run's own ETA (from tokens: long answers dominate the time left), not rich's
     estimate from item counts."""
 
+    def __init__(self) -> None:
+        super().__init__(table_column=Column(no_wrap=True))
+
     def render(self, task: Task) -> Text:
         return Text(f"ETA {format_duration(task.fields.get('eta_s'))}", style="cyan")
 
 
 class RateColumn(ProgressColumn):
+    def __init__(self) -> None:
+        super().__init__(table_column=Column(no_wrap=True))  # the bar gives way, not this
+
     def render(self, task: Task) -> Text:
         rate = task.fields.get("rate") or {"completions_per_s": 0.0, "tokens_per_s": 0.0}
         return Text(
@@ -133,12 +158,16 @@ class LiveReporter:
     def __init__(self, console: Console | None = None) -> None:
         self.console = console or Console(highlight=False)
         self.live: Live | None = None
+        # on a narrow terminal the elapsed time goes: the rates and the ETA must fit one line
+        elapsed = [TextColumn("elapsed"), TimeElapsedColumn()] if self.console.width > 90 else []
         self.bar = Progress(
             TextColumn("[bold]{task.description}"), BarColumn(bar_width=None),
-            MofNCompleteColumn(), TaskProgressColumn(), RateColumn(), TextColumn("elapsed"),
-            TimeElapsedColumn(), EtaColumn(), console=self.console, expand=True,
+            MofNCompleteColumn(table_column=Column(no_wrap=True)), TaskProgressColumn(),
+            RateColumn(), *elapsed,
+            EtaColumn(), console=self.console, expand=True,
         )  # fmt: skip
         self.task = self.bar.add_task("generate", total=None, eta_s=None, rate=None)
+        self._started = False
 
     def __call__(self, snap: dict[str, Any]) -> None:
         if "config" in snap:
@@ -147,6 +176,9 @@ class LiveReporter:
             self.live = Live(console=self.console, refresh_per_second=4, transient=False)
             self.live.start()
             return
+        if not self._started and (resuming := resume_line(snap)):
+            self.console.print(Text(resuming))
+        self._started = True
         if self.live is not None:
             self.live.update(self.render(snap))
             if is_final(snap["state"]):
@@ -158,7 +190,9 @@ class LiveReporter:
             self.task, total=snap["total"], completed=snap["finished"], eta_s=snap["eta_s"],
             rate=snap["rates"]["last_1m"], description=snap["state"],
         )  # fmt: skip
-        parts: list[Any] = [self.bar, server_table(snap["servers"]), quality_line(snap)]
+        width = self.console.width
+        parts: list[Any] = [self.bar, server_table(snap["servers"], width)]
+        parts += [Text(line) for line in quality_lines(snap, width)]
         if snap.get("all_servers_down_for_s") is not None:
             waited = snap["all_servers_down_for_s"]
             parts.append(Text(f"WAITING: all servers down for {waited:.0f}s", style="bold red"))
@@ -171,29 +205,73 @@ class LiveReporter:
             self.live.stop()
 
 
-def server_table(servers: list[dict[str, Any]]) -> Table:
+# The server table's columns, most wanted first: on a narrow terminal the last ones are
+# dropped whole. A cut column ("127.0.0.1:180…", "in flig…") makes servers on one host look
+# the same; a missing one is only missing.
+COLUMNS = ("server", "state", "in flight", "done", "failed", "latency", "tokens", "retried")
+ORDER = ("server", "state", "in flight", "done", "failed", "retried", "tokens", "latency")
+GAP = 2  # between columns: rich's padding of one on each side
+LAST_ERROR_MIN = 16  # narrower than this, the last error says nothing: dropped
+
+
+def server_cells(s: dict[str, Any]) -> dict[str, str]:
+    return {
+        "server": s["url"].split("://", 1)[-1], "state": s["state"],
+        "in flight": str(s["in_flight"]), "done": str(s["completed"]),
+        "failed": str(s["failed"]), "latency": f"{s['latency_ewma_s']:.1f}s",
+        "tokens": f"{s['completion_tokens']:,}", "retried": str(s.get("retried", 0)),
+    }  # fmt: skip
+
+
+def server_table(servers: list[dict[str, Any]], width: int = 140) -> Table:
+    """One row per server in `width` columns: host:port and state are never cut."""
+    rows = [server_cells(s) for s in servers]
+    shown, used = [], 0
+    for column in COLUMNS:
+        need = max([len(column), *(len(r[column]) for r in rows)]) + GAP
+        if column in ("server", "state") or used + need <= width:
+            shown.append(column)
+            used += need
     table = Table(box=None, expand=False, pad_edge=False)
-    for column in ("server", "state", "in flight", "done", "failed", "retried", "tokens",
-                   "latency"):  # fmt: skip
+    for column in (c for c in ORDER if c in shown):
         table.add_column(column, justify="left" if column == "server" else "right", no_wrap=True)
-    # a long server message is cut, not wrapped: one line per server
-    table.add_column("last error", no_wrap=True, overflow="ellipsis", max_width=40)
-    for s in servers:
+    room = min(40, width - used - GAP)
+    if room >= LAST_ERROR_MIN:  # a long server message is cut, not wrapped: one line each
+        table.add_column("last error", no_wrap=True, overflow="ellipsis", max_width=room)
+    for s, cells in zip(servers, rows, strict=True):
         style = "green" if s["state"] == "healthy" else "red"
-        table.add_row(
-            Text(s["url"].split("://", 1)[-1]), Text(s["state"], style=style), str(s["in_flight"]),
-            str(s["completed"]), str(s["failed"]), str(s.get("retried", 0)),
-            f"{s['completion_tokens']:,}", f"{s['latency_ewma_s']:.1f}s",
-            Text((s["last_error"] or "")[:60]),
-        )  # fmt: skip
+        row: list[Any] = [
+            Text(cells[c], style=style) if c == "state" else Text(cells[c])
+            for c in ORDER if c in shown
+        ]  # fmt: skip
+        if room >= LAST_ERROR_MIN:
+            row.append(Text((s["last_error"] or "")[:60]))
+        table.add_row(*row)
     return table
 
 
-def quality_line(snap: dict[str, Any]) -> Text:
+def quality_rates_text(rates: dict[str, float]) -> str:
+    """The rolling rates in words ("repeated answers 0.0%"); the keys stay snake_case in
+    progress.json and the Prometheus labels."""
+    return ", ".join(quality_items(rates))
+
+
+def quality_items(rates: dict[str, float]) -> list[str]:
+    return [f"{k.replace('_', ' ')} {v:.1%}" for k, v in rates.items()]
+
+
+def quality_lines(snap: dict[str, Any], width: int = 140) -> list[str]:
+    """The quality rates and the error count, broken between items (never inside "repeated
+    answers 2.0%") to fit `width`."""
     quality = snap["quality"]
-    rates = ", ".join(f"{k} {v:.1%}" for k, v in quality["rates"].items())
-    errors = sum(snap["errors_by_type"].values())
-    return Text(f"quality (last {quality['window']}): {rates}   errors {errors}")
+    items = [*quality_items(quality["rates"]), f"errors {sum(snap['errors_by_type'].values())}"]
+    lines = [f"quality (last {quality['window']}):"]
+    for item in items:
+        if len(lines[-1]) + 2 + len(item) > width:
+            lines.append("  " + item)
+        else:
+            lines[-1] += (" " if lines[-1].endswith(":") else ", ") + item
+    return lines
 
 
 class NullReporter:

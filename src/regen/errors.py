@@ -27,7 +27,9 @@ bug and keeps its traceback.
 
 from __future__ import annotations
 
+import difflib
 import errno
+from collections.abc import Iterable
 from pathlib import Path
 
 # What a full, read-only or forbidden output location answers a write with.
@@ -81,6 +83,7 @@ class InputError(RegenError):
     def __init__(self, message: str, *, kind: str = "invalid_record", hint: str | None = None):
         super().__init__(message, hint=hint)
         self.kind = kind
+        self.record_id: str | None = None  # the id the line gave, kept in errors/
 
 
 class RunStateError(RegenError):
@@ -169,3 +172,14 @@ class FleetUnavailable(RegenError):
     --give-up-after, or every one refuses our requests (401, a login page)."""
 
     exit_code = 5
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
+    """The one choice `word` was meant to be: the same but for case, else the closest
+    spelling (for messages that name the fix), else None."""
+    options = list(choices)
+    same = [c for c in options if c.lower() == word.lower()]
+    if len(same) == 1:
+        return same[0]
+    close = difflib.get_close_matches(word.lower(), [c.lower() for c in options], n=1)
+    return next((c for c in options if close and c.lower() == close[0]), None)

@@ -65,11 +65,13 @@ def read_prompts(
             entry: Prompt | Finished | BadLine | None = parse_record(raw, number, is_finished, part)
         except InputError as err:
             message = err.message if not err.hint else f"{err.message} ({err.hint})"
-            entry = BadLine(line=number, kind=err.kind, message=message)
+            entry = BadLine(line=number, kind=err.kind, message=message, id=err.record_id)
         except Exception as exc:  # a shape no check foresaw: this line only, never the run
             log.exception("line %d of %s could not be read", number, path)
             entry = BadLine(number, "unreadable_record", f"{type(exc).__name__}: {exc}"[:500])
-        if entry is not None and part.owns(entry.id, number):
+        # an unusable line goes by its line number, whatever id it gave
+        owner = None if isinstance(entry, BadLine) else getattr(entry, "id", None)
+        if entry is not None and part.owns(owner, number):
             yield entry
 
 
@@ -101,7 +103,19 @@ def parse_record(
         raise InputError(f"not valid JSON: {exc}", kind="invalid_json") from exc
     if not isinstance(record, dict):
         raise InputError("a record must be a JSON object", kind="bad_type")
-    if is_batch_request(record):
+    try:
+        return _prompt_of(record, line, is_finished, part)
+    except InputError as err:  # errors/ keeps the id the user gave (a batch's custom_id)
+        given = record.get("custom_id") if is_batch_request(record) else record.get("id")
+        err.record_id = str(given) if isinstance(given, str | int) and given != "" else None
+        raise
+
+
+def _prompt_of(
+    record: dict[str, Any], line: int, is_finished: Callable[[str], bool] | None, part: Part
+) -> Prompt | Finished | None:
+    batch = is_batch_request(record)
+    if batch:
         record = from_batch_request(record)
     given = record.get("id")
     plain_id = isinstance(given, str | int) and not isinstance(given, bool) and given != ""
@@ -121,6 +135,7 @@ def parse_record(
         messages=messages,
         tools=tools,
         sampling=_sampling(record.get("sampling")),
+        samples=record.get("samples") if batch else None,
         source=record.get("source") if isinstance(record.get("source"), dict) else None,
         meta=meta,
     )

@@ -38,6 +38,7 @@ class Prompt:
     meta: dict[str, Any] = field(default_factory=dict)
     line: int = 0  # the input line it was read from (1-based; 0: not read from a file)
     sampling: dict[str, Any] | None = None  # per-record overrides
+    samples: int | None = None  # this prompt's own sample count (a batch request's n)
 
     @property
     def category(self) -> str | None:

@@ -6,6 +6,7 @@ tokenizer has no offset mapping and would force us back to guessing by regex.
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ def load_tokenizer(
     if path.suffix == ".gguf":
         if not path.is_file():
             raise ConfigError(f"--tokenizer {spec}: no such GGUF file")
+        _needs_gguf_reader(spec)
         source, kwargs["gguf_file"] = str(path.parent), path.name
     elif path.exists():
         if not path.is_dir():
@@ -85,3 +87,16 @@ def _read_template(path: str) -> str:
     if not file.is_file():
         raise ConfigError(f"--chat-template {path}: no such file")
     return file.read_text(encoding="utf-8")
+
+
+def _needs_gguf_reader(spec: str) -> None:
+    """transformers reads a GGUF's vocabulary with the `gguf` package and torch, which the
+    demo's install leaves out (they are the `gguf` extra): say so before it fails deep inside."""
+    missing = [name for name in ("gguf", "torch") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise ConfigError(
+            f"--tokenizer {spec}: reading a tokenizer out of a GGUF file needs "
+            f"{' and '.join(missing)}, which are not installed",
+            hint="pip install 'regen[gguf]' (in a checkout: scripts/bootstrap.sh --dev), "
+            "or pass the target's tokenizer directory or hub name",
+        )

@@ -3,11 +3,18 @@ per-source table and composition. It fits a 1280 px window: wide tables scroll i
 
 from __future__ import annotations
 
+import hashlib
+import time
+from collections.abc import Sequence
 from html import escape
 from typing import Any
 
+from regen import __version__
 from regen.check.charts import bars_svg, histogram_svg, lengths_by_source_svg
+from regen.check.report_text import by_sample
 from regen.check.runner import CheckReport
+from regen.check.show import render_sample
+from regen.run.status import model_of
 
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}
@@ -16,14 +23,20 @@ body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}
 table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px}
 th{background:#f3f3f3;text-align:left}td{text-align:right}td.what,td.rule{text-align:left}td.count{white-space:nowrap}
 td.text{text-align:left;max-width:16em;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
-th.name{max-width:12em;overflow-wrap:anywhere}
+th.name{max-width:16em}
 .plots{display:flex;flex-wrap:wrap;gap:12px}
 svg.plot{border:1px solid #eee;background:#fff;max-width:100%;height:auto}
+#about th{width:12em}#about td{text-align:left;overflow-wrap:anywhere}
+.sample pre{white-space:pre-wrap;overflow-wrap:anywhere;background:#f8f8f8;padding:.5em}
 """
 
 
-def render_html(report: CheckReport, acceptance: str = "") -> str:
-    """`acceptance`: the section `regen score` draws (regen.score.html), when the run has one."""
+def render_html(
+    report: CheckReport, about: dict[str, str] | None = None, acceptance: str = ""
+) -> str:
+    """`about`: what was judged (runs, tokenizer, model, template hash, date, version), for a
+    report handed on without the command that made it. `acceptance`: the section `regen score`
+    draws (regen.score.html), when the run has one."""
     data = report.to_json()
     verdict = data["verdict"]
     overall = data["overall"]
@@ -33,7 +46,9 @@ def render_html(report: CheckReport, acceptance: str = "") -> str:
         f"<style>{STYLE}</style></head><body><h1>regen check</h1>",
         f"<p id='verdict' class='{verdict}'><b>Verdict: {verdict.upper()}</b>",
         f" (failed rules: {escape(failed)}) - {overall['samples']} samples</p>",
+        _about(about or {}),
         _rules_table(data["rules"]),
+        _failing(report),
         f"<div class='plots'>{''.join(_charts(report))}</div>",
         "<h2>By source</h2>",
         _groups_table({**data["sources"], "(overall)": overall}),
@@ -91,7 +106,7 @@ def _groups_table(groups: dict[str, dict[str, Any]]) -> str:
     ]
     head = "".join(f"<th>{escape(c)}</th>" for c, _ in cols)
     rows = "".join(
-        f"<tr><th class='name'>{escape(name)}</th>"
+        f"<tr><th class='name'>{_breakable(name)}</th>"
         + "".join(f"<td>{escape(str(f(g)))}</td>" for _, f in cols)
         + f"<td class='text' title='{escape(_prefix(g))}'>{escape(_prefix(g))}</td></tr>"
         for name, g in groups.items()
@@ -110,7 +125,7 @@ def _composition(comp: dict[str, Any] | None) -> str:
     if comp["unavailable"]:
         return f"<p>Composition not compared: {escape(comp['unavailable'])}</p>"
     rows = "".join(
-        f"<tr><th class='name'>{label} {escape(n)}</th><td>{v['prompts']:.1%}</td>"
+        f"<tr><th class='name'>{label} {_breakable(n)}</th><td>{v['prompts']:.1%}</td>"
         f"<td>{v['completions']:.1%}</td></tr>"
         for label, key in (("source", "by_source"), ("category", "by_category"))
         for n, v in comp[key].items()
@@ -130,3 +145,47 @@ def _errors(examples: list[dict[str, Any]]) -> str:
         for e in examples
     )
     return f"<h2>Mask errors (first {len(examples)})</h2><ul>{items}</ul>"
+
+
+def _about(about: dict[str, str]) -> str:
+    if not about:
+        return ""
+    rows = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in about.items())
+    return f"<h2>What was judged</h2><div class='box'><table id='about'>{rows}</table></div>"
+
+
+def _failing(report: CheckReport) -> str:
+    """The failing samples as `--show` prints them: one block per sample, all its rules,
+    the supervised text between ⟦ ⟧."""
+    samples = [s for s in by_sample(report.shown) if s[2]]
+    if not samples:
+        return ""
+    blocks = "".join(
+        f"<div class='sample' id='sample-{escape(c.id)}'><h3>{escape(c.id)}</h3>"
+        f"<p>rules broken: <b>{escape(', '.join(rules))}</b></p>"
+        f"<pre>{escape(render_sample(c, enc, color=False))}</pre></div>"
+        for c, enc, rules in samples
+    )
+    return f"<h2>Failing samples ({len(samples)})</h2><div id='failing'>{blocks}</div>"
+
+
+def about_check(runs: Sequence[str], tokenizer: str, chat_template: str | None) -> dict[str, str]:
+    """The header of a report handed on: what was judged, with what, when, by which regen."""
+    models = sorted({m for m in (model_of(r) for r in runs) if m})
+    digest = hashlib.sha256((chat_template or "").encode()).hexdigest()[:16]
+    return {
+        "runs": ", ".join(runs),
+        "tokenizer": tokenizer,
+        "generated with": ", ".join(models) or "unknown (no manifest)",
+        "chat template": f"sha256 {digest}" if chat_template else "none",
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "regen": __version__,
+    }
+
+
+def _breakable(name: str) -> str:
+    """A long source name may wrap after / - _ . but never inside a word."""
+    text = escape(name)
+    for mark in "/-_.":
+        text = text.replace(mark, f"{mark}<wbr>")
+    return text

@@ -63,7 +63,7 @@ def _group_lines(g: dict[str, Any]) -> list[str]:
     if g["top_prefixes"]:
         top = "; ".join(f"{p!r} x{c}" for p, c in g["top_prefixes"][:3])
         lines.append(f"  frequent prefixes   {top}")
-    cats = ", ".join(f"{k} {v}" for k, v in list(g["categories"].items())[:6])
+    cats = ", ".join(f"{k} {v}" for k, v in g["categories"].items())  # all: none left out
     lines.append(f"  categories          {cats}")
     return lines
 
@@ -94,3 +94,14 @@ def _composition_lines(comp: dict[str, Any] | None) -> list[str]:
                 f"completions {share['completions']:6.1%}"
             )
     return [*lines, ""]
+
+
+def by_sample(shown: list[tuple[Any, Any, str]]) -> list[tuple[Any, Any, list[str]]]:
+    """`--show`'s samples, one entry per sample with every rule it was picked for (a sample
+    that breaks two rules is shown once, naming both)."""
+    found: dict[str, tuple[Any, Any, list[str]]] = {}
+    for completion, enc, rule in shown:
+        entry = found.setdefault(completion.id, (completion, enc, []))
+        if not rule.startswith("("):  # "(first)": picked with no rule failing
+            entry[2].append(rule)
+    return list(found.values())

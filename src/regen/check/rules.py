@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from regen.check.composition import Composition
 from regen.check.stats import Group
-from regen.errors import ConfigError
+from regen.errors import ConfigError, did_you_mean
 
 EXIT_PASS, EXIT_FAIL = 0, 1
 
@@ -90,16 +90,26 @@ def parse_limits(pairs: tuple[str, ...]) -> dict[str, float | None]:
     limits: dict[str, float | None] = {}
     for pair in pairs:
         name, sep, value = pair.partition("=")
-        if not sep or name not in RULE_NAMES:
-            raise ConfigError(
-                f"--max {pair}: expected RULE=FRACTION with RULE one of {', '.join(RULE_NAMES)}",
-                hint="for example --max truncated=0.2 or --max duplicate_answers=off",
-            )
+        meant = did_you_mean(name, RULE_NAMES) if sep else None
+        if meant is None or meant.lower() != name.lower():  # case aside, it must be a rule
+            raise _unknown_rule(pair, name, meant, value)
         try:
-            limits[name] = None if value == "off" else float(value)
+            limits[meant] = None if value.lower() == "off" else float(value)
         except ValueError as exc:
             raise ConfigError(f"--max {pair}: {value!r} is not a fraction or 'off'") from exc
     return limits
+
+
+def _unknown_rule(pair: str, name: str, meant: str | None, value: str) -> ConfigError:
+    if meant is not None:
+        return ConfigError(
+            f"--max {pair}: there is no rule {name!r}; did you mean {meant}?",
+            hint=f"--max {meant}={value or '0.2'}",
+        )
+    return ConfigError(
+        f"--max {pair}: expected RULE=FRACTION with RULE one of {', '.join(RULE_NAMES)}",
+        hint="for example --max truncated=0.2 or --max duplicate_answers=off",
+    )
 
 
 def judge(

@@ -27,6 +27,20 @@ VERBS = {
     "check": "regen.cli.check:check",
     "export": "regen.cli.export:export",
     "score": "regen.cli.score:score",
+    "demo": "regen.cli.demo:demo",
+}
+# `regen --help` lists these whole sentences (click would cut each docstring at 45
+# characters, mid-phrase); each fits an 80-column terminal
+SUMMARIES = {
+    "prepare": "Build one blended prompt file from datasets and a recipe.",
+    "plan": "Estimate the wall time, tokens and cost of a run.",
+    "serve": "Start, look at or stop inference servers, one per GPU group.",
+    "generate": "Generate completions for every prompt; rerun it to resume.",
+    "status": "Show how far a run is, how fast it goes, and when it ends.",
+    "check": "Judge whether a run is trainable, with the target's template.",
+    "export": "Write a run in the format a trainer reads.",
+    "demo": "Write the walkthrough's example files into a directory.",
+    "score": "Measure how many drafted tokens a drafter would accept, per domain.",
 }
 
 
@@ -38,7 +52,9 @@ class RegenGroup(click.Group):
         if name not in VERBS:
             return None
         module, attr = VERBS[name].split(":")
-        return getattr(importlib.import_module(module), attr)
+        command = getattr(importlib.import_module(module), attr)
+        command.short_help = SUMMARIES[name]
+        return command
 
     def resolve_command(self, ctx: click.Context, args: list[str]):
         name = args[0] if args else ""

@@ -8,23 +8,26 @@ from pathlib import Path
 import click
 
 from regen.check import Encoder, StatOptions, check_run
-from regen.check.report_html import render_html
-from regen.check.report_text import render_text
+from regen.check.report_html import about_check, render_html
+from regen.check.report_text import by_sample, render_text
 from regen.check.rules import parse_limits
 from regen.check.show import render_sample
+from regen.cli.hints import tokenizer_hint
 from regen.cli.options import Command
 from regen.cli.rowbar import row_progress
+from regen.errors import ConfigError
 from regen.jsonio import atomic_write_bytes, atomic_write_json
 from regen.score.html import acceptance_section
+from regen.storage import require_runs
 
 PATH = click.Path(path_type=Path)
+HTML_SAMPLES = 10  # failing samples per rule the HTML report lists
 
 
 @click.command(cls=Command)
 @click.argument("output_dirs", nargs=-1, required=True, metavar="RUN...")
 @click.option(
     "--tokenizer",
-    required=True,
     help="Target tokenizer: directory, .gguf file, hub name, or `embedded` (the demo model).",
 )
 @click.option("--chat-template", help="Jinja file that overrides the tokenizer's chat template.")
@@ -79,19 +82,25 @@ def check(output_dirs, tokenizer, chat_template, template_tokens, supervise, max
           show) -> None:  # fmt: skip
     """Tokenise the runs RUN... with the target's template, report, and exit 1 if a rule fails."""
     thresholds = parse_limits(limits)
+    require_runs(output_dirs)  # before the tokenizer loads
+    if not tokenizer:  # required, but the message can name the run's own model
+        raise ConfigError("check needs the target's tokenizer", hint=tokenizer_hint(output_dirs))
     encoder = Encoder.load(tokenizer, chat_template=chat_template,
                            template_tokens=template_tokens, supervise=supervise)  # fmt: skip
     opts = StatOptions(degenerate_at=degenerate_at, min_run=min_run, max_length=max_length)
+    kept = max(show, HTML_SAMPLES if html_path else 0)  # the HTML lists failing samples too
     with row_progress("check") as on_row:
-        report = check_run(output_dirs, encoder, opts, thresholds, show=show,
+        report = check_run(output_dirs, encoder, opts, thresholds, show=kept,
                            per_sample=per_sample, on_row=on_row)  # fmt: skip
     color = sys.stdout.isatty()
-    for completion, enc, rule in report.shown:
-        click.echo(render_sample(completion, enc, color=color, rule=rule) + "\n")
+    for completion, enc, rules in by_sample(report.shown[:show]):
+        click.echo(render_sample(completion, enc, color=color, rule=", ".join(rules)) + "\n")
     click.echo(render_text(report))
     if json_path:
         atomic_write_json(json_path, report.to_json())
     if html_path:
+        template = getattr(encoder.tok, "chat_template", None)
+        about = about_check(output_dirs, tokenizer, template if isinstance(template, str) else None)
         acceptance = acceptance_section(list(output_dirs))
-        atomic_write_bytes(html_path, render_html(report, acceptance).encode())
+        atomic_write_bytes(html_path, render_html(report, about, acceptance).encode())
     sys.exit(0 if report.passed else 1)

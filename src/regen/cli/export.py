@@ -10,8 +10,10 @@ import click
 from regen.check import Encoder
 from regen.check.rules import parse_limits
 from regen.cli.export_options import command_line, dataset_options, selection_options
+from regen.cli.hints import Choice, tokenizer_hint
 from regen.cli.options import Command, option
 from regen.cli.rowbar import row_progress
+from regen.errors import ConfigError
 from regen.export import Filters, export_run, make_format
 from regen.export.by_score import ORDERS, ScoreSelect
 from regen.export.card_facts import parse_licenses
@@ -19,8 +21,13 @@ from regen.export.formats import FORMATS
 from regen.export.hub_push import Push
 from regen.export.publish import Publish, finish
 from regen.jsonio import atomic_write_json
+from regen.storage import require_runs
 
 PATH = click.Path(path_type=Path)
+# trainers' names for what one of our formats writes
+AXOLOTL = "axolotl reads the ShareGPT export in its layout: --format sharegpt-axolotl"
+LLAMA_FACTORY = "LLaMA-Factory reads the ShareGPT export: --format sharegpt-llamafactory"
+OTHER_NAMES = {"axolotl": AXOLOTL, "llama-factory": LLAMA_FACTORY, "llamafactory": LLAMA_FACTORY}
 
 
 @click.command(cls=Command)
@@ -38,7 +45,7 @@ PATH = click.Path(path_type=Path)
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(list(FORMATS)),
+    type=Choice(list(FORMATS), pointers=OTHER_NAMES),
     default="specforge",
     show_default=True,
     help="The trainer target (see the README's format table).",
@@ -82,6 +89,11 @@ PATH = click.Path(path_type=Path)
 def export(output_dirs, out, fmt, file_type, reasoning, merge_into, report, overwrite,
            **o) -> None:  # fmt: skip
     """Export the runs RUN... to --output-dir DIR, loadable with datasets.load_dataset(DIR)."""
+    require_runs(output_dirs)  # before the tokenizer loads
+    needs = FORMATS[fmt].needs_tokenizer or o["drop_degenerate"] or o["min_supervised_tokens"]
+    if needs and not o["tokenizer"]:
+        what = f"--format {fmt}" if FORMATS[fmt].needs_tokenizer else "the loss-mask filters"
+        raise ConfigError(f"{what} needs --tokenizer", hint=tokenizer_hint(output_dirs))
     encoder = None
     if o["tokenizer"]:
         encoder = Encoder.load(

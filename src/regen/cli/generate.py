@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import shutil
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
@@ -39,6 +44,14 @@ from regen.format.part import parse_part, part_from_env
     help="Prompt JSONL (.zst ok) or an OpenAI/vLLM batch file: a path or an fsspec URL.",
 )
 @work_shape_options
+@option(
+    "--limit",
+    type=int,
+    metavar="N",
+    group=INPUT,
+    to="input.limit",
+    help="Try the first N prompts only; the same command without it does the rest.",
+)
 @option(
     "--allow-changed-input",
     is_flag=True,
@@ -207,10 +220,29 @@ def generate(**opts) -> None:
     """Generate completions for every prompt, resuming where a previous run stopped.
 
     --servers takes one or more URLs: `--servers http://h:30000 http://h:30001`.
+    `--prompts -` reads the prompts from standard input.
     """
     logging.basicConfig(level=logging.ERROR, format="%(message)s")
     executor = executor_named(opts["executor"], shards=opts["shards"], address=opts["ray_address"])
-    outcome = executor.run(config_from(opts))
+    with spooled_stdin(opts["prompts"]) as prompts:
+        outcome = executor.run(config_from({**opts, "prompts": prompts}))
     for line in outcome.lines:
         click.echo(line)
     sys.exit(outcome.exit_code)
+
+
+@contextlib.contextmanager
+def spooled_stdin(prompts: str) -> Iterator[str]:
+    """`-`: standard input, copied to a temporary file first (the run reads its input more
+    than once: checked, fingerprinted, then streamed), removed afterwards. A resume is the
+    same command with the same input piped in: the fingerprint tells whether it is."""
+    if prompts != "-":
+        yield prompts
+        return
+    fd, name = tempfile.mkstemp(prefix="regen-stdin-", suffix=".jsonl")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            shutil.copyfileobj(sys.stdin.buffer, out)
+        yield name
+    finally:
+        os.unlink(name)

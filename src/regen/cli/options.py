@@ -77,6 +77,9 @@ class Command(click.Command):
     """A command whose `--help` shows its options by group."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        # the words as typed: the manifest keeps them, so `regen status` can print the
+        # exact command that resumes the run
+        ctx.meta["regen.argv"] = ["regen", ctx.info_name or "", *args]
         try:
             return super().parse_args(ctx, expand_multi_value(self.params, args))
         except click.NoSuchOption as err:

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from regen.cli.options import Command
 from regen.cli.rowbar import row_progress
-from regen.errors import ConfigError
+from regen.errors import ConfigError, InputFileError
 from regen.prepare import Recipe, load_recipe
 from regen.prepare import prepare as run_prepare
 from regen.prepare.recipe import check_blend, parse_source
 from regen.prepare.recipe_fields import parse_role_map_flags
+
+MOSTLY_REJECTED = 0.5  # a source that loses this share or more to rejects fails the command
 
 
 @click.command(cls=Command)
@@ -80,6 +84,17 @@ def prepare(
         result = run_prepare(merged, output, rejects=rejects, report=report, log=log,
                              on_row=on_row)  # fmt: skip
     click.echo(result.render())
+    halved = [s["name"] for s in result.data["sources"] if rejected_share(s) >= MOSTLY_REJECTED]
+    if halved:  # written and kept, but no success: a script must not go on as if it were
+        click.secho(
+            f"Error: half or more of the records of {', '.join(halved)} were rejected; "
+            f"the reasons are in the rejects file", fg="red", err=True,
+        )  # fmt: skip
+        sys.exit(InputFileError.exit_code)
+
+
+def rejected_share(source: dict) -> float:
+    return sum(source["rejected"].values()) / source["read"] if source["read"] else 0.0
 
 
 def _ask(total: int | None) -> dict:

@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from regen.cli.options import FLEET, INPUT, RELIABILITY, SAMPLING, config_values, option
+from regen.cli.value_lists import OneOrList
 from regen.fleet.openai_env import servers_from_env
 from regen.run.config import GenerateConfig, build_config
 
@@ -54,18 +55,21 @@ fleet_options = _all(
            help="Requests in flight per server [64; embedded: 2]."),
 )  # fmt: skip
 
+LIST = "A list (a,b,c) picks one per sample, seeded."
 sampling_options = _all(
-    option("--max-output-tokens", type=int, default=4096, show_default=True, group=SAMPLING,
-           to="sampling.max_tokens", help="max_tokens per request."),
-    option("--temperature", type=float, group=SAMPLING, to="sampling.temperature",
-           help=SERVER_DEFAULT),
-    option("--top-p", type=float, group=SAMPLING, to="sampling.top_p", help=SERVER_DEFAULT),
-    option("--top-k", type=int, group=SAMPLING, to="sampling.top_k", help=SERVER_DEFAULT),
+    option("--max-output-tokens", type=OneOrList(click.INT), default=4096, show_default=True,
+           group=SAMPLING, to="sampling.max_tokens", help=f"max_tokens per request. {LIST}"),
+    option("--temperature", type=OneOrList(click.FLOAT), group=SAMPLING,
+           to="sampling.temperature", help=f"{SERVER_DEFAULT} {LIST}"),
+    option("--top-p", type=OneOrList(click.FLOAT), group=SAMPLING, to="sampling.top_p",
+           help=f"{SERVER_DEFAULT} {LIST}"),
+    option("--top-k", type=OneOrList(click.INT), group=SAMPLING, to="sampling.top_k",
+           help=f"{SERVER_DEFAULT} {LIST}"),
     option("--seed", type=int, group=SAMPLING, to="sampling.seed",
            help="Base seed; sample k uses seed+k."),
-    option("--thinking", type=click.Choice(["on", "off", "auto"]), default="auto",
+    option("--thinking", type=OneOrList(click.Choice(["on", "off", "auto"])), default="auto",
            show_default=True, group=SAMPLING, to="sampling.thinking",
-           help="Sent as chat_template_kwargs.enable_thinking; auto sends nothing."),
+           help=f"Sent as chat_template_kwargs.enable_thinking; auto sends nothing. {LIST}"),
 )  # fmt: skip
 
 request_options = _all(
@@ -85,4 +89,7 @@ def config_from(opts: dict[str, Any], fixed: dict[str, Any] | None = None) -> Ge
     servers = list(opts["servers"])
     if not servers and not opts["fleet"]:
         servers = servers_from_env(opts["local_model"])
-    return build_config({**values, "fleet.servers": servers, **(fixed or {})})
+    typed = click.get_current_context().meta.get("regen.argv")
+    return build_config(
+        {**values, "fleet.servers": servers, "command": typed and tuple(typed), **(fixed or {})}
+    )

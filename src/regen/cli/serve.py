@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -27,7 +28,7 @@ from regen.serve.run import serve as run_serve
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
 @click.option("--served-model-name", help="Name clients request [model's name].")
 @click.option("--python", default=sys.executable, show_default=True, help="Python with the engine.")
-@click.option("--threads", type=int, default=2, show_default=True, help="llamacpp CPU threads.")
+@click.option("--threads", type=int, help="llamacpp CPU threads per replica [the CPUs / replicas].")
 @click.option("--context", type=int, help="Context length passed to the engine.")
 @click.option("--copy-model-to", type=click.Path(path_type=Path), help="Copy first, e.g. /dev/shm.")
 @click.option("--max-gpu-memory-used", type=float, default=0.1, show_default=True,
@@ -66,12 +67,18 @@ def serve(engine_args: tuple[str, ...], status_of, stop_of, **opts) -> None:
         gpus=parse_gpu_list(opts["gpus"]) if opts["gpus"] else None,
         gpus_per_server=opts["gpus_per_server"], replicas=opts["replicas"],
         port_base=opts["port_base"], host=opts["host"], python=opts["python"],
-        threads=opts["threads"], context=opts["context"],
+        threads=opts["threads"] or threads_per_replica(opts["replicas"]), context=opts["context"],
         startup_timeout=opts["startup_timeout"],
         max_gpu_memory_used=opts["max_gpu_memory_used"], copy_model_to=opts["copy_model_to"],
         extra=list(engine_args), api_key_env=opts["api_key_env"],
     )  # fmt: skip
     sys.exit(run_serve(spec, opts["fleet_path"], opts["restart_dead"], echo=click.echo))
+
+
+def threads_per_replica(replicas: int) -> int:
+    """The machine's CPUs shared among the replicas: N replicas of 2 threads each on a
+    4-core machine would fight over the cores and each go slower."""
+    return max(1, (os.cpu_count() or 2) // max(1, replicas))
 
 
 def _status(path: Path) -> int:

@@ -8,7 +8,7 @@ import click
 import orjson
 
 from regen.cli.options import Command
-from regen.display import format_duration, summary_line
+from regen.display import format_duration, quality_rates_text
 from regen.format.state import RunState
 from regen.run.parts_status import render_shards
 from regen.run.status import read_status
@@ -17,7 +17,7 @@ ENDED = {  # what a run that no process works on says of itself, by its last sta
     RunState.FINISHED: "FINISHED",
     RunState.CALIBRATED: "NOT STARTED (regen plan's calibration sample is in; "
     "regen generate goes on)",
-    RunState.STOPPED: "NOT RUNNING (stopped; run the same command to resume)",
+    RunState.STOPPED: "NOT RUNNING (stopped)",
 }
 
 
@@ -36,59 +36,85 @@ def status(output_dir: str, as_json: bool) -> None:
 
 
 def render(info: dict[str, Any]) -> list[str]:
+    """One count of finished items (the output files), one ETA (only while it runs), server
+    states only while they mean something, and the command that resumes a run that ended."""
     alive = info["alive"]
     last_state = RunState.of((info["progress"] or {}).get("state") or alive.get("state"))
-    if alive["alive"]:
-        state = "RUNNING"
-    else:
-        state = ENDED.get(last_state, "NOT RUNNING (it died; run the same command to resume)")
+    state = "RUNNING" if alive["alive"] else ENDED.get(last_state, "NOT RUNNING (it died)")
     lines = [
         f"{info['output_dir']}: {state} (pid {alive['pid']} on {alive['host']}; {alive['how']})",
-        f"files: {info['files']['completions']} completions, {info['files']['errors']} errors",
+        finished_line(info),
     ]
     if info.get("shards"):
         return [*lines, *render_shards(info["shards"], format_duration)]
+    resume = info["manifest"].get("resume")
+    if not alive["alive"] and last_state != RunState.FINISHED and info["eta"]["items"]:
+        lines.append(f"resume with: {resume or 'the command that started it'}")
     progress = info["progress"]
     if progress is None:
         return [*lines, "no progress snapshot yet"]
     lines.append(f"last state: {progress['state']}, updated {alive['last_update_s_ago']}s ago")
-    lines.append("progress: " + summary_line(progress))
-    rates = progress["rates"]
-    lines.append(
-        "rates: "
-        + ", ".join(
-            f"{name} {r['completions_per_s']:.2f}/s {r['tokens_per_s']:.0f} tok/s"
-            for name, r in rates.items()
-        )
-    )
-    eta = info["eta"]
-    lines.append(
-        f"ETA: {format_duration(eta['seconds'])} for {eta['items']} items left"
-        + (
-            f" ({format_duration(eta['seconds_low'])} to {format_duration(eta['seconds_high'])}"
-            " at the fastest and slowest recent rates)"
-            if eta["seconds"] is not None
-            else ""
-        )
-    )
-    for s in progress["servers"]:
-        at_exit = s.get("in_flight_at_exit")
-        flight = f"{s['in_flight']} in flight"
-        if at_exit:  # the run is not alive: that was then, not now
-            flight = f"none in flight ({at_exit} were at its last update)"
-        lines.append(
-            f"  {s['url']}: {s['state']}, {flight}, {s['completed']} done, "
-            f"{s['failed']} failed, latency {s['latency_ewma_s']:.1f}s"
-            + (f", last error: {s['last_error']}" if s["last_error"] else "")
-        )
+    lines.append("rates: " + rates_text(progress["rates"]))
+    if alive["alive"] or last_state == RunState.CALIBRATED:  # the time the whole would take
+        lines.append(eta_line(info["eta"]))
+    lines += server_lines(progress["servers"], alive["alive"])
     if progress["errors_by_type"]:
         lines.append(
             "errors by type: "
             + ", ".join(f"{k}={v}" for k, v in progress["errors_by_type"].items())
         )
+    mix = progress.get("sampling_mix")
+    if mix:  # --temperature 0.6,1.0 and the like: what this session's completions got
+        total = sum(mix.values())
+        shares = ", ".join(f"{k} {v / total:.0%}" for k, v in sorted(mix.items()))
+        lines.append(f"sampling mix (this session's {total} completions): {shares}")
     quality = progress["quality"]
-    rates_q = ", ".join(f"{k} {v:.1%}" for k, v in quality["rates"].items())
+    rates_q = quality_rates_text(quality["rates"])
     lines.append(f"quality (last {quality['window']}): {rates_q}")
     lines += [f"  ALARM {a}" for a in quality["alarms"]]
     lines += [f"  event {e}" for e in progress["events"][-5:]]
+    return lines
+
+
+def finished_line(info: dict[str, Any]) -> str:
+    """The one count of finished items: the output files, which are the ledger."""
+    files, left = info["files"], info["eta"]["items"]
+    done = files["completions"] + files["errors"]
+    total = done + left
+    share = f" ({100 * done / total:.1f}%)" if total else ""
+    return (
+        f"finished: {done} of {total} items{share}: {files['completions']} completions, "
+        f"{files['errors']} errors; {left} left"
+    )
+
+
+def rates_text(rates: dict[str, Any]) -> str:
+    return ", ".join(
+        f"{name} {r['completions_per_s']:.2f}/s {r['tokens_per_s']:.0f} tok/s"
+        for name, r in rates.items()
+    )
+
+
+def eta_line(eta: dict[str, Any]) -> str:
+    line = f"ETA: {format_duration(eta['seconds'])} for {eta['items']} items left"
+    if eta["seconds"] is not None:
+        low, high = format_duration(eta["seconds_low"]), format_duration(eta["seconds_high"])
+        line += f" ({low} to {high} at the fastest and slowest recent rates)"
+    return line
+
+
+def server_lines(servers: list[dict[str, Any]], alive: bool) -> list[str]:
+    """While the run is alive, each server's state now; after it ended, only what each did in
+    the last session (a stopped run's server is not "healthy": nobody asks it anything)."""
+    lines = ["servers:" if alive else "servers in the last session:"]
+    for s in servers:
+        head = f"{s['state']}, {s['in_flight']} in flight, " if alive else ""
+        if not alive and s.get("in_flight_at_exit"):  # sent again by the next run
+            head = f"none in flight ({s['in_flight_at_exit']} were at its last update), "
+        lines.append(
+            f"  {s['url']}: {head}{s['completed']} done, {s['failed']} failed"
+            + (f" ({s['aborted']} aborted by the engine)" if s.get("aborted") else "")
+            + f", latency {s['latency_ewma_s']:.1f}s"
+            + (f", last error: {s['last_error']}" if s["last_error"] else "")
+        )
     return lines

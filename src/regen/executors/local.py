@@ -28,9 +28,10 @@ class LocalExecutor(Executor):
                 result = generate(config, report=metrics.wrap(reporter))
             finally:
                 reporter.close()  # a live display must give the terminal back, even on error
-        lines = [result.message]
-        if result.exit_code != 0:
+        lines = [result.message]  # it says how to resume, once
+        if config.input.limit is not None and result.exit_code == 0:
             lines.append(
-                f"resume with the same command; watch with: regen status {result.output_dir}"
+                f"--limit {config.input.limit}: only the first {config.input.limit} prompt lines; "
+                "the same command without --limit does the rest"
             )
         return Outcome(result.exit_code, lines)

@@ -5,6 +5,7 @@ a type check."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import time
 from typing import Any
 
@@ -136,9 +137,17 @@ def map_exception(exc: BaseException, server: str, elapsed: float) -> ServerErro
         return status_error(exc.status, exc.message.encode(), None, server)
     if isinstance(exc, aiohttp.ClientPayloadError | aiohttp.ServerDisconnectedError):
         return TransportError(f"response broken off: {exc}", server=server)
+    if isinstance(exc, aiohttp.ClientConnectorError) and _refused(exc.os_error):
+        # aiohttp's own text ("Cannot connect to host ... ssl:default [Connect call failed")
+        # says the same in words a user has to decode
+        return TransportError(f"nothing listens on {exc.host}:{exc.port}", server=server)
     if isinstance(exc, aiohttp.ClientError | ConnectionError | OSError):
         return TransportError(redact.scrub(f"{type(exc).__name__}: {exc}"), server=server)
     return None
+
+
+def _refused(error: OSError) -> bool:
+    return isinstance(error, ConnectionRefusedError) or error.errno == errno.ECONNREFUSED
 
 
 def _server_message(payload: bytes) -> str:

@@ -58,8 +58,9 @@ async def resolve_model(
     if not served:
         raise FleetUnavailable(
             "no server answers:\n  " + "\n  ".join(f"{s.url}: {why}" for s, why in down.items()),
-            hint="start the servers (each must answer GET <url>/v1/models), then run the "
-            "same command again",
+            hint="start the servers (each must answer GET <url>/v1/models) and run the same "
+            "command again: `regen serve` starts a fleet, and without --servers regen "
+            "starts its embedded model",
         )
     model = expected or _single_model(served)
     missing = [url for url, models in served.items() if model not in models]

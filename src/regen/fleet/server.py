@@ -109,10 +109,14 @@ class Server(Rotation):
             self._requests.discard(request)
             if not request.done():
                 request.cancel()
-        if path not in CHOICES_PATHS:
-            return data
+        if path in CHOICES_PATHS:
+            self._check_completion(data)
+        return data
+
+    def _check_completion(self, data: Any) -> None:
+        """A 200 that is no completion (a gateway's status page: no prompt causes this), or
+        one the engine cut short (finish_reason abort/error), is not an answer."""
         if not _has_choices(data):
-            # JSON, but not a completion (a gateway's status page): no prompt causes this
             raise ServerRefused(
                 f"HTTP 200 JSON without 'choices': {redact.scrub(str(data)[:200])}",
                 server=self.name,
@@ -123,7 +127,6 @@ class Server(Rotation):
         aborted = aborted_answer(data, self.name)
         if aborted is not None:
             raise aborted
-        return data
 
     def abort_requests(self) -> None:
         for request in list(self._requests):

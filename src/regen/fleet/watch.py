@@ -8,6 +8,8 @@ import time
 from typing import TYPE_CHECKING
 
 from regen.errors import PermanentError, RetryableError, ServerRefused
+from regen.fleet.engine import UNKNOWN
+from regen.fleet.engine_info import identify
 from regen.fleet.server import Server
 
 if TYPE_CHECKING:
@@ -50,6 +52,8 @@ async def _probe(fleet: Fleet, server: Server) -> None:
     if models is not None and fleet.model is not None and fleet.model not in models:
         server.probe_failed(f"serves {models}, not {fleet.model!r}")
         return
+    if server.engine is UNKNOWN:  # down when the run asked every server which engine it is
+        server.engine = await identify(server, timeout=fleet.health.liveness_timeout)
     fleet.bring_back(server, "answers again")
 
 

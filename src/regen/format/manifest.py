@@ -7,6 +7,7 @@ regen's version, the input file's size and fingerprint, and the history of sessi
 from __future__ import annotations
 
 import os
+import shlex
 import socket
 import time
 from dataclasses import dataclass
@@ -62,9 +63,11 @@ def check_and_record(
     input_fp: InputFingerprint,
     allow_changed_input: bool,
     allow_changed_sampling: bool,
+    command: tuple[str, ...] | None = None,
 ) -> dict[str, Any]:
-    """Compare with the manifest of an earlier session (if any), then write the new one."""
-    previous = read_json(path) if path.exists() else None
+    """Compare with the manifest of an earlier session (if any), then write the new one.
+    `command`: the words that started this session, and where (what resumes it)."""
+    previous = read_manifest(path)
     if previous is not None:
         _refuse_changes(previous, config, input_fp, allow_changed_input, allow_changed_sampling)
     session = {
@@ -72,6 +75,7 @@ def check_and_record(
         "host": socket.gethostname(),
         "pid": os.getpid(),
         "version": __version__,
+        **({"command": list(command), "cwd": os.getcwd()} if command else {}),
     }
     manifest = {
         "version": __version__,
@@ -88,7 +92,16 @@ def check_and_record(
 def manifest_summary(manifest: dict[str, Any]) -> dict[str, Any]:
     """What `regen status` shows of a run's manifest (a local one or a bucket's)."""
     keep = {key: manifest[key] for key in ("created", "config", "input")}
-    return {**keep, "sessions": len(manifest["sessions"])}
+    return {**keep, "sessions": len(manifest["sessions"]), "resume": resume_command(manifest)}
+
+
+def resume_command(manifest: dict[str, Any]) -> str | None:
+    """The command line of the last session started from the CLI, run where it ran."""
+    typed = [s for s in manifest.get("sessions", []) if s.get("command")]
+    if not typed:
+        return None
+    last = typed[-1]
+    return f"cd {shlex.quote(last['cwd'])} && {shlex.join(last['command'])}"
 
 
 def _earlier_inputs(previous: dict[str, Any] | None, now: InputFingerprint) -> list[dict]:
@@ -126,6 +139,35 @@ def same_lines_inputs(path: str | Path, earlier: list[dict]) -> set[str]:
     return found
 
 
+def check_same_input(previous: dict[str, Any], input_fp: InputFingerprint, prompts: str) -> None:
+    """Refuse a prompt file other than the one this output dir was started from. Both files
+    are named; --allow-changed-input is suggested only when the file grew (prompts appended),
+    the change it is for, never for a different file."""
+    old = previous.get("input", {})
+    if old.get("xxh3_128") == input_fp.xxh3_128:
+        return
+    old_path = str(old.get("path", "?"))
+    sizes = f"{old.get('lines', '?')} -> {input_fp.lines} lines, {old.get('size')} -> "
+    if old.get("size") is not None and same_lines_inputs(prompts, [old]):
+        raise RunStateError(
+            f"the prompt file grew since this output dir was started from {old_path} "
+            f"({sizes}{input_fp.size} bytes)",
+            hint="pass --allow-changed-input to generate the new prompts too (finished ids "
+            "are kept), or use a new --output-dir",
+        )
+    same = Path(old_path).resolve() == Path(prompts).resolve()
+    what = "the prompt file changed" if same else f"--prompts {prompts} is a different file"
+    raise RunStateError(
+        f"this output dir was started from {old_path}; {what} "
+        f"({sizes}{input_fp.size} bytes, not the same prompts with more appended)",
+        hint=f"resume with --prompts {old_path} as it was, or use a new --output-dir for {prompts}",
+    )
+
+
+def read_manifest(path: Path) -> dict[str, Any] | None:
+    return read_json(path) if path.exists() else None
+
+
 def _refuse_changes(
     previous: dict[str, Any],
     config: dict[str, Any],
@@ -133,14 +175,8 @@ def _refuse_changes(
     allow_input: bool,
     allow_sampling: bool,
 ) -> None:
-    old_input = previous.get("input", {})
-    if not allow_input and old_input.get("xxh3_128") != input_fp.xxh3_128:
-        raise RunStateError(
-            f"the prompt file changed since this output dir was started "
-            f"({old_input.get('size')} -> {input_fp.size} bytes)",
-            hint="use a new --output-dir, or pass --allow-changed-input to resume anyway "
-            "(finished ids are kept, new ids are generated)",
-        )
+    if not allow_input:
+        check_same_input(previous, input_fp, config["prompts"])
     old_n, new_n = previous.get("config", {}).get("shards", 1), config.get("shards", 1)
     if old_n != new_n:
         raise RunStateError(

@@ -171,6 +171,7 @@ class SourceReader:
         if adapter.needs_scan:
             adapter.scan(v for _, v, _ in read_rows(self.spec) if isinstance(v, dict))
         converter = Converter(self.spec, adapter)
+        self.by_format = {adapter.name: converter}
         pending: list[tuple[int, Candidate | None]] = []
         for index, value, where in rows:
             self.stats.read += 1
@@ -183,6 +184,10 @@ class SourceReader:
                 self.dedup(pending, pool)
                 pending = []
         self.dedup(pending, pool)
+        if self.stats.other_formats:
+            mixed = ", ".join(f"{n} {c}" for n, c in self.stats.other_formats.items())
+            log(f"{self.spec.name}: rows of another format, detected per row: {mixed}")
+            self.stats.format_reason += f"; per row: {mixed}"
         log(f"{self.spec.name}: read {self.stats.read}, unique {self.stats.unique}")
         return self.stats
 
@@ -194,6 +199,7 @@ class SourceReader:
         try:
             if isinstance(value, InputError):
                 raise value
+            converter = self.row_converter(converter, value)  # type: ignore[arg-type]
             converted, digest = converter.parse(value)  # type: ignore[arg-type]
         except InputError as err:
             counter = self.stats.skipped if isinstance(err, Skip) else self.stats.rejected
@@ -210,6 +216,20 @@ class SourceReader:
         prompt = converter.prompt(value, index, converted, digest)  # type: ignore[arg-type]
         line = dumps_line(prompt.to_dict())
         return key64(digest), Candidate(order, index, prompt.meta["category"], line)
+
+    def row_converter(self, converter: Converter, row: dict) -> Converter:
+        """With the format auto-detected, a row of another shape (OpenAI messages and
+        ShareGPT lines in one file) is converted by its own adapter, not rejected."""
+        if self.spec.format or converter.adapter.detect(row):
+            return converter
+        found = detect(row)
+        if found is None or found[0].needs_scan:
+            return converter  # its rejection says what is missing
+        cls = found[0]
+        if cls.name not in self.by_format:
+            self.by_format[cls.name] = Converter(self.spec, cls(self.options))
+        self.stats.other_formats[cls.name] += 1
+        return self.by_format[cls.name]
 
     def dedup(self, pending: list[tuple[int, Candidate | None]], pool: Candidates) -> None:
         """Exact dedup of one batch against earlier sources, this source, and itself."""

@@ -28,6 +28,7 @@ class SourceStats:
     selected: int = 0
     dropped_blocks: Counter = field(default_factory=Counter)
     examples: dict[str, str] = field(default_factory=dict)  # reject kind → first message
+    other_formats: Counter = field(default_factory=Counter)  # auto: rows of another shape
 
     @property
     def dedup_rate(self) -> float:

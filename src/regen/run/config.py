@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, is_dataclass, replace
+from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
 from typing import Any, Literal, get_type_hints
 
@@ -12,57 +12,12 @@ from regen.fleet.dispatch import HealthPolicy, RetryPolicy
 from regen.fleet.openai_env import ApiKey, resolve_api_key
 from regen.fleet.server import Timeouts
 from regen.format.part import WHOLE, Part
+from regen.run.input_gate import batch_models_in
 from regen.run.quality import Thresholds
+from regen.run.sampling import Sampling, choices
 from regen.serve.fleetfile import FleetFile
 from regen.storage import StoreOptions
 from regen.storage.uploader import UploadPolicy
-
-Thinking = Literal["on", "off", "auto"]
-
-
-@dataclass(frozen=True)
-class Sampling:
-    """None means "the server's default" (its generation config), recorded as such."""
-
-    max_tokens: int = 4096
-    temperature: float | None = None
-    top_p: float | None = None
-    top_k: int | None = None
-    seed: int | None = None
-    thinking: Thinking = "auto"
-    extra: dict[str, Any] | None = None  # other request fields, as a batch file's body gave them
-
-    def as_dict(self) -> dict[str, Any]:
-        """As a record's `meta.sampling` says it (shallow: `dataclasses.asdict` copies deeply
-        and costs more than encoding the whole record)."""
-        return {name: getattr(self, name) for name in SAMPLING_FIELDS}
-
-    def with_overrides(self, overrides: dict[str, Any] | None) -> Sampling:
-        if not overrides:
-            return self
-        return replace(self, **overrides)
-
-    def request_fields(self, sample: int) -> dict[str, Any]:
-        """The sampling part of a chat completion request body."""
-        body: dict[str, Any] = dict(self.extra or {})
-        body["max_tokens"] = self.max_tokens
-        for name in ("temperature", "top_p", "top_k"):
-            value = getattr(self, name)
-            if value is not None:
-                body[name] = value
-        if self.seed is not None:
-            body["seed"] = self.seed + sample  # K samples of one prompt must differ
-        if self.thinking != "auto":
-            # SGLang and vLLM pass these to the chat template (Qwen3-style enable_thinking).
-            kwargs = {
-                **body.get("chat_template_kwargs", {}),
-                "enable_thinking": self.thinking == "on",
-            }
-            body["chat_template_kwargs"] = kwargs
-        return body
-
-
-SAMPLING_FIELDS = tuple(Sampling.__dataclass_fields__)
 
 
 @dataclass(frozen=True)
@@ -75,10 +30,13 @@ class InputConfig:
     allow_changed_input: bool = False
     allow_changed_sampling: bool = False
     retry_errors: bool = False  # what is in errors/ is pending again
+    limit: int | None = None  # only the first N lines (a trial); the rest stay pending
 
     def __post_init__(self) -> None:
         if self.samples_per_prompt < 1:
             raise ConfigError("--samples-per-prompt must be at least 1")
+        if self.limit is not None and self.limit < 1:
+            raise ConfigError("--limit must be at least 1")
 
 
 @dataclass(frozen=True)
@@ -180,9 +138,12 @@ class GenerateConfig:
     part: Part = WHOLE
     limits: Limits = field(default_factory=Limits)
     display: DisplayConfig = field(default_factory=DisplayConfig)
+    # the command line that started this session (the CLI's words), kept in the manifest's
+    # sessions so that `regen status` prints the exact command that resumes the run
+    command: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
-        if self.sampling.max_tokens < 1:
+        if min(choices(self.sampling.max_tokens)) < 1:
             raise ConfigError("--max-output-tokens must be at least 1")
 
     def resolved(self, servers: list[str], model: str) -> dict[str, Any]:
@@ -194,7 +155,7 @@ class GenerateConfig:
             "servers": servers,
             "embedded": fleet.embedded,
             "model": model,
-            "sampling": asdict(self.sampling),
+            "sampling": self.sampling.for_manifest(),
             "samples_per_prompt": self.input.samples_per_prompt,
             "regenerate_turns": self.input.regenerate_turns,
             "return_token_ids": self.output.return_token_ids,
@@ -206,6 +167,8 @@ class GenerateConfig:
             "give_up_after_s": fleet.health.give_up_after,
             "compress": self.output.compress,
             "shards": self.part.count,  # the same N on every resume (see manifest)
+            # a batch file: sampling comes per record, and these are the models it names
+            "batch_models": batch_models_in(self.input.prompts),
         }
 
 
@@ -214,6 +177,12 @@ ENDPOINT_SUFFIXES = ("/chat/completions", "/completions", "/models")
 
 def check_base_url(url: str) -> None:
     """A server is named by its base URL; regen appends /v1/chat/completions itself."""
+    if "," in url:
+        spaced = " ".join(part.strip() for part in url.split(",") if part.strip())
+        raise ConfigError(
+            f"--servers {url!r} is one argument holding a comma-separated list",
+            hint=f"separate URLs with spaces: --servers {spaced}",
+        )
     if not url.startswith(("http://", "https://")):
         raise ConfigError(f"server URL {url!r} has no scheme", hint=f"write it as http://{url}")
     trimmed = url.rstrip("/")

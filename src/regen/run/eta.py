@@ -47,8 +47,12 @@ def from_status(info: dict) -> Remaining:
     from the output files and the manifest (the ledger), rates from the last snapshot."""
     config = info["manifest"]["config"]
     total = info["manifest"]["input"]["lines"] * config["samples_per_prompt"]
-    left = max(0, total - info["files"]["completions"] - info["files"]["errors"])
     progress = info["progress"]
+    if progress is not None and not info.get("shards"):
+        # the run's own count once its input pass is done: a batch file's `n` gives some
+        # prompts more samples than --samples-per-prompt
+        total = max(total, progress.get("total") or 0)
+    left = max(0, total - info["files"]["completions"] - info["files"]["errors"])
     if progress is None:
         return Remaining(left, None, None, None, None, None)
     session = progress["session"]

@@ -1,10 +1,10 @@
 """`regen generate`: every (prompt, sample) of the input ends in exactly one line across
 completions/ and errors/, however often the run is killed and restarted.
 
-Order of work: the store (lock, and a bucket's lease), the fleet (embedded server if no
---servers), preflight, manifest check, ledger scan (which also repairs what a killed run
-left), then streaming dispatch. Nothing reads the whole prompt file into memory. The pieces:
-`dispatcher` (slots and drain), `monitor` (snapshots and alarms), `recorder` (what is
+Order of work: cheap checks (`startup`), the store (lock, a bucket's lease), the fleet
+(embedded server if no --servers), preflight, manifest check, ledger scan (which repairs
+what a killed run left), then streaming dispatch, never reading the whole prompt file. The
+pieces: `dispatcher` (slots, drain), `monitor` (snapshots, alarms), `recorder` (what is
 written), `outcome` (how it ended), `stop` (why it stops, and signals).
 """
 
@@ -22,7 +22,7 @@ from regen.fleet.dispatch import DispatchHalted, Fleet
 from regen.fleet.embedded import EmbeddedFleet, default_model_path, embedded_spec
 from regen.fleet.engine_info import fleet_engines
 from regen.fleet.server import Server
-from regen.format.manifest import check_and_record, fingerprint, same_lines_inputs
+from regen.format.manifest import InputFingerprint, check_and_record, same_lines_inputs
 from regen.format.state import RunState
 from regen.jsonio import compression
 from regen.records import WorkItem
@@ -30,7 +30,6 @@ from regen.run import ledger as ledger_mod
 from regen.run.config import GenerateConfig
 from regen.run.conversation import RequestShape, completion_record, regenerate
 from regen.run.dispatcher import Dispatcher
-from regen.run.input_gate import check_input
 from regen.run.intake import Intake
 from regen.run.monitor import Monitor, Watched
 from regen.run.outcome import EXIT_OK, InputSeen, RunResult, run_result
@@ -38,6 +37,7 @@ from regen.run.preflight import preflight
 from regen.run.progress import RunStats
 from regen.run.quality import QualityMonitor
 from regen.run.recorder import Recorder
+from regen.run.startup import check_output_matches, check_prompts, leave_nothing_behind
 from regen.run.stop import Stop, StopReason, on_signals, signals_handled
 from regen.storage import Store, open_store
 from regen.storage.lease import LeaseLost
@@ -45,7 +45,7 @@ from regen.storage.lease import LeaseLost
 __all__ = ["EXIT_OK", "Reporter", "RunResult", "generate"]
 
 log = logging.getLogger("regen.run")
-
+ZIPPED = (".zst", ".gz")
 Reporter = Callable[[dict[str, Any]], None]
 
 
@@ -57,17 +57,18 @@ def generate(
     """Run (or resume) a generation; returns when it is finished, stopped, or gave up.
     `only_lines`: regen plan's calibration sample (these input lines, as the run's first
     records; the run ends CALIBRATED and `regen generate` goes on from there)."""
-    check_input(config.input.prompts)
+    input_fp = check_prompts(config)
+    urls = config.fleet.server_urls()
+    model_path = None if urls else (config.fleet.local_model or default_model_path())
     store = open_store(config.output.dir, config.output.store_options(config.part))
-    with store, contextlib.ExitStack() as stack:
-        urls = config.fleet.server_urls()
+    with leave_nothing_behind(config.output.dir), store, contextlib.ExitStack() as stack:
+        check_output_matches(store, config, input_fp)
         embedded: EmbeddedFleet | None = None
-        if not urls:
-            model_path = config.fleet.local_model or default_model_path()
+        if model_path is not None:  # after the cheap checks: a server start takes a while
             spec = embedded_spec(model_path, store.layout.root)
             embedded = stack.enter_context(EmbeddedFleet(spec))
             urls = embedded.urls
-        run = Run(config, store, urls, report, embedded, only_lines)
+        run = Run(config, store, urls, report, embedded, only_lines, input_fp)
         return asyncio.run(run.execute())
 
 
@@ -80,8 +81,9 @@ class Run:
         report: Reporter | None,
         embedded: EmbeddedFleet | None,
         only_lines: frozenset[int] | None,
+        input_fp: InputFingerprint,
     ) -> None:
-        self.config, self.only_lines = config, only_lines
+        self.config, self.only_lines, self.input_fp = config, only_lines, input_fp
         self.store = store  # where files go: a dir, or a bucket's staging
         self.layout = store.layout
         self.report = report or (lambda snap: None)
@@ -133,8 +135,7 @@ class Run:
                 await server.close()
 
     async def _run(self) -> RunResult:
-        work, part = self.config.input, self.config.part
-        input_fp = fingerprint(work.prompts)
+        work, part, input_fp = self.config.input, self.config.part, self.input_fp
         ledger = self._scan_ledger(input_fp, self._check_manifest(input_fp))
         lines = input_fp.lines if self.only_lines is None else len(self.only_lines)
         earlier = self.stats  # events so far (down servers, repairs) carry over
@@ -160,7 +161,7 @@ class Run:
         self.recorder.close(quiet=False, on_event=self._event)
         seen = InputSeen(work.prompts, self.intake.lines, self.intake.usable, self.intake.first_bad)
         return run_result(
-            self.layout.where, self.stats, seen, self.stop.reason, self.fatal, ledger.repaired
+            self.store.where, self.stats, seen, self.stop.reason, self.fatal, ledger.repaired
         )
 
     def _check_manifest(self, input_fp) -> dict[str, Any]:
@@ -172,13 +173,12 @@ class Run:
             manifest = check_and_record(
                 self.layout.manifest, config=resolved, input_fp=input_fp,
                 allow_changed_input=work.allow_changed_input,
-                allow_changed_sampling=work.allow_changed_sampling,
+                allow_changed_sampling=work.allow_changed_sampling, command=self.config.command,
             )  # fmt: skip
         except OSError as exc:
             raise OutputError.writing(self.layout.root, exc) from exc
         self.report({"config": resolved})
-        packed = compression(work.prompts)
-        if packed and not str(work.prompts).endswith((".zst", ".gz")):
+        if (packed := compression(work.prompts)) and not str(work.prompts).endswith(ZIPPED):
             self._event(f"{work.prompts} is {packed}-compressed; reading it decompressed")
         return manifest
 
@@ -208,7 +208,7 @@ class Run:
             self.stats, self.servers, self.fleet, self.quality, self.stop, self.recorder
         )
         monitor = Monitor(
-            watched, self.layout.progress, self.layout.where, self.report, self._event,
+            watched, self.layout.progress, self.store.where, self.report, self._event,
             self._request_stop, self.config.limits.abort_on_degenerate,
         )  # fmt: skip
         monitor.model = self.model
@@ -253,10 +253,7 @@ class Run:
 
     def _draining(self, in_flight: int) -> None:
         assert self.stop.reason is not None
-        self._event(
-            f"stopping ({self.stop.reason.label}): waiting up to "
-            f"{self.config.limits.drain_timeout:.0f}s for {in_flight} request(s) in flight"
-        )
+        self._event(self.stop.reason.draining(in_flight, self.config.limits.drain_timeout))
         self.stats.state = self.stats.state.to(RunState.DRAINING)
 
     # -- one item ------------------------------------------------------------------------
@@ -265,7 +262,7 @@ class Run:
         one record stops the run; only a fleet or output fault does."""
         try:
             await self.store.room()  # a bucket that cannot keep up pauses requests, not writes
-            sampling = self.config.sampling.with_overrides(item.prompt.sampling)
+            sampling = self.config.sampling.for_item(item).with_overrides(item.prompt.sampling)
             try:
                 conv = await regenerate(self.fleet, item, self.shape, sampling)
             except ServerError as err:

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import orjson
 
+from regen.batch_input import batch_models
 from regen.errors import InputFileError
 from regen.inputs import read_prompts
-from regen.jsonio import iter_lines
+from regen.jsonio import iter_lines, open_binary
 from regen.records import BadLine
 
 HEAD_LINES = 1000  # enough to judge a file, quick to read even from object storage
@@ -33,6 +34,7 @@ SHAPES = (
 )
 YAML_KEY = re.compile(rb"^[A-Za-z_][\w-]*:(\s|$)")
 YAML = " (it looks like YAML, such as a `regen prepare` recipe)"
+PARQUET_MAGIC = b"PAR1"  # the first (and last) four bytes of every Parquet file
 
 
 def check_input(path: str | Path) -> None:
@@ -54,6 +56,12 @@ def check_input(path: str | Path) -> None:
         raise unusable_error(path, lines, usable, bad, f"of the first {lines}")
 
 
+def batch_models_in(path: str | Path) -> list[str] | None:
+    """The models a batch file's first lines ask for (None: not a batch file)."""
+    heads = (raw for _, raw in itertools.islice(iter_lines(path), HEAD_LINES))
+    return batch_models(heads)
+
+
 def mostly_unusable(lines: int, usable: int) -> bool:
     return lines > 0 and lines - usable > MOSTLY * lines
 
@@ -61,6 +69,11 @@ def mostly_unusable(lines: int, usable: int) -> bool:
 def unusable_error(
     path: str | Path, lines: int, usable: int, bad: list[BadLine], which: str
 ) -> InputFileError:
+    if _is_parquet(path):  # its bytes read as lines of broken JSON: say what it is instead
+        return InputFileError(
+            f"{path} is a Parquet file; --prompts reads JSONL (one prompt per line)",
+            hint=f"convert it with `{convert_command(path)}` and pass that file to --prompts",
+        )
     reasons = "; ".join(f"line {b.line}: {b.message}" for b in bad[:SHOWN])
     shape = _shape(path)
     command = convert_command(path, recipe=shape == YAML)
@@ -75,6 +88,11 @@ def convert_command(path: str | Path, recipe: bool = False) -> str:
     if recipe:
         return f"regen prepare {path} -o prompts.jsonl"
     return f"regen prepare --source {path} -o prompts.jsonl"
+
+
+def _is_parquet(path: str | Path) -> bool:
+    with open_binary(path) as fh:
+        return fh.read(4) == PARQUET_MAGIC
 
 
 def _shape(path: str | Path) -> str:

@@ -20,6 +20,7 @@ from regen.format.part import Part
 from regen.inputs import read_prompts
 from regen.records import BadLine, Finished, Prompt, WorkItem, record_key
 from regen.run.config import InputConfig
+from regen.run.input_gate import batch_models_in
 from regen.run.keyset import KeySet
 from regen.run.ledger import FIRST_BAD_KEPT, Ledger
 from regen.run.linemap import MAX_SAMPLES, LineMap
@@ -40,13 +41,17 @@ class Intake:
         """`only_lines`: regen plan's calibration sample, these input lines (1-based) only, as
         the first records of the run; the rest stays pending for `regen generate`."""
         self.prompts, self.samples, self.part = work.prompts, work.samples_per_prompt, part
-        self.only_lines = only_lines
+        self.only_lines, self.limit = only_lines, work.limit
         self.ledger = ledger
         self.stats = stats
         self.on_bad_line = on_bad_line
         self.stopped = stopped
         self.first_bad: list[BadLine] = []
         self.exact_total: int | None = None  # known once the whole input has been read
+        self.planned = 0  # samples of the usable prompts read (a batch's n varies by record)
+        # a batch file's `n` gives a prompt its own sample count, which neither the line map
+        # nor the by-id shortcut knows: every line is read and judged by its own count
+        self.per_record = batch_models_in(work.prompts) is not None
         self.lines = self.usable = 0  # of the whole input, once read
 
     def items(self) -> Iterator[WorkItem | None]:
@@ -57,10 +62,12 @@ class Intake:
         if lines_map is not None:
             self.first_bad = sorted(self.ledger.first_bad, key=lambda b: b.line)[:FIRST_BAD_KEPT]
         skip = self._counted(lines_map) if lines_map is not None else None
-        is_finished = self._is_finished if lines_map is None else None
+        is_finished = self._is_finished if lines_map is None and not self.per_record else None
         samples, only = self.samples, self.only_lines
         outside = read = 0  # outside: lines a calibration sample leaves to the run
         for entry in read_prompts(self.prompts, is_finished, self.part, skip):
+            if self.limit is not None and entry.line > self.limit:
+                break  # --limit: a trial of the first lines; the rest stays pending
             self.lines += 1
             read += 1
             if self.stopped():
@@ -81,17 +88,18 @@ class Intake:
                 )
                 continue
             self.usable += 1
+            self.planned += len(finished)
             self.stats.skipped += sum(finished)
             for sample, done in enumerate(finished):
                 if not done:
                     yield WorkItem(entry, sample)  # type: ignore[arg-type]
         self.lines -= outside  # a calibration sample is its own job
-        self.exact_total = self.usable * samples + (self.lines - self.usable)
+        self.exact_total = self.planned + (self.lines - self.usable)
 
     def _usable_map(self) -> LineMap | None:
         """The ledger's line map, if this pass may skip by it."""
         lines_map = self.ledger.lines
-        if self.only_lines is not None or self.samples > MAX_SAMPLES:
+        if self.only_lines is not None or self.samples > MAX_SAMPLES or self.per_record:
             return None
         return lines_map if lines_map.trusted else None  # the run says why not
 
@@ -101,12 +109,13 @@ class Intake:
         for run in lines_map.runs(samples, self.ledger.bad_lines):
             self.lines += run.finished + run.unusable
             self.usable += run.finished
+            self.planned += run.finished * samples
             self.stats.skipped += run.finished * samples
             yield run.first, run.last
 
     def _finished(self, entry: Prompt) -> list[bool]:
         """Which of the line's samples the ledger has (once per line: hashing is per key)."""
-        samples = range(self.samples)
+        samples = range(entry.samples or self.samples)
         return [self.ledger.finished(record_key(entry.id, k)) for k in samples]
 
     @staticmethod

@@ -54,14 +54,17 @@ def run_result(
     if already:
         message = f"nothing to do: all {stats.finished} items are already in {where}"
     elif stopped is None:
+        # "errors" counts what errors/ holds, as the live view does: failed requests and
+        # unusable input lines alike
+        unusable = f" ({stats.bad_lines} of them unusable input lines)" if stats.bad_lines else ""
         message = (
-            f"done: {stats.completed} new completions, {stats.failed} errors, "
-            f"{stats.bad_lines} unusable input lines; output in {where}"
+            f"done: {stats.completed} new completions, {stats.failed + stats.bad_lines} "
+            f"errors{unusable}; output in {where}"
         )
     else:
         message = (
-            f"stopped ({stopped.label}) after {stats.completed} new completions; "
-            "run the same command again to resume (finished work is kept)"
+            f"stopped ({stopped.label}) after {stats.completed} new completions; run the same "
+            f"command again to resume (finished work is kept; `regen status {where}` shows it)"
         )
         if fatal is not None:
             message = f"{fatal}\n{message}"

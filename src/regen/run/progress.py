@@ -32,6 +32,7 @@ class RunStats:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     errors_by_type: Counter[str] = field(default_factory=Counter)
+    settings: Counter[str] = field(default_factory=Counter)  # completions per sampling setting
     started: float = field(default_factory=time.time)
     state: RunState = RunState.STARTING
     events: deque[str] = field(default_factory=lambda: deque(maxlen=20))
@@ -109,6 +110,7 @@ def snapshot(
             "completion_tokens": stats.completion_tokens,
         },
         "errors_by_type": dict(stats.errors_by_type),
+        "sampling_mix": dict(stats.settings),
         "rates": stats.rates(),
         "eta_s": stats.eta_seconds(),
         "servers": [

@@ -1,8 +1,10 @@
 """Quality alarms while generating: catch the "87% empty answers" failure in minutes, not days.
 
 Rolling rates over the last `window` finished samples: empty answers, `finish_reason: length`,
-missing reasoning when thinking was asked for, and near-identical boilerplate answers (the
-"OK." failure: one normalised answer prefix taking a large share of the window).
+missing reasoning when thinking was asked for, and repeated answers (the "OK." failure): the
+share of answers whose normalised prefix equals an earlier answer's in the window, so 0% when
+every answer differs and (n - 1) / n when all n are the same. (Counting the most common answer
+over n instead could never fall below 1 / n: four different answers would read 25%.)
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ class Thresholds:
     empty: float = 0.05
     length: float = 0.25
     missing_reasoning: float = 0.10
-    boilerplate: float = 0.20
+    repeated_answers: float = 0.20
     window: int = 500
     min_samples: int = 50
 
@@ -74,13 +76,13 @@ class QualityMonitor:
 
     def rates(self) -> dict[str, float]:
         n = len(self._window) or 1
-        top = self._prefixes.most_common(1)
+        repeats = sum(count - 1 for count in self._prefixes.values())
         thinking = self._sums["thinking"] or 1
         return {
             "empty": self._sums["empty"] / n,
             "length": self._sums["length"] / n,
             "missing_reasoning": self._sums["missing_reasoning"] / thinking,
-            "boilerplate": (top[0][1] / n) if top else 0.0,
+            "repeated_answers": repeats / n,
         }
 
     def alarms(self) -> list[Alarm]:
@@ -88,11 +90,11 @@ class QualityMonitor:
             return []
         rates = self.rates()
         found = []
-        for name in ("empty", "length", "missing_reasoning", "boilerplate"):
+        for name in ("empty", "length", "missing_reasoning", "repeated_answers"):
             threshold = getattr(self.t, name)
             if rates[name] > threshold:
                 detail = ""
-                if name == "boilerplate":
+                if name == "repeated_answers":
                     detail = f'; most common answer: "{self._prefixes.most_common(1)[0][0][:40]}"'
                 found.append(Alarm(name, rates[name], threshold, detail))
         return found

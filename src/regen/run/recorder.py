@@ -18,6 +18,7 @@ from regen.records import BadLine, Completion, ErrorRecord, Record, WorkItem
 from regen.run.config import GenerateConfig
 from regen.run.progress import RunStats
 from regen.run.quality import QualityMonitor
+from regen.run.sampling import setting_label
 
 
 class Recorder:
@@ -33,6 +34,7 @@ class Recorder:
     ) -> None:
         self.stats = stats
         self.quality = quality
+        self.mixed = config.sampling.mixed()  # fields given as lists: count what each got
         self._already_recorded = already_recorded_lines  # bad lines a previous run wrote
         tag = writer_tag(config.part.name, input_digest)  # names say what the lines mean
         limits: dict[str, Any] = {
@@ -50,6 +52,8 @@ class Recorder:
         self.stats.completed += 1
         self.stats.prompt_tokens += record.usage.prompt_tokens
         self.stats.completion_tokens += record.usage.completion_tokens
+        if self.mixed:
+            self.stats.settings[setting_label(record.meta.sampling, self.mixed)] += 1
         thinking = record.meta.sampling["thinking"] == "on"
         self.quality.observe(
             generated.content, generated.reasoning, generated.finish_reason, thinking

@@ -17,10 +17,11 @@ from regen.format.layout import COMPLETIONS, ERRORS
 from regen.format.manifest import manifest_summary
 from regen.run import eta
 from regen.run.parts_status import with_shards
-from regen.storage import open_store
+from regen.storage import open_store, require_runs
 
 
 def read_status(location: str | Path) -> dict[str, Any]:
+    require_runs([location])
     store = open_store(location)
     manifest = store.read_manifest()
     if manifest is None:
@@ -51,3 +52,11 @@ def _at_exit(progress: dict[str, Any]) -> dict[str, Any]:
         for s in progress.get("servers", [])
     ]
     return {**progress, "servers": servers}
+
+
+def model_of(location: str | Path) -> str | None:
+    """The model a run was generated with, from its manifest (`embedded` for the embedded
+    model, as `--tokenizer embedded` names its tokenizer); None when it does not say."""
+    manifest = open_store(location).read_manifest()
+    config = (manifest or {}).get("config", {})
+    return "embedded" if config.get("embedded") else config.get("model")

@@ -37,6 +37,16 @@ class StopReason(Enum):
     def label(self) -> str:
         return self.name if self.is_signal else self.name.lower()
 
+    def draining(self, in_flight: int, timeout: float) -> str:
+        """The one line a stop prints while requests finish (a signal says nothing before
+        it: two lines would say the same)."""
+        what = f"{self.label} received" if self.is_signal else f"stopping ({self.label})"
+        again = f" ({self.label} again leaves at once)" if self.is_signal else ""
+        return (
+            f"{what}: no new requests; waiting up to {timeout:.0f}s for {in_flight} "
+            f"request(s) in flight{again}"
+        )
+
 
 class Stop:
     """The run's stop state. `event` is set once a reason is recorded, so that waits on a
@@ -78,7 +88,7 @@ def signals_handled(
 
 
 def on_signals(
-    stop: Stop, request: Callable[[StopReason, str], None], leave: Callable[[], None]
+    stop: Stop, request: Callable[[StopReason], None], leave: Callable[[], None]
 ) -> Callable[[signal.Signals], None]:
     """The SIGINT/SIGTERM handler of a run: the first asks it to finish what is in flight;
     a second leaves at once, after `leave()` (which stops servers the run started). Every
@@ -89,6 +99,6 @@ def on_signals(
         if stop.reason is not None and stop.reason.is_signal:
             leave()
             os._exit(reason.exit_code)
-        request(reason, f"{sig.name} received: no new requests; finishing those in flight")
+        request(reason)  # the drain says what happens next, in one line
 
     return handle

@@ -27,7 +27,14 @@ class LocalStore(Store):
     def __init__(self, output_dir: str | Path, options: StoreOptions | None = None) -> None:
         self.options = options or StoreOptions()
         self.layout = OutputLayout.at(output_dir, self.options.part.name)
+        # messages name the directory as the user typed it (`work/run`), not this machine's
+        # absolute path, so that what a README shows is what anyone's run prints
+        self.given = str(output_dir)
         self._lock = RunLock(self.layout.lock)
+
+    @property
+    def where(self) -> str:
+        return self.given
 
     # -- reading -------------------------------------------------------------------------
     def read_json(self, name: str) -> Any:

@@ -1,0 +1,58 @@
+"""What `regen generate` checks before it starts a server, loads a model or creates a file
+(the cheap checks first, so a typo costs a second, not a server start), and the promise that
+a run which fails before it wrote anything leaves no directory of its own behind: one holding
+only `run.lock` would look like a run to `regen status` and to the next `generate`."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+
+from regen.format.manifest import InputFingerprint, check_same_input, fingerprint, read_manifest
+from regen.run.config import GenerateConfig
+from regen.run.input_gate import check_input
+from regen.storage import Store
+from regen.urls import is_url
+
+
+def check_prompts(config: GenerateConfig) -> InputFingerprint:
+    """The prompt file exists and is one; its fingerprint for the manifest."""
+    check_input(config.input.prompts)
+    return fingerprint(config.input.prompts)
+
+
+def check_output_matches(store: Store, config: GenerateConfig, input_fp: InputFingerprint):
+    """An output dir started from another prompt file is refused before any server starts
+    (the manifest check after preflight repeats this, with the sampling and shards)."""
+    if config.input.allow_changed_input:
+        return
+    previous = read_manifest(store.layout.manifest)
+    if previous is not None:
+        check_same_input(previous, input_fp, str(config.input.prompts))
+
+
+@contextlib.contextmanager
+def leave_nothing_behind(location: str | Path) -> Iterator[None]:
+    """If the run's local directory did not exist and the run fails while it holds nothing
+    but its lock, remove it again. (Server logs of a failed embedded start stay: they say
+    why.) A bucket run's staging is the store's own business."""
+    text = str(location).removeprefix("file://")
+    root = None if is_url(text) else Path(text)
+    fresh = root is not None and not root.exists()
+    try:
+        yield
+    except BaseException:
+        if fresh and root is not None:
+            _remove_if_only_locks(root)
+        raise
+
+
+def _remove_if_only_locks(root: Path) -> None:
+    if not root.is_dir():
+        return
+    entries = list(root.iterdir())
+    if all(p.is_file() and p.name.startswith("run") and p.suffix == ".lock" for p in entries):
+        for path in entries:
+            path.unlink()
+        root.rmdir()
