@@ -193,6 +193,13 @@ def test_fleet_path_gives_the_local_per_row_results(run, requantized, encoder, t
     with LogprobServer(requantized.path, n_ctx=512) as server:
         served = score(run, [FleetDraft([server.url], api)], encoder, tmp_path)["drafts"][0]
         asked = set(server.requests)
+        if api == "sglang":  # and once through the command line, as a user runs it
+            cli = CliRunner().invoke(main, ["score", str(run), "--draft-servers", server.url,
+                                            "--draft-api", api, "--tokenizer", "embedded",
+                                            "--k", "3", "--json"])  # fmt: skip
+            assert cli.exit_code == 0, cli.output
+            by_cli = json.loads(cli.output)["drafts"][0]["groups"]["(overall)"]
+            assert by_cli["rows"] == ROWS and by_cli["by_k"][0]["k"] == 3
     assert asked == {"/v1/completions" if api == "vllm" else "/generate"}
     by_id = {r["id"]: r["match"] for r in read_rows(Path(local["rows_file"]))}
     rows = list(read_rows(Path(served["rows_file"])))
