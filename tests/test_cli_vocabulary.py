@@ -25,7 +25,7 @@ def test_dash_h_works_on_every_verb(verb):
     assert "-h, --help" in result.output
 
 
-@pytest.mark.parametrize("verb", ["status", "check", "export"])
+@pytest.mark.parametrize("verb", ["status", "check", "export", "score"])
 def test_a_run_directory_is_called_RUN(verb):
     text = run(verb, "-h").output
     usage = text.splitlines()[0]

@@ -31,9 +31,12 @@ svg.plot{border:1px solid #eee;background:#fff;max-width:100%;height:auto}
 """
 
 
-def render_html(report: CheckReport, about: dict[str, str] | None = None) -> str:
+def render_html(
+    report: CheckReport, about: dict[str, str] | None = None, acceptance: str = ""
+) -> str:
     """`about`: what was judged (runs, tokenizer, model, template hash, date, version), for a
-    report handed on without the command that made it."""
+    report handed on without the command that made it. `acceptance`: the section `regen score`
+    draws (regen.score.html), when the run has one."""
     data = report.to_json()
     verdict = data["verdict"]
     overall = data["overall"]
@@ -50,6 +53,7 @@ def render_html(report: CheckReport, about: dict[str, str] | None = None) -> str
         "<h2>By source</h2>",
         _groups_table({**data["sources"], "(overall)": overall}),
         _composition(data["composition"]),
+        acceptance,
         _errors(data["error_examples"]),
         "</body></html>",
     ])  # fmt: skip

@@ -26,6 +26,7 @@ VERBS = {
     "status": "regen.cli.status:status",
     "check": "regen.cli.check:check",
     "export": "regen.cli.export:export",
+    "score": "regen.cli.score:score",
     "demo": "regen.cli.demo:demo",
 }
 # `regen --help` lists these whole sentences (click would cut each docstring at 45
@@ -39,6 +40,7 @@ SUMMARIES = {
     "check": "Judge whether a run is trainable, with the target's template.",
     "export": "Write a run in the format a trainer reads.",
     "demo": "Write the walkthrough's example files into a directory.",
+    "score": "Measure how many drafted tokens a drafter would accept, per domain.",
 }
 
 

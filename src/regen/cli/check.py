@@ -17,6 +17,7 @@ from regen.cli.options import Command
 from regen.cli.rowbar import row_progress
 from regen.errors import ConfigError
 from regen.jsonio import atomic_write_bytes, atomic_write_json
+from regen.score.html import acceptance_section
 from regen.storage import require_runs
 
 PATH = click.Path(path_type=Path)
@@ -100,5 +101,6 @@ def check(output_dirs, tokenizer, chat_template, template_tokens, supervise, max
     if html_path:
         template = getattr(encoder.tok, "chat_template", None)
         about = about_check(output_dirs, tokenizer, template if isinstance(template, str) else None)
-        atomic_write_bytes(html_path, render_html(report, about).encode())
+        acceptance = acceptance_section(list(output_dirs))
+        atomic_write_bytes(html_path, render_html(report, about, acceptance).encode())
     sys.exit(0 if report.passed else 1)

@@ -15,6 +15,7 @@ from regen.cli.options import Command, option
 from regen.cli.rowbar import row_progress
 from regen.errors import ConfigError
 from regen.export import Filters, export_run, make_format
+from regen.export.by_score import ORDERS, ScoreSelect
 from regen.export.card_facts import parse_licenses
 from regen.export.formats import FORMATS
 from regen.export.hub_push import Push
@@ -66,6 +67,25 @@ OTHER_NAMES = {"axolotl": AXOLOTL, "llama-factory": LLAMA_FACTORY, "llamafactory
 @click.option("--merge-into", type=PATH, help="An earlier export to add these samples to.")
 @click.option("--report", type=PATH, help="Write the export summary as JSON here.")
 @click.option("--overwrite", is_flag=True, help="Replace an export already in --output-dir.")
+@click.option(
+    "--max-acceptance",
+    type=float,
+    metavar="X",
+    help="Drop rows the drafter already predicts (top-1 > X; see regen score).",
+)
+@click.option(
+    "--order",
+    type=click.Choice(ORDERS),
+    default="as-read",
+    show_default=True,
+    help="hard-first: rows the drafter predicts worst first (see regen score).",
+)
+@click.option(
+    "--score",
+    "score_json",
+    type=PATH,
+    help="score.json to select by (default: the first run's score/score.json).",
+)
 def export(output_dirs, out, fmt, file_type, reasoning, merge_into, report, overwrite,
            **o) -> None:  # fmt: skip
     """Export the runs RUN... to --output-dir DIR, loadable with datasets.load_dataset(DIR)."""
@@ -102,6 +122,9 @@ def export(output_dirs, out, fmt, file_type, reasoning, merge_into, report, over
             on_row=on_row,
             check_limits=limits,
             count_tokens=o["draft_vocab_size"] is not None,
+            by_score=ScoreSelect.requested(
+                output_dirs, o["max_acceptance"], o["order"], o["score_json"]
+            ),
         )
     hub = None
     if o["push_to_hub"]:

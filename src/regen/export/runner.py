@@ -14,6 +14,7 @@ from regen.check.runner import Tally, read_runs
 from regen.check.sample import invalid
 from regen.check.stats import StatOptions
 from regen.errors import ConfigError, InputError
+from regen.export.by_score import ScoreSelect
 from regen.export.files import (
     DEFAULT,
     FILE_TYPES,
@@ -45,6 +46,7 @@ def export_run(
     on_row: Callable[[str], None] | None = None,
     check_limits: dict[str, float | None] | None = None,
     count_tokens: bool = False,
+    by_score: ScoreSelect | None = None,
 ) -> ExportSummary:
     """Write the runs' completions to `out_dir` as `fmt`, one config per domain. An existing
     export there, or any other non-empty directory, is refused unless `overwrite` (or
@@ -63,13 +65,20 @@ def export_run(
     fraction = eval_fraction if fmt.is_training_set else 0.0
     writer = SplitWriter(out_dir, file_type)
     run = _Pass(fmt, encoder, summary, dedup, writer, fraction, split_seed, count_tokens)
+    held: list[tuple[Completion, Encoded | None]] = []
     try:
         for completion, enc in _encoded(read_runs(dirs, on_row), encoder, summary, tally):
             reason = filters.reason_to_drop(completion, enc)
+            if not reason and by_score is not None:
+                reason = by_score.reason_to_drop(completion)
             if reason:
                 summary.dropped[reason] += 1
+            elif by_score is not None and by_score.order == "hard-first":
+                held.append((completion, enc))  # written below, hardest first
             else:
                 run.emit(completion, enc)
+        for completion, enc in by_score.hardest_first(held) if by_score else ():
+            run.emit(completion, enc)
         for row in fmt.extra_rows(dirs):
             run.writer.write(DEFAULT, TRAIN, row)
         for config, _, row in read_rows(merge_into) if merge_into else ():
@@ -82,6 +91,7 @@ def export_run(
     if tally is not None and encoder is not None and check_limits is not None:
         summary.check = tally.report(encoder, check_limits, dirs).to_json()
     summary.written, summary.configs = dict(run.writer.counts), run.writer.by_config
+    summary.by_score = by_score.to_json() if by_score is not None else None
     summary.warnings = export_warnings(fmt, summary)
     mark_output(out_dir, summary)
     return summary

@@ -9,6 +9,7 @@ from typing import Any
 
 import orjson
 
+from regen.export.by_score import render_by_score
 from regen.export.format_base import Format
 
 
@@ -28,6 +29,7 @@ class ExportSummary:
     with_source_turns: int = 0  # rows whose earlier assistant turns the target did not write
     supervise: str = "regenerated"
     check: dict[str, Any] | None = None  # the check verdict over the same encodings
+    by_score: dict[str, Any] | None = None  # kept/dropped per category by regen score's results
     files: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     how_to_train: str = ""
@@ -58,6 +60,8 @@ class ExportSummary:
                      + "; " + _counts("merge", self.outcomes))  # fmt: skip
         if self.kept_existing:
             lines.append(f"kept {self.kept_existing} rows of the earlier export")
+        if self.by_score is not None:
+            lines.append(render_by_score(self.by_score))
         if self.check is not None:
             failed = ", ".join(self.check["failed_rules"])
             lines.append(

@@ -1,0 +1,74 @@
+"""`regen score`: how many tokens a drafter would accept on a run, per domain."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from regen.check import Encoder
+from regen.cli.options import Command, option
+from regen.cli.rowbar import row_progress
+from regen.score import ScoreSettings, score_dir_for, score_run, write_report
+from regen.score.compare import parse_ks
+from regen.score.drafts import open_drafts
+from regen.score.rows import GROUP_BY, Selection
+from regen.score.table import render_text
+
+DEFAULT_SAMPLE = 200
+
+
+@click.command(cls=Command)
+@click.argument("run", metavar="RUN")
+@option("--draft", "drafts", multiple=True, metavar="D",
+        help="A .gguf draft model, `ngram` (model-free baseline) or `embedded` (the demo "
+        "model). Repeat to compare drafts side by side.")  # fmt: skip
+@option("--draft-servers", multiple=True, multi_value=True, metavar="URL...",
+        help="Servers of a draft that return prompt log-probs (vLLM /v1/completions, "
+        "SGLang /generate); retried and balanced like generate's fleet.")  # fmt: skip
+@option("--draft-api", type=click.Choice(["vllm", "sglang"]), default="vllm", show_default=True,
+        help="How --draft-servers are asked for prompt log-probs.")  # fmt: skip
+@option("--tokenizer", required=True,
+        help="Target tokenizer: directory, .gguf file, hub name, or `embedded`.")  # fmt: skip
+@option("--chat-template", help="Jinja file that overrides the tokenizer's chat template.")
+@option(
+    "--by",
+    type=click.Choice(GROUP_BY),
+    default="category",
+    show_default=True,
+    help="Group rows by prepare's category, source dataset, turns or answer length.",
+)
+@option("--sample", type=int, default=DEFAULT_SAMPLE, show_default=True,
+        help="Rows scored per group (seeded, the same rows every time).")  # fmt: skip
+@option("--all", "score_all", is_flag=True, help="Score every row instead of a sample.")
+@option("--seed", type=int, default=0, show_default=True)
+@option("--k", "k_spec", default="1-8", show_default=True, metavar="K",
+        help="Draft lengths to report: 3, 1-8 or 2,4,8.")  # fmt: skip
+@option("--baseline", type=click.Path(path_type=Path, exists=True, dir_okay=False),
+        help="An earlier score.json: the same rows, paired, before and after.")  # fmt: skip
+@option("--threads", type=int, default=2, show_default=True, help="CPU threads of a GGUF draft.")
+@option("--json", "as_json", is_flag=True, help="Print the report as JSON (for scripts).")
+def score(run, drafts, draft_servers, draft_api, tokenizer, chat_template, by, sample, score_all,
+          seed, k_spec, baseline, threads, as_json) -> None:  # fmt: skip
+    """Score RUN's answers with a draft: tokens accepted per verify step, per group.
+
+    Writes RUN/score/ (score.json, score.txt and each draft's per-row results, from which an
+    interrupted score resumes)."""
+    ks = parse_ks(k_spec)
+    selection = Selection(by, None if score_all else sample, seed)
+    encoder = Encoder.load(tokenizer, chat_template=chat_template)
+    settings = ScoreSettings(selection, ks, tokenizer, chat_template=chat_template)
+    folder, note = score_dir_for(run)
+    if note:
+        click.echo(note, err=True)
+    with (
+        open_drafts(list(drafts), list(draft_servers), draft_api, threads) as opened,
+        row_progress("score") as on_row,
+    ):
+        report = score_run(run, opened, encoder, settings, folder, on_row=on_row)
+    if baseline:
+        report.attach_baseline(baseline)
+    json_path, text_path = write_report(report, folder)
+    click.echo(json_path.read_text() if as_json else render_text(report))
+    if not as_json:
+        click.echo(f"\nwritten: {json_path} and {text_path}")

@@ -1,0 +1,81 @@
+"""Select and order an export by `regen score`'s per-row results.
+
+`--max-acceptance X` drops the rows whose answer the drafter already predicts (top-1
+agreement over the answer above X): training on them teaches the drafter little. `--order
+hard-first` writes the rows the drafter predicts worst first. Rows the score did not cover
+(a sampled score) are kept, at the end with hard-first, and counted.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from regen.check.record import Completion
+from regen.errors import ConfigError
+from regen.score.results import draft_rows_file, read_rows
+
+ORDERS = ("as-read", "hard-first")
+
+
+@dataclass
+class ScoreSelect:
+    acceptance: dict[str, float]  # row id (id#sample) -> top-1 agreement over its answer
+    source: str
+    max_acceptance: float | None = None
+    order: str = "as-read"
+    dropped: Counter = field(default_factory=Counter)  # category -> rows dropped
+    kept: Counter = field(default_factory=Counter)  # category -> rows kept
+    unscored: int = 0
+
+    @classmethod
+    def requested(cls, runs: Any, max_acceptance: float | None, order: str,
+                  score_json: Path | None) -> ScoreSelect | None:  # fmt: skip
+        """From export's options; None when none of them asks for a score."""
+        if max_acceptance is None and order == "as-read" and score_json is None:
+            return None
+        return cls.load(score_json or Path(str(runs[0])) / "score" / "score.json",
+                        max_acceptance, order)  # fmt: skip
+
+    @classmethod
+    def load(cls, score_json: Path, max_acceptance: float | None, order: str) -> ScoreSelect:
+        if max_acceptance is not None and not 0 <= max_acceptance <= 1:
+            raise ConfigError("--max-acceptance must be between 0 and 1")
+        name, rows_file = draft_rows_file(score_json, None, "--score")
+        acceptance = {r["id"]: r["acceptance"] for r in read_rows(rows_file) if "match" in r}
+        return cls(acceptance, f"{name} ({rows_file})", max_acceptance, order)
+
+    def reason_to_drop(self, completion: Completion) -> str | None:
+        value = self.acceptance.get(completion.id)
+        if value is None:
+            self.unscored += 1
+        elif self.max_acceptance is not None and value > self.max_acceptance:
+            self.dropped[completion.category] += 1
+            return "above_max_acceptance"
+        self.kept[completion.category] += 1
+        return None
+
+    def hardest_first(self, held: list[tuple[Completion, Any]]) -> list[tuple[Completion, Any]]:
+        """The kept rows by acceptance, lowest first; unscored rows last, in read order."""
+        return sorted(held, key=lambda item: self.acceptance.get(item[0].id, 2.0))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "score": self.source,
+            "max_acceptance": self.max_acceptance,
+            "order": self.order,
+            "by_category": {c: {"kept": self.kept[c], "dropped": self.dropped[c]}
+                            for c in sorted(set(self.kept) | set(self.dropped))},
+            "unscored_rows": self.unscored,
+        }  # fmt: skip
+
+
+def render_by_score(data: dict[str, Any]) -> str:
+    parts = ", ".join(f"{c} {v['dropped']} of {v['kept'] + v['dropped']}"
+                      for c, v in data["by_category"].items())  # fmt: skip
+    return (
+        f"by score {data['score']}: dropped above acceptance {data['max_acceptance']}: "
+        f"{parts or 'none'}; order {data['order']}; unscored rows {data['unscored_rows']}"
+    )

@@ -1,0 +1,20 @@
+"""`regen score`: how many tokens a drafter would accept on a run's answers, per domain.
+
+One teacher-forced pass of a draft over prompt + answer gives, per answer token, whether the
+draft's greedy guess is the target's token; under greedy verification that is the exact
+outcome of speculative decoding at any draft length k (see accept.py).
+
+Modules:
+    accept.py      the maths on match vectors: tau(k), rates, per position, run histograms
+    rows.py        which rows (all, or N per group, seeded) and their groups
+    tokens.py      the tokens scored: stored ids, or tokenised as `check` does
+    drafts.py      what a draft is; ngram.py, llama_draft.py, fleet_draft.py the three kinds
+    vocab.py       a draft must share the target's vocabulary
+    results.py     the per-row results file: the resume ledger and export's input
+    report.py      pooled per group; table.py renders it; compare.py pairs two scores
+    runner.py      the library entry point
+"""
+
+from regen.score.runner import ScoreSettings, score_dir_for, score_run, write_report
+
+__all__ = ["ScoreSettings", "score_dir_for", "score_run", "write_report"]

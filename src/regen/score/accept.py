@@ -1,0 +1,180 @@
+"""Acceptance maths on match vectors: what a greedy chain drafter of length k would get.
+
+A match vector says, for every answer token, whether the draft's greedy guess given the true
+prefix equals the target's token ("1") or not ("0"). Under greedy verification a drafted
+token is accepted only if every earlier one in its step was, so the draft always sees the
+true prefix and one teacher-forced pass gives the exact outcome of speculative decoding:
+
+    a verify step at answer position p drafts d = min(k, tokens left) tokens; the first
+    mismatch ends it; the target emits the accepted ones plus its own next token.
+
+tau(k) is tokens emitted per verify step (bonus token included) pooled over rows, as vLLM
+and SGLang count it; the acceptance rate is accepted / drafted. The tail step of a row can
+draft fewer than k tokens, so an identity draft gets k + 1 on every full step and
+n / ceil(n / (k + 1)) over a row of n tokens.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+Z95 = 1.959964  # two-sided 95% normal quantile
+
+
+@dataclass(frozen=True)
+class RowSteps:
+    """One row's verify steps at draft length k."""
+
+    k: int
+    tokens: int
+    steps: int
+    drafted: int
+    accepted: int
+    runs: tuple[int, ...]  # steps by accepted tokens, index 0..k
+    short: tuple[int, ...]  # tokens drafted by each step that had fewer than k left
+
+    @property
+    def tau(self) -> float:
+        return self.tokens / self.steps if self.steps else 0.0
+
+
+def simulate(matches: str, k: int) -> RowSteps:
+    """Replay greedy chain drafting of length `k` over a match vector ("1" = draft right)."""
+    if k < 1:
+        raise ValueError("k must be at least 1")
+    n, pos, steps, drafted, accepted = len(matches), 0, 0, 0, 0
+    runs = [0] * (k + 1)
+    short: list[int] = []
+    while pos < n:
+        d = min(k, n - pos)
+        miss = matches.find("0", pos, pos + d)
+        a = d if miss < 0 else miss - pos
+        runs[a] += 1
+        steps, drafted, accepted = steps + 1, drafted + d, accepted + a
+        if d < k:
+            short.append(d)
+        pos += a + 1
+    return RowSteps(k, n, steps, drafted, accepted, tuple(runs), tuple(short))
+
+
+def first_miss(matches: str) -> int | None:
+    at = matches.find("0")
+    return None if at < 0 else at
+
+
+@dataclass
+class Ratio:
+    """A pooled ratio sum(x) / sum(y) over rows, with a 95% interval from the spread between
+    rows (the delta method for a ratio estimator: rows are the sampling unit, not tokens)."""
+
+    n: int = 0
+    x: float = 0.0
+    y: float = 0.0
+    xx: float = 0.0
+    yy: float = 0.0
+    xy: float = 0.0
+
+    def add(self, x: float, y: float) -> None:
+        self.n += 1
+        self.x, self.y = self.x + x, self.y + y
+        self.xx, self.yy, self.xy = self.xx + x * x, self.yy + y * y, self.xy + x * y
+
+    @property
+    def value(self) -> float | None:
+        return self.x / self.y if self.y else None
+
+    @property
+    def half_width(self) -> float | None:
+        """Half the 95% interval; None with fewer than two rows."""
+        r = self.value
+        if r is None or self.n < 2:
+            return None
+        spread = max(self.xx - 2 * r * self.xy + r * r * self.yy, 0.0) / (self.n - 1)
+        return Z95 * math.sqrt(spread / self.n) / (self.y / self.n)
+
+    def to_json(self) -> dict[str, Any]:
+        value, half = self.value, self.half_width
+        return {
+            "value": None if value is None else round(value, 4),
+            "ci95": None if half is None else [round(value - half, 4), round(value + half, 4)],
+        }
+
+
+@dataclass
+class AtK:
+    """Every row's steps at one k, pooled."""
+
+    k: int
+    tau: Ratio = field(default_factory=Ratio)
+    rate: Ratio = field(default_factory=Ratio)
+    steps: int = 0
+    runs: list[int] = field(default_factory=list)
+    drafted_at: list[int] = field(default_factory=list)  # steps that drafted position i
+    accepted_at: list[int] = field(default_factory=list)  # steps that accepted position i
+
+    def __post_init__(self) -> None:
+        self.runs = self.runs or [0] * (self.k + 1)
+        self.drafted_at = self.drafted_at or [0] * self.k
+        self.accepted_at = self.accepted_at or [0] * self.k
+
+    def add(self, row: RowSteps) -> None:
+        self.tau.add(row.tokens, row.steps)
+        if row.drafted:
+            self.rate.add(row.accepted, row.drafted)
+        self.steps += row.steps
+        reached = row.steps  # steps whose run got past position i (accepted i+1 or more)
+        for i in range(self.k):
+            self.runs[i] += row.runs[i]
+            reached -= row.runs[i]
+            self.accepted_at[i] += reached
+            # every step drafts k positions, except the short ones near the row's end
+            self.drafted_at[i] += row.steps - sum(1 for d in row.short if d <= i)
+        self.runs[self.k] += row.runs[self.k]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "k": self.k,
+            "tau": self.tau.to_json(),
+            "acceptance_rate": self.rate.to_json(),
+            "verify_steps": self.steps,
+            "per_position": [
+                round(a / d, 4) if d else None
+                for a, d in zip(self.accepted_at, self.drafted_at, strict=True)
+            ],
+            "accepted_runs": self.runs,
+        }
+
+
+@dataclass
+class Tally:
+    """All the acceptance figures of one group of rows, for k = 1..k_max; O(k_max^2) memory."""
+
+    k_max: int
+    rows: int = 0
+    match: Ratio = field(default_factory=Ratio)  # top-1 agreement over all answer tokens
+    by_k: list[AtK] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.by_k = self.by_k or [AtK(k) for k in range(1, self.k_max + 1)]
+
+    def add(self, matches: str) -> None:
+        if not matches:
+            return
+        self.rows += 1
+        self.match.add(matches.count("1"), len(matches))
+        for at in self.by_k:
+            at.add(simulate(matches, at.k))
+
+    @property
+    def tokens(self) -> int:
+        return int(self.match.y)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "rows": self.rows,
+            "tokens": self.tokens,
+            "top1_match": self.match.to_json(),
+            "by_k": [at.to_json() for at in self.by_k],
+        }

@@ -1,0 +1,82 @@
+"""Before and after: the rows of an earlier score and this one, paired by row id.
+
+Both sides are pooled over the same rows, and the interval of the difference comes from the
+paired rows (the delta method on each row's linearised contribution), so a drafter that is
+better on the same rows shows it even when the spread between rows is wide.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from regen.errors import ConfigError
+from regen.score.accept import Z95, simulate
+from regen.score.results import draft_rows_file, read_rows
+
+
+def parse_ks(spec: str) -> list[int]:
+    """`3`, `1-8` or `2,4,8` -> sorted draft lengths."""
+    try:
+        ks: set[int] = set()
+        for part in spec.split(","):
+            lo, _, hi = part.strip().partition("-")
+            ks.update(range(int(lo), int(hi or lo) + 1))
+    except ValueError:
+        ks = set()
+    if not ks or min(ks) < 1 or max(ks) > 32:
+        raise ConfigError(f"--k {spec}: expected draft lengths 1..32 like 3, 1-8 or 2,4,8")
+    return sorted(ks)
+
+
+@dataclass
+class Paired:
+    """Sums over paired rows of (tokens, steps before, steps after) and their products: the
+    difference's interval needs only these, so --all over 100K rows stays small."""
+
+    n: int = 0
+    sums: list[float] = field(default_factory=lambda: [0.0] * 3)
+    products: list[list[float]] = field(default_factory=lambda: [[0.0] * 3 for _ in range(3)])
+
+    def add(self, tokens: int, before: int, after: int) -> None:
+        row = (tokens, before, after)
+        self.n += 1
+        for i in range(3):
+            self.sums[i] += row[i]
+            for j in range(3):
+                self.products[i][j] += row[i] * row[j]
+
+    def to_json(self) -> dict[str, Any]:
+        n, (t, b, a) = self.n, self.sums
+        before, after = t / b, t / a
+        # each row's share of (after - before), linearised: c . (tokens, before, after)
+        c = (n / a - n / b, before * n / b, -after * n / a)
+        half = None
+        if n > 1:
+            var = sum(c[i] * c[j] * (self.products[i][j] - self.sums[i] * self.sums[j] / n)
+                      for i in range(3) for j in range(3)) / (n - 1)  # fmt: skip
+            half = round(Z95 * math.sqrt(max(var, 0.0) / n), 4)
+        return {"rows": n, "before": round(before, 4), "after": round(after, 4),
+                "difference": round(after - before, 4), "ci95_half_width": half}  # fmt: skip
+
+
+def baseline_rows(path: Path, name: str) -> tuple[str, dict[str, str]]:
+    """The match vectors of the earlier score's draft of this name (else its first draft)."""
+    name, rows_file = draft_rows_file(path, name, "--baseline")
+    return name, {r["id"]: r["match"] for r in read_rows(rows_file) if "match" in r}
+
+
+def paired(rows_file: Path, before: dict[str, str], by: str, ks: list[int]) -> dict[str, Any]:
+    groups: dict[str, dict[int, Paired]] = {}
+    for line in read_rows(rows_file):
+        old = before.get(line["id"])
+        if old is None or "match" not in line or len(old) != len(line["match"]):
+            continue  # only rows scored on the same tokens on both sides pair up
+        for name in (line["groups"].get(by, "(none)"), "(overall)"):
+            per_k = groups.setdefault(name, {k: Paired() for k in ks})
+            for k in ks:
+                steps = (simulate(old, k).steps, simulate(line["match"], k).steps)
+                per_k[k].add(len(old), *steps)
+    return {g: {str(k): p.to_json() for k, p in per_k.items()} for g, per_k in groups.items()}

@@ -1,0 +1,87 @@
+"""What a draft is to `score`, and how `--draft` names one.
+
+--draft PATH.gguf   a GGUF model on the embedded llama.cpp (llama_draft.py)
+--draft embedded    the embedded demo model (SmolLM2-135M): the identity draft when the
+                    target is the embedded model too, a test oracle
+--draft ngram       the model-free prompt-lookup baseline (ngram.py)
+--draft-servers URL a draft served by a fleet returning prompt log-probs (fleet_draft.py)
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any, Protocol
+
+from regen.errors import ConfigError
+from regen.score.tokens import Sink, TokenRow
+
+
+class Draft(Protocol):
+    name: str
+
+    @property
+    def identity(self) -> str:
+        """What makes two scores comparable: results are kept per identity."""
+        ...
+
+    def check(self, tok: Any) -> None:
+        """Raise ConfigError when the draft cannot score this target's tokens."""
+        ...
+
+    def fits(self, row: TokenRow) -> bool:
+        """Whether the row fits the draft's context."""
+        ...
+
+    def run(self, rows: Iterable[TokenRow], sink: Sink) -> None:
+        """Score every row, handing each match vector to `sink` (in any order)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def open_draft(spec: str, *, threads: int = 2, n_ctx: int | None = None) -> Draft:
+    if spec == "ngram":
+        from regen.score.ngram import NgramDraft
+
+        return NgramDraft()
+    from regen.score.llama_draft import DEFAULT_CONTEXT, LlamaDraft
+
+    if spec == "embedded":
+        from regen.embedded_model import default_model_path
+
+        path = default_model_path()
+    else:
+        path = Path(spec).expanduser()
+        if path.suffix != ".gguf":
+            raise ConfigError(
+                f"--draft {spec}: not a .gguf file, `ngram` or `embedded`",
+                hint="pass a GGUF draft model, `ngram`, or serve the draft and use "
+                "--draft-servers URL",
+            )
+    return LlamaDraft(path, n_ctx=n_ctx or DEFAULT_CONTEXT, threads=threads)
+
+
+@contextlib.contextmanager
+def open_drafts(
+    specs: list[str], servers: list[str], api: str, threads: int
+) -> Iterator[list[Draft]]:
+    """Every draft named on the command line, closed on exit (a GGUF holds its memory)."""
+    if not specs and not servers:
+        raise ConfigError(
+            "no draft to score with",
+            hint="pass --draft PATH.gguf, --draft ngram, or --draft-servers URL ...",
+        )
+    drafts: list[Draft] = []
+    try:
+        if servers:
+            from regen.score.fleet_draft import FleetDraft
+
+            drafts.append(FleetDraft(servers, api))
+        for spec in specs:
+            drafts.append(open_draft(spec, threads=threads))
+        yield drafts
+    finally:
+        for draft in drafts:
+            draft.close()

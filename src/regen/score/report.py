@@ -1,0 +1,111 @@
+"""Pool the per-row results into the report: per group and overall, per draft."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from regen.score.accept import Tally
+from regen.score.results import read_rows
+from regen.score.rows import Selection
+
+OVERALL = "(overall)"
+RETOKENIZED_NOTE = (
+    "{n} of {of} rows were re-tokenised from their text with the target's tokenizer and chat "
+    "template (the run stored no token ids): re-tokenised text can differ from the tokens the "
+    "model produced; generate with --return-token-ids to score the exact tokens"
+)
+
+
+@dataclass
+class DraftScore:
+    name: str
+    identity: dict[str, Any]
+    rows_file: Path
+    scored_now: int  # rows this call scored (the rest were in the results file already)
+    groups: dict[str, Tally] = field(default_factory=dict)
+    skipped: Counter = field(default_factory=Counter)
+    retokenized: int = 0
+    baseline: dict[str, Any] | None = None  # paired before/after, with --baseline
+
+    def to_json(self, ks: list[int]) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "identity": self.identity,
+            "rows_file": str(self.rows_file),
+            "scored_now": self.scored_now,
+            "retokenized_rows": self.retokenized,
+            "skipped": dict(self.skipped),
+            "groups": {g: _tally_json(t, ks) for g, t in self.groups.items()},
+            "baseline": self.baseline,
+        }
+
+
+def _tally_json(tally: Tally, ks: list[int]) -> dict[str, Any]:
+    data = tally.to_json()
+    data["by_k"] = [at for at in data["by_k"] if at["k"] in ks]
+    return data
+
+
+@dataclass
+class ScoreReport:
+    run: str
+    by: str
+    ks: list[int]
+    sample: int | None
+    seed: int
+    drafts: list[DraftScore]
+    invalid_records: dict[str, int]
+
+    @property
+    def notes(self) -> list[str]:
+        out = []
+        for d in self.drafts:
+            rows = d.groups[OVERALL].rows if OVERALL in d.groups else 0
+            if d.retokenized:
+                out.append(f"{d.name}: " + RETOKENIZED_NOTE.format(n=d.retokenized, of=rows))
+        return out
+
+    def attach_baseline(self, path: Path) -> None:
+        """Pair every draft's rows with an earlier score's (same rows, same tokens)."""
+        from regen.score.compare import baseline_rows, paired
+
+        for draft in self.drafts:
+            name, before = baseline_rows(path, draft.name)
+            groups = paired(draft.rows_file, before, self.by, self.ks)
+            draft.baseline = {"file": str(path), "draft": name, "groups": groups}
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run": self.run,
+            "by": self.by,
+            "k": self.ks,
+            "sample_per_group": self.sample,
+            "seed": self.seed,
+            "drafts": [d.to_json(self.ks) for d in self.drafts],
+            "invalid_records": self.invalid_records,
+            "notes": self.notes,
+        }
+
+
+def pool(run: str, drafts: list[DraftScore], selection: Selection, ks: list[int],
+         invalid: dict[str, int]) -> ScoreReport:  # fmt: skip
+    """Re-read each draft's results file (streamed) and tally the rows of this selection."""
+    k_max = max(ks)
+    for draft in drafts:
+        overall = draft.groups.setdefault(OVERALL, Tally(k_max))
+        for line in read_rows(draft.rows_file):
+            if not selection.wants(line["id"]):
+                continue
+            if "skipped" in line:
+                draft.skipped[line["skipped"]] += 1
+                continue
+            group = line["groups"].get(selection.by, "(none)")
+            draft.groups.setdefault(group, Tally(k_max)).add(line["match"])
+            overall.add(line["match"])
+            draft.retokenized += bool(line["retokenized"])
+        draft.groups = dict(sorted(draft.groups.items(), key=lambda kv: (kv[0] == OVERALL, kv[0])))
+    return ScoreReport(run, selection.by, ks, selection.per_group, selection.seed, drafts,
+                       invalid)  # fmt: skip

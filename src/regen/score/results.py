@@ -1,0 +1,129 @@
+"""The per-row results file: one JSON line per scored row, appended as rows finish.
+
+It is the resume ledger (a score that stops goes on from the rows it has, never rescoring
+one), the input of the report (re-aggregated from it, so `--k` and `--by` need no rescoring)
+and what `regen export --max-acceptance` selects by. One folder per draft and token source:
+`score/<draft>-<hash>/rows.jsonl` beside a `draft.json` naming them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+from regen.errors import ConfigError, OutputError
+from regen.score.accept import first_miss, simulate
+from regen.score.tokens import TokenRow
+
+ROWS = "rows.jsonl"
+TAU_K = 8  # per-row tau is kept for k = 1..8: enough for export to select at any usual k
+
+
+def folder_for(score_dir: Path, name: str, identity: dict[str, Any]) -> Path:
+    digest = hashlib.sha256(orjson.dumps(identity, option=orjson.OPT_SORT_KEYS)).hexdigest()
+    return score_dir / f"{_safe(name)}-{digest[:8]}"
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:48] or "draft"
+
+
+def row_line(row: TokenRow, matches: str) -> dict[str, Any]:
+    miss = first_miss(matches)
+    return {
+        "id": row.id,
+        "groups": row.groups,
+        "tokens": len(matches),
+        "retokenized": row.retokenized,
+        "acceptance": round(matches.count("1") / len(matches), 4) if matches else None,
+        "first_miss": miss,
+        "tau": [round(simulate(matches, k).tau, 4) for k in range(1, TAU_K + 1)],
+        "match": matches,
+    }
+
+
+def skipped_line(row_id: str, groups: dict[str, str], kind: str, message: str) -> dict[str, Any]:
+    return {"id": row_id, "groups": groups, "skipped": kind, "message": message}
+
+
+class RowsFile:
+    """Append-only; a line cut short by a kill is dropped on the next open."""
+
+    def __init__(self, folder: Path, identity: dict[str, Any]) -> None:
+        self.folder = folder
+        self.path = folder / ROWS
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "draft.json").write_bytes(orjson.dumps(identity, option=orjson.OPT_INDENT_2))
+            self._cut_partial_line()
+        except OSError as exc:
+            raise OutputError.writing(folder, exc) from exc
+        self._fh: IO[bytes] | None = None
+
+    def done(self) -> set[str]:
+        return {line["id"] for line in self.lines()}
+
+    def lines(self) -> Iterator[dict[str, Any]]:
+        yield from read_rows(self.path)
+
+    def append(self, line: dict[str, Any]) -> None:
+        try:
+            if self._fh is None:
+                self._fh = open(self.path, "ab")  # noqa: SIM115 (held open while scoring)
+            self._fh.write(orjson.dumps(line) + b"\n")
+            self._fh.flush()  # a kill loses at most the row being written
+        except OSError as exc:
+            raise OutputError.writing(self.folder, exc) from exc
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+    def _cut_partial_line(self) -> None:
+        """Read backwards from the end to the last newline (the file can be large)."""
+        if not self.path.exists():
+            return
+        with open(self.path, "r+b") as fh:
+            end = fh.seek(0, 2)
+            pos = end
+            while pos > 0:
+                step = min(pos, 1 << 16)
+                fh.seek(pos - step)
+                at = fh.read(step).rfind(b"\n")
+                if at >= 0:
+                    pos = pos - step + at + 1
+                    break
+                pos -= step
+            if pos < end:
+                fh.truncate(pos)
+
+
+def read_rows(path: Path) -> Iterator[dict[str, Any]]:
+    """Every complete line of a rows file (streamed: 100K rows need not fit in memory)."""
+    if not path.exists():
+        return
+    with open(path, "rb") as fh:
+        for raw in fh:
+            if raw.endswith(b"\n"):
+                yield orjson.loads(raw)
+
+
+def draft_rows_file(score_json: Path, name: str | None, flag: str) -> tuple[str, Path]:
+    """The draft named `name` in a score.json (else its first one) and its rows file."""
+    try:
+        drafts = orjson.loads(score_json.read_bytes())["drafts"]
+        chosen = next((d for d in drafts if d["name"] == name), drafts[0])
+        rows_file = Path(chosen["rows_file"])
+    except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
+        raise ConfigError(
+            f"{flag} {score_json}: not a score.json written by `regen score` ({exc})",
+            hint="run `regen score RUN --draft ...` first; it writes RUN/score/score.json",
+        ) from exc
+    if not rows_file.exists():
+        raise ConfigError(f"{flag} {score_json}: its per-row results {rows_file} are gone")
+    return str(chosen["name"]), rows_file

@@ -1,0 +1,101 @@
+"""Which rows are scored: every row, or N per group (seeded, stratified), and their groups.
+
+Sampling never holds the run: a first pass keeps, per group, the N rows with the smallest
+seeded hash of their id (a heap of N ids per group), so the same seed picks the same rows
+whatever the shard order, and a resumed score picks the rows it picked before.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+from regen.check.record import Completion
+from regen.errors import ConfigError, InputError
+
+GROUP_BY = ("category", "source", "turns", "length")
+LENGTH_EDGES = (128, 512, 2048)  # answer tokens: short, medium, long, very long
+
+
+def length_label(tokens: int | None) -> str:
+    if tokens is None:
+        return "(unknown)"
+    lo = 0
+    for edge in LENGTH_EDGES:
+        if tokens < edge:
+            return f"{lo}-{edge - 1}"
+        lo = edge
+    return f"{lo}+"
+
+
+def answer_length(completion: Completion) -> int | None:
+    """Answer tokens as the server counted them (the stored ids, else the usage field)."""
+    ids = completion.completion_ids
+    if ids is not None:
+        return len(ids)
+    usage = completion.raw.get("usage") or {}
+    tokens = usage.get("completion_tokens")
+    return tokens if isinstance(tokens, int) and tokens > 0 else None
+
+
+def groups_of(completion: Completion) -> dict[str, str]:
+    """Every grouping a report can ask for, so one scored row serves any `--by`."""
+    turns = sum(1 for m in completion.messages if m.get("role") == "assistant")
+    return {
+        "category": completion.category,
+        "source": completion.source,
+        "turns": str(turns) if turns < 3 else "3+",
+        "length": length_label(answer_length(completion)),
+    }
+
+
+def completions(
+    records: Iterable[dict], on_bad: Callable[[dict, InputError], None]
+) -> Iterator[Completion]:
+    for raw in records:
+        try:
+            yield Completion.of(raw)
+        except InputError as err:
+            on_bad(raw if isinstance(raw, dict) else {}, err)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """`per_group` None: every row. Otherwise the ids chosen, per group value."""
+
+    by: str
+    per_group: int | None
+    seed: int
+    chosen: frozenset[str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.by not in GROUP_BY:
+            raise ConfigError(f"--by must be one of {', '.join(GROUP_BY)}, not {self.by!r}")
+        if self.per_group is not None and self.per_group < 1:
+            raise ConfigError("--sample must be at least 1", hint="or pass --all")
+
+    def wants(self, row_id: str) -> bool:
+        return self.chosen is None or row_id in self.chosen
+
+
+def choose(items: Iterable[Completion], selection: Selection) -> Selection:
+    """The first pass: pick `per_group` rows of each group; a no-op with --all."""
+    if selection.per_group is None:
+        return selection
+    heaps: dict[str, list[tuple[int, str]]] = {}
+    for completion in items:
+        key = -_rank(selection.seed, completion.id)  # a max-heap of the smallest ranks
+        heap = heaps.setdefault(groups_of(completion)[selection.by], [])
+        if len(heap) < selection.per_group:
+            heapq.heappush(heap, (key, completion.id))
+        elif key > heap[0][0]:
+            heapq.heapreplace(heap, (key, completion.id))
+    chosen = frozenset(row_id for heap in heaps.values() for _, row_id in heap)
+    return Selection(selection.by, selection.per_group, selection.seed, chosen)
+
+
+def _rank(seed: int, row_id: str) -> int:
+    digest = hashlib.blake2b(f"{seed}\0{row_id}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big")

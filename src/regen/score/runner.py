@@ -1,0 +1,137 @@
+"""`score` as a library call: pick the rows, tokenise them, run each draft, keep every row's
+result (resumable), and pool the results into a report."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from regen.check.encode import Encoder
+from regen.errors import ConfigError, InputError
+from regen.score.drafts import Draft
+from regen.score.report import DraftScore, ScoreReport, pool
+from regen.score.results import RowsFile, folder_for, row_line, skipped_line
+from regen.score.rows import Selection, choose, completions, groups_of
+from regen.score.tokens import TokenRow, token_row
+from regen.storage import LocalStore, Store, open_store
+
+RowHook = Callable[[str], None]
+
+
+@dataclass
+class ScoreSettings:
+    selection: Selection
+    ks: list[int]
+    tokenizer: str  # what --tokenizer named: part of the results' identity
+    template_tokens: str = "train"
+    chat_template: str | None = None
+
+
+@dataclass
+class _Pass:
+    """One draft's pass over the run: rows scored now, rows skipped, and bad records."""
+
+    rows: RowsFile
+    on_row: RowHook | None
+    scored: int = 0
+    invalid: Counter = field(default_factory=Counter)
+
+    def sink(self, row: TokenRow, matches: str | InputError) -> None:
+        if isinstance(matches, InputError):
+            self.rows.append(skipped_line(row.id, row.groups, matches.kind, matches.message))
+            return
+        self.rows.append(row_line(row, matches))
+        self.scored += 1
+        if self.on_row is not None:
+            self.on_row(self.rows.folder.name)
+
+    def bad(self, raw: dict, err: InputError) -> None:
+        self.invalid[err.kind] += 1
+
+
+def score_run(
+    run: str | Path,
+    drafts: list[Draft],
+    encoder: Encoder,
+    settings: ScoreSettings,
+    score_dir: Path,
+    *,
+    on_row: RowHook | None = None,
+) -> ScoreReport:
+    store = open_store(run)
+    if not store.shard_names("completions"):
+        raise ConfigError(
+            f"no completion shards under {store.where}/completions",
+            hint="pass the --output-dir of a `regen generate` run",
+        )
+    # bad records are counted by each draft's own pass (every pass reads every record)
+    selection = choose(completions(store.iter_records("completions"), _ignore), settings.selection)
+    scores, invalid = [], Counter()
+    for draft in drafts:
+        draft.check(encoder.tok)
+        identity = {
+            "draft": draft.identity,
+            "tokenizer": settings.tokenizer,
+            "chat_template": settings.chat_template,
+            "template_tokens": settings.template_tokens,
+        }
+        rows = RowsFile(folder_for(score_dir, draft.name, identity), identity)
+        scan = _Pass(rows, on_row)
+        try:
+            draft.run(_todo(store, selection, encoder, draft, scan), scan.sink)
+        finally:
+            rows.close()
+        invalid = scan.invalid
+        scores.append(DraftScore(draft.name, identity, rows.path, scan.scored))
+    return pool(str(store.where), scores, selection, settings.ks, dict(invalid))
+
+
+def _ignore(raw: dict, err: InputError) -> None:
+    """The first pass only picks rows; the scoring pass counts what cannot be read."""
+
+
+def _todo(store: Store, selection: Selection, encoder: Encoder, draft: Draft,
+          scan: _Pass) -> Iterator[TokenRow]:  # fmt: skip
+    """The rows still to score: chosen, not already in the results file, tokenisable and short
+    enough for the draft (the others get a `skipped` line, so they are counted, not lost)."""
+    done = scan.rows.done()
+    for completion in completions(store.iter_records("completions"), scan.bad):
+        row_id = completion.id
+        if row_id in done or not selection.wants(row_id):
+            continue
+        groups = groups_of(completion)
+        try:
+            row = token_row(completion, encoder, groups)
+        except InputError as err:
+            scan.rows.append(skipped_line(row_id, groups, err.kind, err.message))
+            continue
+        if not draft.fits(row):
+            why = f"{len(row.ids)} tokens do not fit the draft's context"
+            scan.rows.append(skipped_line(row_id, groups, "too_long", why))
+            continue
+        yield row
+
+
+def score_dir_for(run: str | Path) -> tuple[Path, str | None]:
+    """RUN/score for a local run. A bucket run is scored into ./score-<name> in the current
+    directory (the results are written as rows finish, which a bucket does not take cheaply),
+    and the message says so."""
+    store = open_store(run)
+    if isinstance(store, LocalStore):
+        return store.layout.root / "score", None
+    # TODO(lead): a bucket run's score could be uploaded beside it; scored locally for now
+    name = store.where.rstrip("/").rsplit("/", 1)[-1] or "run"
+    local = Path.cwd() / f"score-{name}"
+    return local, f"{store.where} is a bucket: the score is written to {local} instead"
+
+
+def write_report(report: ScoreReport, folder: Path) -> tuple[Path, Path]:
+    from regen.jsonio import atomic_write_bytes, atomic_write_json
+    from regen.score.table import render_text
+
+    json_path, text_path = folder / "score.json", folder / "score.txt"
+    atomic_write_json(json_path, report.to_json())
+    atomic_write_bytes(text_path, (render_text(report) + "\n").encode())
+    return json_path, text_path

@@ -1,0 +1,96 @@
+"""The report as text: one table per draft (groups by rows, tau(k) with its 95% interval),
+then per-position acceptance and accepted-run histograms at the largest k asked for."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from regen.score.report import ScoreReport
+
+
+def render_text(report: ScoreReport) -> str:
+    data = report.to_json()
+    out = [f"regen score {data['run']}  (by {data['by']}; " + _sampled(data) + ")"]
+    for draft in data["drafts"]:
+        out += ["", f"draft {draft['name']}  ({draft['rows_file']})", *_table(draft, data["k"])]
+        out += _detail(draft, max(data["k"]))
+        if draft["skipped"]:
+            out.append("skipped rows: " + _counts(draft["skipped"]))
+        if draft["baseline"]:
+            out += _baseline(draft["baseline"], max(data["k"]))
+    if len(data["drafts"]) > 1:
+        out += _side_by_side(data["drafts"], max(data["k"]))
+    if data["invalid_records"]:
+        out.append("unreadable records: " + _counts(data["invalid_records"]))
+    out += ["", *(f"note: {n}" for n in data["notes"])] if data["notes"] else []
+    return "\n".join(out)
+
+
+def _sampled(data: dict[str, Any]) -> str:
+    n = data["sample_per_group"]
+    return "every row" if n is None else f"{n} rows per group, seed {data['seed']}"
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+
+
+def _fmt(ratio: dict[str, Any], digits: int = 2) -> str:
+    if ratio["value"] is None:
+        return "-"
+    if ratio["ci95"] is None:
+        return f"{ratio['value']:.{digits}f}"
+    half = (ratio["ci95"][1] - ratio["ci95"][0]) / 2
+    return f"{ratio['value']:.{digits}f}±{half:.{digits}f}"
+
+
+def _table(draft: dict[str, Any], ks: list[int]) -> list[str]:
+    head = ["group", "rows", "tokens", "top-1", *(f"tau({k})" for k in ks)]
+    rows = [
+        [name, str(g["rows"]), str(g["tokens"]), _fmt(g["top1_match"]),
+         *(_fmt(at["tau"]) for at in g["by_k"])]
+        for name, g in draft["groups"].items()
+    ]  # fmt: skip
+    return _grid(head, rows)
+
+
+def _detail(draft: dict[str, Any], k: int) -> list[str]:
+    out = [f"at k={k}: acceptance rate, per-position acceptance, accepted-run histogram 0..{k}"]
+    for name, g in draft["groups"].items():
+        at = next(a for a in g["by_k"] if a["k"] == k)
+        per_pos = " ".join("-" if p is None else f"{p:.2f}" for p in at["per_position"])
+        out.append(f"  {name}: rate {_fmt(at['acceptance_rate'])}  positions [{per_pos}]  "
+                   f"runs {at['accepted_runs']}")  # fmt: skip
+    return out
+
+
+def _grid(head: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    return ["  ".join(c.ljust(w) if i == 0 else c.rjust(w)
+                      for i, (c, w) in enumerate(zip(r, widths, strict=True)))
+            for r in [head, *rows]]  # fmt: skip
+
+
+def _side_by_side(drafts: list[dict[str, Any]], k: int) -> list[str]:
+    names = list(dict.fromkeys(g for d in drafts for g in d["groups"]))
+    rows = []
+    for name in names:
+        cells = []
+        for d in drafts:
+            g = d["groups"].get(name)
+            at = next((a for a in g["by_k"] if a["k"] == k), None) if g else None
+            cells.append(_fmt(at["tau"]) if at else "-")
+        rows.append([name, *cells])
+    return ["", f"side by side: tau({k})", *_grid(["group", *(d["name"] for d in drafts)], rows)]
+
+
+def _baseline(base: dict[str, Any], k: int) -> list[str]:
+    rows = []
+    for name, per_k in base["groups"].items():
+        p = per_k[str(k)]
+        half = "" if p["ci95_half_width"] is None else f"±{p['ci95_half_width']:.2f}"
+        rows.append([name, str(p["rows"]), f"{p['before']:.2f}", f"{p['after']:.2f}",
+                     f"{p['difference']:+.2f}{half}"])  # fmt: skip
+    head = ["group", "paired rows", "before", "after", "difference"]
+    return [f"against {base['file']} ({base['draft']}), tau({k}) on the same rows:",
+            *_grid(head, rows)]  # fmt: skip

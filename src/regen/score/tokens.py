@@ -1,0 +1,57 @@
+"""The tokens a row is scored on: the target's own ids when the run stored them, else the
+conversation tokenised with the target's tokenizer and chat template exactly as `check` does.
+
+Re-tokenised text can differ from what the model produced (a different merge of the same
+characters), so every row says which it is and the report counts them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from regen.check.encode import Encoder
+from regen.check.record import Completion
+from regen.errors import InputError
+
+
+@dataclass(frozen=True)
+class TokenRow:
+    """One row to score: `ids` is prompt + answer, the answer being ids[start:]."""
+
+    id: str
+    ids: list[int]
+    start: int
+    groups: dict[str, str]
+    retokenized: bool
+
+    @property
+    def answer_tokens(self) -> int:
+        return len(self.ids) - self.start
+
+
+# a draft hands each row's match vector to this, or why the row cannot be scored
+Sink = Callable[[TokenRow, "str | InputError"], None]
+
+
+def token_row(completion: Completion, encoder: Encoder, groups: dict[str, str]) -> TokenRow:
+    """Raises InputError when the row cannot be tokenised (the template cannot render it)."""
+    stored = _stored(completion)
+    if stored is not None and stored[0] is not None:
+        prompt, answer = stored
+        return TokenRow(completion.id, [*prompt, *answer], len(prompt), groups, False)
+    enc = encoder.encode(completion)
+    start, end = enc.final_generated
+    if end <= start or start == 0:
+        raise InputError(f"{completion.id}: no answer tokens in the render", kind="empty_answer")
+    if stored is not None:  # answer ids without prompt ids: the prompt is rendered
+        return TokenRow(completion.id, [*enc.input_ids[:start], *stored[1]], start, groups, False)
+    return TokenRow(completion.id, list(enc.input_ids[:end]), start, groups, True)
+
+
+def _stored(completion: Completion) -> tuple[list[int] | None, list[int]] | None:
+    answer = completion.completion_ids
+    if not answer:
+        return None
+    prompt = (completion.raw.get("token_ids") or {}).get("prompt")
+    return (prompt if isinstance(prompt, list) and prompt else None), answer
