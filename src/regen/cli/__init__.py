@@ -40,7 +40,7 @@ SUMMARIES = {
     "check": "Judge whether a run is trainable, with the target's template.",
     "export": "Write a run in the format a trainer reads.",
     "demo": "Write the walkthrough's example files into a directory.",
-    "score": "Measure how many drafted tokens a drafter would accept, per domain.",
+    "score": "Measure how many drafted tokens a drafter accepts, by domain.",
 }
 
 
