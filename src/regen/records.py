@@ -52,6 +52,7 @@ class Prompt:
     line: int = 0  # the input line it was read from (1-based; 0: not read from a file)
     sampling: dict[str, Any] | None = None  # per-record overrides
     samples: int | None = None  # this prompt's own sample count (a batch request's n)
+    asked_model: str | None = None  # a batch request's `model`: the run sends its own
 
     @property
     def category(self) -> str | None:
