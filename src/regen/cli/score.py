@@ -9,6 +9,7 @@ import click
 from regen.check import Encoder
 from regen.cli.options import Command, option
 from regen.cli.rowbar import row_progress
+from regen.fleet.openai_env import resolve_api_key
 from regen.score import ScoreSettings, score_dir_for, score_run, write_report
 from regen.score.compare import parse_ks
 from regen.score.drafts import open_drafts
@@ -28,6 +29,9 @@ DEFAULT_SAMPLE = 200
         "SGLang /generate); retried and balanced like generate's fleet.")  # fmt: skip
 @option("--draft-api", type=click.Choice(["vllm", "sglang"]), default="vllm", show_default=True,
         help="How --draft-servers are asked for prompt log-probs.")  # fmt: skip
+@option("--api-key-env", metavar="VAR",
+        help="Read the --draft-servers' API key from this variable [default: OPENAI_API_KEY "
+        "when set].")  # fmt: skip
 @option("--tokenizer", required=True,
         help="Target tokenizer: directory, .gguf file, hub name, or `embedded`.")  # fmt: skip
 @option("--chat-template", help="Jinja file that overrides the tokenizer's chat template.")
@@ -48,13 +52,14 @@ DEFAULT_SAMPLE = 200
         help="An earlier score.json: the same rows, paired, before and after.")  # fmt: skip
 @option("--threads", type=int, default=2, show_default=True, help="CPU threads of a GGUF draft.")
 @option("--json", "as_json", is_flag=True, help="Print the report as JSON (for scripts).")
-def score(run, drafts, draft_servers, draft_api, tokenizer, chat_template, by, sample, score_all,
-          seed, k_spec, baseline, threads, as_json) -> None:  # fmt: skip
+def score(run, drafts, draft_servers, draft_api, api_key_env, tokenizer, chat_template, by, sample,
+          score_all, seed, k_spec, baseline, threads, as_json) -> None:  # fmt: skip
     """Score RUN's answers with a draft: tokens accepted per verify step, per group.
 
     Writes RUN/score/ (score.json, score.txt and each draft's per-row results, from which an
     interrupted score resumes)."""
     ks = parse_ks(k_spec)
+    key = resolve_api_key(api_key_env, embedded=not draft_servers).value
     selection = Selection(by, None if score_all else sample, seed)
     encoder = Encoder.load(tokenizer, chat_template=chat_template)
     settings = ScoreSettings(selection, ks, tokenizer, chat_template=chat_template)
@@ -62,7 +67,7 @@ def score(run, drafts, draft_servers, draft_api, tokenizer, chat_template, by, s
     if note:
         click.echo(note, err=True)
     with (
-        open_drafts(list(drafts), list(draft_servers), draft_api, threads) as opened,
+        open_drafts(list(drafts), list(draft_servers), draft_api, threads, key) as opened,
         row_progress("score") as on_row,
     ):
         report = score_run(run, opened, encoder, settings, folder, on_row=on_row)

@@ -15,13 +15,13 @@ import itertools
 import math
 import time
 import zlib
-from collections.abc import Callable
 from statistics import NormalDist
 from typing import Any
 
 import orjson
 from aiohttp import web
 
+from regen.testing.auth import bearer_auth
 from regen.testing.fake_answers import chat_response, stream_events, text_response
 from regen.testing.fake_behaviour import Behaviour, echo_answer
 from regen.testing.fake_faults import (
@@ -188,16 +188,9 @@ class FakeServer:
         return response
 
     # -- lifecycle -----------------------------------------------------------------------
-    @web.middleware
-    async def auth(self, request: web.Request, handler: Callable) -> web.StreamResponse:
-        key = self.behaviour.api_key
-        if key is not None and request.headers.get("Authorization") != f"Bearer {key}":
-            error = {"message": "Incorrect API key provided", "type": "invalid_request_error"}
-            return web.json_response({"error": error}, status=401)
-        return await handler(request)
-
     def app(self) -> web.Application:
-        app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[self.auth])
+        auth = bearer_auth(lambda: self.behaviour.api_key)
+        app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[auth])
         app.router.add_get("/v1/models", self.models)
         app.router.add_post("/v1/chat/completions", self.chat)
         app.router.add_post("/v1/completions", self.completions)
