@@ -10,11 +10,12 @@ from regen.check import Encoder
 from regen.cli.options import Command, option
 from regen.cli.rowbar import row_progress
 from regen.fleet.openai_env import resolve_api_key
-from regen.score import ScoreSettings, score_dir_for, score_run, write_report
+from regen.score import ScoreSettings, score_folder, score_run, write_report
 from regen.score.compare import parse_ks
 from regen.score.drafts import open_drafts
 from regen.score.rows import GROUP_BY, Selection
 from regen.score.table import render_text
+from regen.urls import is_url
 
 DEFAULT_SAMPLE = 200
 
@@ -63,17 +64,16 @@ def score(run, drafts, draft_servers, draft_api, api_key_env, tokenizer, chat_te
     selection = Selection(by, None if score_all else sample, seed)
     encoder = Encoder.load(tokenizer, chat_template=chat_template)
     settings = ScoreSettings(selection, ks, tokenizer, chat_template=chat_template)
-    folder, note = score_dir_for(run)
-    if note:
-        click.echo(note, err=True)
     with (
+        score_folder(run) as folder,
         open_drafts(list(drafts), list(draft_servers), draft_api, threads, key) as opened,
         row_progress("score") as on_row,
     ):
         report = score_run(run, opened, encoder, settings, folder, on_row=on_row)
-    if baseline:
-        report.attach_baseline(baseline)
-    json_path, text_path = write_report(report, folder)
+        if baseline:
+            report.attach_baseline(baseline)
+        json_path, text_path = write_report(report, folder)
     click.echo(json_path.read_text() if as_json else render_text(report))
     if not as_json:
-        click.echo(f"\nwritten: {json_path} and {text_path}")
+        where = f"{run.rstrip('/')}/score" if is_url(run) else str(folder)
+        click.echo(f"\nwritten: {where}/{json_path.name} and {text_path.name}")

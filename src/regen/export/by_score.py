@@ -15,6 +15,7 @@ from typing import Any
 
 from regen.check.record import Completion
 from regen.errors import ConfigError
+from regen.score import score_json_of
 from regen.score.results import draft_rows_file, read_rows
 
 ORDERS = ("as-read", "hard-first")
@@ -36,8 +37,13 @@ class ScoreSelect:
         """From export's options; None when none of them asks for a score."""
         if max_acceptance is None and order == "as-read" and score_json is None:
             return None
-        return cls.load(score_json or Path(str(runs[0])) / "score" / "score.json",
-                        max_acceptance, order)  # fmt: skip
+        found = score_json or score_json_of(runs[0])
+        if found is None:
+            raise ConfigError(
+                f"{runs[0]} has no score yet: --max-acceptance and --order hard-first need one",
+                hint=f"run `regen score {runs[0]} --draft ...` first, or pass --score FILE",
+            )
+        return cls.load(found, max_acceptance, order)
 
     @classmethod
     def load(cls, score_json: Path, max_acceptance: float | None, order: str) -> ScoreSelect:

@@ -124,6 +124,9 @@ def draft_rows_file(score_json: Path, name: str | None, flag: str) -> tuple[str,
             f"{flag} {score_json}: not a score.json written by `regen score` ({exc})",
             hint="run `regen score RUN --draft ...` first; it writes RUN/score/score.json",
         ) from exc
+    beside = score_json.parent / rows_file.parent.name / rows_file.name
+    if not rows_file.exists() and beside.exists():
+        rows_file = beside  # the score folder was moved or fetched: its layout is the same
     if not rows_file.exists():
         raise ConfigError(f"{flag} {score_json}: its per-row results {rows_file} are gone")
     return str(chosen["name"]), rows_file

@@ -15,7 +15,7 @@ from regen.score.report import DraftScore, ScoreReport, pool
 from regen.score.results import RowsFile, folder_for, row_line, skipped_line
 from regen.score.rows import Selection, choose, completions, groups_of
 from regen.score.tokens import TokenRow, token_row
-from regen.storage import LocalStore, Store, open_store
+from regen.storage import Store, open_store
 
 RowHook = Callable[[str], None]
 
@@ -112,19 +112,6 @@ def _todo(store: Store, selection: Selection, encoder: Encoder, draft: Draft,
             scan.rows.append(skipped_line(row_id, groups, "too_long", why))
             continue
         yield row
-
-
-def score_dir_for(run: str | Path) -> tuple[Path, str | None]:
-    """RUN/score for a local run. A bucket run is scored into ./score-<name> in the current
-    directory (the results are written as rows finish, which a bucket does not take cheaply),
-    and the message says so."""
-    store = open_store(run)
-    if isinstance(store, LocalStore):
-        return store.layout.root / "score", None
-    # TODO(lead): a bucket run's score could be uploaded beside it; scored locally for now
-    name = store.where.rstrip("/").rsplit("/", 1)[-1] or "run"
-    local = Path.cwd() / f"score-{name}"
-    return local, f"{store.where} is a bucket: the score is written to {local} instead"
 
 
 def write_report(report: ScoreReport, folder: Path) -> tuple[Path, Path]:
