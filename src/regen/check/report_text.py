@@ -17,8 +17,10 @@ def render_text(report: CheckReport) -> str:
     lines += ["== overall", *_group_lines(data["overall"]), ""]
     if data["error_examples"]:
         lines.append("first mask errors:")
-        lines += [f"  {sample_label(e['id'], e['sample'])}: [{e['error']}] {e['message']}"
-                  for e in data["error_examples"][:5]]
+        lines += [
+            f"  {sample_label(e['id'], e['sample'])}: [{e['error']}] {e['message']}"
+            for e in data["error_examples"][:5]
+        ]
         lines.append("")
     lines += _composition_lines(data["composition"])
     lines.append("rules:")
