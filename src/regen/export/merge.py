@@ -12,7 +12,7 @@ from regen.check.record import SampleKey
 from regen.jsonio import canonical
 
 # not content: the same conversation under two ids (or two samples of one id) is a dupe
-LABELS = ("id", "sample", "source", "category")
+LABELS = ("id", "sample", "prompt_id", "source", "category")
 
 
 def content_key(row: dict[str, Any]) -> int:

@@ -87,10 +87,14 @@ class OpenAIBatch(Format):
                        "sample": sample, "response": None, "error": failed}  # fmt: skip
 
     def key(self, row: dict[str, Any]) -> SampleKey:
-        return str(row["prompt_id"]), int(row["sample"])
+        """custom_id: one per (prompt, sample), built the same way by every regen version, so
+        the exact key also for lines written before `prompt_id` and `sample` were."""
+        return str(row["custom_id"]), 0
 
     def upgrade(self, row: dict[str, Any]) -> dict[str, Any]:
-        """A line written before `prompt_id` and `sample` were: read from its custom_id."""
+        """A line written before `prompt_id` and `sample` were: read from its custom_id (a
+        custom_id `a#2` then reads as prompt `a`, sample 2, even if `a#2` was a prompt's id:
+        the old line cannot say which)."""
         if "sample" in row:
             return row
         prompt_id, sample = key_of({"id": row.get("custom_id")})
