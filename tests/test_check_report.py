@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -199,3 +200,28 @@ def test_text_report_lists_every_category(tmp_path):
     result, _ = run_check(tmp_path, records)
     line = next(x for x in result.output.splitlines() if x.startswith("  categories"))
     assert all(f"cat{i} 1" in line for i in range(8)), line
+
+
+def test_the_report_calls_sources_by_their_recipe_names(tmp_path, monkeypatch):
+    """prepare records the recipe's name of each source, and check's reports use it (not
+    the file or Hub path it was read from)."""
+    assert CHROMIUM, "needs a headless browser: apt-get update && apt-get install -y chromium"
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    assert runner.invoke(main, ["demo"]).exit_code == 0
+    prepared = runner.invoke(main, ["prepare", "examples/recipe.yaml", "-o", "prompts.jsonl"])
+    assert prepared.exit_code == 0, prepared.output
+    prompts = [json.loads(line) for line in Path("prompts.jsonl").read_text().splitlines()]
+    assert {p["source"]["name"] for p in prompts} >= {"hermes_fc", "metamath", "webinstruct"}
+    records = []
+    for i, prompt in enumerate(prompts):
+        rec = checkfix.completion(prompt["id"], f"a full answer, number {i}.")
+        records.append(rec | {"source": prompt["source"]})
+    html = tmp_path / "report.html"
+    result, report = run_check(tmp_path, records, "--html", str(html))
+    assert "== source hermes_fc" in result.output
+    assert "hermes_function_calling.jsonl" not in result.output
+    assert set(report["sources"]) == {p["source"]["name"] for p in prompts}
+    by_source = chromium_dom(tmp_path, html).split("By source")[1].split("</table>")[0]
+    names = [re.sub(r"<wbr>", "", n) for n in re.findall(r'<th class="name">(.*?)</th>', by_source)]
+    assert sorted(names) == sorted({*report["sources"], "(overall)"})

@@ -6,8 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from regen.errors import InputError
-
-NO_SOURCE = "(none)"
+from regen.records import NO_SOURCE, source_name
 
 SampleKey = tuple[str, int]  # (prompt id as given, sample number): what names one sample
 
@@ -111,10 +110,7 @@ class Completion:
 
     @property
     def source(self) -> str:
-        src = self.raw.get("source")
-        if isinstance(src, dict) and src.get("dataset"):
-            return str(src["dataset"])
-        return NO_SOURCE
+        return source_name(self.raw.get("source"))
 
     @property
     def category(self) -> str:

@@ -231,6 +231,20 @@ class FakeServer:
         self._background.stop()
 
 
+def answer_tokens(content: str, tokens: int, jitter: float = 0.0, sigma: float = 0.0) -> int:
+    """An answer's length in tokens, decided by a hash of the answer so that every client
+    (and the benchmark's own arithmetic) sees the same work: `tokens`, or uniform within
+    tokens*(1±jitter), or log-normal with median `tokens` and `sigma`."""
+    unit = zlib.crc32(content.encode()) / 0xFFFFFFFF  # in [0, 1]
+    if sigma:
+        z = NormalDist().inv_cdf(min(max(unit, 1e-9), 1 - 1e-9))
+        return max(1, round(tokens * math.exp(sigma * z)))
+    jitter = min(max(jitter, 0.0), 1.0)
+    if not jitter:
+        return tokens
+    return max(1, round(tokens * (1 - jitter + 2 * jitter * unit)))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--port", type=int, required=True)
@@ -255,17 +269,11 @@ def main() -> None:
     parser.add_argument("--pad-bytes", type=int, default=0)
     parser.add_argument("--model", default="fake-model")
     args = parser.parse_args()
-    tokens, jitter = args.tokens, min(max(args.tokens_jitter, 0.0), 1.0)
 
     def answer(body: dict[str, Any]) -> dict[str, Any]:
         echoed = echo_answer(body)
-        unit = zlib.crc32(echoed["content"].encode()) / 0xFFFFFFFF  # in [0, 1]
-        if args.tokens_sigma:
-            z = NormalDist().inv_cdf(min(max(unit, 1e-9), 1 - 1e-9))
-            return {**echoed, "tokens": max(1, round(tokens * math.exp(args.tokens_sigma * z)))}
-        if not jitter:
-            return {**echoed, "tokens": tokens}
-        return {**echoed, "tokens": max(1, round(tokens * (1 - jitter + 2 * jitter * unit)))}
+        size = answer_tokens(echoed["content"], args.tokens, args.tokens_jitter, args.tokens_sigma)
+        return {**echoed, "tokens": size}
 
     behaviour = Behaviour(
         model=args.model,
