@@ -184,10 +184,11 @@ def test_html_report_says_what_it_judged_and_lists_the_failing_samples(tmp_path)
     assert str(tmp_path / "run") in about and str(checkfix.qwen_style_dir()) in about
     assert "sha256 " in about and "0.1.0" in about
     failing = dom.split("Failing samples")[1]
-    assert "<h3>bad0#0</h3>" in failing  # id#sample, as --show names it
-    block = failing.split("<h3>bad0#0</h3>")[1].split("</div>")[0]
+    assert "<h3>bad0 (sample 0)</h3>" in failing  # the id as given, the sample apart
+    assert "bad0#0" not in dom  # never a glued name the user did not write
+    block = failing.split("<h3>bad0 (sample 0)</h3>")[1].split("</div>")[0]
     assert "degenerate" in block and "missing_reasoning" in block  # all its rules, once
-    assert failing.count("<h3>bad0#0</h3>") == 1
+    assert failing.count("<h3>bad0 (sample 0)</h3>") == 1
     assert "⟦" in block and "OK." in block  # the marked render that --show prints
 
 

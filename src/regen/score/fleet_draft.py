@@ -91,7 +91,7 @@ class FleetDraft:
         try:
             done = await fleet.post(path, body)
         except PermanentError as err:  # this row's fault (too long, say): skip it, go on
-            return row, InputError(f"{row.id}: {err.message}", kind="server_refused_row")
+            return row, InputError(f"{row.label}: {err.message}", kind="server_refused_row")
         tok, self._vocab_unchecked = (self.tok if self._vocab_unchecked else None), False
         return row, parse_matches(self.api, done.data, row, tok, done.server.name)
 

@@ -40,7 +40,8 @@ class _Pass:
 
     def sink(self, row: TokenRow, matches: str | InputError) -> None:
         if isinstance(matches, InputError):
-            self.rows.append(skipped_line(row.id, row.groups, matches.kind, matches.message))
+            why = matches.message
+            self.rows.append(skipped_line((row.id, row.sample), row.groups, matches.kind, why))
             return
         self.rows.append(row_line(row, matches))
         self.scored += 1
@@ -98,18 +99,18 @@ def _todo(store: Store, selection: Selection, encoder: Encoder, draft: Draft,
     enough for the draft (the others get a `skipped` line, so they are counted, not lost)."""
     done = scan.rows.done()
     for completion in completions(store.iter_records("completions"), scan.bad):
-        row_id = completion.id
-        if row_id in done or not selection.wants(row_id):
+        key = completion.key
+        if key in done or not selection.wants(key):
             continue
         groups = groups_of(completion)
         try:
             row = token_row(completion, encoder, groups)
         except InputError as err:
-            scan.rows.append(skipped_line(row_id, groups, err.kind, err.message))
+            scan.rows.append(skipped_line(key, groups, err.kind, err.message))
             continue
         if not draft.fits(row):
             why = f"{len(row.ids)} tokens do not fit the draft's context"
-            scan.rows.append(skipped_line(row_id, groups, "too_long", why))
+            scan.rows.append(skipped_line(key, groups, "too_long", why))
             continue
         yield row
 
