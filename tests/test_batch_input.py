@@ -8,6 +8,7 @@ from click.testing import CliRunner
 from regen.cli import main
 from regen.inputs import read_prompts
 from regen.records import BadLine, Prompt
+from regen.run.input_gate import HEAD_LINES
 
 
 def batch_line(custom_id: str, content: str, **body) -> dict:
@@ -121,3 +122,20 @@ def test_n_above_one_is_that_many_samples_of_the_prompt(tmp_path, fake_server):
     assert "nothing to do: all 4 items" in again.output  # a resume knows each prompt's n
     status = CliRunner().invoke(main, ["status", str(tmp_path / "run")])
     assert "finished: 4 of 4 items" in status.output
+
+
+def test_another_model_past_the_files_head_is_still_reported(tmp_path, fake_server):
+    """The header sees the batch file's first lines; the end of the run counts them all."""
+    same = [batch_line(f"s{i}", f"q{i}", model="fake-model") for i in range(HEAD_LINES)]
+    write(tmp_path / "b.jsonl", *same, batch_line("late", "q", model="gpt-late"))
+    result = CliRunner().invoke(main, [
+        "generate", "--prompts", str(tmp_path / "b.jsonl"), "-o", str(tmp_path / "run"),
+        "--servers", fake_server(slots=256).url, "--display", "none",
+        "--concurrency-per-server", "256",
+    ])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "the batch file asks for" not in result.output  # its head asks for the run's model
+    assert (
+        f"note: 1 of the batch file's {HEAD_LINES + 1} requests asked for another model: "
+        "gpt-late (1); every request went to fake-model"
+    ) in result.output

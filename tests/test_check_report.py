@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -183,10 +184,11 @@ def test_html_report_says_what_it_judged_and_lists_the_failing_samples(tmp_path)
     assert str(tmp_path / "run") in about and str(checkfix.qwen_style_dir()) in about
     assert "sha256 " in about and "0.1.0" in about
     failing = dom.split("Failing samples")[1]
-    assert "<h3>bad0#0</h3>" in failing  # id#sample, as --show names it
-    block = failing.split("<h3>bad0#0</h3>")[1].split("</div>")[0]
+    assert "<h3>bad0 (sample 0)</h3>" in failing  # the id as given, the sample apart
+    assert "bad0#0" not in dom  # never a glued name the user did not write
+    block = failing.split("<h3>bad0 (sample 0)</h3>")[1].split("</div>")[0]
     assert "degenerate" in block and "missing_reasoning" in block  # all its rules, once
-    assert failing.count("<h3>bad0#0</h3>") == 1
+    assert failing.count("<h3>bad0 (sample 0)</h3>") == 1
     assert "⟦" in block and "OK." in block  # the marked render that --show prints
 
 
@@ -198,3 +200,28 @@ def test_text_report_lists_every_category(tmp_path):
     result, _ = run_check(tmp_path, records)
     line = next(x for x in result.output.splitlines() if x.startswith("  categories"))
     assert all(f"cat{i} 1" in line for i in range(8)), line
+
+
+def test_the_report_calls_sources_by_their_recipe_names(tmp_path, monkeypatch):
+    """prepare records the recipe's name of each source, and check's reports use it (not
+    the file or Hub path it was read from)."""
+    assert CHROMIUM, "needs a headless browser: apt-get update && apt-get install -y chromium"
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    assert runner.invoke(main, ["demo"]).exit_code == 0
+    prepared = runner.invoke(main, ["prepare", "examples/recipe.yaml", "-o", "prompts.jsonl"])
+    assert prepared.exit_code == 0, prepared.output
+    prompts = [json.loads(line) for line in Path("prompts.jsonl").read_text().splitlines()]
+    assert {p["source"]["name"] for p in prompts} >= {"hermes_fc", "metamath", "webinstruct"}
+    records = []
+    for i, prompt in enumerate(prompts):
+        rec = checkfix.completion(prompt["id"], f"a full answer, number {i}.")
+        records.append(rec | {"source": prompt["source"]})
+    html = tmp_path / "report.html"
+    result, report = run_check(tmp_path, records, "--html", str(html))
+    assert "== source hermes_fc" in result.output
+    assert "hermes_function_calling.jsonl" not in result.output
+    assert set(report["sources"]) == {p["source"]["name"] for p in prompts}
+    by_source = chromium_dom(tmp_path, html).split("By source")[1].split("</table>")[0]
+    names = [re.sub(r"<wbr>", "", n) for n in re.findall(r'<th class="name">(.*?)</th>', by_source)]
+    assert sorted(names) == sorted({*report["sources"], "(overall)"})

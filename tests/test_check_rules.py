@@ -226,8 +226,8 @@ def test_show_prints_the_failing_samples_not_the_first(tmp_path):
     records.insert(25, checkfix.completion("loop", "Again and again. " * 300, reasoning="r",
                                            thinking="on"))  # fmt: skip
     result, _ = check(tmp_path, records, "--show", "1")
-    assert "--- loop#0" in result.output and "[repetition]" in result.output
-    assert "--- web0#0" not in result.output
+    assert "--- loop (sample 0)" in result.output and "[repetition]" in result.output
+    assert "--- web0 " not in result.output and "#0" not in result.output
 
 
 @pytest.mark.parametrize("rule", ["repetition", "echo_prompt", "bad_tool_call", "near_duplicates"])

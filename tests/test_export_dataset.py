@@ -232,8 +232,9 @@ def export_rows(run: Path, out: Path, fmt: str) -> tuple[list[dict], dict]:
 def test_llamafactory_keeps_every_row_the_export_does_not_name(walkthrough, tmp_path, monkeypatch):
     converter = trainer_readers.llamafactory_converter(monkeypatch)
     rows, summary = export_rows(walkthrough, tmp_path / "lf", "sharegpt-llamafactory")
-    lost = {r["id"] for r in rows if not trainer_readers.llamafactory_keeps(converter, r)}
-    named = {i for ids in summary["trainer_skips"].values() for i in ids}
+    lost = {(r["id"], r["sample"]) for r in rows
+            if not trainer_readers.llamafactory_keeps(converter, r)}  # fmt: skip
+    named = {(i["id"], i["sample"]) for ids in summary["trainer_skips"].values() for i in ids}
     assert lost == named and len(rows) == 20
     # What LLaMA-Factory cannot hold (a user turn right after a tool result) is named; see
     # test_export_formats for a turn with text and calls, and several tool results in a row.

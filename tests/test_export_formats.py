@@ -65,7 +65,8 @@ def test_sharegpt_round_trips_through_load_dataset(run, tmp_path):
     ds = datasets.load_dataset(str(out))
     assert set(ds) == {"train", "validation"}
     assert ds["train"].num_rows + ds["validation"].num_rows == 33
-    row = next(r for r in ds["train"].to_list() + ds["validation"].to_list() if r["id"] == "g1#0")
+    row = next(r for r in ds["train"].to_list() + ds["validation"].to_list() if r["id"] == "g1")
+    assert row["sample"] == 0
     assert [m["role"] for m in row["conversations"]] == ["user", "assistant"]
     assert row["conversations"][1]["content"].startswith("<think>\nThinking about 1.\n</think>")
 
@@ -74,11 +75,11 @@ def test_reasoning_can_go_to_a_field(run, tmp_path):
     out = tmp_path / "sg"
     cli("export", run, "--out", out, "--reasoning", "field", "--drop-truncated")
     rows = [json.loads(line) for line in data_file(out).read_text().splitlines()]
-    assert "cut#0" not in {r["id"] for r in rows}
-    g1 = next(r for r in rows if r["id"] == "g1#0")["conversations"][1]
+    assert "cut" not in {r["id"] for r in rows}
+    g1 = next(r for r in rows if r["id"] == "g1")["conversations"][1]
     assert g1 == {"role": "assistant", "content": "Answer 1: Paris is the capital of France.",
                   "reasoning_content": "Thinking about 1."}  # fmt: skip
-    tool = next(r for r in rows if r["id"] == "tool#0")
+    tool = next(r for r in rows if r["id"] == "tool")
     assert tool["tools"] == [WEATHER_TOOL] and tool["conversations"][1]["tool_calls"]
 
 
@@ -146,7 +147,7 @@ def test_merge_into_dedups_by_id_and_content(run, tmp_path):
                                    "skipped_duplicate_content": 1, "added": 1}  # fmt: skip
     ds = datasets.load_dataset(str(out))["train"]
     assert ds.num_rows == 34 and len(set(ds["id"])) == 34
-    g0 = next(r for r in ds if r["id"] == "g0#0")
+    g0 = next(r for r in ds if r["id"] == "g0")
     assert g0["conversations"][-1]["content"].endswith("A better answer.")
     assert not [p for p in out.iterdir() if p.name.startswith(".") and p.name != MARKER]
 
@@ -187,10 +188,10 @@ def test_sharegpt_is_from_value_as_axolotl_and_llama_factory_read_it(run, tmp_pa
     out = tmp_path / "sg"
     cli("export", run, "--out", out, "--format", "sharegpt")
     rows = {r["id"]: r for r in rows_of(data_file(out))}
-    g1 = rows["g1#0"]["conversations"]
+    g1 = rows["g1"]["conversations"]
     assert [t["from"] for t in g1] == ["human", "gpt"] and set(g1[0]) == {"from", "value"}
     assert g1[1]["value"].startswith("<think>\nThinking about 1.\n</think>\n\nAnswer 1")
-    tool = rows["tool#0"]
+    tool = rows["tool"]
     assert [t["from"] for t in tool["conversations"]] == [
         "human", "function_call", "observation", "gpt"]  # fmt: skip
     assert json.loads(tool["conversations"][1]["value"]) == {"name": "get_weather",
@@ -361,9 +362,12 @@ def test_openai_batch_output_is_joined_on_custom_id_with_the_errors(tmp_path):
     body = ok["body"]
     assert body["object"] == "chat.completion" and body["choices"][0]["finish_reason"] == "stop"
     assert body["choices"][0]["message"] == {"role": "assistant", "content": "Paris."}
+    assert (lines["req-2#1"]["prompt_id"], lines["req-2#1"]["sample"]) == ("req-2", 1)
     assert lines["req-3"] == {
         "id": lines["req-3"]["id"],
         "custom_id": "req-3",
+        "prompt_id": "req-3",
+        "sample": 0,
         "response": None,
         "error": {"code": "server_error", "message": "503 from the server"},
     }
@@ -381,14 +385,16 @@ def test_specforge_names_the_rows_it_would_tokenise_differently(run, tmp_path):
     out, report = tmp_path / "conv", tmp_path / "summary.json"
     text = cli("export", run, "--out", out, "--format", "specforge", "--tokenizer",
                checkfix.qwen_style_dir(), "--report", report)  # fmt: skip
-    named = {i for ids in json.loads(report.read_text())["render_differs"].values() for i in ids}
+    differs = json.loads(report.read_text())["render_differs"].values()
+    named = {(r["id"], r["sample"]) for rows in differs for r in rows}
     assert "rows that SpecForge tokenises differently" in text and "reasoning:" in text
     ours = regen_rows(run, tmp_path)
     conv = rows_of(data_file(out))
     theirs = specforge_encode(data_file(out), "regen-chatml")
     assert len(theirs) == len(conv) == 33
     same = {tuple(ids) for ids, _ in theirs}  # SpecForge reorders its rows: match by tokens
-    differ = {row["id"] for row in conv if tuple(ours[row["id"]]["input_ids"]) not in same}
+    differ = {(row["id"], row["sample"]) for row in conv
+              if tuple(ours[row["id"]]["input_ids"]) not in same}  # fmt: skip
     assert differ == named and len(named) == 31  # the 31 rows with reasoning
 
 
@@ -408,7 +414,7 @@ def test_validation_split_is_by_prompt_and_seeded(tmp_path):
         by_prompt: dict[str, set[str]] = {}
         for split in ds:
             for row_id in ds[split]["id"]:
-                by_prompt.setdefault(row_id.split("#")[0], set()).add(split)
+                by_prompt.setdefault(row_id, set()).add(split)
         assert all(len(s) == 1 for s in by_prompt.values())  # never in both splits
         splits[seed] = {p: s.pop() for p, s in by_prompt.items()}
     assert splits["0"] != splits["1"]  # the seed chooses another validation set
@@ -461,5 +467,7 @@ def test_an_export_in_the_layout_before_the_card_merges_into_the_new_one(run, tm
     (old / "train.jsonl").write_text(json.dumps(earlier) + "\n")
     cli("export", run, "--out", old, "--merge-into", old)
     assert not (old / "train.jsonl").exists()
-    ids = {r["id"] for r in rows_of(data_file(old))}
-    assert "earlier#0" in ids and len(ids) == 34
+    rows = rows_of(data_file(old))
+    assert len({r["id"] for r in rows}) == 34
+    [kept] = [r for r in rows if r["id"] == "earlier"]  # upgraded: the sample in its own field
+    assert kept == {"id": "earlier", "sample": 0, **{k: earlier[k] for k in ("conversations",)}}

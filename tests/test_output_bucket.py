@@ -390,3 +390,32 @@ def test_staging_defaults_to_the_user_cache(tmp_path, fake_server, bucket, monke
     (staging,) = (tmp_path / "cache" / "regen" / "staging").iterdir()
     assert (staging / "manifest.json").exists()  # the run staged there, under its URL's hash
     assert_bucket_exactly_once(ids)
+
+
+def test_a_bucket_run_is_scored_beside_it_and_resumes_on_another_machine(
+    tmp_path, fake_server, bucket, monkeypatch
+):
+    """`regen score s3://...` writes RUN/score into the bucket; a second machine (an empty
+    cache) goes on from the rows there, and export selects by them."""
+    write_prompts(tmp_path / "p.jsonl", 6)
+    assert run(tmp_path / "p.jsonl", URL, [fake_server().url], staging_dir=tmp_path / "s",
+               upload=FAST).exit_code == 0  # fmt: skip
+    tokenizer = str(checkfix.qwen_style_dir())
+    args = ["score", URL, "--draft", "ngram", "--tokenizer", tokenizer, "--all", "--json"]
+    for machine in ("one", "two"):
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / machine))  # its own staging
+        scored = CliRunner().invoke(main, args)
+        assert scored.exit_code == 0, scored.output
+        report = orjson.loads(scored.output)
+        assert report["drafts"][0]["groups"]["(overall)"]["rows"] == 6
+        assert report["drafts"][0]["scored_now"] == (6 if machine == "one" else 0)
+    assert {"score.json", "score.txt"} <= set(keys_in(bucket, "score"))
+    listed = bucket.list_objects_v2(Bucket=BUCKET, Prefix="exp/one/score/ngram-")["Contents"]
+    assert any(o["Key"].endswith("/rows.jsonl") for o in listed)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "three"))
+    out = str(tmp_path / "ds")
+    exported = CliRunner().invoke(
+        main, ["export", URL, "--out", out, "--format", "sharegpt", "--max-acceptance", "1"]
+    )
+    assert exported.exit_code == 0, exported.output
+    assert "ngram" in exported.output  # the score it selected by, fetched from the bucket

@@ -185,18 +185,28 @@ def test_cli_json_baseline_and_bad_input(run, requantized, tmp_path):
 
 
 @pytest.mark.parametrize("api", ["vllm", "sglang"])
-def test_fleet_path_gives_the_local_per_row_results(run, requantized, encoder, tmp_path, api):
+def test_fleet_path_gives_the_local_per_row_results(
+    run, requantized, encoder, tmp_path, api, monkeypatch
+):
+    """A draft fleet started with an API key (vLLM's and SGLang's --api-key) is asked with
+    it, as generate's fleet is."""
     from regen.score.fleet_draft import FleetDraft
     from regen.testing.logprob_server import LogprobServer
 
     local = score(run, [requantized], encoder)["drafts"][0]  # resumed from RUN/score
-    with LogprobServer(requantized.path, n_ctx=512) as server:
-        served = score(run, [FleetDraft([server.url], api)], encoder, tmp_path)["drafts"][0]
+    with LogprobServer(requantized.path, n_ctx=512, api_key="draft-key") as server:
+        draft = FleetDraft([server.url], api, api_key="draft-key")
+        served = score(run, [draft], encoder, tmp_path)["drafts"][0]
         asked = set(server.requests)
         if api == "sglang":  # and once through the command line, as a user runs it
-            cli = CliRunner().invoke(main, ["score", str(run), "--draft-servers", server.url,
-                                            "--draft-api", api, "--tokenizer", "embedded",
-                                            "--k", "3", "--json"])  # fmt: skip
+            args = ["score", str(run), "--draft-servers", server.url, "--draft-api", api,
+                    "--tokenizer", "embedded", "--k", "3", "--json"]  # fmt: skip
+            monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+            refused = CliRunner().invoke(main, args)
+            assert refused.exit_code != 0 and "API key" in refused.output, refused.output
+            assert "Traceback" not in refused.output
+            monkeypatch.setenv("DRAFT_KEY", "draft-key")
+            cli = CliRunner().invoke(main, [*args, "--api-key-env", "DRAFT_KEY"])
             assert cli.exit_code == 0, cli.output
             by_cli = json.loads(cli.output)["drafts"][0]["groups"]["(overall)"]
             assert by_cli["rows"] == ROWS and by_cli["by_k"][0]["k"] == 3

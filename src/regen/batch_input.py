@@ -48,6 +48,8 @@ def from_batch_request(record: dict[str, Any]) -> dict[str, Any]:
         raise InputError("batch request body has no 'messages'", kind="no_messages")
     if body.get("tools") is not None:
         out["tools"] = body["tools"]
+    if isinstance(body.get("model"), str):  # not sent (the run's model is), but counted
+        out["model"] = body["model"]
     sampling = _sampling(body)
     if sampling:
         out["sampling"] = sampling

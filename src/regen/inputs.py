@@ -136,6 +136,7 @@ def _prompt_of(
         tools=tools,
         sampling=_sampling(record.get("sampling")),
         samples=record.get("samples") if batch else None,
+        asked_model=record.get("model") if batch else None,
         source=record.get("source") if isinstance(record.get("source"), dict) else None,
         meta=meta,
     )

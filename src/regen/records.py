@@ -24,6 +24,19 @@ def record_key(prompt_id: str, sample: int) -> Key:
     return xxhash.xxh3_64_intdigest(f"{prompt_id}\x1f{sample}".encode())
 
 
+NO_SOURCE = "(none)"
+
+
+def source_name(source: dict[str, Any] | None) -> str:
+    """What reports call a prompt's source: the recipe's `name` for it (prepare records it),
+    else the dataset or file it came from, else NO_SOURCE."""
+    if isinstance(source, dict):
+        for key in ("name", "dataset"):
+            if source.get(key):
+                return str(source[key])
+    return NO_SOURCE
+
+
 # -- in ----------------------------------------------------------------------------------
 @dataclass(slots=True)
 class Prompt:
@@ -39,6 +52,7 @@ class Prompt:
     line: int = 0  # the input line it was read from (1-based; 0: not read from a file)
     sampling: dict[str, Any] | None = None  # per-record overrides
     samples: int | None = None  # this prompt's own sample count (a batch request's n)
+    asked_model: str | None = None  # a batch request's `model`: the run sends its own
 
     @property
     def category(self) -> str | None:

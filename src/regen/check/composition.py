@@ -16,10 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from regen.check.record import NO_SOURCE
 from regen.inputs import read_prompts
 from regen.jsonio import is_file
-from regen.records import Prompt
+from regen.records import NO_SOURCE, Prompt, source_name
 from regen.storage import Store, open_store
 
 
@@ -91,8 +90,7 @@ def compare(
         errored = {str(r.get("id")) for r in store.iter_records("errors")}
         for prompt in read_prompts(path):
             if isinstance(prompt, Prompt) and (prompt.id in completed or prompt.id in errored):
-                src = prompt.source or {}
-                comp.source.expected[str(src.get("dataset") or NO_SOURCE)] += 1
+                comp.source.expected[source_name(prompt.source)] += 1
                 comp.category.expected[str(prompt.category or NO_SOURCE)] += 1
     return comp
 

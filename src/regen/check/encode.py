@@ -78,7 +78,7 @@ class Encoder:
             ids, offsets = next(tokens)
             try:
                 enc = build_mask(
-                    completion.id, item, ids, offsets, self.specials, self.template_tokens,
+                    completion.label, item, ids, offsets, self.specials, self.template_tokens,
                     completion.regenerated, self.supervise,
                 )  # fmt: skip
                 prompt = self.generation_prompt(completion)

@@ -6,8 +6,27 @@ from dataclasses import dataclass
 from typing import Any
 
 from regen.errors import InputError
+from regen.records import NO_SOURCE, source_name
 
-NO_SOURCE = "(none)"
+SampleKey = tuple[str, int]  # (prompt id as given, sample number): what names one sample
+
+
+def sample_label(prompt_id: Any, sample: Any) -> str:
+    """How reports name a sample to a person: the id as given, the sample number apart."""
+    return f"{prompt_id} (sample {int(sample or 0)})"
+
+
+def key_of(row: dict[str, Any]) -> SampleKey:
+    """The (id, sample) a written row names: its `id` and `sample` fields. Exports and score
+    rows written before the two were separate carry one `"id": "ID#SAMPLE"` and no `sample`;
+    those are read too, so a merge or a resumed score can build on them."""
+    row_id, sample = str(row.get("id")), row.get("sample")
+    if sample is not None:
+        return row_id, int(sample)
+    prompt_id, mark, number = row_id.rpartition("#")
+    if mark and number.isdigit():
+        return prompt_id, int(number)
+    return row_id, 0
 
 
 @dataclass(frozen=True)
@@ -27,7 +46,21 @@ class Completion:
 
     @property
     def id(self) -> str:
-        return f"{self.raw.get('id')}#{self.raw.get('sample', 0)}"
+        """The prompt's id exactly as the prompt file gave it."""
+        return str(self.raw.get("id"))
+
+    @property
+    def sample(self) -> int:
+        """Which sample of its prompt this is (0 unless --samples-per-prompt asked for more)."""
+        return int(self.raw.get("sample") or 0)
+
+    @property
+    def key(self) -> SampleKey:
+        return self.id, self.sample
+
+    @property
+    def label(self) -> str:
+        return sample_label(self.id, self.sample)
 
     @property
     def messages(self) -> list[dict]:
@@ -77,10 +110,7 @@ class Completion:
 
     @property
     def source(self) -> str:
-        src = self.raw.get("source")
-        if isinstance(src, dict) and src.get("dataset"):
-            return str(src["dataset"])
-        return NO_SOURCE
+        return source_name(self.raw.get("source"))
 
     @property
     def category(self) -> str:

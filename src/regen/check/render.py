@@ -118,7 +118,7 @@ def _render(
         )
     except Exception as exc:  # jinja2 raises many types, incl. the template's raise_exception
         raise InputError(
-            f"{completion.id}: the chat template cannot render this conversation: {exc}",
+            f"{completion.label}: the chat template cannot render this conversation: {exc}",
             kind="template_error",
         ) from exc
 

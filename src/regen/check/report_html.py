@@ -11,6 +11,7 @@ from typing import Any
 
 from regen import __version__
 from regen.check.charts import bars_svg, histogram_svg, lengths_by_source_svg
+from regen.check.record import sample_label
 from regen.check.report_text import by_sample
 from regen.check.runner import CheckReport
 from regen.check.show import render_sample
@@ -141,7 +142,8 @@ def _errors(examples: list[dict[str, Any]]) -> str:
     if not examples:
         return ""
     items = "".join(
-        f"<li>{escape(e['id'])}: [{escape(e['error'])}] {escape(e['message'])}</li>"
+        f"<li>{escape(sample_label(e['id'], e['sample']))}: [{escape(e['error'])}] "
+        f"{escape(e['message'])}</li>"
         for e in examples
     )
     return f"<h2>Mask errors (first {len(examples)})</h2><ul>{items}</ul>"
@@ -161,7 +163,8 @@ def _failing(report: CheckReport) -> str:
     if not samples:
         return ""
     blocks = "".join(
-        f"<div class='sample' id='sample-{escape(c.id)}'><h3>{escape(c.id)}</h3>"
+        f"<div class='sample' data-id='{escape(c.id)}' data-sample='{c.sample}'>"
+        f"<h3>{escape(c.label)}</h3>"
         f"<p>rules broken: <b>{escape(', '.join(rules))}</b></p>"
         f"<pre>{escape(render_sample(c, enc, color=False))}</pre></div>"
         for c, enc, rules in samples

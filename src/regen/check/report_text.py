@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from regen.check.record import sample_label
 from regen.check.runner import CheckReport
 
 
@@ -16,7 +17,10 @@ def render_text(report: CheckReport) -> str:
     lines += ["== overall", *_group_lines(data["overall"]), ""]
     if data["error_examples"]:
         lines.append("first mask errors:")
-        lines += [f"  {e['id']}: [{e['error']}] {e['message']}" for e in data["error_examples"][:5]]
+        lines += [
+            f"  {sample_label(e['id'], e['sample'])}: [{e['error']}] {e['message']}"
+            for e in data["error_examples"][:5]
+        ]
         lines.append("")
     lines += _composition_lines(data["composition"])
     lines.append("rules:")
@@ -99,9 +103,9 @@ def _composition_lines(comp: dict[str, Any] | None) -> list[str]:
 def by_sample(shown: list[tuple[Any, Any, str]]) -> list[tuple[Any, Any, list[str]]]:
     """`--show`'s samples, one entry per sample with every rule it was picked for (a sample
     that breaks two rules is shown once, naming both)."""
-    found: dict[str, tuple[Any, Any, list[str]]] = {}
+    found: dict[tuple[str, int], tuple[Any, Any, list[str]]] = {}
     for completion, enc, rule in shown:
-        entry = found.setdefault(completion.id, (completion, enc, []))
+        entry = found.setdefault(completion.key, (completion, enc, []))
         if not rule.startswith("("):  # "(first)": picked with no rule failing
             entry[2].append(rule)
     return list(found.values())

@@ -92,7 +92,12 @@ class Tally:
             self.completed[str(completion.raw.get("id"))] = (result.source, result.category)
         if result.error is not None and len(self.examples) < ERROR_EXAMPLES:
             self.examples.append(
-                {"id": result.id, "error": result.error, "message": result.message}
+                {
+                    "id": result.id,
+                    "sample": result.sample,
+                    "error": result.error,
+                    "message": result.message,
+                }
             )
         if self.per_sample is not None:
             self.per_sample.write(dumps_line(result.to_json()))

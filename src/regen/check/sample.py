@@ -18,7 +18,8 @@ PREFIX_CHARS = 40
 
 @dataclass(frozen=True)
 class SampleResult:
-    id: str
+    id: str  # the prompt's id as given
+    sample: int  # which sample of that prompt
     source: str
     category: str
     finish_reason: str
@@ -48,6 +49,7 @@ def describe(completion: Completion) -> dict[str, Any]:
     answer = completion.answer.strip()
     return {
         "id": completion.id,
+        "sample": completion.sample,
         "source": completion.source,
         "category": completion.category,
         "finish_reason": completion.finish_reason,
@@ -119,7 +121,8 @@ def invalid(raw: Any, err: Exception) -> SampleResult:
     """A line that is not a usable completion at all (no messages, no assistant turn)."""
     raw = raw if isinstance(raw, dict) else {}
     return SampleResult(
-        id=f"{raw.get('id')}#{raw.get('sample', 0)}",
+        id=str(raw.get("id")),
+        sample=raw["sample"] if isinstance(raw.get("sample"), int) else 0,
         source=Completion({"messages": [], **raw}).source,
         category=Completion({"messages": [], **raw}).category,
         finish_reason=str(raw.get("finish_reason") or "unknown"),

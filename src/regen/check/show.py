@@ -13,7 +13,7 @@ OPEN, CLOSE = "⟦", "⟧"  # marks supervised runs when colour is off (pipes, f
 def render_sample(completion: Completion, enc: Encoded, *, color: bool, rule: str = "") -> str:
     mask = enc.loss_mask()
     why = f"  [{rule}]" if rule and not rule.startswith("(") else ""
-    out = [f"--- {completion.id}  tokens {len(mask)}  supervised {enc.mask_sum}{why}"]
+    out = [f"--- {completion.label}  tokens {len(mask)}  supervised {enc.mask_sum}{why}"]
     parts: list[str] = []
     for i, (start, end) in enumerate(enc.offsets):
         piece = enc.text[start:end]

@@ -9,11 +9,13 @@ import click
 from regen.check import Encoder
 from regen.cli.options import Command, option
 from regen.cli.rowbar import row_progress
-from regen.score import ScoreSettings, score_dir_for, score_run, write_report
+from regen.fleet.openai_env import resolve_api_key
+from regen.score import ScoreSettings, score_folder, score_run, write_report
 from regen.score.compare import parse_ks
 from regen.score.drafts import open_drafts
 from regen.score.rows import GROUP_BY, Selection
 from regen.score.table import render_text
+from regen.urls import is_url
 
 DEFAULT_SAMPLE = 200
 
@@ -28,6 +30,9 @@ DEFAULT_SAMPLE = 200
         "SGLang /generate); retried and balanced like generate's fleet.")  # fmt: skip
 @option("--draft-api", type=click.Choice(["vllm", "sglang"]), default="vllm", show_default=True,
         help="How --draft-servers are asked for prompt log-probs.")  # fmt: skip
+@option("--api-key-env", metavar="VAR",
+        help="Read the --draft-servers' API key from this variable [default: OPENAI_API_KEY "
+        "when set].")  # fmt: skip
 @option("--tokenizer", required=True,
         help="Target tokenizer: directory, .gguf file, hub name, or `embedded`.")  # fmt: skip
 @option("--chat-template", help="Jinja file that overrides the tokenizer's chat template.")
@@ -48,27 +53,27 @@ DEFAULT_SAMPLE = 200
         help="An earlier score.json: the same rows, paired, before and after.")  # fmt: skip
 @option("--threads", type=int, default=2, show_default=True, help="CPU threads of a GGUF draft.")
 @option("--json", "as_json", is_flag=True, help="Print the report as JSON (for scripts).")
-def score(run, drafts, draft_servers, draft_api, tokenizer, chat_template, by, sample, score_all,
-          seed, k_spec, baseline, threads, as_json) -> None:  # fmt: skip
+def score(run, drafts, draft_servers, draft_api, api_key_env, tokenizer, chat_template, by, sample,
+          score_all, seed, k_spec, baseline, threads, as_json) -> None:  # fmt: skip
     """Score RUN's answers with a draft: tokens accepted per verify step, per group.
 
     Writes RUN/score/ (score.json, score.txt and each draft's per-row results, from which an
     interrupted score resumes)."""
     ks = parse_ks(k_spec)
+    key = resolve_api_key(api_key_env, embedded=not draft_servers).value
     selection = Selection(by, None if score_all else sample, seed)
     encoder = Encoder.load(tokenizer, chat_template=chat_template)
     settings = ScoreSettings(selection, ks, tokenizer, chat_template=chat_template)
-    folder, note = score_dir_for(run)
-    if note:
-        click.echo(note, err=True)
     with (
-        open_drafts(list(drafts), list(draft_servers), draft_api, threads) as opened,
+        score_folder(run) as folder,
+        open_drafts(list(drafts), list(draft_servers), draft_api, threads, key) as opened,
         row_progress("score") as on_row,
     ):
         report = score_run(run, opened, encoder, settings, folder, on_row=on_row)
-    if baseline:
-        report.attach_baseline(baseline)
-    json_path, text_path = write_report(report, folder)
+        if baseline:
+            report.attach_baseline(baseline)
+        json_path, text_path = write_report(report, folder)
     click.echo(json_path.read_text() if as_json else render_text(report))
     if not as_json:
-        click.echo(f"\nwritten: {json_path} and {text_path}")
+        where = f"{run.rstrip('/')}/score" if is_url(run) else str(folder)
+        click.echo(f"\nwritten: {where}/{json_path.name} and {text_path.name}")

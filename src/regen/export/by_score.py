@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from regen.check.record import Completion
+from regen.check.record import Completion, SampleKey, key_of
 from regen.errors import ConfigError
+from regen.score import score_json_of
 from regen.score.results import draft_rows_file, read_rows
 
 ORDERS = ("as-read", "hard-first")
@@ -22,7 +23,7 @@ ORDERS = ("as-read", "hard-first")
 
 @dataclass
 class ScoreSelect:
-    acceptance: dict[str, float]  # row id (id#sample) -> top-1 agreement over its answer
+    acceptance: dict[SampleKey, float]  # (id, sample) -> top-1 agreement over its answer
     source: str
     max_acceptance: float | None = None
     order: str = "as-read"
@@ -36,19 +37,24 @@ class ScoreSelect:
         """From export's options; None when none of them asks for a score."""
         if max_acceptance is None and order == "as-read" and score_json is None:
             return None
-        return cls.load(score_json or Path(str(runs[0])) / "score" / "score.json",
-                        max_acceptance, order)  # fmt: skip
+        found = score_json or score_json_of(runs[0])
+        if found is None:
+            raise ConfigError(
+                f"{runs[0]} has no score yet: --max-acceptance and --order hard-first need one",
+                hint=f"run `regen score {runs[0]} --draft ...` first, or pass --score FILE",
+            )
+        return cls.load(found, max_acceptance, order)
 
     @classmethod
     def load(cls, score_json: Path, max_acceptance: float | None, order: str) -> ScoreSelect:
         if max_acceptance is not None and not 0 <= max_acceptance <= 1:
             raise ConfigError("--max-acceptance must be between 0 and 1")
         name, rows_file = draft_rows_file(score_json, None, "--score")
-        acceptance = {r["id"]: r["acceptance"] for r in read_rows(rows_file) if "match" in r}
+        acceptance = {key_of(r): r["acceptance"] for r in read_rows(rows_file) if "match" in r}
         return cls(acceptance, f"{name} ({rows_file})", max_acceptance, order)
 
     def reason_to_drop(self, completion: Completion) -> str | None:
-        value = self.acceptance.get(completion.id)
+        value = self.acceptance.get(completion.key)
         if value is None:
             self.unscored += 1
         elif self.max_acceptance is not None and value > self.max_acceptance:
@@ -59,7 +65,7 @@ class ScoreSelect:
 
     def hardest_first(self, held: list[tuple[Completion, Any]]) -> list[tuple[Completion, Any]]:
         """The kept rows by acceptance, lowest first; unscored rows last, in read order."""
-        return sorted(held, key=lambda item: self.acceptance.get(item[0].id, 2.0))
+        return sorted(held, key=lambda item: self.acceptance.get(item[0].key, 2.0))
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -17,6 +17,7 @@ from typing import Any
 from regen import __version__
 from regen.errors import ConfigError
 from regen.jsonio import is_file, read_json
+from regen.score import score_json_of
 from regen.storage import open_store
 
 UNKNOWN = "unknown"
@@ -63,10 +64,10 @@ def run_facts(location: str | Path) -> dict[str, Any]:
 
 
 def acceptance_profile(location: str | Path) -> dict[str, Any] | None:
-    """What `regen score` measured (RUN/score/score.json of a local run), compacted: per
+    """What `regen score` measured (RUN/score/score.json, a bucket run's too), compacted: per
     draft and group, the rows, the top-1 match and tau at each k."""
-    path = Path(str(location)) / "score" / "score.json"
-    if "://" in str(location) or not path.is_file():
+    path = score_json_of(location)
+    if path is None:
         return None
     report = read_json(path)
     drafts = []

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from regen.check.mask import Encoded
-from regen.check.record import Completion
+from regen.check.record import Completion, SampleKey, key_of
 from regen.errors import ConfigError
 
 REASONING_MODES = ("inline", "field", "drop")
@@ -22,6 +22,12 @@ def inline_reasoning(m: dict, mode: str) -> tuple[str, str | None]:
     if mode == "inline":
         return f"<think>\n{reasoning}\n</think>\n\n{content}", None
     return content, reasoning
+
+
+def named(completion: Completion) -> dict[str, Any]:
+    """The fields that name a row: the prompt's id exactly as the prompt file gave it and the
+    sample number apart (never glued into one string the user did not write)."""
+    return {"id": completion.id, "sample": completion.sample}
 
 
 class Format:
@@ -52,6 +58,18 @@ class Format:
 
     def row(self, completion: Completion, enc: Encoded | None) -> dict[str, Any]:
         raise NotImplementedError
+
+    def key(self, row: dict[str, Any]) -> SampleKey:
+        """The (prompt id, sample) a row of this format holds: what a merge dedups on."""
+        return str(row["id"]), int(row["sample"])
+
+    def upgrade(self, row: dict[str, Any]) -> dict[str, Any]:
+        """A row of an earlier export in today's shape: exports written before the sample
+        had its own field carry `"id": "ID#SAMPLE"`; a merge rewrites them as id + sample."""
+        if "sample" in row:
+            return row
+        prompt_id, sample = key_of(row)
+        return {"id": prompt_id, "sample": sample, **{k: v for k, v in row.items() if k != "id"}}
 
     def reasoning_warning(self, samples_with_reasoning: int) -> str | None:
         """Say so when this target would lose the reasoning some samples carry."""

@@ -24,7 +24,7 @@ from typing import Any
 from regen.check.mask import Encoded
 from regen.check.record import Completion
 from regen.errors import ConfigError
-from regen.export.format_base import REASONING_MODES, Format, inline_reasoning
+from regen.export.format_base import REASONING_MODES, Format, inline_reasoning, named
 from regen.export.openai_batch import OpenAIBatch
 from regen.export.sharegpt import ShareGPTAxolotl, ShareGPTLlamaFactory
 
@@ -56,7 +56,7 @@ class SpecForge(Format):
 
     def row(self, completion: Completion, enc: Encoded | None) -> dict[str, Any]:
         row: dict[str, Any] = {
-            "id": completion.id,
+            **named(completion),
             "conversations": [self._message(m) for m in completion.messages],
         }
         if completion.tools:
@@ -109,7 +109,7 @@ class Tokenized(Format):
     def row(self, completion: Completion, enc: Encoded | None) -> dict[str, Any]:
         assert enc is not None  # the runner encodes whenever needs_tokenizer is set
         return {
-            "id": completion.id,
+            **named(completion),
             "input_ids": enc.input_ids,
             "loss_mask": enc.loss_mask(),
             "attention_mask": [1] * len(enc.input_ids),
@@ -134,7 +134,7 @@ class SpecForgeTokenized(Format):
 
     def row(self, completion: Completion, enc: Encoded | None) -> dict[str, Any]:
         assert enc is not None
-        return {"id": completion.id, "input_ids": enc.input_ids, "loss_mask": enc.loss_mask()}
+        return {**named(completion), "input_ids": enc.input_ids, "loss_mask": enc.loss_mask()}
 
 
 class Speculators(SpecForgeTokenized):

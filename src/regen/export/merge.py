@@ -1,16 +1,18 @@
-"""Dedup by id and by content, against an earlier export and within this one."""
+"""Dedup by (id, sample) and by content, against an earlier export and within this one."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import xxhash
 
+from regen.check.record import SampleKey
 from regen.jsonio import canonical
 
-LABELS = ("id", "source", "category")  # not content: the same conversation under two ids is a dupe
+# not content: the same conversation under two ids (or two samples of one id) is a dupe
+LABELS = ("id", "sample", "prompt_id", "source", "category")
 
 
 def content_key(row: dict[str, Any]) -> int:
@@ -19,36 +21,39 @@ def content_key(row: dict[str, Any]) -> int:
 
 @dataclass
 class Deduper:
-    """Decides, for each new row, added / replaced / skipped; remembers what it has seen."""
+    """Decides, for each new row, added / replaced / skipped; remembers what it has seen.
+    `key` names the (prompt id, sample) of a row: the format's own `Format.key`."""
 
-    existing: dict[str, int] = field(default_factory=dict)  # id -> content key
+    key: Callable[[dict[str, Any]], SampleKey]
+    existing: dict[SampleKey, int] = field(default_factory=dict)  # (id, sample) -> content
     contents: set[int] = field(default_factory=set)
-    seen_ids: set[str] = field(default_factory=set)
-    replaced_ids: set[str] = field(default_factory=set)
+    seen: set[SampleKey] = field(default_factory=set)
+    replaced: set[SampleKey] = field(default_factory=set)
 
     @classmethod
-    def over(cls, rows: Iterable[dict[str, Any]]) -> Deduper:
-        dedup = cls()
+    def over(cls, rows: Iterable[dict[str, Any]],
+             key: Callable[[dict[str, Any]], SampleKey]) -> Deduper:  # fmt: skip
+        dedup = cls(key)
         for row in rows:
-            key = content_key(row)
-            dedup.existing[str(row["id"])] = key
-            dedup.contents.add(key)
+            content = content_key(row)
+            dedup.existing[key(row)] = content
+            dedup.contents.add(content)
         return dedup
 
     def classify(self, row: dict[str, Any]) -> str:
-        """One of: added, replaced, skipped_same (same id and content), skipped_duplicate_id,
-        skipped_duplicate_content."""
-        rid, key = str(row["id"]), content_key(row)
-        if rid in self.seen_ids:
+        """One of: added, replaced, skipped_same (same id, sample and content),
+        skipped_duplicate_id (the same id and sample twice), skipped_duplicate_content."""
+        name, content = self.key(row), content_key(row)
+        if name in self.seen:
             return "skipped_duplicate_id"
-        self.seen_ids.add(rid)
-        if rid in self.existing:
-            if self.existing[rid] == key:
+        self.seen.add(name)
+        if name in self.existing:
+            if self.existing[name] == content:
                 return "skipped_same"
-            self.replaced_ids.add(rid)
-            self.contents.add(key)
+            self.replaced.add(name)
+            self.contents.add(content)
             return "replaced"
-        if key in self.contents:
+        if content in self.contents:
             return "skipped_duplicate_content"
-        self.contents.add(key)
+        self.contents.add(content)
         return "added"

@@ -3,13 +3,16 @@
 Users who came with a batch request file (`{"custom_id", "method", "url", "body"}`, read by
 regen.batch_input) expect one output line per request, joined on their `custom_id`:
 
-    {"id", "custom_id", "response": {"status_code": 200, "request_id", "body": chat.completion},
-     "error": null}
-    {"id", "custom_id", "response": null, "error": {"code", "message"}}     a failed request
+    {"id", "custom_id", "prompt_id", "sample",
+     "response": {"status_code": 200, "request_id", "body": chat.completion}, "error": null}
+    {"id", "custom_id", "prompt_id", "sample", "response": null, "error": {"code", "message"}}
 
-`custom_id` is the prompt id (the batch line's own custom_id); sample k > 0 of a prompt
-(`--samples-per-prompt`) is `ID#k`. The errors of the run are written too, except those
-whose (prompt, sample) has a completion (a later `--retry-errors` run answered it).
+The batch format joins on `custom_id`, one per line: it is the prompt id (the batch line's
+own custom_id) for sample 0, and `ID#k` for sample k > 0 (`--samples-per-prompt`, a
+request's `n`), since two lines cannot share one. `prompt_id` (the id exactly as given) and
+`sample` say the same apart, so no one has to split the string. The errors of the run are
+written too, except those whose (prompt, sample) has a completion (a later `--retry-errors`
+run answered it).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Any
 import xxhash
 
 from regen.check.mask import Encoded
-from regen.check.record import Completion
+from regen.check.record import Completion, SampleKey, key_of
 from regen.export.format_base import Format
 from regen.storage import open_store
 
@@ -52,7 +55,7 @@ class OpenAIBatch(Format):
 
     def row(self, completion: Completion, enc: Encoded | None) -> dict[str, Any]:
         raw = completion.raw
-        key = custom_id(raw.get("id"), raw.get("sample"))
+        key = custom_id(completion.id, completion.sample)
         self._done.add(key)
         message = {k: completion.final[k] for k in MESSAGE_KEYS if completion.final.get(k)}
         message.setdefault("content", completion.final.get("content"))
@@ -66,18 +69,34 @@ class OpenAIBatch(Format):
             "usage": {**usage, "total_tokens": sum(usage.get(k, 0) for k in
                                                    ("prompt_tokens", "completion_tokens"))},
         }  # fmt: skip
-        return {"id": _request_id(key), "custom_id": key,
-                "response": {"status_code": 200, "request_id": _request_id(key), "body": body},
-                "error": None}  # fmt: skip
+        response = {"status_code": 200, "request_id": _request_id(key), "body": body}
+        return {"id": _request_id(key), "custom_id": key, "prompt_id": completion.id,
+                "sample": completion.sample, "response": response, "error": None}  # fmt: skip
 
     def extra_rows(self, runs: Iterable[str | Path]) -> Iterator[dict]:
         """The failed requests of the runs, as batch error lines."""
         for run in runs:
             for record in open_store(run).iter_records("errors"):
-                key = custom_id(record.get("id"), record.get("sample"))
+                prompt_id, sample = str(record.get("id")), int(record.get("sample") or 0)
+                key = custom_id(prompt_id, sample)
                 if key in self._done:
                     continue
                 error = record.get("error") or {}
                 failed = {"code": error.get("type"), "message": error.get("message")}
-                yield {"id": _request_id(key), "custom_id": key, "response": None,
-                       "error": failed}  # fmt: skip
+                yield {"id": _request_id(key), "custom_id": key, "prompt_id": prompt_id,
+                       "sample": sample, "response": None, "error": failed}  # fmt: skip
+
+    def key(self, row: dict[str, Any]) -> SampleKey:
+        """custom_id: one per (prompt, sample), built the same way by every regen version, so
+        the exact key also for lines written before `prompt_id` and `sample` were."""
+        return str(row["custom_id"]), 0
+
+    def upgrade(self, row: dict[str, Any]) -> dict[str, Any]:
+        """A line written before `prompt_id` and `sample` were: read from its custom_id (a
+        custom_id `a#2` then reads as prompt `a`, sample 2, even if `a#2` was a prompt's id:
+        the old line cannot say which)."""
+        if "sample" in row:
+            return row
+        prompt_id, sample = key_of({"id": row.get("custom_id")})
+        head = {k: row[k] for k in ("id", "custom_id") if k in row}
+        return {**head, "prompt_id": prompt_id, "sample": sample, **row}

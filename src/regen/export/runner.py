@@ -24,9 +24,10 @@ from regen.export.files import (
     mark_output,
     read_rows,
 )
+from regen.export.format_base import named
 from regen.export.formats import Format
 from regen.export.merge import Deduper
-from regen.export.select import TRAIN, Filters, prompt_of, split_of
+from regen.export.select import TRAIN, Filters, split_of
 from regen.export.summary import TEMPLATE_DROPS, ExportSummary, export_warnings
 from regen.jsonio import canonical
 
@@ -61,7 +62,9 @@ def export_run(
     tally = None
     if encoder is not None and check_limits is not None:
         tally = Tally(StatOptions(degenerate_at=filters.degenerate_at), per_sample=None)
-    dedup = Deduper.over(r for _, _, r in read_rows(merge_into)) if merge_into else Deduper()
+    dedup = Deduper(fmt.key)
+    if merge_into:
+        dedup = Deduper.over((fmt.upgrade(r) for _, _, r in read_rows(merge_into)), fmt.key)
     fraction = eval_fraction if fmt.is_training_set else 0.0
     writer = SplitWriter(out_dir, file_type)
     run = _Pass(fmt, encoder, summary, dedup, writer, fraction, split_seed, count_tokens)
@@ -137,21 +140,24 @@ class _Pass:
         row = fmt.row(completion, enc)
         problem = fmt.problem(row)
         if problem:
-            summary.trainer_skips.setdefault(problem, []).append(row["id"])
+            summary.trainer_skips.setdefault(problem, []).append(named(completion))
         differs = _render_differs(fmt, row, enc, self.encoder)
         if differs:
-            summary.render_differs.setdefault(differs, []).append(row["id"])
+            summary.render_differs.setdefault(differs, []).append(named(completion))
         outcome = self.dedup.classify(row)
         summary.outcomes[outcome] += 1
         if outcome in ("added", "replaced"):
-            split = split_of(str(completion.raw.get("id")), self.fraction, self.seed)
+            split = split_of(completion.id, self.fraction, self.seed)
             self.writer.write(_config(fmt, completion.category), split, row)
 
     def keep(self, config: str, row: dict[str, Any]) -> None:
-        """A row of the earlier export (--merge-into) that no new row replaced."""
-        if str(row["id"]) not in self.dedup.replaced_ids:
+        """A row of the earlier export (--merge-into) that no new row replaced, in today's
+        shape (an export written before the sample had its own field is upgraded)."""
+        row = self.fmt.upgrade(row)
+        prompt_id, sample = self.fmt.key(row)
+        if (prompt_id, sample) not in self.dedup.replaced:
             self.summary.kept_existing += 1
-            split = split_of(prompt_of(str(row["id"])), self.fraction, self.seed)
+            split = split_of(prompt_id, self.fraction, self.seed)
             self.writer.write(_config(self.fmt, config), split, row)
 
 

@@ -36,11 +36,6 @@ class Filters:
         return None
 
 
-def prompt_of(row_id: str) -> str:
-    """The prompt id of an exported row (`PROMPT#SAMPLE`)."""
-    return row_id.rsplit("#", 1)[0]
-
-
 def split_of(prompt_id: str, eval_fraction: float, seed: int = 0) -> str:
     """Stable across runs and merges: the split depends only on the prompt id's hash (seeded),
     so the samples of one prompt are never in both splits."""

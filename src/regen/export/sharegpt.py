@@ -22,7 +22,7 @@ import orjson
 
 from regen.check.mask import Encoded
 from regen.check.record import Completion
-from regen.export.format_base import Format, inline_reasoning
+from regen.export.format_base import Format, inline_reasoning, named
 
 USER_SIDE, ASSISTANT_SIDE = ("human", "observation"), ("gpt", "function_call")
 
@@ -63,7 +63,7 @@ class ShareGPTLlamaFactory(Format):
             turns.append(self._turn(m))
         if results:
             turns.append({"from": "observation", "value": _joined(results)})
-        row: dict[str, Any] = {"id": completion.id, "conversations": turns}
+        row: dict[str, Any] = {**named(completion), "conversations": turns}
         if completion.tools:
             row["tools"] = orjson.dumps(completion.tools).decode()  # a JSON string, as it reads
         return row
@@ -120,7 +120,7 @@ class ShareGPTAxolotl(Format):
             if m["role"] == "assistant":
                 turn["train"] = self.supervise == "all" or i in written
             turns.append(turn)
-        row: dict[str, Any] = {"id": completion.id, "conversations": turns}
+        row: dict[str, Any] = {**named(completion), "conversations": turns}
         if completion.tools:
             row["tools"] = completion.tools
         return row

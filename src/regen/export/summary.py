@@ -9,6 +9,7 @@ from typing import Any
 
 import orjson
 
+from regen.check.record import sample_label
 from regen.export.by_score import render_by_score
 from regen.export.format_base import Format
 
@@ -38,8 +39,9 @@ class ExportSummary:
     sampling: Counter = field(default_factory=Counter)  # canonical sampling JSON -> rows
     thinking: Counter = field(default_factory=Counter)  # thinking mode -> rows
     masked_tokens: Counter = field(default_factory=Counter)  # token id -> supervised count
-    trainer_skips: dict[str, list[str]] = field(default_factory=dict)  # reason -> row ids
-    render_differs: dict[str, list[str]] = field(default_factory=dict)  # reason -> row ids
+    # reason -> the rows ({"id", "sample"})
+    trainer_skips: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    render_differs: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     schema: Any = None  # the rows' unified pyarrow schema: the card's features
 
     def to_json(self) -> dict[str, Any]:
@@ -79,8 +81,9 @@ def _counts(label: str, counts: Counter) -> str:
     return f"{label}: {items or 'none'}"
 
 
-def _ids(ids: list[str]) -> str:
-    return ", ".join(ids[:5]) + (", ..." if len(ids) > 5 else "")
+def _ids(rows: list[dict[str, Any]]) -> str:
+    labels = [sample_label(r["id"], r["sample"]) for r in rows[:5]]
+    return ", ".join(labels) + (", ..." if len(rows) > 5 else "")
 
 
 TEMPLATE_DROPS = {"reasoning_dropped": "reasoning", "tools_dropped": "tool calls"}

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from regen.inputs import read_prompts
-from regen.records import BadLine, Prompt
+from regen.records import BadLine, Prompt, source_name
 
 Stratum = tuple[str, str, int]
 
@@ -39,8 +39,7 @@ def stratum(prompt: Prompt) -> Stratum:
     """(source, category, prompt-length bucket): what makes answers longer or shorter. The
     length bucket is log4 of the prompt's characters, so 100 and 130 share a bucket while
     a 400-character question and a 20,000-character document do not."""
-    source = prompt.source or {}
-    name = str(source.get("dataset") or source.get("name") or "")
+    name = source_name(prompt.source)
     chars = sum(len(m["content"]) for m in prompt.messages if isinstance(m.get("content"), str))
     return name, prompt.category or "", int(math.log(chars + 1, 4))
 

@@ -46,6 +46,7 @@ class Converter:
             messages=converted.messages,
             tools=converted.tools,
             source={
+                "name": self.spec.name,  # the recipe's name: what reports call it
                 "dataset": self.spec.dataset,
                 "config": self.spec.config,
                 "split": self.spec.split if self.spec.hf else None,

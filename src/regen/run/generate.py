@@ -159,7 +159,11 @@ class Run:
             self.recorder.close(quiet=True, on_event=self._event)  # show the error on its way
             raise
         self.recorder.close(quiet=False, on_event=self._event)
-        seen = InputSeen(work.prompts, self.intake.lines, self.intake.usable, self.intake.first_bad)
+        intake = self.intake
+        seen = InputSeen(
+            work.prompts, intake.lines, intake.usable, intake.first_bad, intake.asked_models,
+            self.model,
+        )  # fmt: skip
         return run_result(
             self.store.where, self.stats, seen, self.stop.reason, self.fatal, ledger.repaired
         )

@@ -12,6 +12,7 @@ ids of skipped lines are not read, against the ledger: an id finished by another
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterator
 
 import xxhash
@@ -53,6 +54,7 @@ class Intake:
         # nor the by-id shortcut knows: every line is read and judged by its own count
         self.per_record = batch_models_in(work.prompts) is not None
         self.lines = self.usable = 0  # of the whole input, once read
+        self.asked_models: Counter[str] = Counter()  # a batch file's `model`s, per request
 
     def items(self) -> Iterator[WorkItem | None]:
         """Pending items in input order; None now and then, so that the dispatcher yields to
@@ -88,6 +90,8 @@ class Intake:
                 )
                 continue
             self.usable += 1
+            if isinstance(entry, Prompt) and entry.asked_model is not None:
+                self.asked_models[entry.asked_model] += 1
             self.planned += len(finished)
             self.stats.skipped += sum(finished)
             for sample, done in enumerate(finished):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,8 @@ class InputSeen:
     lines: int
     usable: int
     first_bad: list[BadLine]
+    asked_models: Counter[str] = field(default_factory=Counter)  # a batch file's, per request
+    model: str = ""  # the model every request went to
 
 
 def run_result(
@@ -62,9 +65,9 @@ def run_result(
             f"done: {stats.completed} new completions, {stats.failed + stats.bad_lines} "
             f"errors{unusable}; output in {where}"
         )
-        drained = end_game_line(stats.end_game)
-        if drained:
-            message += f"\n{drained}"
+        for note in (other_models_line(seen), end_game_line(stats.end_game)):
+            if note:
+                message += f"\n{note}"
     else:
         message = (
             f"stopped ({stopped.label}) after {stats.completed} new completions; run the same "
@@ -73,6 +76,20 @@ def run_result(
         if fatal is not None:
             message = f"{fatal}\n{message}"
     return RunResult(where, exit_code, stats, message, already, repaired)
+
+
+def other_models_line(seen: InputSeen) -> str | None:
+    """A batch file whose requests name another model: every one of them went to the run's
+    model, and the whole file is counted here (the header saw only its first lines)."""
+    other = {name: n for name, n in seen.asked_models.items() if name != seen.model}
+    if not other:
+        return None
+    asked = ", ".join(f"{name} ({n})" for name, n in sorted(other.items()))
+    total = sum(other.values())
+    return (
+        f"note: {total} of the batch file's {seen.usable} requests asked for another model: "
+        f"{asked}; every request went to {seen.model}"
+    )
 
 
 def end_game_line(end_game: dict[str, Any] | None) -> str | None:

@@ -13,8 +13,10 @@ Modules:
     results.py     the per-row results file: the resume ledger and export's input
     report.py      pooled per group; table.py renders it; compare.py pairs two scores
     runner.py      the library entry point
+    place.py       where RUN/score lives: beside the run, in a local dir or a bucket
 """
 
-from regen.score.runner import ScoreSettings, score_dir_for, score_run, write_report
+from regen.score.place import score_folder, score_json_of
+from regen.score.runner import ScoreSettings, score_run, write_report
 
-__all__ = ["ScoreSettings", "score_dir_for", "score_run", "write_report"]
+__all__ = ["ScoreSettings", "score_folder", "score_json_of", "score_run", "write_report"]

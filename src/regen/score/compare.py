@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from regen.check.record import SampleKey, key_of
 from regen.errors import ConfigError
 from regen.score.accept import Z95, simulate
 from regen.score.results import draft_rows_file, read_rows
@@ -62,16 +63,16 @@ class Paired:
                 "difference": round(after - before, 4), "ci95_half_width": half}  # fmt: skip
 
 
-def baseline_rows(path: Path, name: str) -> tuple[str, dict[str, str]]:
+def baseline_rows(path: Path, name: str) -> tuple[str, dict[SampleKey, str]]:
     """The match vectors of the earlier score's draft of this name (else its first draft)."""
     name, rows_file = draft_rows_file(path, name, "--baseline")
-    return name, {r["id"]: r["match"] for r in read_rows(rows_file) if "match" in r}
+    return name, {key_of(r): r["match"] for r in read_rows(rows_file) if "match" in r}
 
 
-def paired(rows_file: Path, before: dict[str, str], by: str, ks: list[int]) -> dict[str, Any]:
+def paired(rows_file: Path, before: dict[SampleKey, str], by: str, ks: list[int]) -> dict[str, Any]:
     groups: dict[str, dict[int, Paired]] = {}
     for line in read_rows(rows_file):
-        old = before.get(line["id"])
+        old = before.get(key_of(line))
         if old is None or "match" not in line or len(old) != len(line["match"]):
             continue  # only rows scored on the same tokens on both sides pair up
         for name in (line["groups"].get(by, "(none)"), "(overall)"):

@@ -65,9 +65,10 @@ def open_draft(spec: str, *, threads: int = 2, n_ctx: int | None = None) -> Draf
 
 @contextlib.contextmanager
 def open_drafts(
-    specs: list[str], servers: list[str], api: str, threads: int
+    specs: list[str], servers: list[str], api: str, threads: int, api_key: str | None = None
 ) -> Iterator[list[Draft]]:
-    """Every draft named on the command line, closed on exit (a GGUF holds its memory)."""
+    """Every draft named on the command line, closed on exit (a GGUF holds its memory).
+    `api_key`: the draft servers'."""
     if not specs and not servers:
         raise ConfigError(
             "no draft to score with",
@@ -78,7 +79,7 @@ def open_drafts(
         if servers:
             from regen.score.fleet_draft import FleetDraft
 
-            drafts.append(FleetDraft(servers, api))
+            drafts.append(FleetDraft(servers, api, api_key=api_key))
         for spec in specs:
             drafts.append(open_draft(spec, threads=threads))
         yield drafts

@@ -28,10 +28,13 @@ PER_SERVER = 8  # rows in flight per server: a prompt-logprob request is one pre
 
 
 class FleetDraft:
-    def __init__(self, urls: list[str], api: str, concurrency: int = PER_SERVER) -> None:
+    def __init__(
+        self, urls: list[str], api: str, concurrency: int = PER_SERVER, api_key: str | None = None
+    ) -> None:
         if api not in (VLLM, SGLANG):
             raise ValueError(api)
         self.urls, self.api, self.concurrency = urls, api, concurrency
+        self.api_key = api_key  # sent as a bearer token, as generate's fleet sends it
         self.name = f"{api}-fleet"
         self.tok: Any = None
         self._vocab_unchecked = True  # the first answer is checked against the target's tokens
@@ -55,7 +58,7 @@ class FleetDraft:
         """Sessions are closed at the end of `run`."""
 
     async def _run(self, rows: Iterable[TokenRow], sink: Sink) -> None:
-        servers = [Server(url, self.concurrency) for url in self.urls]
+        servers = [Server(url, self.concurrency, self.api_key) for url in self.urls]
         fleet = Fleet(servers)
         health: asyncio.Task | None = None
         try:
@@ -88,7 +91,7 @@ class FleetDraft:
         try:
             done = await fleet.post(path, body)
         except PermanentError as err:  # this row's fault (too long, say): skip it, go on
-            return row, InputError(f"{row.id}: {err.message}", kind="server_refused_row")
+            return row, InputError(f"{row.label}: {err.message}", kind="server_refused_row")
         tok, self._vocab_unchecked = (self.tok if self._vocab_unchecked else None), False
         return row, parse_matches(self.api, done.data, row, tok, done.server.name)
 

@@ -5,13 +5,13 @@ with matplotlib as check's other charts are (inline SVG, no JavaScript)."""
 from __future__ import annotations
 
 from html import escape
-from pathlib import Path
 from typing import Any
 
 import orjson
 from matplotlib.figure import Figure
 
 from regen.check.charts import BLUE, _svg
+from regen.score.place import score_json_of
 
 OVERALL = "(overall)"
 
@@ -19,9 +19,9 @@ OVERALL = "(overall)"
 def acceptance_section(runs: list[str]) -> str:
     """The section for the first run that has a score; "" when none has (nothing to show)."""
     for run in runs:
-        path = Path(str(run).removeprefix("file://")) / "score" / "score.json"
-        if "://" not in str(run).removeprefix("file://") and path.is_file():
-            return render_section(orjson.loads(path.read_bytes()), str(path))
+        path = score_json_of(run)
+        if path is not None:
+            return render_section(orjson.loads(path.read_bytes()), f"{run}/score/score.json")
     return ""
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from regen.check.record import key_of
 from regen.score.accept import Tally
 from regen.score.results import read_rows
 from regen.score.rows import Selection
@@ -97,7 +98,7 @@ def pool(run: str, drafts: list[DraftScore], selection: Selection, ks: list[int]
     for draft in drafts:
         overall = draft.groups.setdefault(OVERALL, Tally(k_max))
         for line in read_rows(draft.rows_file):
-            if not selection.wants(line["id"]):
+            if not selection.wants(key_of(line)):
                 continue
             if "skipped" in line:
                 draft.skipped[line["skipped"]] += 1

@@ -15,6 +15,7 @@ from typing import IO, Any
 
 import orjson
 
+from regen.check.record import SampleKey, key_of
 from regen.errors import ConfigError, OutputError
 from regen.score.accept import first_miss, simulate
 from regen.score.tokens import TokenRow
@@ -36,6 +37,7 @@ def row_line(row: TokenRow, matches: str) -> dict[str, Any]:
     miss = first_miss(matches)
     return {
         "id": row.id,
+        "sample": row.sample,
         "groups": row.groups,
         "tokens": len(matches),
         "retokenized": row.retokenized,
@@ -46,8 +48,8 @@ def row_line(row: TokenRow, matches: str) -> dict[str, Any]:
     }
 
 
-def skipped_line(row_id: str, groups: dict[str, str], kind: str, message: str) -> dict[str, Any]:
-    return {"id": row_id, "groups": groups, "skipped": kind, "message": message}
+def skipped_line(key: SampleKey, groups: dict[str, str], kind: str, message: str) -> dict[str, Any]:
+    return {"id": key[0], "sample": key[1], "groups": groups, "skipped": kind, "message": message}
 
 
 class RowsFile:
@@ -64,8 +66,10 @@ class RowsFile:
             raise OutputError.writing(folder, exc) from exc
         self._fh: IO[bytes] | None = None
 
-    def done(self) -> set[str]:
-        return {line["id"] for line in self.lines()}
+    def done(self) -> set[SampleKey]:
+        """The (id, sample) of every row already scored (also in a file an earlier regen
+        wrote with `"id": "ID#SAMPLE"`, so a resumed score goes on from it)."""
+        return {key_of(line) for line in self.lines()}
 
     def lines(self) -> Iterator[dict[str, Any]]:
         yield from read_rows(self.path)
@@ -124,6 +128,9 @@ def draft_rows_file(score_json: Path, name: str | None, flag: str) -> tuple[str,
             f"{flag} {score_json}: not a score.json written by `regen score` ({exc})",
             hint="run `regen score RUN --draft ...` first; it writes RUN/score/score.json",
         ) from exc
+    beside = score_json.parent / rows_file.parent.name / rows_file.name
+    if not rows_file.exists() and beside.exists():
+        rows_file = beside  # the score folder was moved or fetched: its layout is the same
     if not rows_file.exists():
         raise ConfigError(f"{flag} {score_json}: its per-row results {rows_file} are gone")
     return str(chosen["name"]), rows_file

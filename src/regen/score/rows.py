@@ -12,7 +12,7 @@ import heapq
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from regen.check.record import Completion
+from regen.check.record import Completion, SampleKey
 from regen.errors import ConfigError, InputError
 
 GROUP_BY = ("category", "source", "turns", "length")
@@ -68,7 +68,7 @@ class Selection:
     by: str
     per_group: int | None
     seed: int
-    chosen: frozenset[str] | None = None
+    chosen: frozenset[SampleKey] | None = None
 
     def __post_init__(self) -> None:
         if self.by not in GROUP_BY:
@@ -76,26 +76,28 @@ class Selection:
         if self.per_group is not None and self.per_group < 1:
             raise ConfigError("--sample must be at least 1", hint="or pass --all")
 
-    def wants(self, row_id: str) -> bool:
-        return self.chosen is None or row_id in self.chosen
+    def wants(self, key: SampleKey) -> bool:
+        return self.chosen is None or key in self.chosen
 
 
 def choose(items: Iterable[Completion], selection: Selection) -> Selection:
     """The first pass: pick `per_group` rows of each group; a no-op with --all."""
     if selection.per_group is None:
         return selection
-    heaps: dict[str, list[tuple[int, str]]] = {}
+    heaps: dict[str, list[tuple[int, SampleKey]]] = {}
     for completion in items:
-        key = -_rank(selection.seed, completion.id)  # a max-heap of the smallest ranks
+        rank = -_rank(selection.seed, *completion.key)  # a max-heap of the smallest ranks
         heap = heaps.setdefault(groups_of(completion)[selection.by], [])
         if len(heap) < selection.per_group:
-            heapq.heappush(heap, (key, completion.id))
-        elif key > heap[0][0]:
-            heapq.heapreplace(heap, (key, completion.id))
-    chosen = frozenset(row_id for heap in heaps.values() for _, row_id in heap)
+            heapq.heappush(heap, (rank, completion.key))
+        elif rank > heap[0][0]:
+            heapq.heapreplace(heap, (rank, completion.key))
+    chosen = frozenset(key for heap in heaps.values() for _, key in heap)
     return Selection(selection.by, selection.per_group, selection.seed, chosen)
 
 
-def _rank(seed: int, row_id: str) -> int:
-    digest = hashlib.blake2b(f"{seed}\0{row_id}".encode(), digest_size=8).digest()
+def _rank(seed: int, prompt_id: str, sample: int) -> int:
+    # hashed as "ID#SAMPLE", the row name of earlier versions: a score they began resumes
+    # on the rows they picked (an internal hash input, never shown)
+    digest = hashlib.blake2b(f"{seed}\0{prompt_id}#{sample}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big")

@@ -15,7 +15,7 @@ from regen.score.report import DraftScore, ScoreReport, pool
 from regen.score.results import RowsFile, folder_for, row_line, skipped_line
 from regen.score.rows import Selection, choose, completions, groups_of
 from regen.score.tokens import TokenRow, token_row
-from regen.storage import LocalStore, Store, open_store
+from regen.storage import Store, open_store
 
 RowHook = Callable[[str], None]
 
@@ -40,7 +40,8 @@ class _Pass:
 
     def sink(self, row: TokenRow, matches: str | InputError) -> None:
         if isinstance(matches, InputError):
-            self.rows.append(skipped_line(row.id, row.groups, matches.kind, matches.message))
+            why = matches.message
+            self.rows.append(skipped_line((row.id, row.sample), row.groups, matches.kind, why))
             return
         self.rows.append(row_line(row, matches))
         self.scored += 1
@@ -98,33 +99,20 @@ def _todo(store: Store, selection: Selection, encoder: Encoder, draft: Draft,
     enough for the draft (the others get a `skipped` line, so they are counted, not lost)."""
     done = scan.rows.done()
     for completion in completions(store.iter_records("completions"), scan.bad):
-        row_id = completion.id
-        if row_id in done or not selection.wants(row_id):
+        key = completion.key
+        if key in done or not selection.wants(key):
             continue
         groups = groups_of(completion)
         try:
             row = token_row(completion, encoder, groups)
         except InputError as err:
-            scan.rows.append(skipped_line(row_id, groups, err.kind, err.message))
+            scan.rows.append(skipped_line(key, groups, err.kind, err.message))
             continue
         if not draft.fits(row):
             why = f"{len(row.ids)} tokens do not fit the draft's context"
-            scan.rows.append(skipped_line(row_id, groups, "too_long", why))
+            scan.rows.append(skipped_line(key, groups, "too_long", why))
             continue
         yield row
-
-
-def score_dir_for(run: str | Path) -> tuple[Path, str | None]:
-    """RUN/score for a local run. A bucket run is scored into ./score-<name> in the current
-    directory (the results are written as rows finish, which a bucket does not take cheaply),
-    and the message says so."""
-    store = open_store(run)
-    if isinstance(store, LocalStore):
-        return store.layout.root / "score", None
-    # TODO(lead): a bucket run's score could be uploaded beside it; scored locally for now
-    name = store.where.rstrip("/").rsplit("/", 1)[-1] or "run"
-    local = Path.cwd() / f"score-{name}"
-    return local, f"{store.where} is a bucket: the score is written to {local} instead"
 
 
 def write_report(report: ScoreReport, folder: Path) -> tuple[Path, Path]:

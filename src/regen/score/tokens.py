@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from regen.check.encode import Encoder
-from regen.check.record import Completion
+from regen.check.record import Completion, sample_label
 from regen.errors import InputError
 
 
@@ -19,11 +19,16 @@ from regen.errors import InputError
 class TokenRow:
     """One row to score: `ids` is prompt + answer, the answer being ids[start:]."""
 
-    id: str
+    id: str  # the prompt's id as given
+    sample: int
     ids: list[int]
     start: int
     groups: dict[str, str]
     retokenized: bool
+
+    @property
+    def label(self) -> str:
+        return sample_label(self.id, self.sample)
 
     @property
     def answer_tokens(self) -> int:
@@ -39,14 +44,14 @@ def token_row(completion: Completion, encoder: Encoder, groups: dict[str, str]) 
     stored = _stored(completion)
     if stored is not None and stored[0] is not None:
         prompt, answer = stored
-        return TokenRow(completion.id, [*prompt, *answer], len(prompt), groups, False)
+        return TokenRow(*completion.key, [*prompt, *answer], len(prompt), groups, False)
     enc = encoder.encode(completion)
     start, end = enc.final_generated
     if end <= start or start == 0:
-        raise InputError(f"{completion.id}: no answer tokens in the render", kind="empty_answer")
+        raise InputError(f"{completion.label}: no answer tokens in the render", kind="empty_answer")
     if stored is not None:  # answer ids without prompt ids: the prompt is rendered
-        return TokenRow(completion.id, [*enc.input_ids[:start], *stored[1]], start, groups, False)
-    return TokenRow(completion.id, list(enc.input_ids[:end]), start, groups, True)
+        return TokenRow(*completion.key, [*enc.input_ids[:start], *stored[1]], start, groups, False)
+    return TokenRow(*completion.key, list(enc.input_ids[:end]), start, groups, True)
 
 
 def _stored(completion: Completion) -> tuple[list[int] | None, list[int]] | None:

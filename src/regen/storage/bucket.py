@@ -98,6 +98,20 @@ class Bucket:
                 out[name] = int(entry.get("size") or 0)
         return out
 
+    def find(self, folder: str) -> dict[str, int]:
+        """{path relative to `folder`: size} of every file below it, at any depth."""
+        try:
+            with mapped(f"listing of {self.url_of(folder)}", missing_ok=True):
+                found = self.fs.find(self.where(folder), detail=True)
+        except FileNotFoundError:
+            return {}
+        base = self.where(folder).rstrip("/") + "/"
+        return {
+            path.removeprefix(base): int(info.get("size") or 0)
+            for path, info in found.items()
+            if path.startswith(base) and not path.rsplit("/", 1)[-1].startswith(".")
+        }
+
     def size(self, name: str) -> int | None:
         try:
             with mapped(f"stat of {self.url_of(name)}", missing_ok=True):

@@ -15,13 +15,13 @@ import itertools
 import math
 import time
 import zlib
-from collections.abc import Callable
 from statistics import NormalDist
 from typing import Any
 
 import orjson
 from aiohttp import web
 
+from regen.testing.auth import bearer_auth
 from regen.testing.fake_answers import chat_response, stream_events, text_response
 from regen.testing.fake_behaviour import Behaviour, echo_answer
 from regen.testing.fake_faults import (
@@ -188,16 +188,9 @@ class FakeServer:
         return response
 
     # -- lifecycle -----------------------------------------------------------------------
-    @web.middleware
-    async def auth(self, request: web.Request, handler: Callable) -> web.StreamResponse:
-        key = self.behaviour.api_key
-        if key is not None and request.headers.get("Authorization") != f"Bearer {key}":
-            error = {"message": "Incorrect API key provided", "type": "invalid_request_error"}
-            return web.json_response({"error": error}, status=401)
-        return await handler(request)
-
     def app(self) -> web.Application:
-        app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[self.auth])
+        auth = bearer_auth(lambda: self.behaviour.api_key)
+        app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[auth])
         app.router.add_get("/v1/models", self.models)
         app.router.add_post("/v1/chat/completions", self.chat)
         app.router.add_post("/v1/completions", self.completions)
@@ -231,6 +224,20 @@ class FakeServer:
         self._background.stop()
 
 
+def answer_tokens(content: str, tokens: int, jitter: float = 0.0, sigma: float = 0.0) -> int:
+    """An answer's length in tokens, decided by a hash of the answer so that every client
+    (and the benchmark's own arithmetic) sees the same work: `tokens`, or uniform within
+    tokens*(1±jitter), or log-normal with median `tokens` and `sigma`."""
+    unit = zlib.crc32(content.encode()) / 0xFFFFFFFF  # in [0, 1]
+    if sigma:
+        z = NormalDist().inv_cdf(min(max(unit, 1e-9), 1 - 1e-9))
+        return max(1, round(tokens * math.exp(sigma * z)))
+    jitter = min(max(jitter, 0.0), 1.0)
+    if not jitter:
+        return tokens
+    return max(1, round(tokens * (1 - jitter + 2 * jitter * unit)))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--port", type=int, required=True)
@@ -255,17 +262,11 @@ def main() -> None:
     parser.add_argument("--pad-bytes", type=int, default=0)
     parser.add_argument("--model", default="fake-model")
     args = parser.parse_args()
-    tokens, jitter = args.tokens, min(max(args.tokens_jitter, 0.0), 1.0)
 
     def answer(body: dict[str, Any]) -> dict[str, Any]:
         echoed = echo_answer(body)
-        unit = zlib.crc32(echoed["content"].encode()) / 0xFFFFFFFF  # in [0, 1]
-        if args.tokens_sigma:
-            z = NormalDist().inv_cdf(min(max(unit, 1e-9), 1 - 1e-9))
-            return {**echoed, "tokens": max(1, round(tokens * math.exp(args.tokens_sigma * z)))}
-        if not jitter:
-            return {**echoed, "tokens": tokens}
-        return {**echoed, "tokens": max(1, round(tokens * (1 - jitter + 2 * jitter * unit)))}
+        size = answer_tokens(echoed["content"], args.tokens, args.tokens_jitter, args.tokens_sigma)
+        return {**echoed, "tokens": size}
 
     behaviour = Behaviour(
         model=args.model,

@@ -22,15 +22,18 @@ from aiohttp import web
 
 from regen.fleet.embedded import free_port
 from regen.score.llama_draft import forward
+from regen.testing.auth import bearer_auth
 from regen.testing.loop_thread import LoopThread
 
 
 class LogprobServer:
-    def __init__(self, model_path: Path, n_ctx: int = 1024, name: str = "draft") -> None:
+    def __init__(
+        self, model_path: Path, n_ctx: int = 1024, name: str = "draft", api_key: str | None = None
+    ) -> None:
         from llama_cpp import Llama
 
         self.llm = Llama(model_path=str(model_path), n_ctx=n_ctx, n_threads=2, verbose=False)
-        self.name = name
+        self.name, self.api_key = name, api_key
         self.port = 0
         self.requests: list[str] = []  # paths asked, in order
         self._runner: web.AppRunner | None = None
@@ -92,7 +95,8 @@ class LogprobServer:
 
     def start(self) -> LogprobServer:
         self.port = self.port or free_port()
-        app = web.Application(client_max_size=64 * 1024 * 1024)
+        middlewares = [bearer_auth(lambda: self.api_key)]
+        app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=middlewares)
         app.router.add_post("/v1/completions", self.completions)
         app.router.add_post("/generate", self.generate)
         app.router.add_get("/v1/models", self.models)

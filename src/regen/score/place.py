@@ -1,0 +1,47 @@
+"""Where a run's score lives: RUN/score beside its completions, in a local run or a bucket.
+
+A bucket run's score is worked on in a local mirror (the rows are appended as they finish,
+which a bucket does not take cheaply) and uploaded back beside the run when scoring ends or
+stops; readers (check's report, export's --max-acceptance, the dataset card) fetch it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from regen.score.results import ROWS
+from regen.storage import LocalStore, open_store
+from regen.storage.publish import fetch_folder, worked_locally
+from regen.storage.store import default_staging
+
+SCORE = "score"
+SCORE_JSON = "score.json"
+
+
+def _grows(name: str) -> bool:
+    return name.endswith(ROWS)  # the per-row results are appended to; the reports rewritten
+
+
+@contextmanager
+def score_folder(run: str | Path) -> Iterator[Path]:
+    """RUN/score, to write in: the folder itself for a local run, a local mirror of it for a
+    bucket run (fetched first, so a score goes on from the rows already scored)."""
+    store = open_store(run)
+    if isinstance(store, LocalStore):
+        yield store.layout.root / SCORE
+        return
+    url = f"{store.where.rstrip('/')}/{SCORE}"
+    with worked_locally(url, default_staging(url), _grows) as local:
+        yield local
+
+
+def score_json_of(run: str | Path) -> Path | None:
+    """RUN/score/score.json to read (a bucket run's fetched first), or None if not scored."""
+    store = open_store(run)
+    if isinstance(store, LocalStore):
+        path = store.layout.root / SCORE / SCORE_JSON
+    else:
+        url = f"{store.where.rstrip('/')}/{SCORE}"
+        path = fetch_folder(url, default_staging(url), _grows) / SCORE_JSON
+    return path if path.is_file() else None
