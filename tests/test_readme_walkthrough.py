@@ -70,11 +70,12 @@ MACHINE = [
     (r"\bupdated \d+\.\ds ago", "updated SECONDS ago"),
     (r"\bdrain \d+(\.\d+s|ms), fleet idle \d+%", "drain SECONDS, fleet idle SHARE"),
 ]
-# A progress line logged every --log-interval (30 s) while generating: how many print, and
-# the counts at each, depend on the machine's speed (none on one that finishes in 30 s).
+# A progress line logged every --log-interval (30 s) while requests are in flight: how many
+# print, and the counts at each, depend on the machine's speed (none on one that finishes in
+# 30 s; no ETA yet on one that has not finished an answer by then).
 PERIODIC = re.compile(
-    r"^\[TIME\] (?P<done>\d+)/(?P<total>\d+) \(\d+\.\d%\) RATE compl/s RATE tok/s ETA TIME"
-    r" errors 0 servers 1/1 up, \d+ in flight$"
+    r"^\[TIME\] (?P<done>\d+)/(?P<total>\d+) \(\d+\.\d%\) RATE compl/s RATE tok/s"
+    r" ETA (TIME|\?) errors 0 servers 1/1 up, [1-9]\d* in flight$"
 )
 
 
@@ -221,9 +222,14 @@ def test_a_periodic_progress_line_may_print_any_number_of_times_but_nothing_else
         "done: 12 new completions, 0 errors; output in work/run",
     ]
     start, periodic, end = readme
-    for middle in ([], [periodic], [periodic, periodic.replace("19/20", "15/20")]):
+    slow = periodic.replace("19/20 (95.0%)", "8/20 (40.0%)").replace("ETA 0m02s", "ETA ?")
+    for middle in ([], [periodic], [slow, periodic.replace("19/20", "15/20")]):
         assert_prints(readme, "\n".join([start, *middle, end]), "/x/work")
-    for wrong in (periodic.replace("errors 0", "errors 2"), "a line the README does not show"):
+    for wrong in (
+        periodic.replace("errors 0", "errors 2"),
+        periodic.replace("1 in flight", "0 in flight"),
+        "a line the README does not show",
+    ):
         with pytest.raises(AssertionError):
             assert_prints(readme, "\n".join([start, wrong, end]), "/x/work")
 
