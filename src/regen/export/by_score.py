@@ -8,7 +8,10 @@ hard-first` writes the rows the drafter predicts worst first. Rows the score did
 
 from __future__ import annotations
 
+import pickle
+import tempfile
 from collections import Counter
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,9 +66,9 @@ class ScoreSelect:
         self.kept[completion.category] += 1
         return None
 
-    def hardest_first(self, held: list[tuple[Completion, Any]]) -> list[tuple[Completion, Any]]:
-        """The kept rows by acceptance, lowest first; unscored rows last, in read order."""
-        return sorted(held, key=lambda item: self.acceptance.get(item[0].key, 2.0))
+    def holder(self, folder: Path) -> HeldAside:
+        """Where --order hard-first keeps the rows until all are read (a file in `folder`)."""
+        return HeldAside(lambda c: self.acceptance.get(c.key, 2.0), folder)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -76,6 +79,34 @@ class ScoreSelect:
                             for c in sorted(set(self.kept) | set(self.dropped))},
             "unscored_rows": self.unscored,
         }  # fmt: skip
+
+
+class HeldAside:
+    """Kept rows written aside to an unnamed temporary file and read back hardest first.
+    Memory holds only (acceptance, read order, offset) per row, not the rows and their
+    encodings: a million rows cost tens of MB, not the run's size."""
+
+    def __init__(self, acceptance: Callable[[Completion], float], folder: Path) -> None:
+        self.acceptance = acceptance
+        # open for the object's life, closed by close() (export's finally); never named on disk
+        self.file = tempfile.TemporaryFile(dir=folder, prefix=".hard-first-")  # noqa: SIM115
+        self.index: list[tuple[float, int, int]] = []
+
+    def add(self, completion: Completion, enc: Any) -> None:
+        offset = self.file.tell()
+        pickle.dump((completion.raw, enc), self.file, protocol=pickle.HIGHEST_PROTOCOL)
+        self.index.append((self.acceptance(completion), len(self.index), offset))
+
+    def hardest_first(self) -> Iterator[tuple[Completion, Any]]:
+        """By acceptance, lowest first; ties and unscored rows (last) in read order."""
+        self.index.sort()
+        for _, _, offset in self.index:
+            self.file.seek(offset)
+            raw, enc = pickle.load(self.file)  # our own bytes, written above in this process
+            yield Completion(raw), enc
+
+    def close(self) -> None:
+        self.file.close()
 
 
 def render_by_score(data: dict[str, Any]) -> str:

@@ -68,7 +68,8 @@ def export_run(
     fraction = eval_fraction if fmt.is_training_set else 0.0
     writer = SplitWriter(out_dir, file_type)
     run = _Pass(fmt, encoder, summary, dedup, writer, fraction, split_seed, count_tokens)
-    held: list[tuple[Completion, Encoded | None]] = []
+    hard_first = by_score is not None and by_score.order == "hard-first"
+    held = by_score.holder(out_dir) if by_score is not None and hard_first else None
     try:
         for completion, enc in _encoded(read_runs(dirs, on_row), encoder, summary, tally):
             reason = filters.reason_to_drop(completion, enc)
@@ -76,11 +77,11 @@ def export_run(
                 reason = by_score.reason_to_drop(completion)
             if reason:
                 summary.dropped[reason] += 1
-            elif by_score is not None and by_score.order == "hard-first":
-                held.append((completion, enc))  # written below, hardest first
+            elif held is not None:
+                held.add(completion, enc)  # written below, hardest first
             else:
                 run.emit(completion, enc)
-        for completion, enc in by_score.hardest_first(held) if by_score else ():
+        for completion, enc in held.hardest_first() if held is not None else ():
             run.emit(completion, enc)
         for row in fmt.extra_rows(dirs):
             run.writer.write(DEFAULT, TRAIN, row)
@@ -91,6 +92,9 @@ def export_run(
     except BaseException:
         run.writer.abort()
         raise
+    finally:
+        if held is not None:
+            held.close()
     if tally is not None and encoder is not None and check_limits is not None:
         summary.check = tally.report(encoder, check_limits, dirs).to_json()
     summary.written, summary.configs = dict(run.writer.counts), run.writer.by_config
