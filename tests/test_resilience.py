@@ -100,6 +100,24 @@ def test_a_server_that_stops_answering_is_taken_out_and_its_requests_move(tmp_pa
     assert any("stopped answering health checks" in e for e in result.stats.events)
 
 
+def test_a_server_too_busy_for_health_checks_stays_while_it_answers(tmp_path, fake_server):
+    """llama-cpp-python's server answers /v1/models only between generations: on a loaded
+    machine every health check of it times out while its answers keep coming. An answer is
+    proof of life, so it is not taken out (its requests would be aborted and sent again)."""
+    busy = fake_server(slow(0.05))  # 8 tokens: 0.4 s an answer, 4 at a time
+    ids = write_prompts(tmp_path / "p.jsonl", 24)
+
+    def block_health_checks() -> None:
+        busy.behaviour.models_hang = True  # after the preflight, which asks /v1/models
+
+    threading.Timer(0.3, block_health_checks).start()
+    result = run(tmp_path / "p.jsonl", tmp_path / "out", [busy.url])
+    assert result.exit_code == 0, result.message
+    assert_exactly_once(tmp_path / "out", ids)
+    assert not any("health checks" in e for e in result.stats.events), result.stats.events
+    assert busy.served == 24  # nothing aborted and sent again
+
+
 def test_server_killed_and_restarted_mid_run(tmp_path, fake_server):
     steady = fake_server(slow(0.01))
     flaky = fake_server(slow(0.01))

@@ -38,9 +38,9 @@ class RetryPolicy:
 @dataclass(frozen=True)
 class HealthPolicy:
     """How servers are watched. A server with requests in flight is asked /v1/models every
-    `liveness_interval` s; `liveness_failures` misses in a row mean it hangs: it is taken out
-    and its requests go elsewhere. `give_up_after` bounds the wait when every server is down
-    (0 waits forever)."""
+    `liveness_interval` s; `liveness_failures` misses in a row, with no answer from it in
+    between, mean it hangs: it is taken out and its requests go elsewhere. `give_up_after`
+    bounds the wait when every server is down (0 waits forever)."""
 
     liveness_interval: float = 15.0
     liveness_timeout: float = 10.0

@@ -54,6 +54,10 @@ class Rotation:
     def record_success(self) -> None:
         self.breaker.record_success()
         self.refusals.reset()
+        # An answer is proof of life: a server too busy to answer health checks while it
+        # generates (llama-cpp-python answers /v1/models only between generations) is not
+        # hung while its answers keep coming.
+        self.liveness.misses = 0
 
     def record_retry(self) -> None:
         self.stats.retried += 1
