@@ -89,6 +89,7 @@ def test_a_prompt_file_that_grew_suggests_allow_changed_input(tmp_path, fake_ser
         ["status", "RUN"],
         ["check", "RUN", "--tokenizer", "nosuch-owner/never-loaded"],
         ["export", "RUN", "-o", "OUT", "--tokenizer", "nosuch-owner/never-loaded"],
+        ["score", "RUN", "--draft", "ngram", "--tokenizer", "nosuch-owner/never-loaded"],
     ],
 )
 def test_a_missing_run_dir_says_it_does_not_exist(tmp_path, args):

@@ -15,6 +15,7 @@ from regen.score.compare import parse_ks
 from regen.score.drafts import open_drafts
 from regen.score.rows import GROUP_BY, Selection
 from regen.score.table import render_text
+from regen.storage import require_runs
 from regen.urls import is_url
 
 DEFAULT_SAMPLE = 200
@@ -59,6 +60,7 @@ def score(run, drafts, draft_servers, draft_api, api_key_env, tokenizer, chat_te
 
     Writes RUN/score/ (score.json, score.txt and each draft's per-row results, from which an
     interrupted score resumes)."""
+    require_runs([run])  # before the tokenizer loads
     ks = parse_ks(k_spec)
     key = resolve_api_key(api_key_env, embedded=not draft_servers).value
     selection = Selection(by, None if score_all else sample, seed)
