@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import orjson
 import pytest
 from click.testing import CliRunner
 
@@ -179,3 +180,61 @@ def test_every_unusable_line_is_recorded_by_exactly_one_part(tmp_path, fake_serv
     assert_exactly_once(tmp_path / "out", ids)
     unusable = sorted(e["line"] for e in read_lines(tmp_path / "out", "errors"))
     assert unusable == list(range(31, 44))  # each once, whichever part owns it
+
+
+def _record_session(path: Path, pid: int) -> None:
+    from regen.format.manifest import InputFingerprint, check_and_record
+
+    check_and_record(
+        path, config={"prompts": "p.jsonl", "sampling": {}}, input_fp=InputFingerprint(1, "x", 1),
+        allow_changed_input=False, allow_changed_sampling=False, command=("part", str(pid)),
+    )  # fmt: skip
+
+
+def test_parts_starting_together_each_keep_their_session(tmp_path, monkeypatch):
+    """Two parts read the directory's manifest, add their session and write it back at the
+    same moment: the read and the write are one step, so neither session is lost."""
+    import threading
+
+    from regen.format import manifest
+
+    read = manifest.read_manifest
+
+    def slow_read(path: Path):
+        found = read(path)
+        time.sleep(0.3)  # both parts have read before either writes, unless they take turns
+        return found
+
+    monkeypatch.setattr(manifest, "read_manifest", slow_read)
+    parts = [threading.Thread(target=_record_session, args=(tmp_path / "manifest.json", k))
+             for k in range(2)]  # fmt: skip
+    for part in parts:
+        part.start()
+    for part in parts:
+        part.join(timeout=10)
+    sessions = manifest.read_manifest(tmp_path / "manifest.json")["sessions"]
+    assert sorted(s["command"][1] for s in sessions) == ["0", "1"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["manifest.json"]  # no lock file
+
+
+def test_parts_of_a_bucket_run_merge_their_sessions_into_its_manifest(tmp_path, s3_endpoint):
+    """Two parts on two machines each pulled the bucket's manifest (none yet), added their
+    session and upload it: the second upload keeps the first one's session."""
+    import boto3
+
+    from regen.format.layout import OutputLayout
+    from regen.storage.bucket import Bucket
+    from regen.storage.uploader import Uploader, UploadPolicy
+
+    boto3.client("s3", endpoint_url=s3_endpoint).create_bucket(Bucket="runs")
+    bucket = Bucket("s3://runs/exp")
+    uploaders = []
+    for k in range(2):
+        layout = OutputLayout.at(tmp_path / f"staging-{k}")
+        layout.root.mkdir()
+        _record_session(layout.manifest, k)
+        uploaders.append(Uploader(layout, bucket, UploadPolicy(), lambda text: None))
+    for uploader in uploaders:
+        uploader.push_small(force=True)
+    sessions = orjson.loads(bucket.get_bytes("manifest.json"))["sessions"]
+    assert sorted(s["command"][1] for s in sessions) == ["0", "1"]

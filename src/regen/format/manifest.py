@@ -6,14 +6,18 @@ regen's version, the input file's size and fingerprint, and the history of sessi
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shlex
 import socket
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+import orjson
 import xxhash
 
 from regen import __version__
@@ -66,7 +70,23 @@ def check_and_record(
     command: tuple[str, ...] | None = None,
 ) -> dict[str, Any]:
     """Compare with the manifest of an earlier session (if any), then write the new one.
-    `command`: the words that started this session, and where (what resumes it)."""
+    `command`: the words that started this session, and where (what resumes it). Parts of
+    one run (--shard I/N) may start at the same moment against one directory: the read and
+    the write happen under a lock on it, so no part's session is lost."""
+    with _exclusive(path.parent):
+        return _check_and_record(
+            path, config, input_fp, allow_changed_input, allow_changed_sampling, command
+        )
+
+
+def _check_and_record(
+    path: Path,
+    config: dict[str, Any],
+    input_fp: InputFingerprint,
+    allow_changed_input: bool,
+    allow_changed_sampling: bool,
+    command: tuple[str, ...] | None,
+) -> dict[str, Any]:
     previous = read_manifest(path)
     if previous is not None:
         _refuse_changes(previous, config, input_fp, allow_changed_input, allow_changed_sampling)
@@ -87,6 +107,33 @@ def check_and_record(
     }
     atomic_write_json(path, manifest)
     return manifest
+
+
+@contextmanager
+def _exclusive(folder: Path) -> Iterator[None]:
+    """An exclusive flock on the directory itself (no lock file left behind): held for the
+    milliseconds of one read and write; the kernel drops it if the holder dies."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def with_sessions_of(ours: dict[str, Any], theirs: dict[str, Any] | None) -> dict[str, Any]:
+    """`ours` with the sessions that `theirs` (the copy in a bucket, which another part of
+    the run may have written since we read it) has and ours lacks, in the order they began."""
+    known = {_session_key(s) for s in ours.get("sessions", [])}
+    extra = [s for s in (theirs or {}).get("sessions", []) if _session_key(s) not in known]
+    if not extra:
+        return ours
+    sessions = sorted([*ours.get("sessions", []), *extra], key=lambda s: str(s.get("started")))
+    return {**ours, "sessions": sessions}
+
+
+def _session_key(session: dict[str, Any]) -> bytes:
+    return orjson.dumps(session, option=orjson.OPT_SORT_KEYS)  # the same session, field for field
 
 
 def manifest_summary(manifest: dict[str, Any]) -> dict[str, Any]:

@@ -19,11 +19,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import orjson
+
 from regen.errors import StorageError
 from regen.format.layout import OutputLayout
+from regen.format.manifest import with_sessions_of
 from regen.format.sidecar import read_sidecar, sidecar_path
+from regen.jsonio import dumps_pretty
 from regen.storage.bucket import Bucket
 from regen.storage.shards import KINDS, upload_shard
+
+MANIFEST = "manifest.json"
 
 REPORT_EVERY = 60.0  # seconds between repeated "upload failed" events in one outage
 
@@ -126,11 +132,29 @@ class Uploader:
     def push_small(self, *, force: bool) -> None:
         """The manifest when it changed; the progress snapshot as a heartbeat."""
         now = time.monotonic()
-        self._push_if_changed(self.layout.manifest, "manifest.json")
+        self._push_manifest(force)
         if force or now - self._last_heartbeat >= self.policy.heartbeat:
             self.renew()
             self._push_if_changed(self.layout.progress, self.layout.progress.name)
             self._last_heartbeat = now
+
+    def _push_manifest(self, force: bool) -> None:
+        """The manifest, with the sessions other parts of the run put in the bucket's copy
+        since this one read it (each part adds its own session; the last put must not drop
+        the others'). Pushed again at the end (`force`), which closes most of the window
+        between two parts' first puts."""
+        path = self.layout.manifest
+        try:
+            mtime = path.stat().st_mtime
+        except FileNotFoundError:
+            return
+        if not force and self._sent_mtime.get(MANIFEST) == mtime:
+            return
+        theirs = self.bucket.get_bytes(MANIFEST)
+        ours = orjson.loads(path.read_bytes())
+        merged = with_sessions_of(ours, orjson.loads(theirs) if theirs else None)
+        self.bucket.put_bytes(MANIFEST, dumps_pretty(merged))
+        self._sent_mtime[MANIFEST] = mtime
 
     def _push_if_changed(self, path: Path, name: str) -> None:
         try:
