@@ -24,6 +24,8 @@ from regen import __version__
 from regen.errors import RunStateError
 from regen.jsonio import atomic_write_json, compression, count_lines, open_binary, read_json
 
+LOCK_NAME = ".manifest.lock"  # hidden: readers of the run ignore dot files
+
 
 @dataclass(frozen=True)
 class InputFingerprint:
@@ -73,7 +75,7 @@ def check_and_record(
     `command`: the words that started this session, and where (what resumes it). Parts of
     one run (--shard I/N) may start at the same moment against one directory: the read and
     the write happen under a lock on it, so no part's session is lost."""
-    with _exclusive(path.parent):
+    with _exclusive(path.with_name(LOCK_NAME)):
         return _check_and_record(
             path, config, input_fp, allow_changed_input, allow_changed_sampling, command
         )
@@ -110,10 +112,11 @@ def _check_and_record(
 
 
 @contextmanager
-def _exclusive(folder: Path) -> Iterator[None]:
-    """An exclusive flock on the directory itself (no lock file left behind): held for the
-    milliseconds of one read and write; the kernel drops it if the holder dies."""
-    fd = os.open(folder, os.O_RDONLY)
+def _exclusive(lock_file: Path) -> Iterator[None]:
+    """An exclusive flock on `lock_file`, held for the milliseconds of one read and write;
+    the kernel drops it if the holder dies. A file opened for writing, not the directory:
+    NFS takes an exclusive lock only on a file open for writing."""
+    fd = os.open(lock_file, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
