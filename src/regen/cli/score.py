@@ -10,13 +10,12 @@ from regen.check import Encoder
 from regen.cli.options import Command, option
 from regen.cli.rowbar import row_progress
 from regen.fleet.openai_env import resolve_api_key
-from regen.score import ScoreSettings, score_folder, score_run, write_report
+from regen.score import ScoreSettings, score_folder, score_run, score_where, write_report
 from regen.score.compare import parse_ks
 from regen.score.drafts import open_drafts
 from regen.score.rows import GROUP_BY, Selection
 from regen.score.table import render_text
 from regen.storage import require_runs
-from regen.urls import is_url
 
 DEFAULT_SAMPLE = 200
 
@@ -77,5 +76,4 @@ def score(run, drafts, draft_servers, draft_api, api_key_env, tokenizer, chat_te
         json_path, text_path = write_report(report, folder)
     click.echo(json_path.read_text() if as_json else render_text(report))
     if not as_json:
-        where = f"{run.rstrip('/')}/score" if is_url(run) else str(folder)
-        click.echo(f"\nwritten: {where}/{json_path.name} and {text_path.name}")
+        click.echo(f"\nwritten: {score_where(run)}/{json_path.name} and {text_path.name}")

@@ -68,8 +68,7 @@ def export_run(
     fraction = eval_fraction if fmt.is_training_set else 0.0
     writer = SplitWriter(out_dir, file_type)
     run = _Pass(fmt, encoder, summary, dedup, writer, fraction, split_seed, count_tokens)
-    hard_first = by_score is not None and by_score.order == "hard-first"
-    held = by_score.holder(out_dir) if by_score is not None and hard_first else None
+    held = by_score.holder(out_dir) if by_score and by_score.order == "hard-first" else None
     try:
         for completion, enc in _encoded(read_runs(dirs, on_row), encoder, summary, tally):
             reason = filters.reason_to_drop(completion, enc)

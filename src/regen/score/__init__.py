@@ -16,7 +16,14 @@ Modules:
     place.py       where RUN/score lives: beside the run, in a local dir or a bucket
 """
 
-from regen.score.place import score_folder, score_json_of
+from regen.score.place import score_folder, score_json_of, score_where
 from regen.score.runner import ScoreSettings, score_run, write_report
 
-__all__ = ["ScoreSettings", "score_folder", "score_json_of", "score_run", "write_report"]
+__all__ = [
+    "ScoreSettings",
+    "score_folder",
+    "score_json_of",
+    "score_run",
+    "score_where",
+    "write_report",
+]

@@ -11,7 +11,7 @@ import orjson
 from matplotlib.figure import Figure
 
 from regen.check.charts import BLUE, _svg
-from regen.score.place import score_json_of
+from regen.score.place import score_json_of, score_where
 
 OVERALL = "(overall)"
 
@@ -21,7 +21,9 @@ def acceptance_section(runs: list[str]) -> str:
     for run in runs:
         path = score_json_of(run)
         if path is not None:
-            return render_section(orjson.loads(path.read_bytes()), f"{run}/score/score.json")
+            return render_section(
+                orjson.loads(path.read_bytes()), f"{score_where(run)}/{path.name}"
+            )
     return ""
 
 

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from regen.score.results import ROWS
-from regen.storage import LocalStore, open_store
+from regen.storage import LocalStore, Store, open_store
 from regen.storage.publish import fetch_folder, worked_locally
 from regen.storage.store import default_staging
 
@@ -23,6 +23,15 @@ def _grows(name: str) -> bool:
     return name.endswith(ROWS)  # the per-row results are appended to; the reports rewritten
 
 
+def score_where(run: str | Path) -> str:
+    """RUN/score as the user names it: a path, or the bucket URL."""
+    return _score_url(open_store(run))
+
+
+def _score_url(store: Store) -> str:
+    return f"{store.where.rstrip('/')}/{SCORE}"
+
+
 @contextmanager
 def score_folder(run: str | Path) -> Iterator[Path]:
     """RUN/score, to write in: the folder itself for a local run, a local mirror of it for a
@@ -31,7 +40,7 @@ def score_folder(run: str | Path) -> Iterator[Path]:
     if isinstance(store, LocalStore):
         yield store.layout.root / SCORE
         return
-    url = f"{store.where.rstrip('/')}/{SCORE}"
+    url = _score_url(store)
     with worked_locally(url, default_staging(url), _grows) as local:
         yield local
 
@@ -42,6 +51,6 @@ def score_json_of(run: str | Path) -> Path | None:
     if isinstance(store, LocalStore):
         path = store.layout.root / SCORE / SCORE_JSON
     else:
-        url = f"{store.where.rstrip('/')}/{SCORE}"
+        url = _score_url(store)
         path = fetch_folder(url, default_staging(url), _grows) / SCORE_JSON
     return path if path.is_file() else None
