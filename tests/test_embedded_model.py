@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import orjson
@@ -154,6 +155,9 @@ def test_serve_two_llamacpp_servers_restart_dead_and_generate_with_fleet(tmp_pat
          "--replicas", "2", "--threads", "1", "--fleet", str(fleet_path), "--restart-dead"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
+    said: list[str] = []  # serve's output as it comes: the restart is waited for, not raced
+    reader = threading.Thread(target=lambda: said.extend(serve.stdout), daemon=True)
+    reader.start()
     generate = None
     try:
         wait_for(fleet_path.exists, 180, "FLEET.json")
@@ -181,16 +185,22 @@ def test_serve_two_llamacpp_servers_restart_dead_and_generate_with_fleet(tmp_pat
         assert len(completions) == 40 and not errors
         served_by = {r["meta"]["server"] for r in completions}
         assert served_by == set(fleet.urls)  # both servers did work
+        # generate may finish on server-0 before server-1 is back: wait for serve to say so
+        wait_for(lambda: "is back and answers" in "".join(said), 120, "restarted server's answer")
     finally:
-        logs = {}
-        for name, proc in (("generate", generate), ("serve", serve)):
+        for proc in (generate, serve):
             if proc is not None and proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
-                try:
-                    logs[name] = proc.communicate(timeout=30)[0]
+                try:  # serve's output is the reader's; generate's is read here
+                    if proc is generate:
+                        proc.communicate(timeout=30)
+                    else:
+                        proc.wait(timeout=30)
                 except subprocess.TimeoutExpired:
                     proc.kill()
-                    proc.communicate(timeout=10)
-    assert serve.returncode == 0, logs.get("serve")
-    assert "killed by SIGKILL" in logs["serve"] and "is back and answers" in logs["serve"]
+                    proc.wait(timeout=10)
+        reader.join(timeout=10)
+    log = "".join(said)
+    assert serve.returncode == 0, log
+    assert "killed by SIGKILL" in log and "is back and answers" in log
     assert not any(is_our_process(s) for s in FleetFile.read(fleet_path).servers)
