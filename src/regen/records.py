@@ -4,7 +4,7 @@ In: a `Prompt` (what `regen prepare` writes, one line of the prompt file, and wh
 reads back), or a `BadLine` that cannot be one. Out: a `Completion` per finished (prompt,
 sample) in completions/, an `ErrorRecord` per failure or unusable line in errors/. The output
 records are typed structs written with `encode_line` and read back with `decode_completion` /
-`decode_error`; their fields, in this order, are the README's record reference.
+`decode_error`; their fields, in this order, are docs/records.md's reference.
 """
 
 from __future__ import annotations

@@ -60,6 +60,6 @@ def parse_chat_response(data: Any, server: str) -> Generated:
 def _first(outer: dict, inner: dict, key: str) -> Any:
     """Token ids where either engine puts them: vLLM answers a top-level `prompt_token_ids`
     and `choices[i].token_ids`; SGLang answers `choices[i].prompt_token_ids` and
-    `choices[i].response_token_ids` (see README, "Engines: what differs")."""
+    `choices[i].response_token_ids` (see docs/engines.md)."""
     value = outer.get(key)
     return value if value is not None else inner.get(key)
