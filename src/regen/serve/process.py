@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -25,6 +26,11 @@ import orjson
 from regen.errors import ConfigError
 
 LOG_TAIL_LINES = 20
+CAUSE_LINES = 2000  # a dying vLLM writes its cause, then a traceback per request in flight
+# "SomeError: what happened" or an engine-core death, as a Python server logs them
+_CAUSE = re.compile(r"\b(\w+(?:Error|Exception)): (.+)|(died unexpectedly)")
+# Errors that only say that the engine is gone, not why.
+_AFTERMATH = ("EngineDeadError", "CancelledError", "EngineGenerateError")
 START_MARK = "--- regen: starting "
 _PR_SET_PDEATHSIG = 1
 
@@ -56,6 +62,7 @@ class ExitReport:
     returncode: int
     log_path: Path
     log_tail: list[str]
+    cause: str | None = None  # the line of its log that says why (see `find_cause`)
 
     @property
     def how(self) -> str:
@@ -90,7 +97,8 @@ class ExitReport:
 
     @property
     def summary(self) -> str:
-        return f"server {self.name} {self.how} (log: {self.log_path})"
+        why = f": {self.cause}" if self.cause else ""
+        return f"server {self.name} {self.how}{why} (log: {self.log_path})"
 
     def describe(self) -> str:
         tail = "\n    ".join(self.log_tail) if self.log_tail else "(the log is empty)"
@@ -146,14 +154,15 @@ class ServerProcess:
             self._reaped = True
             kill_leftovers(self.process.pid)
         return ExitReport(
-            self.spec.name, self.process.returncode, self.spec.log_path, self.log_tail()
-        )
+            self.spec.name, self.process.returncode, self.spec.log_path, self.log_tail(),
+            find_cause(self.log_tail(CAUSE_LINES)),
+        )  # fmt: skip
 
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> list[str]:
         """The last lines this incarnation wrote (the log is appended across restarts)."""
         try:
             with open(self.spec.log_path, "rb") as log:
-                log.seek(max(0, log.seek(0, os.SEEK_END) - 64 * 1024))
+                log.seek(max(0, log.seek(0, os.SEEK_END) - max(64 * 1024, 256 * lines)))
                 text = log.read().decode(errors="replace")
         except OSError:
             return []
@@ -179,6 +188,15 @@ class ServerProcess:
         except subprocess.TimeoutExpired:
             signal_group(self.process.pid, signal.SIGKILL)
             self.process.wait(timeout=grace)
+
+
+def find_cause(lines: list[str]) -> str | None:
+    """The first error line of a server's last words that says why, not only that the engine
+    is dead (vLLM logs the engine core's exception first, then EngineDeadError many times)."""
+    found = [m for m in map(_CAUSE.search, lines) if m is not None]
+    telling = [m for m in found if m.group(1) not in _AFTERMATH]
+    best = (telling or found or [None])[0]
+    return best.group(0)[:300] if best is not None else None
 
 
 def answers_chat(url: str, model: str, timeout: float = 30.0, api_key: str | None = None) -> bool:
