@@ -13,9 +13,18 @@ import pytest
 
 from real_vllm import KEY, json_post
 from regen.testing.dialects import VLLM
+from regen.testing.fake_behaviour import echo_answer
 from regen.testing.fake_server import Behaviour, FakeServer
 
 CONTEXT = 2048  # the real fleet's --context
+pytestmark = pytest.mark.timeout(1500)  # the first real test waits for the fleet's start
+
+
+def counted(body: dict) -> dict:
+    """The fake's answer, with a prompt as many tokens as it has words (as the tokenizer
+    counts "hello hello ...", give or take the chat template)."""
+    words = sum(len(str(m.get("content", "")).split()) for m in body["messages"])
+    return {**echo_answer(body), "prompt_tokens": words}
 
 
 @pytest.fixture(params=["fake", "real"])
@@ -25,7 +34,8 @@ def vllm_server(request):
         real = request.getfixturevalue("real_vllm")
         yield real.url, real.model
         return
-    fake = FakeServer(Behaviour(dialect="vllm", api_key=KEY, context=CONTEXT)).start()
+    behaviour = Behaviour(dialect="vllm", api_key=KEY, context=CONTEXT, answer=counted)
+    fake = FakeServer(behaviour).start()
     try:
         yield fake.url, "fake-model"
     finally:

@@ -23,6 +23,7 @@ from gen_helpers import assert_exactly_once, write_prompts
 from real_vllm import KEY, RealFleet, json_post
 
 ENGINE = {"name": "vllm", "version": "0.32.0"}
+pytestmark = pytest.mark.timeout(1500)  # the first test waits for the fleets' start
 
 
 def regen(*args: str, key: str | None = KEY, timeout: float = 600) -> subprocess.CompletedProcess:

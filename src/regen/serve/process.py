@@ -15,6 +15,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from collections import deque
@@ -179,15 +180,31 @@ class ServerProcess:
         return answers_chat(self.spec.url, self.spec.model_name, timeout, self.spec.api_key)
 
     def stop(self, grace: float = 10.0) -> None:
-        """SIGTERM its process group, then SIGKILL after `grace` seconds."""
-        if self.process is None or self.process.poll() is not None:
+        """SIGTERM its process group, then SIGKILL after `grace` seconds; then what is left of
+        the group (vLLM's engine core, still loading when its API server exits) is given
+        `grace` seconds more and killed."""
+        if self.process is None:
             return
-        signal_group(self.process.pid, signal.SIGTERM)
+        if self.process.poll() is None:
+            signal_group(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                signal_group(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=grace)
+        end_group(self.process.pid, grace)
+
+
+def end_group(leader: int, grace: float) -> None:
+    """Wait up to `grace` seconds for a dead leader's group to empty, then kill the rest."""
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
         try:
-            self.process.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            signal_group(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=grace)
+            os.killpg(leader, 0)
+        except (ProcessLookupError, PermissionError):
+            return
+        time.sleep(0.2)
+    kill_leftovers(leader)
 
 
 def find_cause(lines: list[str]) -> str | None:
