@@ -152,6 +152,8 @@ def test_the_embedded_model_folder_loads_in_the_engines_transformers():
 
 def test_the_cause_of_an_engine_death_is_read_from_its_log():
     log = [
+        "(APIServer pid=5) WARNING 12-01 [system_utils.py:255] Found ulimit of 20000 ... "
+        "This can cause fd limit errors like `OSError: [Errno 24] Too many open files`.",
         "(EngineCore pid=7) ERROR 12-01 [core.py:1203] EngineCore encountered a fatal error.",
         "(EngineCore pid=7) ERROR 12-01 [core.py:1203] Traceback (most recent call last):",
         "(EngineCore pid=7) ERROR 12-01 [core.py:1203] RuntimeError: CPU Generator does not "
@@ -161,7 +163,7 @@ def test_the_cause_of_an_engine_death_is_read_from_its_log():
         "(APIServer pid=5) INFO:     Shutting down",
     ]
     assert find_cause(log) == "RuntimeError: CPU Generator does not use offset"
-    assert find_cause(log[3:]).startswith("EngineDeadError")  # only the aftermath: still said
+    assert find_cause(log[4:]).startswith("EngineDeadError")  # only the aftermath: still said
     assert find_cause(["INFO: Started server process", "INFO: Waiting"]) is None
 
 

@@ -29,7 +29,8 @@ from regen.errors import ConfigError
 LOG_TAIL_LINES = 20
 CAUSE_LINES = 2000  # a dying vLLM writes its cause, then a traceback per request in flight
 # "SomeError: what happened" or an engine-core death, as a Python server logs them
-_CAUSE = re.compile(r"\b(\w+(?:Error|Exception)): (.+)|(died unexpectedly)")
+# (at the start of a line or after a logger's "[file.py:12] "; not inside a warning's text)
+_CAUSE = re.compile(r"(?:^|\] )(?:[\w.]+\.)?(\w+(?:Error|Exception)): (.+)|(died unexpectedly)")
 # Errors that only say that the engine is gone, not why.
 _AFTERMATH = ("EngineDeadError", "CancelledError", "EngineGenerateError")
 START_MARK = "--- regen: starting "
@@ -213,7 +214,9 @@ def find_cause(lines: list[str]) -> str | None:
     found = [m for m in map(_CAUSE.search, lines) if m is not None]
     telling = [m for m in found if m.group(1) not in _AFTERMATH]
     best = (telling or found or [None])[0]
-    return best.group(0)[:300] if best is not None else None
+    if best is None:
+        return None
+    return (f"{best.group(1)}: {best.group(2)}" if best.group(1) else best.group(3))[:300]
 
 
 def answers_chat(url: str, model: str, timeout: float = 30.0, api_key: str | None = None) -> bool:
