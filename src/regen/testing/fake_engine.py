@@ -71,6 +71,7 @@ class FakeEngine:
     _cache: OrderedDict[int, None] = field(default_factory=OrderedDict)  # LRU of block hashes
     _loop: asyncio.Task | None = None
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
+    _prefill_owed: float = 0.0
 
     @property
     def kv_used(self) -> int:
@@ -89,6 +90,9 @@ class FakeEngine:
         blocks = _block_hashes(prompt_tokens, self.curve.block)
         request = _Request(blocks, max(1, len(prompt_tokens)), max(1, wanted), done)
         self.waiting.append(request)
+        # Scheduled at once, as an engine does at its next step (not after this whole tick):
+        # its prefill is paid in the next tick.
+        self._prefill_owed += self._admit()
         self._wake.set()
         try:
             return await done
@@ -103,7 +107,7 @@ class FakeEngine:
             if not self.waiting and not self.running:
                 self._wake.clear()
                 await self._wake.wait()
-            seconds = self._admit() + self._decode()
+            seconds, self._prefill_owed = self._decode() + self._prefill_owed, 0.0
             self.counters.clock += seconds
             await asyncio.sleep(seconds * self.curve.time_scale)
 
@@ -145,6 +149,7 @@ class FakeEngine:
         """`ticks` decode steps of the running batch, preempting when the KV cache is full."""
         seconds = 0.0
         for _ in range(self.curve.ticks):
+            seconds += self._admit()  # before every step, as the engines schedule
             if not self.running:
                 break
             while self.kv_used + len(self.running) > self.curve.kv_tokens and len(self.running) > 1:
