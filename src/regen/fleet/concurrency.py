@@ -10,8 +10,8 @@ and recomputed. So, one measurement window at a time:
   (`kv_fit`: its tokens over the mean request's), so a GPU's knee is reached in a few windows;
 - hold at the best level once a step brings less than GAIN more, and probe above it now and
   then (the workload changes: shorter answers fit more in the cache);
-- back off on what only a full server does: preemptions that did not pay (back to the best
-  level below), a waiting queue in the engine beyond QUEUE_SHARE of what runs (down to what
+- back off on what only a full server does: preemptions once they cost output (back to the
+  best level below; while the output holds up the level stays, but climbs no higher), a waiting queue in the engine beyond QUEUE_SHARE of what runs (down to what
   runs), timeouts or errors (x0.5), and stay under the level that brought them for a while
   (`ceiling`).
 
@@ -111,6 +111,8 @@ def _climb(level: Level, rate: float, kv_fit: int | None) -> Level:
         return replace(level, limit=level.best_limit, climbing=False, held=0, reason="plateau")
     gained = rate / level.best_rate - 1 if level.best_rate else 1.0
     step = 2.0 if gained >= BIG_GAIN else 1.25
+    if level.ceiling is not None:
+        step = min(step, 1.05)  # near a known edge: small steps
     higher = max(level.limit + 1, math.ceil(level.limit * step))
     if kv_fit and step == 2.0 and kv_fit > higher:
         higher = kv_fit  # straight to what the cache holds; the climb goes on from there
@@ -125,19 +127,28 @@ def _hold(level: Level, rate: float) -> Level:
     # The held level's rate is refreshed each window: a probe is judged against the present
     # (a server that slowed is not compared with its past).
     level = replace(level, best_rate=rate, best_limit=level.limit, held=level.held + 1)
-    higher = min(_top(level), max(level.limit + 1, math.ceil(level.limit * 1.25)))
+    step = 1.25 if level.ceiling is None else 1.05  # near a known edge: small probes
+    higher = min(_top(level), max(level.limit + 1, math.ceil(level.limit * step)))
     if level.held >= PROBE_EVERY and higher > level.limit:
-        return replace(level, limit=higher, climbing=True, held=0, step=1.25, reason="probe")
+        return replace(level, limit=higher, climbing=True, held=0, step=step, reason="probe")
     return replace(level, reason="holding")
 
 
 def _preempted(level: Level, rate: float) -> Level:
-    """The KV cache is full: no higher. A level that still brought more output than the
-    best one below it stays (a recompute can cost less than an idle slot); one that did not
-    goes back to that best level, or lower by x0.85 if none was measured below."""
-    if rate >= level.best_rate * (1 + GAIN) and level.best_limit < level.limit:
+    """The KV cache is full: no higher than this. The level stays while its output holds up
+    (a recompute can cost less than a smaller batch); it goes back to the best level below
+    once its output falls under that level's, or down by x0.85 when none is known."""
+    if level.climbing and level.limit > 1.3 * level.best_limit > 0:
+        # A long step crossed the cache's edge: try halfway (geometrically), below it.
+        middle = math.ceil(math.sqrt(level.best_limit * level.limit))
         return replace(
-            level, best_rate=rate, best_limit=level.limit, ceiling=level.limit + 1,
+            level, limit=middle, ceiling=level.limit, ceiling_age=0, reason="preemptions"
+        )
+    same = level.best_limit == level.limit  # noise only: within GAIN of itself
+    if rate >= level.best_rate * (1 - GAIN if same else 1):
+        best = max(rate, level.best_rate) if same else rate
+        return replace(
+            level, best_rate=best, best_limit=level.limit, ceiling=level.limit + 1,
             ceiling_age=0, climbing=False, held=0, reason="preemptions: holding",
         )  # fmt: skip
     below = level.best_limit if 0 < level.best_limit < level.limit else 0
