@@ -7,12 +7,14 @@ from pathlib import Path
 import click
 
 from regen.check import Encoder
+from regen.cli.hints import tokenizer_hint
 from regen.cli.options import Command, option
 from regen.cli.rowbar import row_progress
+from regen.errors import ConfigError
 from regen.fleet.openai_env import resolve_api_key
 from regen.score import ScoreSettings, score_folder, score_run, score_where, write_report
 from regen.score.compare import parse_ks
-from regen.score.drafts import open_drafts
+from regen.score.drafts import open_drafts, require_a_draft
 from regen.score.rows import GROUP_BY, Selection
 from regen.score.table import render_text
 from regen.storage import require_runs
@@ -33,7 +35,7 @@ DEFAULT_SAMPLE = 200
 @option("--api-key-env", metavar="VAR",
         help="Read the --draft-servers' API key from this variable [default: OPENAI_API_KEY "
         "when set].")  # fmt: skip
-@option("--tokenizer", required=True,
+@option("--tokenizer",
         help="Target tokenizer: directory, .gguf file, hub name, or `embedded`.")  # fmt: skip
 @option("--chat-template", help="Jinja file that overrides the tokenizer's chat template.")
 @option(
@@ -59,7 +61,10 @@ def score(run, drafts, draft_servers, draft_api, api_key_env, tokenizer, chat_te
 
     Writes RUN/score/ (score.json, score.txt and each draft's per-row results, from which an
     interrupted score resumes)."""
-    require_runs([run])  # before the tokenizer loads
+    require_runs([run])  # these before the tokenizer loads
+    require_a_draft(list(drafts), list(draft_servers))
+    if not tokenizer:
+        raise ConfigError("score needs the target's tokenizer", hint=tokenizer_hint([run]))
     ks = parse_ks(k_spec)
     key = resolve_api_key(api_key_env, embedded=not draft_servers).value
     selection = Selection(by, None if score_all else sample, seed)

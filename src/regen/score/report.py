@@ -30,6 +30,7 @@ class DraftScore:
     skipped: Counter = field(default_factory=Counter)
     retokenized: int = 0
     baseline: dict[str, Any] | None = None  # paired before/after, with --baseline
+    earlier: bool = False  # scored by an earlier `regen score`, kept in the report
 
     def to_json(self, ks: list[int]) -> dict[str, Any]:
         return {
@@ -37,6 +38,7 @@ class DraftScore:
             "identity": self.identity,
             "rows_file": str(self.rows_file),
             "scored_now": self.scored_now,
+            "earlier": self.earlier,
             "retokenized_rows": self.retokenized,
             "skipped": dict(self.skipped),
             "groups": {g: _tally_json(t, ks) for g, t in self.groups.items()},
@@ -73,7 +75,7 @@ class ScoreReport:
         """Pair every draft's rows with an earlier score's (same rows, same tokens)."""
         from regen.score.compare import baseline_rows, paired
 
-        for draft in self.drafts:
+        for draft in (d for d in self.drafts if not d.earlier):
             name, before = baseline_rows(path, draft.name)
             groups = paired(draft.rows_file, before, self.by, self.ks)
             draft.baseline = {"file": str(path), "draft": name, "groups": groups}
