@@ -319,3 +319,26 @@ def test_a_conditional_put_on_a_stale_read_is_refused_and_says_so(s3_endpoint):
     assert bucket.get_bytes("m.json") == b"someone else"
     assert bucket.put_if_unchanged("m.json", b"fourth", bucket.read_versioned("m.json"))
     assert bucket.get_bytes("m.json") == b"fourth"
+
+
+def test_a_store_without_conditional_writes_still_takes_the_manifest(s3_endpoint, monkeypatch):
+    """An S3-compatible store that answers the condition headers 501 (a stand-in in front of
+    moto): the put goes in plainly, once said in the log, and later puts skip the headers."""
+    import boto3
+
+    from regen.storage.bucket import Bucket
+    from regen.testing.cut_proxy import CutProxy
+
+    boto3.client("s3", endpoint_url=s3_endpoint).create_bucket(Bucket="runs")
+    proxy = CutProxy(s3_endpoint, rules=[("PUT", "m.json", "no_conditions")]).start()
+    try:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
+        bucket = Bucket("s3://runs/exp")
+        assert bucket.put_if_unchanged("m.json", b"first", bucket.read_versioned("m.json"))
+        assert not bucket.conditional and bucket.get_bytes("m.json") == b"first"
+        assert bucket.put_if_unchanged("m.json", b"second", bucket.read_versioned("m.json"))
+        assert bucket.get_bytes("m.json") == b"second"
+        puts = [seen for seen in proxy.seen if seen[0] == "PUT"]
+        assert len(puts) == 3  # refused once, then plain twice
+    finally:
+        proxy.stop()

@@ -15,6 +15,7 @@ race is told so, reads again and merges, instead of putting over the other's ent
 from __future__ import annotations
 
 import contextlib
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,9 +23,12 @@ from typing import Any
 from regen.errors import ConfigError
 from regen.urls import mapped
 
+log = logging.getLogger(__name__)
+
 ATOMIC_PUT = {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "r2", "oss"}
 CONDITIONAL_PUT = {"s3", "s3a"}  # PutObject with If-Match / If-None-Match (s3fs passes them)
 LOST_RACE = {"PreconditionFailed", "ConditionalRequestConflict", "412", "409"}
+NOT_SUPPORTED = {"NotImplemented", "501"}  # a store that refuses the condition headers
 # Seconds: a bucket that does not answer is retried by the uploader, never waited on forever.
 S3_CLIENT = {"connect_timeout": 5, "read_timeout": 60, "retries": {"max_attempts": 2}}
 
@@ -112,7 +116,12 @@ class Bucket:
                 # deleted since it was read (If-Match on nothing: 404) is a lost race too
                 if _lost_race(exc) or isinstance(exc, FileNotFoundError):
                     return False
-                raise
+                if not _error_code(exc) & NOT_SUPPORTED:
+                    raise
+                # an S3-compatible store without conditional writes: the merge alone guards
+                log.warning("%s has no conditional writes (%s)", self.url, _error_code(exc))
+                self.conditional = False
+                self.fs.pipe_file(self.where(name), data)
         return True
 
     def _etag(self, name: str) -> str | None:
@@ -190,12 +199,15 @@ def _lost_race(exc: BaseException) -> bool:
     """Whether a failed conditional put failed on its condition: s3fs maps S3's 412 to
     FileExistsError (If-None-Match) or an EINVAL OSError (If-Match), the ClientError kept
     as the cause with its code."""
-    if isinstance(exc, FileExistsError):
-        return True
+    return isinstance(exc, FileExistsError) or bool(_error_code(exc) & LOST_RACE)
+
+
+def _error_code(exc: BaseException) -> set[str]:
+    """S3's error code and HTTP status of a failed call, from the ClientError s3fs keeps."""
     response = getattr(exc.__cause__, "response", None) or {}
     code = str(response.get("Error", {}).get("Code", ""))
     status = str(response.get("ResponseMetadata", {}).get("HTTPStatusCode", ""))
-    return code in LOST_RACE or status in LOST_RACE
+    return {code, status} - {""}
 
 
 def _hidden_tmp(name: str) -> str:
