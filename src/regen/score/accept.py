@@ -153,6 +153,7 @@ class Tally:
 
     k_max: int
     rows: int = 0
+    tokens: int = 0  # answer tokens
     match: Ratio = field(default_factory=Ratio)  # top-1 agreement over all answer tokens
     by_k: list[AtK] = field(default_factory=list)
 
@@ -163,13 +164,16 @@ class Tally:
         if not matches:
             return
         self.rows += 1
+        self.tokens += len(matches)
         self.match.add(matches.count("1"), len(matches))
         for at in self.by_k:
             at.add(simulate(matches, at.k))
 
-    @property
-    def tokens(self) -> int:
-        return int(self.match.y)
+    def add_steps(self, row: RowSteps, answer_tokens: int) -> None:
+        """A row whose verify steps the engine reported (no match vector: no top-1)."""
+        self.rows += 1
+        self.tokens += answer_tokens
+        self.by_k[row.k - 1].add(row)
 
     def to_json(self) -> dict[str, Any]:
         return {
