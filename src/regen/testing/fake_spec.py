@@ -1,4 +1,5 @@
-"""vLLM's per-request speculative-decoding metrics, as the fake sends them.
+"""vLLM's per-request speculative-decoding metrics, as the fake sends them (`VL:` here is
+`vllm/...` in the vLLM 0.32.0 wheel, the first release that sends them).
 
 vLLM 0.32 started with `--per-request-spec-decode-metrics summary|detailed` (and a
 `--speculative-config`) answers `metrics.speculative_decoding` for an `n == 1` request
