@@ -119,6 +119,8 @@ class RecordMeta(msgspec.Struct, kw_only=True, omit_defaults=True):
     seed_honoured: bool | None = None  # with a seed: whether that engine honours it
     max_tokens_lowered_to: int | None = None  # the context left less room than max_tokens
     turns: list[dict] | None = None  # per generated turn, with --regenerate-turns all
+    # the serving drafter's acceptance on this answer, as vLLM reports it per request
+    speculative_decoding: dict[str, Any] | None = None
 
 
 class Completion(msgspec.Struct, kw_only=True, omit_defaults=True):

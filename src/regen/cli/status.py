@@ -108,6 +108,13 @@ def eta_line(eta: dict[str, Any]) -> str:
     return line
 
 
+def _spec_text(s: dict[str, Any]) -> str:
+    if not s.get("spec_steps"):
+        return ""
+    steps, length = s["spec_steps"], s["acceptance_length"]
+    return f", drafter acceptance length {length:.2f} over {steps} verify steps"
+
+
 def server_lines(servers: list[dict[str, Any]], alive: bool, embedded: bool = False) -> list[str]:
     """While the run is alive, each server's state now; after it ended, only what each did in
     the last session (a stopped run's server is not "healthy": nobody asks it anything). The
@@ -129,6 +136,7 @@ def server_lines(servers: list[dict[str, Any]], alive: bool, embedded: bool = Fa
             + (f" ({s['aborted']} aborted by the engine)" if s.get("aborted") else "")
             + (f", {s['retried']} retried" if s.get("retried") else "")
             + f", latency {s['latency_ewma_s']:.1f}s"
+            + _spec_text(s)
             + (f", last error: {s['last_error']}" if s["last_error"] else "")
         )
     return lines

@@ -68,7 +68,8 @@ def require_a_draft(specs: list[str], servers: list[str]) -> None:
     if not specs and not servers:
         raise ConfigError(
             "no draft to score with",
-            hint="pass --draft PATH.gguf, --draft ngram, or --draft-servers URL ...",
+            hint="pass --draft PATH.gguf, --draft ngram, or --draft-servers URL ... (or "
+            "--from-engine: the serving engine's own acceptance, no draft)",
         )
 
 

@@ -31,6 +31,8 @@ class DraftScore:
     retokenized: int = 0
     baseline: dict[str, Any] | None = None  # paired before/after, with --baseline
     earlier: bool = False  # scored by an earlier `regen score`, kept in the report
+    # --from-engine: per group, the sums vLLM's /metrics keeps over the same answers
+    engine_counters: dict[str, dict[str, int]] | None = None
 
     def to_json(self, ks: list[int]) -> dict[str, Any]:
         return {
@@ -43,6 +45,7 @@ class DraftScore:
             "skipped": dict(self.skipped),
             "groups": {g: _tally_json(t, ks) for g, t in self.groups.items()},
             "baseline": self.baseline,
+            **({"engine_counters": self.engine_counters} if self.engine_counters else {}),
         }
 
 
