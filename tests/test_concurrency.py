@@ -142,5 +142,18 @@ def test_generate_finds_a_level_above_the_old_default_and_shows_it(tmp_path, fak
     snap = json.loads((out / "progress.json").read_text())
     (served,) = snap["servers"]
     assert served["concurrency_cap"] == 1024
-    assert served["concurrency"] > 64, served  # the old fixed default
-    assert server.peak_in_flight > 64
+    assert 1 <= served["concurrency"] <= 1024 and served["concurrency_why"] != "fixed"
+    assert server.peak_in_flight > 64  # the old fixed default: the engine had room for more
+
+
+def test_fixed_concurrency_keeps_exactly_n(tmp_path, fake_server):
+    curve = EngineCurve(kv_tokens=20_000, max_running=512, time_scale=0.5, ticks=8)
+    server = fake_server(Behaviour(dialect="vllm", engine=curve))
+    prompts = tmp_path / "prompts.jsonl"
+    ids = write_prompts(prompts, 200)
+    out = tmp_path / "out"
+    run(prompts, out, [server.url], concurrency=8, fixed_concurrency=True)
+    assert_exactly_once(out, ids)
+    (served,) = json.loads((out / "progress.json").read_text())["servers"]
+    assert (served["concurrency"], served["concurrency_why"]) == (8, "fixed")
+    assert server.peak_in_flight == 8

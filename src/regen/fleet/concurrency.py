@@ -11,9 +11,9 @@ and recomputed. So, one measurement window at a time:
 - hold at the best level once a step brings less than GAIN more, and probe above it now and
   then (the workload changes: shorter answers fit more in the cache);
 - back off on what only a full server does: preemptions once they cost output (back to the
-  best level below; while the output holds up the level stays, but climbs no higher), a waiting queue in the engine beyond QUEUE_SHARE of what runs (down to what
-  runs), timeouts or errors (x0.5), and stay under the level that brought them for a while
-  (`ceiling`).
+  best level below; while the output holds up, the level stays but climbs no higher), a
+  waiting queue in the engine beyond QUEUE_SHARE of what runs (down to what runs), timeouts
+  or errors (x0.5); and stay under the level that brought them for a while (`ceiling`).
 
 A window in which the server did not have `limit` requests in flight most of the time
 (the run is ending, the server just came back, a retry storm elsewhere) decides nothing:

@@ -83,6 +83,11 @@ class LiveConcurrency:
         if not server.available:
             tracker.went_down = True
             return
+        if server.in_flight > server.limit:
+            # Lowered: the window starts once the engine holds no more than the new level
+            # (the excess finishes first, and its preemptions are not the new level's).
+            await self._open(tracker, now)
+            return
         if now < tracker.counting_from:
             return
         tracker.busy.append(server.in_flight / max(1, server.limit))
