@@ -144,6 +144,7 @@ def server_lines(servers: list[dict[str, Any]], alive: bool, embedded: bool = Fa
             f"  {s['url']}: {head}{s['completed']} done, {s['failed']} failed attempts"
             + (f" ({s['aborted']} aborted by the engine)" if s.get("aborted") else "")
             + (f", {s['retried']} retried" if s.get("retried") else "")
+            + (f", {s['affinity_sends']} sent for their prefix" if s.get("affinity_sends") else "")
             + f", latency {s['latency_ewma_s']:.1f}s"
             + _spec_text(s)
             + (f", last error: {s['last_error']}" if s["last_error"] else "")
