@@ -119,3 +119,27 @@ def test_summary_level_metrics_have_no_per_step_arrays():
     # an n-gram drafter can draft fewer than k: those steps draft fewer positions
     short = {**detailed, "per_step_drafted": [3, 1, 3, 2, 3, 3, 3][: detailed["num_spec_steps"]]}
     assert row_steps(short).short == tuple(d for d in short["per_step_drafted"] if d < 3)
+
+
+def test_replay_sends_the_prompts_greedy_to_a_speculating_fleet(tmp_path, fake_server):
+    plain = fake_server(answer=long_answer)  # the run's own fleet reports nothing
+    categorised(tmp_path / "p.jsonl", 4)
+    run(tmp_path / "p.jsonl", tmp_path / "out", [plain.url])
+    original = {r["id"]: r for r in read_lines(tmp_path / "out", "completions")}
+    fleet = fake_server(dialect="vllm", spec_tokens=3, answer=long_answer)
+    args = ["score", str(tmp_path / "out"), "--replay-servers", fleet.url, "--all", "--json"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert len(fleet.requests) == 4
+    for body in fleet.requests:
+        assert body["temperature"] == 0.0
+        assert body["messages"][-1]["role"] == "user"  # the prompt, not its old answer
+    lengths = sorted(r["usage"]["completion_tokens"] for r in original.values())
+    assert sorted(body["max_tokens"] for body in fleet.requests) == lengths
+    draft = orjson.loads(result.output)["drafts"][0]
+    assert set(draft["groups"]) == {"chat", "code", "(overall)"}
+    replayed = read_lines(tmp_path / "out/score/replay/run", "completions")
+    steps = sum(r["meta"]["speculative_decoding"]["num_spec_steps"] for r in replayed)
+    assert draft["groups"]["(overall)"]["by_k"][0]["verify_steps"] == steps
+    again = CliRunner().invoke(main, args)  # a second call goes on from the replayed answers
+    assert again.exit_code == 0 and len(fleet.requests) == 4
