@@ -14,6 +14,7 @@ from regen.cli import main
 from regen.fleet.server import Timeouts
 from regen.metrics import SnapshotCollector
 from regen.score.engine import row_steps
+from regen.serve.spec_metrics import with_spec_metrics
 from regen.testing.fake_spec import spec_decoding
 
 STREAM = Timeouts(request=30, connect=2, stall=5, stream=True)
@@ -143,3 +144,18 @@ def test_replay_sends_the_prompts_greedy_to_a_speculating_fleet(tmp_path, fake_s
     assert draft["groups"]["(overall)"]["by_k"][0]["verify_steps"] == steps
     again = CliRunner().invoke(main, args)  # a second call goes on from the replayed answers
     assert again.exit_code == 0 and len(fleet.requests) == 4
+
+
+@pytest.mark.parametrize(("version", "added"), [("0.32.0", True), ("0.31.2", False)])
+def test_serve_asks_a_speculating_vllm_for_its_per_request_metrics(tmp_path, version, added):
+    python = tmp_path / "python"  # answers the version probe as that vLLM's Python would
+    python.write_text(f"#!/bin/sh\necho {version}\n")
+    python.chmod(0o755)
+    spec = ["--speculative-config", '{"method": "ngram", "num_speculative_tokens": 3}']
+    flag = ["--per-request-spec-decode-metrics", "detailed"]
+    assert with_spec_metrics("vllm", str(python), spec) == (spec + flag if added else spec)
+    chosen = [*spec, "--per-request-spec-decode-metrics=summary"]
+    assert with_spec_metrics("vllm", str(python), chosen) == chosen  # the user's level stays
+    assert with_spec_metrics("vllm", str(python), ["--max-num-seqs", "8"]) == ["--max-num-seqs",
+                                                                                "8"]  # fmt: skip
+    assert with_spec_metrics("sglang", str(python), spec) == spec
