@@ -186,6 +186,12 @@ def test_cli_json_baseline_and_bad_input(run, requantized, tmp_path):
     report = json.loads((run / "score" / "score.json").read_text())
     paired = report["drafts"][0]["baseline"]["groups"]["(overall)"]["3"]
     assert paired["rows"] == ROWS and paired["difference"] > 0
+    # the second score adds its draft to the first's: ngram's results stay, as they were
+    kept = report["drafts"][1]
+    was = json.loads(before.read_text())["drafts"][0]
+    assert [d["name"] for d in report["drafts"]] == [requantized.name, "ngram"]
+    assert kept["earlier"] and kept["baseline"] is None and kept["groups"] == was["groups"]
+    assert "draft ngram" in second.output and "scored by an earlier regen score" in second.output
     bad = runner.invoke(main, ["score", str(run), "--draft", "model.bin", "--tokenizer",
                                "embedded"])  # fmt: skip
     assert bad.exit_code == 2 and "not a .gguf file" in bad.output

@@ -7,13 +7,14 @@ from pathlib import Path
 import click
 
 from regen.check import Encoder
+from regen.cli.hints import tokenizer_hint
 from regen.cli.options import Command, option
 from regen.cli.rowbar import row_progress
 from regen.errors import ConfigError
 from regen.fleet.openai_env import resolve_api_key
 from regen.score import ScoreSettings, score_folder, score_run, score_where, write_report
 from regen.score.compare import parse_ks
-from regen.score.drafts import open_drafts
+from regen.score.drafts import open_drafts, require_a_draft
 from regen.score.engine import FOLDER as ENGINE_FOLDER
 from regen.score.engine import engine_report
 from regen.score.replay import FOLDER as REPLAY_FOLDER
@@ -74,15 +75,18 @@ def score(run, drafts, draft_servers, draft_api, api_key_env, from_engine, repla
 
     Writes RUN/score/ (score.json, score.txt and each draft's per-row results, from which an
     interrupted score resumes)."""
-    require_runs([run])  # before the tokenizer loads
+    require_runs([run])  # these before the tokenizer loads
     selection = Selection(by, None if score_all else sample, seed)
     if from_engine or replay_servers:
         fleet = ReplayFleet(tuple(replay_servers), model, api_key_env) if replay_servers else None
         _from_engine(run, selection, fleet, as_json)
         return
+    require_a_draft(list(drafts), list(draft_servers))
     if not tokenizer:
-        raise ConfigError("--tokenizer is needed to score a draft",
-                          hint="pass --tokenizer (e.g. `embedded`), or --from-engine")  # fmt: skip
+        raise ConfigError(
+            "--tokenizer is needed to score a draft",
+            hint=tokenizer_hint([run]) + "; or --from-engine, with no draft",
+        )
     ks = parse_ks(k_spec)
     key = resolve_api_key(api_key_env, embedded=not draft_servers).value
     encoder = Encoder.load(tokenizer, chat_template=chat_template)

@@ -12,7 +12,9 @@ def render_text(report: ScoreReport) -> str:
     data = report.to_json()
     out = [f"regen score {data['run']}  (by {data['by']}; " + _sampled(data) + ")"]
     for draft in data["drafts"]:
-        out += ["", f"draft {draft['name']}  ({draft['rows_file']})", *_table(draft, data["k"])]
+        when = "  (scored by an earlier regen score)" if draft["earlier"] else ""
+        head = f"draft {draft['name']}  ({draft['rows_file']}){when}"
+        out += ["", head, *_table(draft, data["k"])]
         out += _detail(draft, max(data["k"]))
         if draft["skipped"]:
             out.append("skipped rows: " + _counts(draft["skipped"]))
