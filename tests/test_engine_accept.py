@@ -159,3 +159,19 @@ def test_serve_asks_a_speculating_vllm_for_its_per_request_metrics(tmp_path, ver
     assert with_spec_metrics("vllm", str(python), ["--max-num-seqs", "8"]) == ["--max-num-seqs",
                                                                                 "8"]  # fmt: skip
     assert with_spec_metrics("sglang", str(python), spec) == spec
+
+
+def test_the_live_view_has_an_acceptance_column_only_for_a_speculating_fleet():
+    from rich.console import Console
+
+    from regen.display import server_table
+
+    plain = {"url": "http://127.0.0.1:8000", "state": "healthy", "in_flight": 1, "completed": 3,
+             "failed": 0, "latency_ewma_s": 0.5, "completion_tokens": 99, "last_error": None}  # fmt: skip
+    spec = {**plain, "spec_steps": 10, "spec_accepted_tokens": 13, "acceptance_length": 2.3}
+    for servers, shown in (([spec, plain], True), ([plain], False)):
+        console = Console(width=140, record=True)
+        console.print(server_table(servers))
+        text = console.export_text()
+        assert ("accept len" in text) is shown
+        assert ("2.30" in text) is shown
