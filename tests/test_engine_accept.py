@@ -166,8 +166,9 @@ def test_the_live_view_has_an_acceptance_column_only_for_a_speculating_fleet():
 
     from regen.display import server_table
 
-    plain = {"url": "http://127.0.0.1:8000", "state": "healthy", "in_flight": 1, "completed": 3,
-             "failed": 0, "latency_ewma_s": 0.5, "completion_tokens": 99, "last_error": None}  # fmt: skip
+    plain = {"url": "http://127.0.0.1:8000", "state": "healthy", "in_flight": 1,
+             "completed": 3, "failed": 0, "latency_ewma_s": 0.5, "completion_tokens": 99,
+             "last_error": None}  # fmt: skip
     spec = {**plain, "spec_steps": 10, "spec_accepted_tokens": 13, "acceptance_length": 2.3}
     for servers, shown in (([spec, plain], True), ([plain], False)):
         console = Console(width=140, record=True)
