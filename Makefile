@@ -1,6 +1,6 @@
 # The two set-up commands of the README: `make demo` and `make test`. Each installs only what it
 # needs (scripts/bootstrap.sh): the demo the embedded model, the tests also the dev tools.
-.PHONY: demo test lint bench
+.PHONY: demo test lint bench docs
 
 demo:
 	scripts/bootstrap.sh
@@ -11,6 +11,7 @@ test:
 	scripts/bootstrap.sh --test
 	.venv/bin/ruff check src tests bench
 	.venv/bin/lint-imports
+	NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet
 	.venv/bin/pytest
 
 lint:
@@ -22,3 +23,8 @@ lint:
 bench:
 	scripts/bootstrap.sh --dev
 	.venv/bin/python bench/run_all.py
+
+# The docs site (docs/, mkdocs.yml) into site/; `.venv/bin/mkdocs serve` previews it.
+docs:
+	scripts/bootstrap.sh --dev
+	NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict

@@ -1,9 +1,10 @@
-"""The README as it runs: its walkthrough, replayed in order in one fresh directory from the
-files that `regen demo` writes (what a `pip install regen` user has), prints what the README
-shows under each command, in that order, on the embedded model (the real SmolLM2 llama.cpp
-server; `--seed 7` makes its answers the same on every machine).
+"""The walkthrough as it runs: replayed in order in one fresh directory from the files that
+`regen demo` writes (what a `pip install regen` user has), it prints what the docs'
+walkthrough page shows under each command in full, and what the README's ten-minute version
+shows cut short, in that order, on the embedded model (the real SmolLM2 llama.cpp server;
+`--seed 7` makes its answers the same on every machine).
 
-A README line `...` stands for lines left out, and `...` in a line for text cut out of it.
+A shown line `...` stands for lines left out, and `...` in a line for text cut out of it.
 Figures that differ per machine (times, ports, pids, the host, rates, latencies, durations,
 the absolute path `$WORK`) are normalised on both sides by the narrow patterns of MACHINE;
 every other character must be what regen printed."""
@@ -20,7 +21,19 @@ from pathlib import Path
 import psutil
 import pytest
 
-README = Path(__file__).parents[1] / "README.md"
+ROOT = Path(__file__).parents[1]
+README = ROOT / "README.md"
+WALKTHROUGH = ROOT / "docs" / "walkthrough.md"  # every command, every line it prints
+
+
+def readme_walkthrough() -> str:
+    """The README's ten-minute walkthrough (the text between its two headings)."""
+    text = README.read_text()
+    return text[text.index("## Ten minutes on the embedded") : text.index("## On a real fleet")]
+
+
+# Where the walkthrough is shown: the docs page in full, the README cut short.
+SHOWN_IN = {"docs/walkthrough.md": WALKTHROUGH.read_text, "README.md": readme_walkthrough}
 CONSOLE = re.compile(r"```console\n(.*?)```", re.S)
 
 # The walkthrough's commands, in the order a user runs them.
@@ -79,15 +92,15 @@ PERIODIC = re.compile(
 )
 
 
-def shown(command: str) -> list[str]:
-    """The lines the README shows under `$ <command>`, up to its next command."""
-    for block in CONSOLE.findall(README.read_text()):
+def shown(command: str, text: str) -> list[str] | None:
+    """The lines TEXT shows under `$ <command>`, up to its next command (None: not shown)."""
+    for block in CONSOLE.findall(text):
         lines = block.splitlines()
         if f"$ {command}" in lines:
             after = lines[lines.index(f"$ {command}") + 1 :]
             end = next((i for i, line in enumerate(after) if line.startswith("$ ")), len(after))
             return [line for line in after[:end] if line.strip()]
-    raise AssertionError(f"the README shows no `$ {command}`")
+    return None
 
 
 def normalise(line: str, work: str | None = None) -> str:
@@ -121,7 +134,7 @@ def assert_prints(expected: list[str], printed: str, work: str) -> None:
         return
     shown_until = max(n for n in range(len(expected) + 1) if re.match(pattern(expected[:n]), text))
     want = expected[shown_until] if shown_until < len(expected) else "(nothing more)"
-    raise AssertionError(f"README line {want!r} is not what printed next:\n{text}")
+    raise AssertionError(f"shown line {want!r} is not what printed next:\n{text}")
 
 
 def argv(command: str) -> list[str]:
@@ -168,12 +181,19 @@ def walkthrough(tmp_path_factory) -> tuple[Path, dict[str, subprocess.CompletedP
 
 @pytest.mark.model
 @pytest.mark.parametrize("command", REPLAYED)
-def test_the_walkthrough_prints_what_the_readme_shows(walkthrough, command):
+def test_the_walkthrough_prints_what_the_docs_and_the_readme_show(walkthrough, command):
     where, done, _ = walkthrough
     assert command in done, "an earlier step failed"
     run = done[command]
     assert run.returncode == EXIT.get(command, 0), run.stdout + (run.stderr or "")
-    assert_prints(shown(command), run.stdout, str(where / "work"))
+    assert shown(command, WALKTHROUGH.read_text()) is not None, f"docs/walkthrough.md: no {command}"
+    for name, text in SHOWN_IN.items():
+        expected = shown(command, text())
+        if expected is not None:
+            try:
+                assert_prints(expected, run.stdout, str(where / "work"))
+            except AssertionError as e:
+                raise AssertionError(f"{name}: {e}") from None
 
 
 @pytest.mark.model
@@ -182,11 +202,17 @@ def test_the_walkthrough_leaves_no_server_running(walkthrough):
     assert len(done) == len(REPLAYED) and not left
 
 
-def test_every_walkthrough_command_is_replayed_or_says_why_not():
-    text = README.read_text()
-    walkthrough = text[text.index("## Walkthrough") : text.index("## Reference")]
-    for command in re.findall(r"^\$ (.*)$", walkthrough, re.M):
+@pytest.mark.parametrize("where", SHOWN_IN)
+def test_every_walkthrough_command_is_replayed_or_says_why_not(where):
+    commands = re.findall(r"^\$ (.*)$", SHOWN_IN[where](), re.M)
+    assert commands
+    for command in commands:
         assert command in REPLAYED or any(command.startswith(c) for c in NOT_REPLAYED), command
+
+
+def test_the_readme_walkthrough_shows_every_step_but_the_fleet_in_order():
+    commands = re.findall(r"^\$ (.*)$", readme_walkthrough(), re.M)
+    assert commands == REPLAYED
 
 
 @pytest.mark.parametrize(
@@ -198,8 +224,8 @@ def test_every_walkthrough_command_is_replayed_or_says_why_not():
          " 1/1 up, 1 in flight"),
         ("work/run: FINISHED (pid 27597 on vm; no process holds the run lock)",
          "work/run: FINISHED (pid 3 on gpu-node.lan; no process holds the run lock)"),
-        ("  http://127.0.0.1:34699: 20 done, 0 failed, latency 2.6s",
-         "  http://127.0.0.1:8080: 20 done, 0 failed, latency 13.0s"),
+        ("  http://127.0.0.1:34699: 20 done, 0 failed attempts, latency 2.6s",
+         "  http://127.0.0.1:8080: 20 done, 0 failed attempts, latency 13.0s"),
         ("end of batch: drain 1.8s, fleet idle 39% of it",
          "end of batch: drain 757ms, fleet idle 100% of it"),
     ],
@@ -234,6 +260,6 @@ def test_a_periodic_progress_line_may_print_any_number_of_times_but_nothing_else
             assert_prints(readme, "\n".join([start, wrong, end]), "/x/work")
 
 
-def test_the_readme_names_no_path_of_anyones_machine():
-    text = README.read_text()
-    assert not re.search(r"/tmp/\w+/work|/work/wt|/home/(?!you/)\w+", text)
+@pytest.mark.parametrize("page", [README, *sorted((ROOT / "docs").glob("*.md"))], ids=str)
+def test_the_docs_name_no_path_of_anyones_machine(page):
+    assert not re.search(r"/tmp/\w+/work|/work/(wt|main)|/home/(?!you/)\w+", page.read_text())

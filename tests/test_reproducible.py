@@ -42,7 +42,8 @@ def test_the_same_seed_gives_the_same_answers(tmp_path):
 
 def test_the_walkthrough_generate_command_is_seeded():
     readme = (ROOT / "README.md").read_text()
-    walkthrough = readme[readme.index("## Walkthrough") : readme.index("## Reference")]
+    short = readme[readme.index("## Ten minutes") : readme.index("## On a real fleet")]
+    walkthrough = (ROOT / "docs" / "walkthrough.md").read_text() + short
     commands = re.findall(r"^\$ regen generate (?:.*\\\n)*.*$", walkthrough, re.M)
     embedded = [c for c in commands if "--servers" not in c and "--fleet" not in c]
     assert embedded, "the walkthrough has no generate command on the embedded model"

@@ -102,6 +102,21 @@ class SnapshotCollector(Collector):
         tokens = family(CounterMetricFamily, "regen_server_completion_tokens", "Tokens")
         in_flight = family(GaugeMetricFamily, "regen_server_in_flight", "Requests in flight")
         healthy = family(GaugeMetricFamily, "regen_server_healthy", "1 if in rotation")
+        steps = family(
+            CounterMetricFamily,
+            "regen_server_spec_verify_steps",
+            "The serving drafter's verify steps, as the engine reported per answer",
+        )
+        accepted = family(
+            CounterMetricFamily,
+            "regen_server_spec_accepted_tokens",
+            "Draft tokens those verify steps accepted",
+        )
+        length = family(
+            GaugeMetricFamily,
+            "regen_server_spec_acceptance_length",
+            "Tokens per verify step (bonus included), as vLLM's mean acceptance length",
+        )
         latency = family(
             HistogramMetricFamily, "regen_request_duration_seconds", "Successful request time"
         )
@@ -114,6 +129,10 @@ class SnapshotCollector(Collector):
             tokens.add_metric(labels, s["completion_tokens"])
             in_flight.add_metric(labels, s["in_flight"])
             healthy.add_metric(labels, 1.0 if s["state"] == "healthy" else 0.0)
+            if s.get("spec_steps"):
+                steps.add_metric(labels, s["spec_steps"])
+                accepted.add_metric(labels, s["spec_accepted_tokens"])
+                length.add_metric(labels, s["acceptance_length"])
             counts = s.get("latency_counts") or [0] * (len(LATENCY_BUCKETS) + 1)
             cumulative = list(itertools.accumulate(counts))
             bounds = [str(b) for b in LATENCY_BUCKETS] + ["+Inf"]
@@ -121,6 +140,7 @@ class SnapshotCollector(Collector):
                 labels, list(zip(bounds, cumulative, strict=True)), s.get("latency_sum_s", 0.0)
             )
         yield from (done, failed, retries, aborted, tokens, in_flight, healthy, latency)
+        yield from (steps, accepted, length)
 
 
 def _one(family: Any, labels: list[str], value: float) -> Any:

@@ -4,7 +4,7 @@ In: a `Prompt` (what `regen prepare` writes, one line of the prompt file, and wh
 reads back), or a `BadLine` that cannot be one. Out: a `Completion` per finished (prompt,
 sample) in completions/, an `ErrorRecord` per failure or unusable line in errors/. The output
 records are typed structs written with `encode_line` and read back with `decode_completion` /
-`decode_error`; their fields, in this order, are the README's record reference.
+`decode_error`; their fields, in this order, are docs/records.md's reference.
 """
 
 from __future__ import annotations
@@ -120,6 +120,8 @@ class RecordMeta(msgspec.Struct, kw_only=True, omit_defaults=True):
     seed_honoured: bool | None = None  # with a seed: whether that engine honours it
     max_tokens_lowered_to: int | None = None  # the context left less room than max_tokens
     turns: list[dict] | None = None  # per generated turn, with --regenerate-turns all
+    # the serving drafter's acceptance on this answer, as vLLM reports it per request
+    speculative_decoding: dict[str, Any] | None = None
 
 
 class Completion(msgspec.Struct, kw_only=True, omit_defaults=True):

@@ -2,7 +2,7 @@
 
 Each check is one question with no tokenizer involved: a repetition loop, an echo of the
 prompt, a tool call a trainer would learn wrongly. Thresholds are module constants, named and
-documented in the README's rule table.
+documented in docs/check.md's rule table.
 """
 
 from __future__ import annotations

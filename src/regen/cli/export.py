@@ -48,7 +48,7 @@ OTHER_NAMES = {"axolotl": AXOLOTL, "llama-factory": LLAMA_FACTORY, "llamafactory
     type=Choice(list(FORMATS), pointers=OTHER_NAMES),
     default="specforge",
     show_default=True,
-    help="The trainer target (see the README's format table).",
+    help="The trainer target (see the format table in docs/export.md).",
 )
 @click.option(
     "--file-type",

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from regen.fleet.stats import ServerStats
 from regen.format.state import RunState
 from regen.jsonio import atomic_write_json
 from regen.run.eta import remaining
@@ -128,6 +129,7 @@ def snapshot(
                 "aborted": s.stats.aborted,
                 "latency_counts": list(s.stats.latency_counts),
                 "latency_sum_s": round(s.stats.latency_sum, 3),
+                **_spec(s.stats),
             }
             for s in servers
         ],
@@ -140,3 +142,14 @@ def snapshot(
 
 def write_snapshot(path: Path, data: dict[str, Any]) -> None:
     atomic_write_json(path, data)
+
+
+def _spec(stats: ServerStats) -> dict[str, Any]:
+    """The serving drafter's acceptance, only for a server that reported any."""
+    if not stats.spec_steps:
+        return {}
+    return {
+        "spec_steps": stats.spec_steps,
+        "spec_accepted_tokens": stats.spec_accepted,
+        "acceptance_length": round(stats.acceptance_length or 0.0, 4),
+    }

@@ -1,0 +1,80 @@
+"""The README stays short and leads to the manual: every verb in its first list, each one
+click from its own page in docs/ (which `mkdocs build --strict` in `make test` builds)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from regen.cli import SUMMARIES, VERBS
+
+ROOT = Path(__file__).parents[1]
+README = ROOT / "README.md"
+LINK = re.compile(r"\[[^\]]*\]\(([^)#\s]+)(?:#[^)]*)?\)")
+
+
+def first_list() -> list[str]:
+    """The README's first bulleted list: the lines of its first run of `- ` items."""
+    lines = README.read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("- "))
+    end = next(i for i in range(start, len(lines)) if not lines[i].startswith("- "))
+    return lines[start:end]
+
+
+def test_the_readme_is_at_most_300_lines():
+    assert len(README.read_text().splitlines()) <= 300
+
+
+def test_every_verb_is_in_the_readmes_first_list_linking_to_its_own_page():
+    items = first_list()
+    for verb in VERBS:
+        [item] = [i for i in items if f"`regen {verb}`" in i]
+        assert LINK.findall(item) == [f"docs/{verb}.md"], item
+        page = ROOT / "docs" / f"{verb}.md"
+        assert page.read_text().startswith(f"# regen {verb}\n"), page
+    assert len(items) == len(VERBS), "a list item for something that is not a verb"
+
+
+def test_every_link_of_the_readme_leads_to_a_file():
+    for target in LINK.findall(README.read_text()):
+        if not target.startswith(("http://", "https://")):
+            assert (ROOT / target).exists(), target
+
+
+def test_every_docs_page_is_in_the_sites_nav():
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
+
+    def pages(nav) -> set[str]:
+        found = set()
+        for entry in nav:
+            value = next(iter(entry.values())) if isinstance(entry, dict) else entry
+            found |= pages(value) if isinstance(value, list) else {value}
+        return found
+
+    assert pages(config["nav"]) == {p.name for p in (ROOT / "docs").glob("*.md")}
+
+
+def test_regen_help_lists_every_verb_without_importing_any():
+    """`regen --help` is the first thing a newcomer types: it lists the verbs from their
+    summaries and loads none of them (each pulls in datasets, matplotlib or the fleet)."""
+    code = (
+        "import sys, json\n"
+        "from regen.cli import main\n"
+        "try:\n"
+        "    main(['--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(json.dumps(sorted(sys.modules)), file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=True)  # fmt: skip
+    loaded = set(json.loads(done.stderr.strip().splitlines()[-1]))
+    for verb, summary in SUMMARIES.items():
+        assert re.search(rf"^  {verb} +{re.escape(summary)}$", done.stdout, re.M), verb
+    heavy = {m.split(":")[0] for m in VERBS.values()} | {"datasets", "matplotlib", "torch"}
+    assert not heavy & loaded, heavy & loaded
