@@ -96,16 +96,18 @@ def wait_ready(url: str, proc: subprocess.Popen, log: Path, limit: float = 1500)
 
 
 def counters(url: str) -> dict[str, float]:
-    """vLLM's spec-decode counters from /metrics, summed over engines and positions."""
+    """vLLM's spec-decode counters from /metrics (summed over engines), named as
+    `score --from-engine`'s engine_counters name them."""
     with urllib.request.urlopen(f"{url}/metrics", timeout=10) as resp:
         text = resp.read().decode()
     out: dict[str, float] = {}
     for line in text.splitlines():
-        if line.startswith("vllm:spec_decode_num_") and "_total{" in line:
-            name = line.split("{", 1)[0].removeprefix("vllm:spec_decode_")
-            if "position=" in line:
-                name += "_" + line.split('position="', 1)[1].split('"', 1)[0]
-            out[name] = out.get(name, 0.0) + float(line.rsplit(" ", 1)[1])
+        if not line.startswith("vllm:spec_decode_num_") or "_total{" not in line:
+            continue
+        name = line.split("{", 1)[0].removeprefix("vllm:spec_decode_").removesuffix("_total")
+        if 'position="' in line:
+            name = "accepted_at_" + line.split('position="', 1)[1].split('"', 1)[0]
+        out[name] = out.get(name, 0.0) + float(line.rsplit(" ", 1)[1])
     return out
 
 

@@ -14,6 +14,7 @@ from regen.cli import main
 from regen.fleet.server import Timeouts
 from regen.metrics import SnapshotCollector
 from regen.score.engine import row_steps
+from regen.serve.spec_metrics import with_spec_metrics
 from regen.testing.fake_spec import spec_decoding
 
 STREAM = Timeouts(request=30, connect=2, stall=5, stream=True)
@@ -119,3 +120,59 @@ def test_summary_level_metrics_have_no_per_step_arrays():
     # an n-gram drafter can draft fewer than k: those steps draft fewer positions
     short = {**detailed, "per_step_drafted": [3, 1, 3, 2, 3, 3, 3][: detailed["num_spec_steps"]]}
     assert row_steps(short).short == tuple(d for d in short["per_step_drafted"] if d < 3)
+
+
+def test_replay_sends_the_prompts_greedy_to_a_speculating_fleet(tmp_path, fake_server):
+    plain = fake_server(answer=long_answer)  # the run's own fleet reports nothing
+    categorised(tmp_path / "p.jsonl", 4)
+    run(tmp_path / "p.jsonl", tmp_path / "out", [plain.url])
+    original = {r["id"]: r for r in read_lines(tmp_path / "out", "completions")}
+    fleet = fake_server(dialect="vllm", spec_tokens=3, answer=long_answer)
+    args = ["score", str(tmp_path / "out"), "--replay-servers", fleet.url, "--all", "--json"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert len(fleet.requests) == 4
+    for body in fleet.requests:
+        assert body["temperature"] == 0.0
+        assert body["messages"][-1]["role"] == "user"  # the prompt, not its old answer
+    lengths = sorted(r["usage"]["completion_tokens"] for r in original.values())
+    assert sorted(body["max_tokens"] for body in fleet.requests) == lengths
+    draft = orjson.loads(result.output)["drafts"][0]
+    assert set(draft["groups"]) == {"chat", "code", "(overall)"}
+    replayed = read_lines(tmp_path / "out/score/replay/run", "completions")
+    steps = sum(r["meta"]["speculative_decoding"]["num_spec_steps"] for r in replayed)
+    assert draft["groups"]["(overall)"]["by_k"][0]["verify_steps"] == steps
+    again = CliRunner().invoke(main, args)  # a second call goes on from the replayed answers
+    assert again.exit_code == 0 and len(fleet.requests) == 4
+
+
+@pytest.mark.parametrize(("version", "added"), [("0.32.0", True), ("0.31.2", False)])
+def test_serve_asks_a_speculating_vllm_for_its_per_request_metrics(tmp_path, version, added):
+    python = tmp_path / "python"  # answers the version probe as that vLLM's Python would
+    python.write_text(f"#!/bin/sh\necho {version}\n")
+    python.chmod(0o755)
+    spec = ["--speculative-config", '{"method": "ngram", "num_speculative_tokens": 3}']
+    flag = ["--per-request-spec-decode-metrics", "detailed"]
+    assert with_spec_metrics("vllm", str(python), spec) == (spec + flag if added else spec)
+    chosen = [*spec, "--per-request-spec-decode-metrics=summary"]
+    assert with_spec_metrics("vllm", str(python), chosen) == chosen  # the user's level stays
+    assert with_spec_metrics("vllm", str(python), ["--max-num-seqs", "8"]) == ["--max-num-seqs",
+                                                                                "8"]  # fmt: skip
+    assert with_spec_metrics("sglang", str(python), spec) == spec
+
+
+def test_the_live_view_has_an_acceptance_column_only_for_a_speculating_fleet():
+    from rich.console import Console
+
+    from regen.display import server_table
+
+    plain = {"url": "http://127.0.0.1:8000", "state": "healthy", "in_flight": 1,
+             "completed": 3, "failed": 0, "latency_ewma_s": 0.5, "completion_tokens": 99,
+             "last_error": None}  # fmt: skip
+    spec = {**plain, "spec_steps": 10, "spec_accepted_tokens": 13, "acceptance_length": 2.3}
+    for servers, shown in (([spec, plain], True), ([plain], False)):
+        console = Console(width=140, record=True)
+        console.print(server_table(servers))
+        text = console.export_text()
+        assert ("accept len" in text) is shown
+        assert ("2.30" in text) is shown

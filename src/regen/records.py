@@ -53,6 +53,7 @@ class Prompt:
     sampling: dict[str, Any] | None = None  # per-record overrides
     samples: int | None = None  # this prompt's own sample count (a batch request's n)
     asked_model: str | None = None  # a batch request's `model`: the run sends its own
+    ignored: tuple[str, ...] = ()  # top-level fields of the line that generate does not read
 
     @property
     def category(self) -> str | None:

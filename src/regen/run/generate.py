@@ -153,7 +153,7 @@ class Run:
         )  # fmt: skip
         self.intake = Intake(
             work, part, ledger, self.stats, self.recorder.bad_line,
-            stopped=lambda: bool(self.stop), only_lines=self.only_lines,
+            stopped=lambda: bool(self.stop), only_lines=self.only_lines, on_event=self._event,
         )  # fmt: skip
         try:
             await self._dispatch_with_monitoring()

@@ -69,7 +69,7 @@ def require_a_draft(specs: list[str], servers: list[str]) -> None:
         raise ConfigError(
             "no draft to score with",
             hint="pass --draft PATH.gguf, --draft ngram, or --draft-servers URL ... (or "
-            "--from-engine: the serving engine's own acceptance, no draft)",
+            "--from-engine / --replay-servers URL ...: the serving engine's own acceptance)",
         )
 
 
