@@ -12,9 +12,9 @@ n-gram draft and --all, then pooled; peak RSS of the whole process (ru_maxrss).
 specdec: true greedy speculative decoding with llama-cpp-python: target = the embedded
 SmolLM2 Q4_1, draft = its Q2_K requantization. Each round the draft proposes k tokens one by
 one; the target verifies them in one batch (as engines do); the longest agreeing prefix plus
-the target's own next token is kept. The prefill is the first verify step (the draft already
-proposes from the prompt), as `score` counts. Tokens per verify step measured this way are
-compared with `score`'s tau(k) on the answers the loop produced.
+the target's own next token is kept. As in vLLM (and as `score` counts), the prefill gives the
+first answer token and is no verify step, and the figure is vLLM's mean acceptance length,
+1 + accepted / steps. It is compared with `score`'s tau(k) on the answers the loop produced.
 """
 
 from __future__ import annotations
@@ -146,10 +146,11 @@ def argmax_at(llm, i: int) -> int:
 
 
 def speculate(target, draft, prompt: list[int], k: int, eos: int, max_new: int):
-    """Greedy speculative decoding; returns (answer ids, verify steps)."""
+    """Greedy speculative decoding; returns (answer ids, verify steps, accepted drafts)."""
     target.reset()
     draft.reset()
-    ctx, steps = list(prompt), 0
+    target.eval(prompt)  # the prefill: its token is the answer's first, no verify step
+    ctx, steps, total = [*prompt, argmax_at(target, target.n_tokens - 1)], 0, 0
     while len(ctx) - len(prompt) < max_new and ctx[-1] != eos:
         proposals: list[int] = []
         for _ in range(k):  # the draft catches up on what it has not seen, then one at a time
@@ -163,12 +164,13 @@ def speculate(target, draft, prompt: list[int], k: int, eos: int, max_new: int):
             accepted += 1
         bonus = argmax_at(target, first + accepted)
         ctx += [*proposals[:accepted], bonus]
-        steps += 1
+        steps, total = steps + 1, total + accepted
         target.n_tokens = len(ctx) - 1  # the bonus token is fed in the next round
         draft.n_tokens = min(draft.n_tokens, len(ctx) - 1)
         if eos in ctx[len(prompt) :]:
             ctx = ctx[: ctx.index(eos, len(prompt)) + 1]
-    return ctx[len(prompt) :], steps  # the last step may pass max_new: every token counts
+    # the last step may pass max_new or the end: vLLM counts what it accepted there too
+    return ctx[len(prompt) :], steps, total
 
 
 def greedy(target, prompt: list[int], eos: int, max_new: int) -> list[int]:
@@ -201,12 +203,12 @@ def specdec(n_prompts: int, k: int, max_new: int) -> dict:
             text = tok.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
                                            add_generation_prompt=True)  # fmt: skip
             ids = tok(text, add_special_tokens=False)["input_ids"]
-            answer, steps = speculate(target, draft, ids, k, eos, max_new)
+            answer, steps, accepted = speculate(target, draft, ids, k, eos, max_new)
             plain = greedy(target, ids, eos, len(answer))
             lossless += answer == plain
             greedy_rows.append(record(f"g{i}", category, ids, plain))
-            tokens, all_steps = measured.get(category, (0, 0))
-            measured[category] = (tokens + len(answer), all_steps + steps)
+            was_accepted, all_steps = measured.get(category, (0, 0))
+            measured[category] = (was_accepted + accepted, all_steps + steps)
             rows.append(record(f"p{i}", category, ids, answer))
             print(f"prompt {i}: {len(answer)} tokens in {steps} steps", file=sys.stderr, flush=True)
         run = write_run(Path(tmp) / "run", rows)
@@ -222,9 +224,9 @@ def specdec(n_prompts: int, k: int, max_new: int) -> dict:
         agree = ties.to_json()["drafts"][0]["groups"]
     out = {"prompts": len(rows), "k": k, "max_new": max_new, "lossless_vs_greedy": lossless,
            "by_category": {}}  # fmt: skip
-    for category, (tokens, steps) in measured.items():
+    for category, (accepted, steps) in measured.items():
         simulated = groups[category]["by_k"][0]["tau"]["value"]
-        real = tokens / steps
+        real = 1 + accepted / steps
         out["by_category"][category] = {
             "measured_tokens_per_step": round(real, 3),
             "score_tau": simulated,

@@ -251,3 +251,32 @@ def test_template_without_tool_call_slot_fails_by_rendering(tmp_path):
     assert report["overall"]["flags"]["tools_dropped"] == 3
     _, qwen = check(tmp_path / "q", plain + calls)  # the Qwen-style template renders them
     assert "tools_dropped" not in qwen["overall"]["flags"]
+
+
+def test_per_sample_file_names_each_samples_rule_hits(tmp_path):
+    planted = [
+        checkfix.completion("empty", "", reasoning="r", thinking="on"),
+        checkfix.completion(
+            "cut",
+            "The capital of France is Paris, and",
+            reasoning="r",
+            thinking="on",
+            finish="length",
+        ),
+        checkfix.completion("loop", "Again and again. " * 300, reasoning="r", thinking="on"),
+        checkfix.completion(
+            "twice",
+            healthy(1)[0]["messages"][-1]["content"],
+            reasoning=healthy(1)[0]["messages"][-1]["reasoning_content"],
+            thinking="on",
+        ),
+    ]
+    per_sample = tmp_path / "samples.jsonl"
+    _, report = check(tmp_path, healthy() + planted, "--per-sample", str(per_sample))
+    flags = {s["id"]: s["flags"] for s in map(json.loads, per_sample.read_text().splitlines())}
+    assert {"empty_answer", "degenerate"} <= set(flags["empty"])
+    assert "truncated" in flags["cut"]
+    assert "repetition" in flags["loop"]
+    assert flags["twice"] == ["duplicate_answers"]  # the repeat, not the first of the pair
+    assert flags["web0"] == [] and flags["web7"] == []
+    assert report["overall"]["flags"]["empty_answer"] == 1

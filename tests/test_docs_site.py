@@ -3,12 +3,15 @@ click from its own page in docs/ (which `mkdocs build --strict` in `make test` b
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import yaml
 
-from regen.cli import VERBS
+from regen.cli import SUMMARIES, VERBS
 
 ROOT = Path(__file__).parents[1]
 README = ROOT / "README.md"
@@ -54,3 +57,24 @@ def test_every_docs_page_is_in_the_sites_nav():
         return found
 
     assert pages(config["nav"]) == {p.name for p in (ROOT / "docs").glob("*.md")}
+
+
+def test_regen_help_lists_every_verb_without_importing_any():
+    """`regen --help` is the first thing a newcomer types: it lists the verbs from their
+    summaries and loads none of them (each pulls in datasets, matplotlib or the fleet)."""
+    code = (
+        "import sys, json\n"
+        "from regen.cli import main\n"
+        "try:\n"
+        "    main(['--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(json.dumps(sorted(sys.modules)), file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=True)  # fmt: skip
+    loaded = set(json.loads(done.stderr.strip().splitlines()[-1]))
+    for verb, summary in SUMMARIES.items():
+        assert re.search(rf"^  {verb} +{re.escape(summary)}$", done.stdout, re.M), verb
+    heavy = {m.split(":")[0] for m in VERBS.values()} | {"datasets", "matplotlib", "torch"}
+    assert not heavy & loaded, heavy & loaded

@@ -18,6 +18,7 @@ from regen.plan.calibrate import Pricing, plan
 from regen.plan.estimate import estimate, overhead_factor, schedule
 from regen.plan.from_run import from_run
 from regen.plan.measure import LatencyModel, Observation
+from regen.plan.render import plan_lines
 from regen.plan.sample import draw_sample
 from regen.plan.sweep import sweep
 from regen.run.config import Sampling
@@ -186,3 +187,38 @@ def test_answers_faster_than_a_millisecond_still_give_an_estimate():
     observations = [Observation(8, 0.0, "instant", False, 1.0, line=n) for n in range(5)]
     result = estimate(100, observations, 4)
     assert result.wall_seconds > 0 and result.completions_per_second > 0
+
+
+def test_a_server_that_queues_gets_the_figures_it_showed_and_they_add_up_to_the_fleet(
+    tmp_path, fake_server
+):
+    """A server that answers one request at a time (llama.cpp's), planned with far more
+    slots than the sample fills: each answer's latency is mostly waiting for the others, so
+    16 slots / that latency is no rate it can do. The figures hold the load the calibration
+    measured, and the server's line is its part of the fleet's."""
+    server = fake_server(slots=1, seconds_per_token=0.002, answer=lambda body: {
+        **mixed_lengths(body), "tokens": 40})  # fmt: skip
+    write_prompts(tmp_path / "p.jsonl", 60)
+    config = quick_config(tmp_path / "p.jsonl", tmp_path / "o", [server.url], concurrency=16)
+    data = plan(config, sample_size=6).to_json()
+    (figures,) = data["servers"]
+    cal = data["calibration"]
+    measured = cal["completions"] / cal["dispatch_seconds"]  # what the server really did
+    assert figures["completions_per_second"] == pytest.approx(
+        data["completions_per_second"], rel=0.01
+    )
+    assert figures["completions_per_second"] < 2 * measured, (figures, measured)
+    assert figures["slots"] < figures["concurrency"] == 16
+    text = "\n".join(plan_lines(data, "p.jsonl"))
+    assert f"the calibration kept {figures['slots']} on {server.url}" in text
+
+
+def test_from_run_on_a_finished_run_says_nothing_is_left(tmp_path, fake_server):
+    server = fake_server(answer=mixed_lengths, seconds_per_token=0.0002)
+    write_prompts(tmp_path / "p.jsonl", 6)
+    generate(quick_config(tmp_path / "p.jsonl", tmp_path / "run", [server.url]))
+    result = CliRunner().invoke(main, ["plan", "--from-run", str(tmp_path / "run"),
+                                       "--gpu-hour-cost", "2"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "time left    none: every item is finished" in result.output
+    assert "?" not in result.output and "cost left    $0.00" in result.output

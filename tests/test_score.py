@@ -86,8 +86,15 @@ def test_identity_draft_accepts_k_plus_one_wherever_decodings_agree(run, identit
     agreeing = [r for r in read_rows(Path(draft["rows_file"])) if "0" not in r["match"]]
     assert agreeing, "no row where the two decodings agree everywhere"
     for row in agreeing:
-        n = row["tokens"]
-        assert row["tau"] == [round(n / math.ceil(n / (k + 1)), 4) for k in range(1, 9)]
+        assert row["tau"] == [round(identity_tau(row["tokens"], k), 4) for k in range(1, 9)]
+
+
+def identity_tau(n: int, k: int) -> float:
+    """An identity draft over n answer tokens, as vLLM counts: the prefill gives the first;
+    every step but the last accepts k, the last what is left (at most k)."""
+    steps = math.ceil((n - 1) / (k + 1))
+    last = (n - 1) - (steps - 1) * (k + 1)
+    return 1 + ((steps - 1) * k + min(k, last)) / steps if steps else 1.0
 
 
 def test_requantized_draft_scores_between_ngram_and_identity(run, identity, requantized,
@@ -179,6 +186,12 @@ def test_cli_json_baseline_and_bad_input(run, requantized, tmp_path):
     report = json.loads((run / "score" / "score.json").read_text())
     paired = report["drafts"][0]["baseline"]["groups"]["(overall)"]["3"]
     assert paired["rows"] == ROWS and paired["difference"] > 0
+    # the second score adds its draft to the first's: ngram's results stay, as they were
+    kept = report["drafts"][1]
+    was = json.loads(before.read_text())["drafts"][0]
+    assert [d["name"] for d in report["drafts"]] == [requantized.name, "ngram"]
+    assert kept["earlier"] and kept["baseline"] is None and kept["groups"] == was["groups"]
+    assert "draft ngram" in second.output and "scored by an earlier regen score" in second.output
     bad = runner.invoke(main, ["score", str(run), "--draft", "model.bin", "--tokenizer",
                                "embedded"])  # fmt: skip
     assert bad.exit_code == 2 and "not a .gguf file" in bad.output

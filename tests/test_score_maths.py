@@ -14,34 +14,37 @@ from regen.score.ngram import NgramDraft
 
 
 def test_tau_by_hand():
-    # k=3: [110] accepts 2 (+1 bonus) -> pos 3; [111] accepts 3 -> done: 7 tokens, 2 steps
+    # k=3, counted as vLLM does: token 0 is the prefill's. [101] accepts 1 (+1 bonus) -> pos 3;
+    # [111] accepts 3 -> pos 7, done: 2 steps, 4 accepted, 1 + 4/2
     row = simulate("1101111", 3)
-    assert (row.steps, row.drafted, row.accepted, row.runs) == (2, 6, 5, (0, 0, 1, 1))
-    assert row.tau == 3.5
-    # k=1: [1] [0] [1] [1] -> 4 steps of 7 tokens
+    assert (row.steps, row.drafted, row.accepted, row.runs) == (2, 6, 4, (0, 1, 0, 1))
+    assert row.tau == 3.0
+    # k=1: [1] [1] [1] from pos 1 -> 3 steps, each 1 accepted + the bonus
     row = simulate("1101111", 1)
-    assert (row.steps, row.accepted, row.runs) == (4, 3, (1, 3)) and row.tau == 1.75
+    assert (row.steps, row.accepted, row.runs) == (3, 3, (0, 3)) and row.tau == 2.0
 
 
 def test_identity_draft_gets_k_plus_one_on_every_full_step():
     for k in range(1, 9):
-        row = simulate("1" * 24, k)
+        row = simulate("1" * 25, k)  # 24 tokens after the prefill's
         assert row.steps == math.ceil(24 / (k + 1))
-        assert row.runs[k] == row.steps - len(row.short)  # every full step accepts all k
-        assert row.accepted == row.drafted  # and the short tail step all it drafted
-        assert row.tau == 24 / math.ceil(24 / (k + 1))
-    assert simulate("1" * 20, 3).tau == 4.0  # 20 tokens, 5 steps of 4
+        assert row.drafted == k * row.steps  # vLLM drafts k also on the last step
+        full = 24 // (k + 1)
+        assert row.runs[k] == full + (24 % (k + 1) == k)  # a tail of k is a full step too
+    assert simulate("1" * 21, 3).tau == 4.0  # 20 tokens after the first: 5 steps of 4
     assert simulate("0" * 9, 4).tau == 1.0  # nothing accepted: one token per step
+    assert simulate("1", 3).steps == 0 and simulate("1", 3).tau == 1.0  # the prefill's only
 
 
-def test_short_steps_at_the_end_draft_fewer_positions():
-    # "10" at k=3: one step drafts the 2 tokens left, accepts the first
+def test_the_last_step_drafts_k_and_misses_past_the_end():
+    # "110" at k=3: after the prefill's token one step drafts 3; [10] + nothing past the end
     tally = Tally(3)
-    tally.add("10")
+    tally.add("110")
     at3 = tally.to_json()["by_k"][2]
-    assert at3["per_position"] == [1.0, 0.0, None]
+    assert at3["per_position"] == [1.0, 0.0, 0.0]
     assert at3["accepted_runs"] == [0, 1, 0, 0]
-    assert at3["acceptance_rate"]["value"] == 0.5
+    assert at3["acceptance_rate"]["value"] == pytest.approx(1 / 3, abs=1e-4)
+    assert at3["tau"]["value"] == 2.0
 
 
 def test_pooled_tally_rates_positions_and_histogram():
@@ -52,14 +55,14 @@ def test_pooled_tally_rates_positions_and_histogram():
     assert data["rows"] == 2 and data["tokens"] == 8
     assert data["top1_match"]["value"] == 5 / 8
     k2 = data["by_k"][1]
-    # "1101": [11] -> pos 3, [1] -> done: runs 2, 1 (short step). "0011": [0] pos 1,
-    # [0] pos 2, [11] -> done: runs 0, 0, 2
-    assert k2["accepted_runs"] == [2, 1, 2]
-    assert k2["verify_steps"] == 5
-    assert k2["tau"]["value"] == 8 / 5
-    # position 1 drafted by all 5 steps, accepted by 3; position 2 drafted by 4, accepted by 2
-    assert k2["per_position"] == [0.6, 0.5]
-    assert k2["acceptance_rate"]["value"] == pytest.approx(5 / 9, abs=1e-4)  # 4 digits kept
+    # "1101": [10] -> pos 3, [1] -> done: runs 1, 1. "0011": [01] -> pos 2, [11] -> done:
+    # runs 0, 2
+    assert k2["accepted_runs"] == [1, 2, 1]
+    assert k2["verify_steps"] == 4
+    assert k2["tau"]["value"] == 1 + 4 / 4
+    # both positions drafted by all 4 steps; position 1 accepted by 3, position 2 by 1
+    assert k2["per_position"] == [0.75, 0.25]
+    assert k2["acceptance_rate"]["value"] == 0.5
 
 
 def test_ratio_interval_by_hand():

@@ -105,3 +105,23 @@ def test_a_signal_is_one_line_while_requests_finish():
     assert asked == [(StopReason.SIGINT,)]  # no text of its own: the drain line says it
     line = StopReason.SIGINT.draining(2, 60)
     assert line.startswith("SIGINT received: no new requests; waiting up to 60s for 2")
+
+
+def test_failed_attempts_that_were_retried_do_not_read_as_lost_prompts(tmp_path, fake_server):
+    """A 500 on every other request: each prompt is answered on its retry, so the run has
+    no errors, and the server line counts attempts, not prompts."""
+    server = fake_server(faults=["500", "ok"])
+    write_prompts(tmp_path / "p.jsonl", 4)
+    run(tmp_path / "p.jsonl", tmp_path / "out", [server.url])
+    text = "\n".join(render(read_status(tmp_path / "out")))
+    assert "4 completions, 0 errors" in text
+    [line] = [line for line in text.splitlines() if line.startswith(f"  {server.url}")]
+    assert "4 done, 4 failed attempts, 4 retried" in line, line
+
+
+def test_a_finished_run_without_server_figures_says_none(tmp_path, fake_server):
+    out = finished_run(tmp_path, fake_server)
+    rewrite_progress(out, servers=[])
+    lines = render(read_status(out))
+    assert "servers in the last session: none recorded" in lines
+    assert "servers in the last session:" not in lines  # never a heading with nothing under it

@@ -1,7 +1,8 @@
 """Read a prompt file for `regen generate`: one JSON record a line, streamed.
 
 A record has an optional `id`, and `messages` (OpenAI style) or `conversations` (ShareGPT
-`from`/`value`, or role/content), plus optional `tools`, `sampling`, `source` and `meta`.
+`from`/`value`, or role/content), plus optional `system`, `tools`, `sampling`, `source`,
+`meta` and `category` (what each top-level field means: `regen.prompt_fields`).
 A line of an OpenAI/vLLM batch file (`custom_id`, `url`, `body`) is read too
 (`regen.batch_input`).
 A trailing assistant turn is the old answer being regenerated, so it is dropped. A line that
@@ -25,6 +26,7 @@ from regen.chat import normalise_messages
 from regen.errors import ConfigError, InputError
 from regen.format.part import WHOLE, Part
 from regen.jsonio import canonical, is_file, iter_lines
+from regen.prompt_fields import ignored_fields, no_turns_hint, with_category, with_system
 from regen.records import BadLine, Finished, Prompt
 from regen.urls import is_url
 
@@ -125,8 +127,12 @@ def _prompt_of(
         return Finished(str(given), line)
     turns = record.get("messages", record.get("conversations"))
     if turns is None:
-        raise InputError("record has neither 'messages' nor 'conversations'", kind="no_messages")
-    messages = _prompt_turns(normalise_messages(turns))
+        raise InputError(
+            "record has neither 'messages' nor 'conversations'",
+            kind="no_messages",
+            hint=no_turns_hint(record),
+        )
+    messages = with_system(record.get("system"), _prompt_turns(normalise_messages(turns)))
     tools = _tools(record.get("tools"))
     meta = record.get("meta") if isinstance(record.get("meta"), dict) else {}
     return Prompt(
@@ -138,7 +144,8 @@ def _prompt_of(
         samples=record.get("samples") if batch else None,
         asked_model=record.get("model") if batch else None,
         source=record.get("source") if isinstance(record.get("source"), dict) else None,
-        meta=meta,
+        meta=with_category(record, meta),
+        ignored=() if batch else ignored_fields(record),
     )
 
 

@@ -102,6 +102,32 @@ class SnapshotCollector(Collector):
         tokens = family(CounterMetricFamily, "regen_server_completion_tokens", "Tokens")
         in_flight = family(GaugeMetricFamily, "regen_server_in_flight", "Requests in flight")
         healthy = family(GaugeMetricFamily, "regen_server_healthy", "1 if in rotation")
+        level = family(
+            GaugeMetricFamily,
+            "regen_server_concurrency",
+            "Requests in flight this server may hold now (the live level, or the fixed one)",
+        )
+        cap = family(GaugeMetricFamily, "regen_server_concurrency_cap", "Most it may hold")
+        affine = family(
+            CounterMetricFamily,
+            "regen_server_affinity_sends",
+            "Requests sent here because it holds their prefix, not for being least-loaded",
+        )
+        steps = family(
+            CounterMetricFamily,
+            "regen_server_spec_verify_steps",
+            "The serving drafter's verify steps, as the engine reported per answer",
+        )
+        accepted = family(
+            CounterMetricFamily,
+            "regen_server_spec_accepted_tokens",
+            "Draft tokens those verify steps accepted",
+        )
+        length = family(
+            GaugeMetricFamily,
+            "regen_server_spec_acceptance_length",
+            "Tokens per verify step (bonus included), as vLLM's mean acceptance length",
+        )
         latency = family(
             HistogramMetricFamily, "regen_request_duration_seconds", "Successful request time"
         )
@@ -113,7 +139,15 @@ class SnapshotCollector(Collector):
             aborted.add_metric(labels, s.get("aborted", 0))
             tokens.add_metric(labels, s["completion_tokens"])
             in_flight.add_metric(labels, s["in_flight"])
+            affine.add_metric(labels, s.get("affinity_sends", 0))
+            if s.get("concurrency") is not None:
+                level.add_metric(labels, s["concurrency"])
+                cap.add_metric(labels, s["concurrency_cap"])
             healthy.add_metric(labels, 1.0 if s["state"] == "healthy" else 0.0)
+            if s.get("spec_steps"):
+                steps.add_metric(labels, s["spec_steps"])
+                accepted.add_metric(labels, s["spec_accepted_tokens"])
+                length.add_metric(labels, s["acceptance_length"])
             counts = s.get("latency_counts") or [0] * (len(LATENCY_BUCKETS) + 1)
             cumulative = list(itertools.accumulate(counts))
             bounds = [str(b) for b in LATENCY_BUCKETS] + ["+Inf"]
@@ -121,6 +155,8 @@ class SnapshotCollector(Collector):
                 labels, list(zip(bounds, cumulative, strict=True)), s.get("latency_sum_s", 0.0)
             )
         yield from (done, failed, retries, aborted, tokens, in_flight, healthy, latency)
+        yield from (level, cap, affine)
+        yield from (steps, accepted, length)
 
 
 def _one(family: Any, labels: list[str], value: float) -> Any:

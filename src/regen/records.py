@@ -53,6 +53,7 @@ class Prompt:
     sampling: dict[str, Any] | None = None  # per-record overrides
     samples: int | None = None  # this prompt's own sample count (a batch request's n)
     asked_model: str | None = None  # a batch request's `model`: the run sends its own
+    ignored: tuple[str, ...] = ()  # top-level fields of the line that generate does not read
 
     @property
     def category(self) -> str | None:
@@ -119,6 +120,8 @@ class RecordMeta(msgspec.Struct, kw_only=True, omit_defaults=True):
     seed_honoured: bool | None = None  # with a seed: whether that engine honours it
     max_tokens_lowered_to: int | None = None  # the context left less room than max_tokens
     turns: list[dict] | None = None  # per generated turn, with --regenerate-turns all
+    # the serving drafter's acceptance on this answer, as vLLM reports it per request
+    speculative_decoding: dict[str, Any] | None = None
 
 
 class Completion(msgspec.Struct, kw_only=True, omit_defaults=True):

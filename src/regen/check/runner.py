@@ -99,16 +99,22 @@ class Tally:
                     "message": result.message,
                 }
             )
-        if self.per_sample is not None:
-            self.per_sample.write(dumps_line(result.to_json()))
+        if self.per_sample is not None:  # every rule it breaks, not only the content checks
+            line = {**result.to_json(), "flags": self.rules_broken(result)}
+            self.per_sample.write(dumps_line(line))
         if completion is not None and enc is not None and self.show:
             self._keep(result, completion, enc)
 
-    def _keep(self, result: SampleResult, completion: Completion, enc: Encoded) -> None:
-        names = ["(first)", *sample_flags(result, self.opts)]
+    def rules_broken(self, result: SampleResult) -> list[str]:
+        """The rules this sample breaks: the per-sample ones, and a repeat of an answer seen
+        before (the first of a set of duplicates is not one)."""
+        names = list(sample_flags(result, self.opts))
         if not result.answer_empty and self.overall.answers[result.answer_hash] > 1:
             names.append("duplicate_answers")
-        for name in names:
+        return names
+
+    def _keep(self, result: SampleResult, completion: Completion, enc: Encoded) -> None:
+        for name in ["(first)", *self.rules_broken(result)]:
             kept = self.failing.setdefault(name, [])
             if len(kept) < self.show:
                 kept.append((completion, enc))

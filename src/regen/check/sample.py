@@ -1,7 +1,9 @@
 """Everything check learns about one completion, in one small record (kept for every sample).
 
-`flags` names the per-sample rules the sample breaks (see rules.py): the `--per-sample` file
-says why each sample was counted, and `--show` picks its examples from them.
+`flags` here names the template and content checks the sample fails; with the facts kept
+here `stats.sample_flags` adds every other per-sample rule (see rules.py). The `--per-sample`
+file's `flags` are all of them, so it says why each sample was counted, and `--show` picks
+its examples from the same names.
 """
 
 from __future__ import annotations

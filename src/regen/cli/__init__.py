@@ -56,6 +56,12 @@ class RegenGroup(click.Group):
         command.short_help = SUMMARIES[name]
         return command
 
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """`regen --help` lists the verbs from SUMMARIES, importing none of them: click's own
+        listing loads each command (and so datasets, matplotlib, torch...) for its help."""
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, SUMMARIES[name]) for name in VERBS])
+
     def resolve_command(self, ctx: click.Context, args: list[str]):
         name = args[0] if args else ""
         if name and not name.startswith("-") and name not in VERBS:

@@ -7,12 +7,18 @@ from pathlib import Path
 import click
 
 from regen.check import Encoder
+from regen.cli.hints import tokenizer_hint
 from regen.cli.options import Command, option
 from regen.cli.rowbar import row_progress
+from regen.errors import ConfigError
 from regen.fleet.openai_env import resolve_api_key
 from regen.score import ScoreSettings, score_folder, score_run, score_where, write_report
 from regen.score.compare import parse_ks
-from regen.score.drafts import open_drafts
+from regen.score.drafts import open_drafts, require_a_draft
+from regen.score.engine import FOLDER as ENGINE_FOLDER
+from regen.score.engine import engine_report
+from regen.score.replay import FOLDER as REPLAY_FOLDER
+from regen.score.replay import ReplayFleet, replay_report
 from regen.score.rows import GROUP_BY, Selection
 from regen.score.table import render_text
 from regen.storage import require_runs
@@ -33,8 +39,17 @@ DEFAULT_SAMPLE = 200
 @option("--api-key-env", metavar="VAR",
         help="Read the --draft-servers' API key from this variable [default: OPENAI_API_KEY "
         "when set].")  # fmt: skip
-@option("--tokenizer", required=True,
-        help="Target tokenizer: directory, .gguf file, hub name, or `embedded`.")  # fmt: skip
+@option("--from-engine", is_flag=True,
+        help="No draft: tabulate the acceptance the serving engine reported per answer "
+        "(vLLM's metrics.speculative_decoding, kept by generate); writes "
+        "RUN/score/engine/.")  # fmt: skip
+@option("--replay-servers", multiple=True, multi_value=True, metavar="URL...",
+        help="No draft: send the run's prompts at temperature 0 to these spec-decoding servers "
+        "and tabulate their per-request acceptance (writes RUN/score/replay/).")  # fmt: skip
+@option("--model", help="The model name to ask --replay-servers for [default: theirs].")
+@option("--tokenizer",
+        help="Target tokenizer: directory, .gguf file, hub name, or `embedded` (needed with "
+        "a draft).")  # fmt: skip
 @option("--chat-template", help="Jinja file that overrides the tokenizer's chat template.")
 @option(
     "--by",
@@ -53,16 +68,27 @@ DEFAULT_SAMPLE = 200
         help="An earlier score.json: the same rows, paired, before and after.")  # fmt: skip
 @option("--threads", type=int, default=2, show_default=True, help="CPU threads of a GGUF draft.")
 @option("--json", "as_json", is_flag=True, help="Print the report as JSON (for scripts).")
-def score(run, drafts, draft_servers, draft_api, api_key_env, tokenizer, chat_template, by, sample,
-          score_all, seed, k_spec, baseline, threads, as_json) -> None:  # fmt: skip
+def score(run, drafts, draft_servers, draft_api, api_key_env, from_engine, replay_servers, model,
+          tokenizer, chat_template, by, sample, score_all, seed, k_spec, baseline, threads,
+          as_json) -> None:  # fmt: skip
     """Score RUN's answers with a draft: tokens accepted per verify step, per group.
 
     Writes RUN/score/ (score.json, score.txt and each draft's per-row results, from which an
     interrupted score resumes)."""
-    require_runs([run])  # before the tokenizer loads
+    require_runs([run])  # these before the tokenizer loads
+    selection = Selection(by, None if score_all else sample, seed)
+    if from_engine or replay_servers:
+        fleet = ReplayFleet(tuple(replay_servers), model, api_key_env) if replay_servers else None
+        _from_engine(run, selection, fleet, as_json)
+        return
+    require_a_draft(list(drafts), list(draft_servers))
+    if not tokenizer:
+        raise ConfigError(
+            "--tokenizer is needed to score a draft",
+            hint=tokenizer_hint([run]) + "; or --from-engine, with no draft",
+        )
     ks = parse_ks(k_spec)
     key = resolve_api_key(api_key_env, embedded=not draft_servers).value
-    selection = Selection(by, None if score_all else sample, seed)
     encoder = Encoder.load(tokenizer, chat_template=chat_template)
     settings = ScoreSettings(selection, ks, tokenizer, chat_template=chat_template)
     with (
@@ -77,3 +103,17 @@ def score(run, drafts, draft_servers, draft_api, api_key_env, tokenizer, chat_te
     click.echo(json_path.read_text() if as_json else render_text(report))
     if not as_json:
         click.echo(f"\nwritten: {score_where(run)}/{json_path.name} and {text_path.name}")
+
+
+def _from_engine(run: str, selection: Selection, fleet: ReplayFleet | None, as_json: bool) -> None:
+    """The engine's own acceptance: of the run's answers, or of a replay of its prompts."""
+    with score_folder(run) as folder:
+        if fleet is None:
+            report, where = engine_report(run, selection, folder), ENGINE_FOLDER
+        else:
+            report, where = replay_report(run, fleet, selection, folder), REPLAY_FOLDER
+        json_path, text_path = write_report(report, folder / where)
+    click.echo(json_path.read_text() if as_json else render_text(report))
+    if not as_json:
+        click.echo(f"\nwritten: {score_where(run)}/{where}/{json_path.name} and "
+                   f"{text_path.name}")  # fmt: skip

@@ -58,7 +58,8 @@ def render(info: dict[str, Any]) -> list[str]:
     lines.append("rates: " + rates_text(progress["rates"]))
     if alive["alive"] or last_state == RunState.CALIBRATED:  # the time the whole would take
         lines.append(eta_line(info["eta"]))
-    lines += server_lines(progress["servers"], alive["alive"])
+    embedded = bool(info["manifest"]["config"].get("embedded"))
+    lines += server_lines(progress["servers"], alive["alive"], embedded)
     drained = end_game_line(progress.get("end_game"))
     if drained:
         lines.append(drained)
@@ -107,18 +108,45 @@ def eta_line(eta: dict[str, Any]) -> str:
     return line
 
 
-def server_lines(servers: list[dict[str, Any]], alive: bool) -> list[str]:
+def _level_text(s: dict[str, Any]) -> str:
+    """The level live concurrency chose (and why), or the fixed one."""
+    if s.get("concurrency") is None:
+        return ""  # a snapshot from before live concurrency
+    if s.get("concurrency_why") == "fixed":
+        return f" (fixed at {s['concurrency']})"
+    return f" (level {s['concurrency']} of at most {s['concurrency_cap']}: {s['concurrency_why']})"
+
+
+def _spec_text(s: dict[str, Any]) -> str:
+    if not s.get("spec_steps"):
+        return ""
+    steps, length = s["spec_steps"], s["acceptance_length"]
+    return f", drafter acceptance length {length:.2f} over {steps} verify steps"
+
+
+def server_lines(servers: list[dict[str, Any]], alive: bool, embedded: bool = False) -> list[str]:
     """While the run is alive, each server's state now; after it ended, only what each did in
-    the last session (a stopped run's server is not "healthy": nobody asks it anything)."""
-    lines = ["servers:" if alive else "servers in the last session:"]
+    the last session (a stopped run's server is not "healthy": nobody asks it anything). The
+    embedded server is named as such: it was started for the run and stopped with it."""
+    head = "servers:" if alive else "servers in the last session:"
+    if embedded:
+        head = head[:-1] + " (the embedded model's, started and stopped by the run):"
+    if not servers:
+        return [head[:-1] + ": none recorded"]
+    lines = [head]
     for s in servers:
-        head = f"{s['state']}, {s['in_flight']} in flight, " if alive else ""
+        head = f"{s['state']}, {s['in_flight']} in flight{_level_text(s)}, " if alive else ""
         if not alive and s.get("in_flight_at_exit"):  # sent again by the next run
             head = f"none in flight ({s['in_flight_at_exit']} were at its last update), "
+        # `failed` counts attempts on this server, most of them sent again: the items lost
+        # are the errors of the line above, so these never read as lost prompts
         lines.append(
-            f"  {s['url']}: {head}{s['completed']} done, {s['failed']} failed"
+            f"  {s['url']}: {head}{s['completed']} done, {s['failed']} failed attempts"
             + (f" ({s['aborted']} aborted by the engine)" if s.get("aborted") else "")
+            + (f", {s['retried']} retried" if s.get("retried") else "")
+            + (f", {s['affinity_sends']} sent for their prefix" if s.get("affinity_sends") else "")
             + f", latency {s['latency_ewma_s']:.1f}s"
+            + _spec_text(s)
             + (f", last error: {s['last_error']}" if s["last_error"] else "")
         )
     return lines

@@ -19,6 +19,9 @@ class Generated:
     completion_tokens: int | None
     prompt_token_ids: list[int] | None = None
     completion_token_ids: list[int] | None = None
+    # vLLM's per-request `metrics.speculative_decoding` (the serving drafter's acceptance on
+    # this answer) when it runs with --per-request-spec-decode-metrics; None otherwise
+    spec_decoding: dict[str, Any] | None = None
 
     def assistant_message(self) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": self.content}
@@ -54,7 +57,16 @@ def parse_chat_response(data: Any, server: str) -> Generated:
         prompt_token_ids=_first(data, choice, "prompt_token_ids"),
         completion_token_ids=_first(choice, message, "token_ids")
         or choice.get("response_token_ids"),
+        spec_decoding=_spec_decoding(data),
     )
+
+
+def _spec_decoding(data: dict) -> dict[str, Any] | None:
+    """vLLM 0.32+: `metrics.speculative_decoding`, null without the server flag, for n > 1
+    and without speculation (VL:entrypoints/generate/base/protocol.py:100-129)."""
+    metrics = data.get("metrics")
+    spec = metrics.get("speculative_decoding") if isinstance(metrics, dict) else None
+    return spec if isinstance(spec, dict) and spec.get("num_spec_steps") is not None else None
 
 
 def _first(outer: dict, inner: dict, key: str) -> Any:

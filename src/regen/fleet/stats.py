@@ -16,16 +16,31 @@ class ServerStats:
     completed: int = 0
     failed: int = 0
     completion_tokens: int = 0
+    prompt_tokens: int = 0
     latency_ewma: float = 0.0
     last_error: str | None = None
     retried: int = 0  # failed attempts that were sent again
+    affinity_sends: int = 0  # requests sent here for their prefix, not for being least-loaded
     aborted: int = 0  # answers the engine cut short (finish_reason abort or error)
     latency_counts: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BUCKETS) + 1))
     latency_sum: float = 0.0
+    spec_steps: int = 0  # verify steps of the engine's drafter, over the answers it reported
+    spec_accepted: int = 0  # draft tokens those steps accepted
 
-    def record_success(self, latency: float, tokens: int) -> None:
+    @property
+    def acceptance_length(self) -> float | None:
+        """Tokens per verify step, bonus included, as vLLM's mean_acceptance_length."""
+        return 1 + self.spec_accepted / self.spec_steps if self.spec_steps else None
+
+    def record_spec(self, spec: dict | None) -> None:
+        if spec:
+            self.spec_steps += int(spec.get("num_spec_steps") or 0)
+            self.spec_accepted += int(spec.get("num_accepted_draft_tokens") or 0)
+
+    def record_success(self, latency: float, tokens: int, prompt_tokens: int = 0) -> None:
         self.completed += 1
         self.completion_tokens += tokens
+        self.prompt_tokens += prompt_tokens
         self.latency_counts[bisect.bisect_left(LATENCY_BUCKETS, latency)] += 1
         self.latency_sum += latency
         alpha = 0.1 if self.latency_ewma else 1.0

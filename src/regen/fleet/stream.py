@@ -29,6 +29,7 @@ class StreamAccumulator:
         self.usage: dict[str, Any] | None = None
         self.prompt_token_ids: list[int] | None = None
         self.token_ids: list[int] | None = None
+        self.metrics: dict[str, Any] | None = None
         self.done = False
 
     def feed(self, raw: bytes) -> bool:
@@ -55,6 +56,8 @@ class StreamAccumulator:
             raise event_error(chunk["error"], self.server)
         if chunk.get("usage"):
             self.usage = chunk["usage"]
+        if chunk.get("metrics"):  # vLLM: per-request metrics ride on the final usage chunk
+            self.metrics = chunk["metrics"]
         if chunk.get("prompt_token_ids") is not None:  # vLLM: in the first chunk
             self.prompt_token_ids = chunk["prompt_token_ids"]
         for choice in chunk.get("choices") or []:
@@ -100,4 +103,6 @@ class StreamAccumulator:
         if self.token_ids is not None:
             choice["token_ids"] = self.token_ids
             data["prompt_token_ids"] = self.prompt_token_ids
+        if self.metrics is not None:
+            data["metrics"] = self.metrics
         return data

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from regen.errors import RegenError, RunStateError
 from regen.format.layout import COMPLETIONS, ERRORS
-from regen.plan.estimate import Estimate, estimate, overhead_factor
+from regen.plan.estimate import Estimate, estimate, measured_slots, overhead_factor
 from regen.plan.figures import PlanReport, answer_lengths, server_figures
 from regen.plan.measure import Observation, read_observations
 from regen.plan.sample import CalibrationSample, draw_sample
@@ -77,10 +77,11 @@ def plan(
         seconds = time.monotonic() - started
         done = _finished(output_dir) if keep else 0
     observations, concurrency = cal.observations, config.fleet.per_server_concurrency
-    overhead = overhead_factor(observations, concurrency, cal.dispatch_seconds)
+    slots = measured_slots(observations, concurrency, cal.dispatch_seconds)
+    overhead = overhead_factor(observations, slots, cal.dispatch_seconds)
     items = sample.prompts * config.input.samples_per_prompt
-    whole = estimate(items, observations, concurrency, sample_seed, overhead)
-    left = estimate(max(items - done, 0), observations, concurrency, sample_seed, overhead)
+    whole = estimate(items, observations, slots, sample_seed, overhead)
+    left = estimate(max(items - done, 0), observations, slots, sample_seed, overhead)
     servers = max(1, len(config.fleet.server_urls()))
     return PlanReport(
         prompts=sample.prompts,
@@ -89,7 +90,7 @@ def plan(
         estimate=whole,
         cost_usd=pricing.cost(whole.wall_seconds, servers),
         cost_range_usd=_cost_range(pricing, whole, servers),
-        servers=server_figures(observations, config.fleet.per_server_concurrency),
+        servers=server_figures(observations, whole, slots, concurrency),
         answers=answer_lengths(observations),
         calibration={
             "prompts": sample.size,

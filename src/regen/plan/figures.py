@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass
 from statistics import median
 from typing import Any
 
-from regen.plan.estimate import Estimate, mean_tokens
+from regen.plan.estimate import Estimate, Slots, mean_tokens, server_rates
 from regen.plan.measure import Observation, by_server, fit, weighted_quantile
 
 SLOWER_THAN = 0.8  # a server below 80% of the median server's rate is named as slower
@@ -16,12 +16,14 @@ SLOWER_THAN = 0.8  # a server below 80% of the median server's rate is named as 
 class ServerFigures:
     url: str
     completions: int  # calibration answers it gave
-    completions_per_second: float  # when all its slots are busy, on the file's answer mix
+    completions_per_second: float  # its share of the estimated run, over the run's wall time
     output_tokens_per_second: float
     latency_mean_s: float
     latency_p90_s: float
     fixed_s: float  # the latency model: fixed_s + per_token_s * tokens
     per_token_s: float
+    slots: int  # requests in flight it was estimated at (what the calibration kept busy)
+    concurrency: int  # --concurrency-per-server
     slower: bool = False
 
 
@@ -67,30 +69,39 @@ class PlanReport:
         }
 
 
-def server_figures(observations: list[Observation], concurrency: int) -> list[ServerFigures]:
-    tokens = mean_tokens(observations)
+def server_figures(
+    observations: list[Observation], whole: Estimate, slots: Slots, concurrency: int
+) -> list[ServerFigures]:
+    """Each server's part of the estimated run: its completions and tokens in the same
+    simulation as the fleet's, so the servers' rates add up to the fleet's. A server is
+    SLOWER by its steady rate (every slot it held busy), which a short file's tail hides."""
+    models = {url: fit(group) for url, group in by_server(observations).items()}
+    steady = server_rates(models, slots, mean_tokens(observations))
+    typical = median(steady.values())
+    wall = whole.wall_seconds
     figures = []
     for url, group in sorted(by_server(observations).items()):
-        model = fit(group)
-        rate = concurrency / model.latency(tokens)
         latencies = [o.latency for o in group]
         figures.append(
             ServerFigures(
                 url=url,
                 completions=len(group),
-                completions_per_second=round(rate, 3),
-                output_tokens_per_second=round(rate * tokens, 1),
+                completions_per_second=round(whole.server_items.get(url, 0) / wall, 3)
+                if wall
+                else 0.0,
+                output_tokens_per_second=round(whole.server_tokens.get(url, 0) / wall, 1)
+                if wall
+                else 0.0,
                 latency_mean_s=round(sum(latencies) / len(latencies), 3),
                 latency_p90_s=round(weighted_quantile(latencies, [1.0] * len(group), 0.9), 3),
-                fixed_s=round(model.fixed_s, 4),
-                per_token_s=round(model.per_token_s, 6),
+                fixed_s=round(models[url].fixed_s, 4),
+                per_token_s=round(models[url].per_token_s, 6),
+                slots=slots[url],
+                concurrency=concurrency,
+                slower=steady[url] < SLOWER_THAN * typical,
             )
         )
-    typical = median(f.completions_per_second for f in figures)
-    return [
-        ServerFigures(**{**asdict(f), "slower": f.completions_per_second < SLOWER_THAN * typical})
-        for f in figures
-    ]
+    return figures
 
 
 def answer_lengths(observations: list[Observation]) -> dict[str, float]:

@@ -17,7 +17,9 @@ def from_run(output_dir: str | Path, pricing: Pricing | None = None) -> dict[str
     left = from_status(info)
     progress = info["progress"] or {}
     servers = progress.get("servers") or [{"url": u} for u in info["manifest"]["config"]["servers"]]
-    seconds = left.seconds
+    seconds, low, high = left.seconds, left.seconds_low, left.seconds_high
+    if left.items == 0:  # a finished run: nothing left takes no time (not "unknown")
+        seconds = low = high = 0.0
     tokens_per_item = (
         left.output_tokens / left.items if left.output_tokens is not None and left.items else None
     )
@@ -29,8 +31,8 @@ def from_run(output_dir: str | Path, pricing: Pricing | None = None) -> dict[str
         "finished": info["files"]["completions"] + info["files"]["errors"],
         "remaining": left.items,
         "wall_seconds": seconds,
-        "wall_seconds_p10": left.seconds_low,
-        "wall_seconds_p90": left.seconds_high,
+        "wall_seconds_p10": low,
+        "wall_seconds_p90": high,
         "output_tokens": left.output_tokens,
         "output_tokens_per_second": left.tokens_per_second,
         "completions_per_second": (

@@ -25,6 +25,14 @@ def plan_lines(data: dict[str, Any], prompts_path: str) -> list[str]:
             f"P90 {s['latency_p90_s']:.1f}s ({s['completions']} answers)"
             + ("  SLOWER than the others" if s["slower"] else "")
         )
+    short = [s for s in data["servers"] if s["slots"] < s["concurrency"]]
+    if short:
+        held = ", ".join(f"{s['slots']} on {s['url']}" for s in short)
+        lines.append(
+            f"  in flight: the calibration kept {held} (not the {short[0]['concurrency']} slots "
+            "per server): the figures hold for that many; a larger --sample (the default fills "
+            "every slot twice) measures full servers"
+        )
     lines += [
         f"fleet        {data['completions_per_second']:.2f} compl/s, "
         f"{data['output_tokens_per_second']:.0f} output tok/s",
@@ -34,9 +42,11 @@ def plan_lines(data: dict[str, Any], prompts_path: str) -> list[str]:
         f"{data['output_tokens']:,} output tokens",
     ]
     if abs(cal["overhead_factor"] - 1) > 0.2:
+        slower = cal["overhead_factor"] > 1
+        why = "client or fleet stalls" if slower else "answers overlapped more than modelled"
         lines.append(
             f"overhead     the calibration took {cal['overhead_factor']:.2f}x the time its "
-            "answers' latencies account for (client or fleet stalls); the estimate includes it"
+            f"answers' latencies account for ({why}); the estimate includes it"
         )
     if data["cost_usd"] is None:
         lines.append("cost         give --gpu-hour-cost (and --gpus-per-server) to price it")
@@ -71,10 +81,20 @@ def from_run_lines(data: dict[str, Any]) -> list[str]:
     lines = [
         f"{data['output_dir']}: {data['finished']:,} finished, {data['remaining']:,} left "
         f"({data['state'] or 'no snapshot'})",
-        f"time left    {format_duration(data['wall_seconds'])} "
-        f"(P10 {format_duration(data['wall_seconds_p10'])}, "
-        f"P90 {format_duration(data['wall_seconds_p90'])})",
+        _time_left(data),
     ]
     if data["cost_usd"] is not None:
         lines.append(f"cost left    ${data['cost_usd']:,.2f}")
     return lines
+
+
+def _time_left(data: dict[str, Any]) -> str:
+    if data["remaining"] == 0:
+        return "time left    none: every item is finished"
+    if data["wall_seconds"] is None:
+        return "time left    unknown: no answer in the recent rate windows to time it by"
+    return (
+        f"time left    {format_duration(data['wall_seconds'])} "
+        f"(P10 {format_duration(data['wall_seconds_p10'])}, "
+        f"P90 {format_duration(data['wall_seconds_p90'])})"
+    )

@@ -54,7 +54,10 @@ async def regenerate(fleet: Fleet, item: WorkItem, shape: RequestShape, sampling
         body = request_body(shape, conv.history, prompt.tools, sampling, item.sample)
         done = await fleet.complete(body)
         generated = parse_chat_response(done.data, done.server.name)
-        done.server.stats.record_success(done.latency, generated.completion_tokens or 0)
+        done.server.stats.record_success(
+            done.latency, generated.completion_tokens or 0, generated.prompt_tokens or 0
+        )
+        done.server.stats.record_spec(generated.spec_decoding)
         conv.history.append(generated.assistant_message())
         conv.attempts += done.attempts
         conv.latency += done.latency
@@ -105,6 +108,7 @@ def completion_record(
         max_tokens_lowered_to=conv.max_tokens_lowered_to,
         # only when a seed was sent: SGLang ignores it unless it runs deterministic
         seed_honoured=conv.engine.seed_honoured if sampling.seed is not None else None,
+        speculative_decoding=last.spec_decoding,
     )  # fmt: skip
     return Completion(
         id=prompt.id, sample=item.sample, messages=conv.history, tools=prompt.tools or None,

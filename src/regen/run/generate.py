@@ -18,10 +18,11 @@ from typing import Any
 
 from regen import redact
 from regen.errors import FleetUnavailable, OutputError, RegenError, ServerError
-from regen.fleet.dispatch import DispatchHalted, Fleet
+from regen.fleet.dispatch import AFFINE_SCAN, DispatchHalted, Fleet
 from regen.fleet.embedded import EmbeddedFleet, default_model_path, embedded_spec
 from regen.fleet.engine_info import fleet_engines
 from regen.fleet.server import Server
+from regen.fleet.tuning import LiveConcurrency
 from regen.format.manifest import InputFingerprint, check_and_record, same_lines_inputs
 from regen.format.state import RunState
 from regen.jsonio import compression
@@ -98,7 +99,8 @@ class Run:
         self.fatal: RegenError | None = None  # the error that stopped the run, if one did
         self.model = ""
         self.stats = RunStats(total=0, finished_before=0)
-        self.fleet = Fleet(self.servers, fleet.retry, fleet.health, self._event)
+        affine = fleet.dispatch == "affine"
+        self.fleet = Fleet(self.servers, fleet.retry, fleet.health, self._event, affine)
 
     def _event(self, text: str) -> None:
         text = redact.scrub(text)
@@ -151,7 +153,7 @@ class Run:
         )  # fmt: skip
         self.intake = Intake(
             work, part, ledger, self.stats, self.recorder.bad_line,
-            stopped=lambda: bool(self.stop), only_lines=self.only_lines,
+            stopped=lambda: bool(self.stop), only_lines=self.only_lines, on_event=self._event,
         )  # fmt: skip
         try:
             await self._dispatch_with_monitoring()
@@ -218,9 +220,14 @@ class Run:
         monitor.model = self.model
         self.stats.state = self.stats.state.to(RunState.RUNNING)
         monitor.write_snapshot()  # `regen status` has something to show from the first second
+        # The embedded llama.cpp server has a fixed number of slots: nothing to find there.
+        fixed = self.config.fleet.fixed_concurrency or self.embedded is not None
+        tuner = LiveConcurrency(self.servers, fixed)
+        await tuner.start()
         watchers = [
             asyncio.create_task(monitor.loop(self.config.display.snapshot_interval)),
             asyncio.create_task(self.fleet.watch_health()),
+            asyncio.create_task(tuner.run()),
         ]
         if self.embedded is not None:
             watchers.append(
@@ -250,6 +257,8 @@ class Run:
 
     async def _dispatch(self) -> None:
         capacity = sum(s.concurrency for s in self.servers)
+        if self.fleet.affine:  # a few more waiting for a slot: one whose prefix a freed
+            capacity += AFFINE_SCAN  # server holds can be picked (fleet/dispatch.py)
         dispatcher = Dispatcher(capacity, self.stop, self._process, self._fail)
         if await dispatcher.send(self.intake.items()):
             await asyncio.sleep(0)  # the last items' tasks run up to their request

@@ -19,6 +19,7 @@ import xxhash
 
 from regen.format.part import Part
 from regen.inputs import read_prompts
+from regen.prompt_fields import ignored_note
 from regen.records import BadLine, Finished, Prompt, WorkItem, record_key
 from regen.run.config import InputConfig
 from regen.run.input_gate import batch_models_in
@@ -38,6 +39,7 @@ class Intake:
         on_bad_line: Callable[[BadLine], None],
         stopped: Callable[[], bool] = lambda: False,
         only_lines: frozenset[int] | None = None,
+        on_event: Callable[[str], None] = lambda text: None,
     ) -> None:
         """`only_lines`: regen plan's calibration sample, these input lines (1-based) only, as
         the first records of the run; the rest stays pending for `regen generate`."""
@@ -55,6 +57,8 @@ class Intake:
         self.per_record = batch_models_in(work.prompts) is not None
         self.lines = self.usable = 0  # of the whole input, once read
         self.asked_models: Counter[str] = Counter()  # a batch file's `model`s, per request
+        self.on_event = on_event
+        self.unread_fields: set[str] = set()  # top-level fields already said to be unread
 
     def items(self) -> Iterator[WorkItem | None]:
         """Pending items in input order; None now and then, so that the dispatcher yields to
@@ -90,8 +94,8 @@ class Intake:
                 )
                 continue
             self.usable += 1
-            if isinstance(entry, Prompt) and entry.asked_model is not None:
-                self.asked_models[entry.asked_model] += 1
+            if isinstance(entry, Prompt):
+                self._note(entry)
             self.planned += len(finished)
             self.stats.skipped += sum(finished)
             for sample, done in enumerate(finished):
@@ -99,6 +103,14 @@ class Intake:
                     yield WorkItem(entry, sample)  # type: ignore[arg-type]
         self.lines -= outside  # a calibration sample is its own job
         self.exact_total = self.planned + (self.lines - self.usable)
+
+    def _note(self, prompt: Prompt) -> None:
+        if prompt.asked_model is not None:
+            self.asked_models[prompt.asked_model] += 1
+        new = tuple(f for f in prompt.ignored if f not in self.unread_fields)
+        if new:  # once per field name, not once per line of a million-line file
+            self.unread_fields.update(new)
+            self.on_event(ignored_note(prompt.line, new))
 
     def _usable_map(self) -> LineMap | None:
         """The ledger's line map, if this pass may skip by it."""

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from regen.fleet.stats import ServerStats
 from regen.format.state import RunState
 from regen.jsonio import atomic_write_json
 from regen.run.eta import remaining
@@ -119,15 +120,20 @@ def snapshot(
                 "url": s.url,
                 "state": s.breaker.state,
                 "in_flight": s.in_flight,
+                "concurrency": s.limit,  # the live level (or the fixed one)
+                "concurrency_cap": s.concurrency,
+                "concurrency_why": s.limit_reason,
                 "completed": s.stats.completed,
                 "failed": s.stats.failed,
                 "completion_tokens": s.stats.completion_tokens,
                 "latency_ewma_s": round(s.stats.latency_ewma, 3),
                 "last_error": s.stats.last_error,
                 "retried": s.stats.retried,
+                "affinity_sends": s.stats.affinity_sends,
                 "aborted": s.stats.aborted,
                 "latency_counts": list(s.stats.latency_counts),
                 "latency_sum_s": round(s.stats.latency_sum, 3),
+                **_spec(s.stats),
             }
             for s in servers
         ],
@@ -140,3 +146,14 @@ def snapshot(
 
 def write_snapshot(path: Path, data: dict[str, Any]) -> None:
     atomic_write_json(path, data)
+
+
+def _spec(stats: ServerStats) -> dict[str, Any]:
+    """The serving drafter's acceptance, only for a server that reported any."""
+    if not stats.spec_steps:
+        return {}
+    return {
+        "spec_steps": stats.spec_steps,
+        "spec_accepted_tokens": stats.spec_accepted,
+        "acceptance_length": round(stats.acceptance_length or 0.0, 4),
+    }

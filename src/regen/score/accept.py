@@ -3,15 +3,19 @@
 A match vector says, for every answer token, whether the draft's greedy guess given the true
 prefix equals the target's token ("1") or not ("0"). Under greedy verification a drafted
 token is accepted only if every earlier one in its step was, so the draft always sees the
-true prefix and one teacher-forced pass gives the exact outcome of speculative decoding:
+true prefix and one teacher-forced pass gives the exact outcome of speculative decoding.
 
-    a verify step at answer position p drafts d = min(k, tokens left) tokens; the first
-    mismatch ends it; the target emits the accepted ones plus its own next token.
+Steps are counted the way vLLM counts them (vLLM 0.32.0: v1/core/sched/scheduler.py:2110-2149
+and 855-872, v1/metrics/stats.py:388-409), so that tau is the engine's mean acceptance length:
 
-tau(k) is tokens emitted per verify step (bonus token included) pooled over rows, as vLLM
-and SGLang count it; the acceptance rate is accepted / drafted. The tail step of a row can
-draft fewer than k tokens, so an identity draft gets k + 1 on every full step and
-n / ceil(n / (k + 1)) over a row of n tokens.
+    the first answer token comes from the prefill, not from a verify step;
+    every verify step drafts k tokens, also near the end of the answer (vLLM does not shorten
+    the last drafts; what they would accept past the answer's end is not in the answer, and
+    is counted as rejected here); the first mismatch ends the step, and the target emits
+    the accepted tokens plus its own next one (the bonus, counted even past the end).
+
+tau(k) = 1 + accepted / verify steps, pooled over rows; the acceptance rate is accepted /
+drafted (k per step). An identity draft gets k + 1 on every full step.
 """
 
 from __future__ import annotations
@@ -28,35 +32,33 @@ class RowSteps:
     """One row's verify steps at draft length k."""
 
     k: int
-    tokens: int
+    tokens: int  # emitted by the verify steps: accepted drafts plus one bonus each
     steps: int
     drafted: int
     accepted: int
     runs: tuple[int, ...]  # steps by accepted tokens, index 0..k
-    short: tuple[int, ...]  # tokens drafted by each step that had fewer than k left
+    short: tuple[int, ...]  # tokens drafted by each step that drafted fewer than k
 
     @property
     def tau(self) -> float:
-        return self.tokens / self.steps if self.steps else 0.0
+        """vLLM's mean acceptance length: 1.0 for an answer with no verify step."""
+        return self.tokens / self.steps if self.steps else 1.0
 
 
 def simulate(matches: str, k: int) -> RowSteps:
     """Replay greedy chain drafting of length `k` over a match vector ("1" = draft right)."""
     if k < 1:
         raise ValueError("k must be at least 1")
-    n, pos, steps, drafted, accepted = len(matches), 0, 0, 0, 0
+    n, pos, steps, accepted = len(matches), 1, 0, 0  # position 0: the prefill's token
     runs = [0] * (k + 1)
-    short: list[int] = []
     while pos < n:
-        d = min(k, n - pos)
-        miss = matches.find("0", pos, pos + d)
-        a = d if miss < 0 else miss - pos
+        window = matches[pos : pos + k]  # shorter only past the end: those count as misses
+        miss = window.find("0")
+        a = len(window) if miss < 0 else miss
         runs[a] += 1
-        steps, drafted, accepted = steps + 1, drafted + d, accepted + a
-        if d < k:
-            short.append(d)
+        steps, accepted = steps + 1, accepted + a
         pos += a + 1
-    return RowSteps(k, n, steps, drafted, accepted, tuple(runs), tuple(short))
+    return RowSteps(k, steps + accepted, steps, steps * k, accepted, tuple(runs), ())
 
 
 def first_miss(matches: str) -> int | None:
@@ -129,7 +131,7 @@ class AtK:
             self.runs[i] += row.runs[i]
             reached -= row.runs[i]
             self.accepted_at[i] += reached
-            # every step drafts k positions, except the short ones near the row's end
+            # every step drafts k positions, except short ones (an engine's n-gram drafter)
             self.drafted_at[i] += row.steps - sum(1 for d in row.short if d <= i)
         self.runs[self.k] += row.runs[self.k]
 
@@ -153,6 +155,7 @@ class Tally:
 
     k_max: int
     rows: int = 0
+    tokens: int = 0  # answer tokens
     match: Ratio = field(default_factory=Ratio)  # top-1 agreement over all answer tokens
     by_k: list[AtK] = field(default_factory=list)
 
@@ -163,13 +166,16 @@ class Tally:
         if not matches:
             return
         self.rows += 1
+        self.tokens += len(matches)
         self.match.add(matches.count("1"), len(matches))
         for at in self.by_k:
             at.add(simulate(matches, at.k))
 
-    @property
-    def tokens(self) -> int:
-        return int(self.match.y)
+    def add_steps(self, row: RowSteps, answer_tokens: int) -> None:
+        """A row whose verify steps the engine reported (no match vector: no top-1)."""
+        self.rows += 1
+        self.tokens += answer_tokens
+        self.by_k[row.k - 1].add(row)
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -63,17 +63,23 @@ def open_draft(spec: str, *, threads: int = 2, n_ctx: int | None = None) -> Draf
     return LlamaDraft(path, n_ctx=n_ctx or DEFAULT_CONTEXT, threads=threads)
 
 
+def require_a_draft(specs: list[str], servers: list[str]) -> None:
+    """Refuse a score with nothing to score with (before the tokenizer takes its seconds)."""
+    if not specs and not servers:
+        raise ConfigError(
+            "no draft to score with",
+            hint="pass --draft PATH.gguf, --draft ngram, or --draft-servers URL ... (or "
+            "--from-engine / --replay-servers URL ...: the serving engine's own acceptance)",
+        )
+
+
 @contextlib.contextmanager
 def open_drafts(
     specs: list[str], servers: list[str], api: str, threads: int, api_key: str | None = None
 ) -> Iterator[list[Draft]]:
     """Every draft named on the command line, closed on exit (a GGUF holds its memory).
     `api_key`: the draft servers'."""
-    if not specs and not servers:
-        raise ConfigError(
-            "no draft to score with",
-            hint="pass --draft PATH.gguf, --draft ngram, or --draft-servers URL ...",
-        )
+    require_a_draft(specs, servers)
     drafts: list[Draft] = []
     try:
         if servers:

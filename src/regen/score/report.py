@@ -30,6 +30,9 @@ class DraftScore:
     skipped: Counter = field(default_factory=Counter)
     retokenized: int = 0
     baseline: dict[str, Any] | None = None  # paired before/after, with --baseline
+    earlier: bool = False  # scored by an earlier `regen score`, kept in the report
+    # --from-engine: per group, the sums vLLM's /metrics keeps over the same answers
+    engine_counters: dict[str, dict[str, int]] | None = None
 
     def to_json(self, ks: list[int]) -> dict[str, Any]:
         return {
@@ -37,10 +40,12 @@ class DraftScore:
             "identity": self.identity,
             "rows_file": str(self.rows_file),
             "scored_now": self.scored_now,
+            "earlier": self.earlier,
             "retokenized_rows": self.retokenized,
             "skipped": dict(self.skipped),
             "groups": {g: _tally_json(t, ks) for g, t in self.groups.items()},
             "baseline": self.baseline,
+            **({"engine_counters": self.engine_counters} if self.engine_counters else {}),
         }
 
 
@@ -73,7 +78,7 @@ class ScoreReport:
         """Pair every draft's rows with an earlier score's (same rows, same tokens)."""
         from regen.score.compare import baseline_rows, paired
 
-        for draft in self.drafts:
+        for draft in (d for d in self.drafts if not d.earlier):
             name, before = baseline_rows(path, draft.name)
             groups = paired(draft.rows_file, before, self.by, self.ks)
             draft.baseline = {"file": str(path), "draft": name, "groups": groups}

@@ -8,11 +8,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import orjson
+
 from regen.check.encode import Encoder
 from regen.errors import ConfigError, InputError
 from regen.score.drafts import Draft
+from regen.score.place import SCORE_JSON
 from regen.score.report import DraftScore, ScoreReport, pool
-from regen.score.results import RowsFile, folder_for, row_line, skipped_line
+from regen.score.results import ROWS, RowsFile, folder_for, row_line, skipped_line
 from regen.score.rows import Selection, choose, completions, groups_of
 from regen.score.tokens import TokenRow, token_row
 from regen.storage import Store, open_store
@@ -86,7 +89,36 @@ def score_run(
             rows.close()
         invalid = scan.invalid
         scores.append(DraftScore(draft.name, identity, rows.path, scan.scored))
+    scores += earlier_drafts(score_dir, scores, settings)
     return pool(str(store.where), scores, selection, settings.ks, dict(invalid))
+
+
+def earlier_drafts(score_dir: Path, now: list[DraftScore], settings: ScoreSettings) -> list:
+    """The drafts an earlier `regen score` of this run left in score.json, scored with the same
+    tokenizer and template and not scored now: their rows are on disk, so they are pooled
+    again with this call's selection and a second score adds to the first instead of
+    dropping it from score.json."""
+    path = score_dir / SCORE_JSON
+    if not path.is_file():
+        return []
+    try:
+        earlier = orjson.loads(path.read_bytes())["drafts"]
+    except (orjson.JSONDecodeError, KeyError, TypeError) as err:
+        raise InputError(
+            f"{path} is not a score.json that regen wrote ({err})",
+            hint="move it away; the drafts' rows beside it are kept and resumed",
+        ) from err
+    names = {d.name for d in now}
+    same = {"tokenizer": settings.tokenizer, "chat_template": settings.chat_template,
+            "template_tokens": settings.template_tokens}  # fmt: skip
+    kept = []
+    for draft in earlier:
+        identity = draft["identity"]
+        rows = folder_for(score_dir, draft["name"], identity) / ROWS
+        matches = all(identity.get(k) == v for k, v in same.items())
+        if draft["name"] not in names and matches and rows.is_file():
+            kept.append(DraftScore(draft["name"], identity, rows, 0, earlier=True))
+    return kept
 
 
 def _ignore(raw: dict, err: InputError) -> None:
@@ -119,7 +151,7 @@ def write_report(report: ScoreReport, folder: Path) -> tuple[Path, Path]:
     from regen.jsonio import atomic_write_bytes, atomic_write_json
     from regen.score.table import render_text
 
-    json_path, text_path = folder / "score.json", folder / "score.txt"
+    json_path, text_path = folder / SCORE_JSON, folder / "score.txt"
     atomic_write_json(json_path, report.to_json())
     atomic_write_bytes(text_path, (render_text(report) + "\n").encode())
     return json_path, text_path

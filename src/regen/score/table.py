@@ -12,10 +12,14 @@ def render_text(report: ScoreReport) -> str:
     data = report.to_json()
     out = [f"regen score {data['run']}  (by {data['by']}; " + _sampled(data) + ")"]
     for draft in data["drafts"]:
-        out += ["", f"draft {draft['name']}  ({draft['rows_file']})", *_table(draft, data["k"])]
+        when = "  (scored by an earlier regen score)" if draft["earlier"] else ""
+        head = f"draft {draft['name']}  ({draft['rows_file']}){when}"
+        out += ["", head, *_table(draft, data["k"])]
         out += _detail(draft, max(data["k"]))
         if draft["skipped"]:
             out.append("skipped rows: " + _counts(draft["skipped"]))
+        if draft.get("engine_counters"):
+            out += _counters(draft["engine_counters"])
         if draft["baseline"]:
             out += _baseline(draft["baseline"], max(data["k"]))
     if len(data["drafts"]) > 1:
@@ -94,3 +98,15 @@ def _baseline(base: dict[str, Any], k: int) -> list[str]:
     head = ["group", "paired rows", "before", "after", "difference"]
     return [f"against {base['file']} ({base['draft']}), tau({k}) on the same rows:",
             *_grid(head, rows)]  # fmt: skip
+
+
+def _counters(counters: dict[str, dict[str, int]]) -> list[str]:
+    """The engine's own sums (what its /metrics counts) behind the --from-engine table."""
+    out = ["engine counters (vLLM /metrics: spec_decode_num_drafts, _num_draft_tokens, "
+           "_num_accepted_tokens, _num_accepted_tokens_per_pos):"]  # fmt: skip
+    for name, c in counters.items():
+        per_pos = [c[p] for p in sorted((p for p in c if p.startswith("accepted_at_")),
+                                         key=lambda p: int(p.rsplit("_", 1)[1]))]  # fmt: skip
+        out.append(f"  {name}: drafts {c['num_drafts']}, draft tokens {c['num_draft_tokens']}, "
+                   f"accepted {c['num_accepted_tokens']}, per position {per_pos}")  # fmt: skip
+    return out

@@ -13,6 +13,7 @@ ends the thread, and the run stops.
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from collections.abc import Callable
@@ -30,6 +31,8 @@ from regen.storage.bucket import Bucket
 from regen.storage.shards import KINDS, upload_shard
 
 MANIFEST = "manifest.json"
+MANIFEST_TRIES = 20  # conditional writes of the manifest before this pass gives up
+MANIFEST_BACKOFF = 0.05  # seconds, times the attempt: parts racing spread apart
 
 REPORT_EVERY = 60.0  # seconds between repeated "upload failed" events in one outage
 
@@ -140,9 +143,9 @@ class Uploader:
 
     def _push_manifest(self, force: bool) -> None:
         """The manifest, with the sessions other parts of the run put in the bucket's copy
-        since this one read it (each part adds its own session; the last put must not drop
-        the others'). Pushed again at the end (`force`), which closes most of the window
-        between two parts' first puts."""
+        (each part adds its own session; no put may drop the others'): read with its ETag,
+        merged, and put only if the bucket's copy is still the one read. A part that lost
+        the race to another reads the new copy and merges again."""
         path = self.layout.manifest
         try:
             mtime = path.stat().st_mtime
@@ -150,11 +153,21 @@ class Uploader:
             return
         if not force and self._sent_mtime.get(MANIFEST) == mtime:
             return
-        theirs = self.bucket.get_bytes(MANIFEST)
         ours = orjson.loads(path.read_bytes())
-        merged = with_sessions_of(ours, orjson.loads(theirs) if theirs else None)
-        self.bucket.put_bytes(MANIFEST, dumps_pretty(merged))
-        self._sent_mtime[MANIFEST] = mtime
+        for attempt in range(MANIFEST_TRIES):
+            theirs = self.bucket.read_versioned(MANIFEST)
+            copy = orjson.loads(theirs.data) if theirs.data else None
+            merged = with_sessions_of(ours, copy)
+            if self.bucket.put_if_unchanged(MANIFEST, dumps_pretty(merged), theirs):
+                self._sent_mtime[MANIFEST] = mtime
+                return
+            # another part put it since we read it: back off a little, unlike the others
+            time.sleep(random.uniform(0, MANIFEST_BACKOFF * (attempt + 1)))
+        raise StorageError(
+            f"{self.bucket.url_of(MANIFEST)} changed under every one of {MANIFEST_TRIES} "
+            "conditional writes (other parts of the run writing it)",
+            hint="it is retried with the next upload; many parts starting at once settle",
+        )
 
     def _push_if_changed(self, path: Path, name: str) -> None:
         try:

@@ -6,7 +6,9 @@ returns its answer, except for requests matching a rule:
   upstream never sees the request);
 - "hold": forward the request (so the upstream has done it), then never answer (a client
   killed after its upload landed but before it heard so);
-- "refuse": drop the connection at once (the bucket is unreachable).
+- "refuse": drop the connection at once (the bucket is unreachable);
+- "no_conditions": answer a request with an `If-Match` or `If-None-Match` header 501
+  NotImplemented, as S3-compatible stores without conditional writes do; forward the rest.
 Rules are (method, substring of the path, action); the first match wins; set them any time.
 """
 
@@ -48,6 +50,13 @@ class CutProxy:
         if action == "refuse":
             request.transport.abort()
             return web.Response(status=599)
+        conditional = {"if-match", "if-none-match"} & {k.lower() for k in request.headers}
+        if action == "no_conditions" and conditional:
+            error = (
+                "<Error><Code>NotImplemented</Code><Message>A header you provided implies "
+                "functionality that is not implemented</Message></Error>"
+            )
+            return web.Response(status=501, text=error, content_type="application/xml")
         if action == "cut":
             await request.content.read(512)
             request.transport.abort()

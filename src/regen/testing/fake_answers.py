@@ -7,6 +7,7 @@ from typing import Any
 
 from regen.testing.dialects import DIALECTS
 from regen.testing.fake_behaviour import Behaviour
+from regen.testing.fake_spec import TIMINGS, spec_decoding
 
 
 def text_response(body: dict[str, Any]) -> dict[str, Any]:
@@ -55,6 +56,10 @@ def chat_response(
             "total_tokens": prompt + tokens,
         },
     }
+    if b.spec_tokens and body.get("n", 1) == 1:
+        data["metrics"] = {**TIMINGS, "speculative_decoding": spec_decoding(tokens, b.spec_tokens)}
+    elif b.dialect == "vllm":
+        data["metrics"] = None
     shape = dialect.token_ids if dialect else ("vllm" if b.return_token_ids else None)
     if shape is not None and body.get("return_token_ids"):
         prompt_ids, completion_ids = list(range(prompt)), list(range(100, 100 + tokens))
@@ -93,7 +98,10 @@ def stream_events(data: dict[str, Any]) -> list[dict[str, Any]]:
     )
     if "token_ids" in choice:
         _spread_token_ids(events[:-1], data["prompt_token_ids"], choice["token_ids"])
-    events.append({"choices": [], "usage": data["usage"]})
+    last: dict[str, Any] = {"choices": [], "usage": data["usage"]}
+    if data.get("metrics"):  # on the final usage chunk, without its null timings
+        last["metrics"] = {k: v for k, v in data["metrics"].items() if v is not None}
+    events.append(last)
     return events
 
 

@@ -1,0 +1,85 @@
+"""The top-level fields of a prompt line beside its turns: which ones generate reads, and
+what it does with the spellings people and datasets use for them.
+
+- `system` (ShareGPT's column, or written beside `messages`) becomes the first message. A
+  record that also has a system message of its own is refused unless the two say the same:
+  regen cannot know which of two system prompts the user meant, and sending either one
+  silently would change the answers.
+- `category` is read as `meta.category` (the dataset's own label, as `prepare` keeps it).
+- Any other field is not read; the run says so once (`ignored_note`), with where the field
+  belongs, rather than dropping it without a word.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from regen.errors import InputError
+
+READ = frozenset(
+    {"id", "messages", "conversations", "system", "tools", "sampling", "source", "meta",
+     "category", "samples", "model"}
+)  # fmt: skip
+SAMPLING_SPELLINGS = frozenset({"temperature", "top_p", "top_k", "max_tokens", "seed", "thinking"})
+PLAIN_PROMPT_KEYS = ("prompt", "instruction", "question", "input", "text", "query")
+SYSTEM_ROLES = ("system", "developer")
+
+
+def with_system(system: Any, messages: list[dict]) -> list[dict]:
+    """`messages` with the record's top-level `system` as its first message."""
+    if system is None or (isinstance(system, str) and not system.strip()):
+        return messages
+    if not isinstance(system, str):
+        raise InputError(
+            f"'system' must be a string, got {type(system).__name__}", kind="bad_system"
+        )
+    own = [m for m in messages if m["role"] in SYSTEM_ROLES]
+    if not own:
+        return [{"role": "system", "content": system}, *messages]
+    if all(m["content"] == system for m in own):
+        return messages  # the same prompt written twice: sent once
+    raise InputError(
+        "the record has a top-level 'system' and a different system message in its turns",
+        kind="conflicting_system",
+        hint="keep one: drop the 'system' field, or the system message from the turns",
+    )
+
+
+def with_category(record: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
+    """`meta` with a top-level `category` read into it (meta's own label wins)."""
+    label = record.get("category")
+    if label is None or "category" in meta or not isinstance(label, str | int):
+        return meta
+    return {**meta, "category": str(label)}
+
+
+def no_turns_hint(record: dict[str, Any]) -> str:
+    """The fix for a record without turns: a plain prompt field is what prepare converts."""
+    plain = next((k for k in PLAIN_PROMPT_KEYS if isinstance(record.get(k), str)), None)
+    if plain is not None:
+        return (
+            f"its '{plain}' is a plain prompt: convert the file with `regen prepare --source "
+            "FILE -o prompts.jsonl`, which turns it into messages"
+        )
+    return "give it 'messages' (role/content) or 'conversations' (from/value)"
+
+
+def ignored_fields(record: dict[str, Any]) -> tuple[str, ...]:
+    """The record's top-level fields that generate does not read."""
+    return tuple(sorted(k for k in record if k not in READ))
+
+
+def ignored_note(line: int, fields: tuple[str, ...]) -> str:
+    """What the run says, once, about fields it does not read, and where each belongs."""
+    names = ", ".join(f"'{f}'" for f in fields)
+    sampling = [f for f in fields if f in SAMPLING_SPELLINGS]
+    if sampling:
+        example = f'{{"sampling": {{"{sampling[0]}": ...}}}}'
+        where = f'per-record sampling goes under "sampling" ({example})'
+    else:
+        where = 'labels to keep belong under "meta" ("category" is read as meta.category)'
+    return (
+        f"line {line}: top-level field(s) {names} are not read (generate reads id, messages or "
+        f"conversations, system, tools, sampling, source, meta, category); {where} (said once "
+        "per field name)"
+    )

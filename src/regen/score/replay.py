@@ -1,0 +1,91 @@
+"""`regen score RUN --replay-servers URL...`: the acceptance of the drafter a spec-decoding
+fleet serves with, per group, on this run's prompts.
+
+Teacher forcing needs a standalone draft; MTP heads, EAGLE-3 and DFlash drafters live inside
+the engine. So each chosen row's prompt (its conversation before the answer) is sent again, at
+temperature 0 and with the answer's own length as max_tokens, to a fleet that speculates and
+reports its per-request metrics (vLLM `--per-request-spec-decode-metrics`); the answers land in
+an ordinary run under RUN/score/replay/ (resumable like any run), and `--from-engine`'s table
+is built from them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from regen.check.record import Completion
+from regen.errors import ConfigError, InputError
+from regen.jsonio import atomic_write_bytes
+from regen.run.config import build_config
+from regen.run.generate import generate
+from regen.score.engine import engine_report
+from regen.score.report import ScoreReport
+from regen.score.rows import Selection, answer_length, choose, completions
+from regen.storage import open_store
+
+FOLDER = "replay"
+
+
+@dataclass(frozen=True)
+class ReplayFleet:
+    servers: tuple[str, ...]
+    model: str | None = None  # None: the servers' own (asked of /v1/models)
+    api_key_env: str | None = None
+
+
+def replay_report(run: str | Path, fleet: ReplayFleet, selection: Selection,
+                  score_dir: Path) -> ScoreReport:  # fmt: skip
+    folder = score_dir / FOLDER
+    prompts = _write_prompts(run, selection, folder / "prompts.jsonl")
+    config = build_config({
+        "input.prompts": prompts, "output.dir": folder / "run", "fleet.servers": fleet.servers,
+        "fleet.model": fleet.model, "fleet.api_key_env": fleet.api_key_env,
+        "sampling.temperature": 0.0, "display.mode": "none",
+    })  # fmt: skip
+    result = generate(config)
+    if result.exit_code != 0:
+        raise ConfigError(
+            f"replaying the prompts did not finish: {result.message}",
+            hint=f"see {folder / 'run'}; the same command goes on from the answers it has",
+        )
+    return engine_report(folder / "run", Selection(selection.by, None, selection.seed), folder)
+
+
+def _write_prompts(run: str | Path, selection: Selection, path: Path) -> Path:
+    store = open_store(run)
+    if not store.shard_names("completions"):
+        raise ConfigError(f"no completion shards under {store.where}/completions",
+                          hint="pass the --output-dir of a `regen generate` run")  # fmt: skip
+    selection = choose(completions(store.iter_records("completions"), _ignore), selection)
+    lines = [orjson.dumps(_prompt(c)) + b"\n"
+             for c in completions(store.iter_records("completions"), _ignore)
+             if selection.wants(c.key)]  # fmt: skip
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(path, b"".join(lines))
+    return path
+
+
+def _prompt(completion: Completion) -> dict[str, Any]:
+    """The row's conversation up to its (last) answer, with that answer's length."""
+    messages = completion.messages
+    last = max(i for i, m in enumerate(messages) if m.get("role") == "assistant")
+    line: dict[str, Any] = {
+        "id": completion.id if completion.sample == 0 else f"{completion.id}#{completion.sample}",
+        "messages": messages[:last],
+        "source": completion.raw.get("source"),
+        "meta": {"category": completion.raw.get("category")},
+    }
+    if completion.tools:
+        line["tools"] = completion.tools
+    tokens = answer_length(completion)
+    if tokens:
+        line["sampling"] = {"max_tokens": tokens}
+    return line
+
+
+def _ignore(raw: dict, err: InputError) -> None:
+    """Unreadable records are the original score's to count."""
