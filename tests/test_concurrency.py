@@ -157,3 +157,30 @@ def test_fixed_concurrency_keeps_exactly_n(tmp_path, fake_server):
     (served,) = json.loads((out / "progress.json").read_text())["servers"]
     assert (served["concurrency"], served["concurrency_why"]) == (8, "fixed")
     assert server.peak_in_flight == 8
+
+
+def test_status_and_the_live_view_show_each_servers_level():
+    from regen.cli.status import server_lines
+    from regen.display import server_cells
+
+    live = {
+        "url": "http://a:1", "state": "healthy", "in_flight": 180, "completed": 5, "failed": 0,
+        "completion_tokens": 10, "latency_ewma_s": 1.0, "last_error": None,
+        "concurrency": 192, "concurrency_cap": 1024, "concurrency_why": "holding",
+    }  # fmt: skip
+    fixed = {**live, "concurrency": 64, "concurrency_cap": 64, "concurrency_why": "fixed"}
+    lines = server_lines([live, fixed], alive=True)
+    assert "180 in flight (level 192 of at most 1024: holding)" in lines[1]
+    assert "(fixed at 64)" in lines[2]
+    assert server_cells(live)["in flight"] == "180/192"
+
+
+def test_the_stated_kv_cache_is_jumped_to_only_after_a_measured_steep_gain():
+    first = decide(concurrency.start(cap=1024), full(160.0, kv_fit=800))
+    assert first.limit == 32  # one window is no curve: a plain doubling
+    steep = decide(first, full(320.0, kv_fit=800))
+    assert steep.limit == 32 * concurrency.JUMP  # towards what the cache holds, bounded
+    modest = decide(first, full(170.0, kv_fit=800))  # a CPU's curve: small steps, no jump
+    assert modest.limit == 40
+    flat = decide(first, full(162.0, kv_fit=800))
+    assert flat.limit == 16 and flat.reason == "plateau"

@@ -69,6 +69,9 @@ def test_metrics_follow_prometheus_conventions(tmp_path, fake_server):
         assert families[name].type == "counter", name
     (total,) = families["regen_items"].samples
     assert total.value == 200 and total.labels == {"model": "fake-model"}
+    (level,) = families["regen_server_concurrency"].samples  # live, under its cap of 4
+    (cap,) = families["regen_server_concurrency_cap"].samples
+    assert 1 <= level.value <= cap.value == 4
 
 
 def test_every_metric_the_dashboard_queries_is_in_a_scrape(tmp_path, fake_server):

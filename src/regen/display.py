@@ -220,11 +220,17 @@ LAST_ERROR_MIN = 16  # narrower than this, the last error says nothing: dropped
 def server_cells(s: dict[str, Any]) -> dict[str, str]:
     return {
         "server": s["url"].split("://", 1)[-1], "state": s["state"],
-        "in flight": str(s["in_flight"]), "done": str(s["completed"]),
+        "in flight": _in_flight(s), "done": str(s["completed"]),
         "failed": str(s["failed"]), "latency": f"{s['latency_ewma_s']:.1f}s",
         "tokens": f"{s['completion_tokens']:,}", "retried": str(s.get("retried", 0)),
         SPEC: f"{s['acceptance_length']:.2f}" if s.get("spec_steps") else "-",
     }  # fmt: skip
+
+
+def _in_flight(s: dict[str, Any]) -> str:
+    """In flight, and of which level (live concurrency's choice, or the fixed one)."""
+    level = s.get("concurrency")
+    return str(s["in_flight"]) if level is None else f"{s['in_flight']}/{level}"
 
 
 def server_table(servers: list[dict[str, Any]], width: int = 140) -> Table:

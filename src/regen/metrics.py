@@ -102,6 +102,17 @@ class SnapshotCollector(Collector):
         tokens = family(CounterMetricFamily, "regen_server_completion_tokens", "Tokens")
         in_flight = family(GaugeMetricFamily, "regen_server_in_flight", "Requests in flight")
         healthy = family(GaugeMetricFamily, "regen_server_healthy", "1 if in rotation")
+        level = family(
+            GaugeMetricFamily,
+            "regen_server_concurrency",
+            "Requests in flight this server may hold now (the live level, or the fixed one)",
+        )
+        cap = family(GaugeMetricFamily, "regen_server_concurrency_cap", "Most it may hold")
+        affine = family(
+            CounterMetricFamily,
+            "regen_server_affinity_sends",
+            "Requests sent here because it holds their prefix, not for being least-loaded",
+        )
         steps = family(
             CounterMetricFamily,
             "regen_server_spec_verify_steps",
@@ -128,6 +139,10 @@ class SnapshotCollector(Collector):
             aborted.add_metric(labels, s.get("aborted", 0))
             tokens.add_metric(labels, s["completion_tokens"])
             in_flight.add_metric(labels, s["in_flight"])
+            affine.add_metric(labels, s.get("affinity_sends", 0))
+            if s.get("concurrency") is not None:
+                level.add_metric(labels, s["concurrency"])
+                cap.add_metric(labels, s["concurrency_cap"])
             healthy.add_metric(labels, 1.0 if s["state"] == "healthy" else 0.0)
             if s.get("spec_steps"):
                 steps.add_metric(labels, s["spec_steps"])
@@ -140,6 +155,7 @@ class SnapshotCollector(Collector):
                 labels, list(zip(bounds, cumulative, strict=True)), s.get("latency_sum_s", 0.0)
             )
         yield from (done, failed, retries, aborted, tokens, in_flight, healthy, latency)
+        yield from (level, cap, affine)
         yield from (steps, accepted, length)
 
 

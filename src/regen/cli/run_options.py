@@ -56,6 +56,10 @@ fleet_options = _all(
            "[1024; embedded: 2]. With --fixed-concurrency: exactly N [64]."),
     option("--fixed-concurrency", is_flag=True, group=FLEET, to="fleet.fixed_concurrency",
            help="Keep exactly --concurrency-per-server in flight per server (no live control)."),
+    option("--dispatch", type=click.Choice(["affine", "least-loaded"]), default="affine",
+           show_default=True, group=FLEET, to="fleet.dispatch",
+           help="affine: samples, later turns and shared prefixes go to the server that "
+           "caches them, within a load bound; least-loaded: always the least-loaded."),
 )  # fmt: skip
 
 LIST = "A list (a,b,c) picks one per sample, seeded."

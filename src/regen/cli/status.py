@@ -108,6 +108,15 @@ def eta_line(eta: dict[str, Any]) -> str:
     return line
 
 
+def _level_text(s: dict[str, Any]) -> str:
+    """The level live concurrency chose (and why), or the fixed one."""
+    if s.get("concurrency") is None:
+        return ""  # a snapshot from before live concurrency
+    if s.get("concurrency_why") == "fixed":
+        return f" (fixed at {s['concurrency']})"
+    return f" (level {s['concurrency']} of at most {s['concurrency_cap']}: {s['concurrency_why']})"
+
+
 def _spec_text(s: dict[str, Any]) -> str:
     if not s.get("spec_steps"):
         return ""
@@ -126,7 +135,7 @@ def server_lines(servers: list[dict[str, Any]], alive: bool, embedded: bool = Fa
         return [head[:-1] + ": none recorded"]
     lines = [head]
     for s in servers:
-        head = f"{s['state']}, {s['in_flight']} in flight, " if alive else ""
+        head = f"{s['state']}, {s['in_flight']} in flight{_level_text(s)}, " if alive else ""
         if not alive and s.get("in_flight_at_exit"):  # sent again by the next run
             head = f"none in flight ({s['in_flight_at_exit']} were at its last update), "
         # `failed` counts attempts on this server, most of them sent again: the items lost
@@ -135,6 +144,7 @@ def server_lines(servers: list[dict[str, Any]], alive: bool, embedded: bool = Fa
             f"  {s['url']}: {head}{s['completed']} done, {s['failed']} failed attempts"
             + (f" ({s['aborted']} aborted by the engine)" if s.get("aborted") else "")
             + (f", {s['retried']} retried" if s.get("retried") else "")
+            + (f", {s['affinity_sends']} sent for their prefix" if s.get("affinity_sends") else "")
             + f", latency {s['latency_ewma_s']:.1f}s"
             + _spec_text(s)
             + (f", last error: {s['last_error']}" if s["last_error"] else "")

@@ -34,6 +34,7 @@ PROBE_EVERY = 3  # windows held before probing above the best level again (cheap
 # past the knee only queues a few requests in the engine, or preempts a few)
 CEILING_WINDOWS = 24  # windows a ceiling (preemptions, errors, queue) lasts
 START = 16  # with no limit stated by the engine
+JUMP = 8  # the most one step multiplies the level by
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,8 +115,11 @@ def _climb(level: Level, rate: float, kv_fit: int | None) -> Level:
     if level.ceiling is not None:
         step = min(step, 1.05)  # near a known edge: small steps
     higher = max(level.limit + 1, math.ceil(level.limit * step))
-    if kv_fit and step == 2.0 and kv_fit > higher:
-        higher = kv_fit  # straight to what the cache holds; the climb goes on from there
+    if kv_fit and level.best_rate and gained >= BIG_GAIN and kv_fit > higher:
+        # A measured steep gain, and the cache holds far more: straight towards what it holds
+        # (at most JUMP times up); the climb goes on from there. Never on a first window: a
+        # flat curve (a CPU engine) never jumps.
+        higher = min(kv_fit, level.limit * JUMP)
     higher = min(_top(level), higher)
     best = replace(level, best_rate=rate, best_limit=level.limit, step=step)
     if higher <= level.limit:

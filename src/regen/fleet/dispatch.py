@@ -25,6 +25,7 @@ from regen.errors import (
     ServerRefused,
     TransportError,
 )
+from regen.fleet import affinity
 from regen.fleet.endgame import EndGame
 from regen.fleet.overflow import room_left
 from regen.fleet.policy import HealthPolicy, RetryPolicy
@@ -34,6 +35,8 @@ from regen.fleet.watch import watch_health
 __all__ = ["Completed", "DispatchHalted", "Fleet", "HealthPolicy", "RetryPolicy"]
 
 log = logging.getLogger("regen.fleet")
+
+AFFINE_SCAN = 256  # waiters looked through for one whose prefix a freed server holds
 
 
 class DispatchHalted(Exception):
@@ -57,56 +60,71 @@ class Fleet:
         retry: RetryPolicy | None = None,
         health: HealthPolicy | None = None,
         on_event: Callable[[str], None] | None = None,
+        affine: bool = False,
     ) -> None:
         self.servers = servers
+        self.affine = affine  # cache-affine dispatch (affinity.py), else least-loaded
         self.retry = retry or RetryPolicy()
         self.health = health or HealthPolicy()
         self.on_event = on_event or log.warning
         self.all_down_since: float | None = None
         self.model: str | None = None  # once known, a server back from down must serve it
         self.halted = False
-        self._waiters: deque[asyncio.Future] = deque()
+        # Each waiter with the server its prefix prefers (None: any), so that a slot freed
+        # there goes to a request whose prefix it holds.
+        self._waiters: deque[tuple[asyncio.Future, Server | None]] = deque()
         self._waiting = 0  # requests in `acquire` waiting for a slot
         self._sleepers: set[asyncio.Future] = set()
         self._retired: dict[Server, FleetUnavailable] = {}  # never coming back, and why
         self.endgame = EndGame(servers, self.release, self._copy_failed)
 
     # -- slots ---------------------------------------------------------------------------
-    def _pick(self) -> Server | None:
-        best: Server | None = None
-        best_load = 1.0
+    def _pick(self, order: list[Server] | None = None) -> Server | None:
+        """The least-loaded server that can take a request now; with a prefix's `order`,
+        the first of that order within affinity.BOUND of the least-loaded."""
         now = time.monotonic()
-        for server in self.servers:
-            if (
-                server.can_take(now)
-                and server.load < best_load
-                and not self.endgame.declines(server)
-            ):
-                best, best_load = server, server.load
-        return best
+        free = [
+            s for s in self.servers
+            if s.can_take(now) and s.load < 1.0 and not self.endgame.declines(s)
+        ]  # fmt: skip
+        if not free:
+            return None
+        least = min(free, key=lambda s: s.load)
+        return least if order is None else affinity.choose(order, free, lambda s: s.load)
 
-    async def acquire(self) -> Server:
+    async def acquire(self, key: bytes | None = None) -> Server:
+        order = None
+        if self.affine and key is not None and len(self.servers) > 1:
+            order = affinity.ranked(key, self.servers, lambda s: s.url)
+        woken = False
         while True:
             if self.halted:
                 raise DispatchHalted
-            server = self._pick()
+            server = self._pick(order)
+            if server is not None and order and self._waiters and not woken:
+                # Affine, with requests already waiting: a slot freed on another server is
+                # theirs (one whose prefix it holds is woken for it); only our own takes us.
+                server = server if server is order[0] else None
             if server is not None:
+                # sent for its prefix: the least-loaded pick would have been another server
+                server.stats.affinity_sends += order is not None and server is not self._pick()
                 server.claim()
                 self.endgame.tick()
                 return server
             self._check_give_up()
             waiter = asyncio.get_running_loop().create_future()
-            self._waiters.append(waiter)
+            self._waiters.append((waiter, order[0] if order else None))
             self._waiting += 1  # till it runs again, woken or not: no copy takes its slot
             try:
                 with contextlib.suppress(TimeoutError):  # wake up to re-check health, give-up
                     await asyncio.wait_for(waiter, timeout=1.0)
             finally:
                 self._waiting -= 1
+            woken = True
 
     def release(self, server: Server) -> None:
         server.release()
-        self._wake(1)
+        self._wake(1, server)
         self.endgame.released(offer=not self._waiting)  # a slot nobody waits for: a copy?
 
     def halt(self) -> None:
@@ -131,9 +149,20 @@ class Fleet:
         if self.halted:
             raise DispatchHalted
 
-    def _wake(self, count: int) -> None:
+    def _wake(self, count: int, freed: Server | None = None) -> None:
+        """Wake `count` waiters, first one whose prefix prefers the server just `freed`
+        (looked for among the first AFFINE_SCAN), then in order."""
+        if freed is not None and self.affine and count:
+            for i, (waiter, prefers) in enumerate(self._waiters):
+                if i >= AFFINE_SCAN:
+                    break
+                if prefers is freed and not waiter.done():
+                    del self._waiters[i]
+                    waiter.set_result(None)
+                    count -= 1
+                    break
         while self._waiters and count:
-            waiter = self._waiters.popleft()
+            waiter, _ = self._waiters.popleft()
             if not waiter.done():
                 waiter.set_result(None)
                 count -= 1
@@ -166,31 +195,34 @@ class Fleet:
         """Run one chat completion to success: `post` to /v1/chat/completions. An engine
         that refuses prompt + max_tokens over its context (SGLang) is asked once more with
         max_tokens lowered to what fits, as vLLM does by itself (see overflow.py)."""
+        key = affinity.prefix_key(body) if self.affine else None
         try:
-            return await self.post(CHAT_PATH, body)
+            return await self.post(CHAT_PATH, body, key)
         except PermanentError as err:
             fits = room_left(err)
             if fits is None or fits >= body.get("max_tokens", fits + 1):
                 raise
             first_attempts = err.attempts
-        done = await self.post(CHAT_PATH, {**body, "max_tokens": fits})
+        done = await self.post(CHAT_PATH, {**body, "max_tokens": fits}, key)
         done.attempts += first_attempts
         done.max_tokens_lowered_to = fits
         return done
 
-    async def post(self, path: str, body: dict[str, Any]) -> Completed:
+    async def post(self, path: str, body: dict[str, Any], key: bytes | None = None) -> Completed:
         """POST `body` to `path` on the least-loaded server, to success, retrying elsewhere
         as needed, with the same retries, breaker and health as every request.
 
         Raises PermanentError at once, the last RetryableError once the retry policy says
         stop, FleetUnavailable when no server can serve, DispatchHalted when the run stops.
         """
-        return await self._send(lambda server: server.post(path, body))
+        return await self._send(lambda server: server.post(path, body), key)
 
-    async def _send(self, request: Callable[[Server], Awaitable[Any]]) -> Completed:
+    async def _send(
+        self, request: Callable[[Server], Awaitable[Any]], key: bytes | None = None
+    ) -> Completed:
         attempts = 0
         while True:
-            server = await self.acquire()
+            server = await self.acquire(key)
             attempts += 1
             started, answered = time.monotonic(), server
             try:

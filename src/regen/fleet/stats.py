@@ -20,6 +20,7 @@ class ServerStats:
     latency_ewma: float = 0.0
     last_error: str | None = None
     retried: int = 0  # failed attempts that were sent again
+    affinity_sends: int = 0  # requests sent here for their prefix, not for being least-loaded
     aborted: int = 0  # answers the engine cut short (finish_reason abort or error)
     latency_counts: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BUCKETS) + 1))
     latency_sum: float = 0.0

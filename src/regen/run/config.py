@@ -55,6 +55,8 @@ class FleetConfig:
     # None: LIVE_CAP live, 64 fixed, 2 for the embedded server.
     concurrency: int | None = None
     fixed_concurrency: bool = False  # keep exactly `concurrency` in flight (no live control)
+    dispatch: str = "affine"  # "affine": a prompt's prefix to the server that holds it
+    # (within a load bound, fleet/affinity.py); "least-loaded": always the least-loaded
     timeouts: Timeouts = field(default_factory=Timeouts)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     health: HealthPolicy = field(default_factory=HealthPolicy)
@@ -169,6 +171,7 @@ class GenerateConfig:
             "return_token_ids": self.output.return_token_ids,
             "concurrency_per_server": fleet.per_server_concurrency,
             "concurrency_control": "fixed" if fleet.fixed_concurrency else "live",
+            "dispatch": fleet.dispatch,
             "api_key_env": fleet.api_key_env,
             "api_key_from": fleet.api_key_info().source,
             "timeouts": asdict(fleet.timeouts),

@@ -18,7 +18,7 @@ from typing import Any
 
 from regen import redact
 from regen.errors import FleetUnavailable, OutputError, RegenError, ServerError
-from regen.fleet.dispatch import DispatchHalted, Fleet
+from regen.fleet.dispatch import AFFINE_SCAN, DispatchHalted, Fleet
 from regen.fleet.embedded import EmbeddedFleet, default_model_path, embedded_spec
 from regen.fleet.engine_info import fleet_engines
 from regen.fleet.server import Server
@@ -99,7 +99,8 @@ class Run:
         self.fatal: RegenError | None = None  # the error that stopped the run, if one did
         self.model = ""
         self.stats = RunStats(total=0, finished_before=0)
-        self.fleet = Fleet(self.servers, fleet.retry, fleet.health, self._event)
+        affine = fleet.dispatch == "affine"
+        self.fleet = Fleet(self.servers, fleet.retry, fleet.health, self._event, affine)
 
     def _event(self, text: str) -> None:
         text = redact.scrub(text)
@@ -256,6 +257,8 @@ class Run:
 
     async def _dispatch(self) -> None:
         capacity = sum(s.concurrency for s in self.servers)
+        if self.fleet.affine:  # a few more waiting for a slot: one whose prefix a freed
+            capacity += AFFINE_SCAN  # server holds can be picked (fleet/dispatch.py)
         dispatcher = Dispatcher(capacity, self.stop, self._process, self._fail)
         if await dispatcher.send(self.intake.items()):
             await asyncio.sleep(0)  # the last items' tasks run up to their request

@@ -129,6 +129,7 @@ def snapshot(
                 "latency_ewma_s": round(s.stats.latency_ewma, 3),
                 "last_error": s.stats.last_error,
                 "retried": s.stats.retried,
+                "affinity_sends": s.stats.affinity_sends,
                 "aborted": s.stats.aborted,
                 "latency_counts": list(s.stats.latency_counts),
                 "latency_sum_s": round(s.stats.latency_sum, 3),
