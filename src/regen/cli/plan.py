@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -67,6 +68,9 @@ def plan(**opts) -> None:  # fmt: skip
         raise ConfigError("regen plan needs --prompts FILE (or --from-run DIR)")
     fixed = {"output.dir": opts["output_dir"] or Path("."), "display.mode": "none"}
     config = config_from(opts, fixed)
+    # plan models a fixed number of slots per server (default 64), as generate runs with
+    # --fixed-concurrency; live concurrency would move the level it measures
+    config = replace(config, fleet=replace(config.fleet, fixed_concurrency=True))
     report = None if opts["as_json"] else PlainReporter(15, sys.stderr)
     if opts["sweep"]:
         levels = _levels(opts["sweep_levels"]) or default_levels(

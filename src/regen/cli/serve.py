@@ -16,6 +16,7 @@ from regen.serve.gpus import parse_gpu_list
 from regen.serve.hf_model import embedded_model
 from regen.serve.launch import ServeSpec, default_python
 from regen.serve.run import serve as run_serve
+from regen.serve.spec_metrics import with_spec_metrics
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -80,7 +81,8 @@ def serve(engine_args: tuple[str, ...], status_of, stop_of, **opts) -> None:
         threads=opts["threads"] or threads_per_replica(opts["replicas"]), context=opts["context"],
         startup_timeout=opts["startup_timeout"],
         max_gpu_memory_used=opts["max_gpu_memory_used"], copy_model_to=opts["copy_model_to"],
-        extra=list(engine_args), api_key_env=opts["api_key_env"],
+        extra=with_spec_metrics(opts["engine"], python, list(engine_args)),
+        api_key_env=opts["api_key_env"],
     )  # fmt: skip
     sys.exit(run_serve(spec, opts["fleet_path"], opts["restart_dead"], echo=click.echo))
 

@@ -73,7 +73,17 @@ def sweep_lines(data: dict[str, Any]) -> list[str]:
             f"{level['concurrency']:>11}  {level['output_tokens_per_second']:>12.0f}  "
             f"{level['latency_mean_s']:>11.1f}s{mark}"
         )
-    lines.append(f"recommended: --concurrency-per-server {data['recommended']}")
+    lines.append(f"recommended: --concurrency-per-server {data['recommended']} (the most output)")
+    knee = data.get("knee")
+    if knee is not None and knee != data["recommended"]:
+        by = {level["concurrency"]: level for level in data["levels"]}
+        most, low = by[data["recommended"]], by[knee]
+        lost = 1 - low["output_tokens_per_second"] / max(most["output_tokens_per_second"], 1e-9)
+        lines.append(
+            f"trade-off: {knee} answers each request in {low['latency_mean_s']:.1f}s instead of "
+            f"{most['latency_mean_s']:.1f}s for {lost:.0%} less output; a batch job wants the "
+            "output (without --fixed-concurrency, generate finds each server's level live)"
+        )
     return lines
 
 

@@ -3,9 +3,12 @@ overloading the servers.
 
 Each level runs its own small calibration (in a temporary dir: these answers are not kept)
 with enough prompts to fill every slot four times, the same prompts first at every level.
-Throughput is compared at one answer mix (all levels' answers pooled). The recommendation
-is the lowest level within 10% of the best throughput: past that knee, more requests in
-flight only queue on the server and add latency.
+Throughput is compared at one answer mix (all levels' answers pooled). A batch job wants
+throughput, not latency: the recommendation is the level with the most output tokens/s (the
+lowest within NOISE of it: a small sample measures no finer), skipping a level whose requests
+failed (an overloaded server's timeouts and 5xx). The lowest level within 10% of the best is
+named beside it with its latency: the trade-off for a user who wants answers sooner. Each
+level is run with --fixed-concurrency: live concurrency would move away from it.
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ from regen.plan.sample import CalibrationSample, draw_sample
 from regen.run.config import GenerateConfig
 from regen.run.generate import Reporter
 
-KNEE = 0.9
+KNEE = 0.9  # the latency-minded alternative: the lowest level within 10% of the best
+NOISE = 0.95  # levels within 5% of the best throughput count as equal: the lowest of them
 WAVES = 4  # prompts per slot at each level: the last, partly empty wave weighs little
 
 
@@ -32,15 +36,21 @@ class Level:
     prompts: int
     output_tokens_per_second: float
     latency_mean_s: float
+    failed: int = 0  # requests that failed at this level
 
 
 @dataclass(frozen=True)
 class SweepResult:
     levels: list[Level]
-    recommended: int
+    recommended: int  # the most throughput
+    knee: int  # the lowest level within 10% of it: less latency for a little less throughput
 
     def to_json(self) -> dict:
-        return {"levels": [vars(level) for level in self.levels], "recommended": self.recommended}
+        return {
+            "levels": [vars(level) for level in self.levels],
+            "recommended": self.recommended,
+            "knee": self.knee,
+        }
 
 
 def default_levels(concurrency: int) -> list[int]:
@@ -62,23 +72,32 @@ def sweep(
     order = list(sample.lines)
     random.Random(sample_seed).shuffle(order)  # any prefix is then a fair mix of the strata
     measured: dict[int, list[Observation]] = {}
+    failed: dict[int, int] = {}
     for level in sorted(levels):
         take = order[: max(level * servers * WAVES, 10)]
         part = CalibrationSample(sample.prompts, sample.bad_lines, sample.strata,
                                  {n: sample.lines[n] for n in take},
                                  {n: sample.ids[n] for n in take})  # fmt: skip
         with tempfile.TemporaryDirectory(prefix="regen-sweep-") as tmp:
-            run = replace(config, fleet=replace(config.fleet, concurrency=level))
-            measured[level] = calibrate(run, Path(tmp), part, report).observations
+            fleet = replace(config.fleet, concurrency=level, fixed_concurrency=True)
+            cal = calibrate(replace(config, fleet=fleet), Path(tmp), part, report)
+            measured[level], failed[level] = cal.observations, cal.failed
     pooled = mean_tokens([o for group in measured.values() for o in group])
     results = [
         Level(level, len(group), round(_rate(group[level * servers :] or group, level) * pooled, 1),
-              round(sum(o.latency for o in group) / len(group), 3))
+              round(sum(o.latency for o in group) / len(group), 3), failed[level])
         for level, group in measured.items()
     ]  # fmt: skip
-    best = max(r.output_tokens_per_second for r in results)
-    recommended = next(r.concurrency for r in results if r.output_tokens_per_second >= KNEE * best)
-    return SweepResult(results, recommended)
+    return SweepResult(results, *recommend(results))
+
+
+def recommend(levels: list[Level]) -> tuple[int, int]:
+    """(the level for throughput, the lowest within KNEE of it)."""
+    clean = [r for r in levels if not r.failed] or levels
+    best = max(r.output_tokens_per_second for r in clean)
+    most = next(r.concurrency for r in clean if r.output_tokens_per_second >= NOISE * best)
+    knee = next(r.concurrency for r in clean if r.output_tokens_per_second >= KNEE * best)
+    return most, knee
 
 
 def _rate(steady: list[Observation], level: int) -> float:

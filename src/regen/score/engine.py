@@ -80,7 +80,8 @@ def _tally(draft: DraftScore, rows: list[Completion], k: int, by: str) -> list[d
             _count(counters.setdefault(group, Counter()), spec)
         lines.append({"id": completion.id, "sample": completion.sample, "groups": groups,
                       "speculative_decoding": spec})  # fmt: skip
-    draft.engine_counters = {g: dict(c) for g, c in counters.items()}
+    order = sorted(counters, key=lambda g: (g == OVERALL, g))  # as the groups are shown
+    draft.engine_counters = {g: dict(counters[g]) for g in order}
     return lines
 
 
