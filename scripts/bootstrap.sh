@@ -20,7 +20,7 @@
 # Set REGEN_LLAMA_CMAKE_ARGS to choose other flags (e.g. a CUDA build).
 #
 # vLLM gets a venv of its own, .venv-vllm (stamp .venv-vllm/.regen-installed): its pins (torch,
-# transformers) must not move regen's. Its first install downloads about 1 GB and takes 3.5 GB.
+# transformers) must not move regen's. It takes 3.5 GB of disk (docs/serve.md: first-install cost).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -20,6 +20,7 @@ os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ.setdefault("HF_HOME", tempfile.mkdtemp(prefix="regen-hf-"))
 os.environ.setdefault("HF_DATASETS_CACHE", tempfile.mkdtemp(prefix="regen-ds-cache-"))
 
+from real_vllm import real_vllm, real_vllm_fleets, real_vllm_pair  # noqa: F401  (fixtures)
 from regen.fleet.embedded import free_port
 from regen.testing.fake_server import Behaviour, FakeServer
 from regen.testing.moto_server import moto_server

@@ -27,6 +27,7 @@ from regen.serve.supervisor import RestartPolicy, Supervisor
 
 STANDINS = Path(__file__).parent / "standins"
 
+
 def regen(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "regen", *args], capture_output=True, text=True, timeout=timeout

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import orjson
@@ -17,6 +18,7 @@ from regen.errors import ConfigError
 from regen.serve import cpus
 from regen.serve.hf_model import ensure_hf_model, hf_folder
 from regen.serve.launch import ServeSpec, distribution_found, plan_servers, start_all
+from regen.serve.process import end_group, find_cause
 
 VLLM_PYTHON = Path(".venv-vllm/bin/python").absolute()
 
@@ -146,3 +148,44 @@ def test_the_embedded_model_folder_loads_in_the_engines_transformers():
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["torch.bfloat16", "30", "True"]
+
+
+def test_the_cause_of_an_engine_death_is_read_from_its_log():
+    log = [
+        "(APIServer pid=5) WARNING 12-01 [system_utils.py:255] Found ulimit of 20000 ... "
+        "This can cause fd limit errors like `OSError: [Errno 24] Too many open files`.",
+        "(EngineCore pid=7) ERROR 12-01 [core.py:1203] EngineCore encountered a fatal error.",
+        "(EngineCore pid=7) ERROR 12-01 [core.py:1203] Traceback (most recent call last):",
+        "(EngineCore pid=7) ERROR 12-01 [core.py:1203] RuntimeError: CPU Generator does not "
+        "use offset",
+        "(APIServer pid=5) ERROR 12-01 [serving.py:88] vllm.v1.engine.exceptions."
+        "EngineDeadError: EngineCore encountered an issue. See stack trace for the root cause.",
+        "(APIServer pid=5) INFO:     Shutting down",
+    ]
+    assert find_cause(log) == "RuntimeError: CPU Generator does not use offset"
+    assert find_cause(log[4:]).startswith("EngineDeadError")  # only the aftermath: still said
+    assert find_cause(["INFO: Started server process", "INFO: Waiting"]) is None
+
+
+def test_a_dead_servers_leftover_children_are_killed(tmp_path):
+    """As vLLM's engine core outlives its API server: the leader exits, a child lingers."""
+    marker = tmp_path / "child.pid"
+    leader = subprocess.Popen(
+        ["sh", "-c", f"sleep 300 & echo $! > {marker}; exit 0"], start_new_session=True
+    )
+    leader.wait(timeout=30)
+    child = int(marker.read_text())
+    assert Path(f"/proc/{child}").exists()
+    end_group(leader.pid, grace=0.5)
+    deadline = time.monotonic() + 10
+    while _alive(child):
+        assert time.monotonic() < deadline, "the leftover child still runs"
+        time.sleep(0.1)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split()[2]
+    except OSError:
+        return False
+    return state != "Z"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from regen.serve.auth import key_from_env
 from regen.serve.fleetfile import FleetFile, FleetServer
-from regen.serve.process import answers_chat, signal_group
+from regen.serve.process import answers_chat, end_group, signal_group
 
 
 @dataclass(frozen=True)
@@ -66,4 +66,6 @@ def stop_fleet(fleet: FleetFile, grace: float = 15.0) -> list[str]:
             lines.append(f"{server.name}: killed (pid {server.pid}, ignored SIGTERM)")
         else:
             lines.append(f"{server.name}: stopped (pid {server.pid})")
+    for server in ours:  # the children its exit left (vLLM's engine core)
+        end_group(server.pid, grace)
     return lines

@@ -80,5 +80,27 @@ def _available_gib() -> float | None:
     return None
 
 
+# The CPU build's seeded-sampling crash ("RuntimeError: CPU Generator does not use offset"):
+# after a step in which a request's prompt was only partly computed (a chunked prefill), vLLM
+# rewinds that request's own torch generator with set_offset (vllm/v1/worker/
+# gpu_model_runner.py:3495-3502 in 0.32.0), which a CPU generator does not have: any request
+# with a `seed`, in flight while another fills the step's token budget, kills the engine.
+# Without chunked prefill a prompt is scheduled whole or waits (vllm/v1/core/sched/
+# scheduler.py:1158-1167), so nothing is rewound: regen turns it off unless told otherwise.
+CHUNKED_PREFILL_FLAGS = ("--enable-chunked-prefill", "--no-enable-chunked-prefill")
+AVOID_SEEDED_CRASH = "--no-enable-chunked-prefill"
+
+
+def seed_safe_args(extra: list[str]) -> list[str]:
+    """The engine arguments with chunked prefill off, unless they choose it themselves."""
+    if any(arg.split("=")[0] in CHUNKED_PREFILL_FLAGS for arg in extra):
+        return extra
+    return [AVOID_SEEDED_CRASH, *extra]
+
+
+def seeds_can_crash(extra: list[str]) -> bool:
+    return "--enable-chunked-prefill" in (arg.split("=")[0] for arg in extra)
+
+
 def cpu_env(cores: list[int], kv_gib: str) -> dict[str, str]:
     return {THREADS_BIND: bind_string(cores), KV_CACHE: kv_gib}

@@ -64,10 +64,11 @@ def plan_servers(spec: ServeSpec) -> list[LaunchSpec]:
     served = spec.served_name or _default_served_name(spec.model)
     key = serve_key(spec.engine, spec.extra, spec.api_key_env)
     launches = []
+    extra = cpus.seed_safe_args(spec.extra) if _cpu_vllm(engine, device) else spec.extra
     for n, ((group, env), port) in enumerate(zip(placements, ports, strict=True)):
         command = engine.command(
             spec.python, model, served, spec.host, port, spec.gpus_per_server,
-            spec.threads, spec.context, spec.extra, device, dist_found,
+            spec.threads, spec.context, extra, device, dist_found,
         )  # fmt: skip
         launches.append(
             LaunchSpec(f"server-{n}", command, env, port,
@@ -86,6 +87,10 @@ def engine_device(engine: Engine, wanted: Device | None) -> Device:
             hint="drop --device, or use --engine vllm --device cpu for CPU servers of vLLM",
         )
     return wanted
+
+
+def _cpu_vllm(engine: Engine, device: Device) -> bool:
+    return device == "cpu" and engine.name == "vllm"
 
 
 def _placements(

@@ -11,9 +11,11 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import re
 import signal
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from collections import deque
@@ -25,6 +27,12 @@ import orjson
 from regen.errors import ConfigError
 
 LOG_TAIL_LINES = 20
+CAUSE_LINES = 2000  # a dying vLLM writes its cause, then a traceback per request in flight
+# "SomeError: what happened" or an engine-core death, as a Python server logs them
+# (at the start of a line or after a logger's "[file.py:12] "; not inside a warning's text)
+_CAUSE = re.compile(r"(?:^|\] )(?:[\w.]+\.)?(\w+(?:Error|Exception)): (.+)|(died unexpectedly)")
+# Errors that only say that the engine is gone, not why.
+_AFTERMATH = ("EngineDeadError", "CancelledError", "EngineGenerateError")
 START_MARK = "--- regen: starting "
 _PR_SET_PDEATHSIG = 1
 
@@ -56,6 +64,7 @@ class ExitReport:
     returncode: int
     log_path: Path
     log_tail: list[str]
+    cause: str | None = None  # the line of its log that says why (see `find_cause`)
 
     @property
     def how(self) -> str:
@@ -90,7 +99,8 @@ class ExitReport:
 
     @property
     def summary(self) -> str:
-        return f"server {self.name} {self.how} (log: {self.log_path})"
+        why = f": {self.cause}" if self.cause else ""
+        return f"server {self.name} {self.how}{why} (log: {self.log_path})"
 
     def describe(self) -> str:
         tail = "\n    ".join(self.log_tail) if self.log_tail else "(the log is empty)"
@@ -146,14 +156,15 @@ class ServerProcess:
             self._reaped = True
             kill_leftovers(self.process.pid)
         return ExitReport(
-            self.spec.name, self.process.returncode, self.spec.log_path, self.log_tail()
-        )
+            self.spec.name, self.process.returncode, self.spec.log_path, self.log_tail(),
+            find_cause(self.log_tail(CAUSE_LINES)),
+        )  # fmt: skip
 
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> list[str]:
         """The last lines this incarnation wrote (the log is appended across restarts)."""
         try:
             with open(self.spec.log_path, "rb") as log:
-                log.seek(max(0, log.seek(0, os.SEEK_END) - 64 * 1024))
+                log.seek(max(0, log.seek(0, os.SEEK_END) - max(64 * 1024, 256 * lines)))
                 text = log.read().decode(errors="replace")
         except OSError:
             return []
@@ -170,15 +181,42 @@ class ServerProcess:
         return answers_chat(self.spec.url, self.spec.model_name, timeout, self.spec.api_key)
 
     def stop(self, grace: float = 10.0) -> None:
-        """SIGTERM its process group, then SIGKILL after `grace` seconds."""
-        if self.process is None or self.process.poll() is not None:
+        """SIGTERM its process group, then SIGKILL after `grace` seconds; then what is left of
+        the group (vLLM's engine core, still loading when its API server exits) is given
+        `grace` seconds more and killed."""
+        if self.process is None:
             return
-        signal_group(self.process.pid, signal.SIGTERM)
+        if self.process.poll() is None:
+            signal_group(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                signal_group(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=grace)
+        end_group(self.process.pid, grace)
+
+
+def end_group(leader: int, grace: float) -> None:
+    """Wait up to `grace` seconds for a dead leader's group to empty, then kill the rest."""
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
         try:
-            self.process.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            signal_group(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=grace)
+            os.killpg(leader, 0)
+        except (ProcessLookupError, PermissionError):
+            return
+        time.sleep(0.2)
+    kill_leftovers(leader)
+
+
+def find_cause(lines: list[str]) -> str | None:
+    """The first error line of a server's last words that says why, not only that the engine
+    is dead (vLLM logs the engine core's exception first, then EngineDeadError many times)."""
+    found = [m for m in map(_CAUSE.search, lines) if m is not None]
+    telling = [m for m in found if m.group(1) not in _AFTERMATH]
+    best = (telling or found or [None])[0]
+    if best is None:
+        return None
+    return (f"{best.group(1)}: {best.group(2)}" if best.group(1) else best.group(3))[:300]
 
 
 def answers_chat(url: str, model: str, timeout: float = 30.0, api_key: str | None = None) -> bool:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from regen.errors import ConfigError
+from regen.serve import cpus
 from regen.serve.control import is_our_process
 from regen.serve.fleetfile import FleetFile
 from regen.serve.keeper import ServerKeeper
@@ -33,6 +34,12 @@ def serve(
     for launch in launches:
         env = " ".join(f"{k}={v}" for k, v in launch.env.items())
         echo(f"{launch.name}: {env + ' ' if env else ''}{shlex.join(launch.command)}")
+    if spec.engine == "vllm" and spec.device == "cpu" and cpus.seeds_can_crash(spec.extra):
+        echo(
+            "warning: vLLM's CPU build with --enable-chunked-prefill dies on requests that "
+            "carry a seed (CPU Generator does not use offset): run generate without --seed, "
+            "or drop that flag (regen turns chunked prefill off on CPU)"
+        )
     echo(f"waiting for {len(launches)} server(s) to answer a first completion ...")
     keeper.start(launches)
     echo(f"{len(launches)} server(s) answer; wrote {fleet_path}")

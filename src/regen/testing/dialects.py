@@ -1,7 +1,8 @@
 """How each engine's OpenAI server words what it sends, for the fake server.
 
 Facts only, each with the engine file it comes from: `SG:` is `sglang/srt/...` in the SGLang
-0.5.23 wheel, `VL:` is `vllm/...` in the vLLM 0.33.0 wheel, `LC:` is `llama_cpp/...` in the
+0.5.23 wheel, `VL:` is `vllm/...` in the vLLM 0.33.0 wheel (or 0.32.0 where marked: the CPU
+build the tests run for real, tests/test_dialect_conformance.py), `LC:` is `llama_cpp/...` in the
 llama-cpp-python 0.3.36 wheel (the embedded server). Line numbers are of those releases (see
 the audit behind issue 18). Messages are the engines' in substance, not always to the letter.
 """
@@ -55,11 +56,12 @@ class Dialect:
                 "completion. Please reduce the number of tokens in the input messages or the "
                 "completion to fit within the limit."
             )
-        if self.name == "vllm":  # VL:renderers/params.py:537-551
+        if self.name == "vllm":  # VL:renderers/params.py:527-535 (0.32.0, the real one in CI)
             return (
                 f"This model's maximum context length is {context} tokens. However, your "
-                f"request has {prompt_tokens} input tokens. Please reduce the length of the "
-                "input messages."
+                f"prompt contains {prompt_tokens} input tokens, which exceeds this limit even "
+                "without any output tokens. Please reduce the length of the input prompt. "
+                f"(parameter=input_tokens, value={prompt_tokens})"
             )
         # LC:server/errors.py:48-83 (a prompt that fills the context, LC:llama.py:1344-1347)
         return (

@@ -1,0 +1,185 @@
+"""Real vLLM servers (the CPU build in .venv-vllm, the embedded SmolLM2) for the whole test
+run, each fleet started once by `regen serve --engine vllm --model embedded --device cpu
+--restart-dead`, as a user starts one, and stopped by pid at the end.
+
+    real_vllm          the shared fleet: one replica, an API key (VLLM_API_KEY), chunked
+                       prefill off as regen serves it on CPU
+    real_vllm_fleets   the factory: `fleets.start("name", *engine_args)` for a fleet of one's
+                       own (e.g. spec decoding: `"--speculative-config", "{...}"`); fleets
+                       started in the same test session share nothing
+
+A start takes about 2.5 minutes on two busy cores: several fleets asked for together start
+together (`start_many`). Registered from conftest (pytest_plugins).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from regen.serve.control import is_our_process
+from regen.serve.fleetfile import FleetFile
+
+VLLM_PYTHON = Path(__file__).parent.parent / ".venv-vllm" / "bin" / "python"
+KEY = "sk-real-vllm-test-4242"
+START_TIMEOUT = 900.0
+
+
+@dataclass
+class RealFleet:
+    """A `regen serve --restart-dead` in the foreground and the FLEET.json it keeps true."""
+
+    name: str
+    fleet_path: Path
+    out_path: Path  # regen serve's own output (its changes: exits, causes, restarts)
+    process: subprocess.Popen
+    env: dict[str, str] = field(repr=False)
+
+    @property
+    def fleet(self) -> FleetFile:
+        return FleetFile.read(self.fleet_path)
+
+    @property
+    def url(self) -> str:
+        return self.fleet.servers[0].url
+
+    @property
+    def model(self) -> str:
+        return self.fleet.served_model_name
+
+    def output(self) -> str:
+        return self.out_path.read_text(errors="replace")
+
+    def wait_for(self, text: str, count: int = 1, timeout: float = START_TIMEOUT) -> str:
+        """Until regen serve has printed `text` `count` times (or has exited)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            out = self.output()
+            if out.count(text) >= count:
+                return out
+            if self.process.poll() is not None:
+                raise AssertionError(f"regen serve {self.name} exited:\n{out}")
+            time.sleep(1)
+        raise AssertionError(f"no {text!r} x{count} from regen serve {self.name}:\n{self.output()}")
+
+    def metric(self, name: str) -> float:
+        """A gauge or counter of the server's /metrics (summed over its label sets)."""
+        request = urllib.request.Request(
+            self.url + "/metrics", headers={"Authorization": f"Bearer {KEY}"}
+        )
+        with urllib.request.urlopen(request, timeout=30) as resp:
+            text = resp.read().decode()
+        values = [
+            float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines()
+            if line.startswith(name + "{") or line.startswith(name + " ")
+        ]
+        if not values:
+            raise AssertionError(f"{name} is not on {self.url}/metrics")
+        return sum(values)
+
+    def stop(self) -> None:
+        """SIGTERM regen serve (it stops its servers), then every pid it named, by pid."""
+        pids = [s.pid for s in self.fleet.servers] if self.fleet_path.exists() else []
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=30)
+        for pid in pids:  # should be gone already: a bug in regen serve must not leak them
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+
+
+class Fleets:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.started: list[RealFleet] = []
+
+    def launch(self, name: str, *engine_args: str, replicas: int = 1) -> RealFleet:
+        """Start `regen serve` (returns at once; `ready()` waits)."""
+        folder = self.root / name
+        folder.mkdir(parents=True)
+        env = {**os.environ, "VLLM_API_KEY": KEY}
+        command = [
+            sys.executable, "-m", "regen", "serve", "--engine", "vllm", "--model", "embedded",
+            "--device", "cpu", "--replicas", str(replicas), "--python", str(VLLM_PYTHON),
+            "--kv-cache-gib", "1", "--context", "2048", "--fleet", str(folder / "FLEET.json"),
+            "--startup-timeout", str(START_TIMEOUT), "--restart-dead", "--", *engine_args,
+        ]  # fmt: skip
+        out = folder / "serve.out"
+        with open(out, "wb") as sink:
+            process = subprocess.Popen(
+                command, stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
+            )
+        fleet = RealFleet(name, folder / "FLEET.json", out, process, env)
+        self.started.append(fleet)
+        return fleet
+
+    def ready(self, fleet: RealFleet) -> RealFleet:
+        fleet.wait_for("server(s) answer; wrote")
+        assert all(is_our_process(s) for s in fleet.fleet.servers)
+        return fleet
+
+    def start(self, name: str, *engine_args: str, replicas: int = 1) -> RealFleet:
+        return self.ready(self.launch(name, *engine_args, replicas=replicas))
+
+    def start_many(self, specs: dict[str, tuple[str, ...]]) -> dict[str, RealFleet]:
+        launched = {name: self.launch(name, *args) for name, args in specs.items()}
+        return {name: self.ready(fleet) for name, fleet in launched.items()}
+
+    def stop_all(self) -> None:
+        for fleet in self.started:
+            fleet.stop()
+
+
+@pytest.fixture(scope="session")
+def real_vllm_fleets() -> Iterator[Fleets]:
+    fleets = Fleets(Path(tempfile.mkdtemp(prefix="regen-real-vllm-")))
+    try:
+        yield fleets
+    finally:
+        fleets.stop_all()
+
+
+@pytest.fixture(scope="session")
+def real_vllm_pair(real_vllm_fleets: Fleets) -> dict[str, RealFleet]:
+    """The shared fleet and one with chunked prefill back on (the seeded crash), started
+    together so the run waits for one start, not two."""
+    return real_vllm_fleets.start_many(
+        {"shared": (), "chunked": ("--enable-chunked-prefill", "--max-num-batched-tokens", "256")}
+    )
+
+
+@pytest.fixture(scope="session")
+def real_vllm(real_vllm_pair: dict[str, RealFleet]) -> RealFleet:
+    return real_vllm_pair["shared"]
+
+
+def json_post(
+    url: str, body: dict, key: str | None = KEY, timeout: float = 120
+) -> tuple[int, dict]:
+    headers = {"Content-Type": "application/json"}
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"{}")
