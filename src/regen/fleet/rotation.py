@@ -55,8 +55,8 @@ class Rotation:
         self.breaker.record_success()
         self.refusals.reset()
         # An answer is proof of life: a server too busy to answer health checks while it
-        # generates (llama-cpp-python answers /v1/models only between generations) is not
-        # hung while its answers keep coming.
+        # generates is not hung while its answers keep coming (llama-cpp-python's server is
+        # asked at a route that takes no lock: see server.LIVENESS_PATHS).
         self.liveness.misses = 0
 
     def record_retry(self) -> None:

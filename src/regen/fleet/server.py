@@ -30,6 +30,11 @@ from regen.fleet.stats import LATENCY_BUCKETS, ServerStats
 from regen.fleet.stream import StreamAccumulator
 
 CHAT_PATH = "/v1/chat/completions"
+# Where a busy server is asked whether it is alive, by engine (else /v1/models). Every route
+# of llama-cpp-python's server that uses the model, /v1/models among them, waits for the
+# lock each generation holds to its end (llama_cpp/server/app.py, get_llama_proxy), so a
+# server generating long answers would miss every check; its OpenAPI page takes no lock.
+LIVENESS_PATHS = {"llamacpp": "/openapi.json"}
 
 __all__ = ["CHAT_PATH", "LATENCY_BUCKETS", "Server", "ServerStats", "Timeouts"]
 
@@ -189,6 +194,14 @@ class Server(Rotation):
                     server=self.name,
                 )
         return stream.response()
+
+    async def alive(self, timeout: float) -> None:
+        """Answer a health check, or raise as `models` does."""
+        path = LIVENESS_PATHS.get(self.engine.name)
+        if path is None:
+            await self.models(timeout)
+        else:
+            await self._get_json(path, timeout)
 
     async def get(self, path: str, timeout: float = 10.0) -> Any:
         """GET `path` and return the parsed JSON body (engine and version endpoints)."""

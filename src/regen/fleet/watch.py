@@ -60,7 +60,7 @@ async def _probe(fleet: Fleet, server: Server) -> None:
 async def _check_liveness(fleet: Fleet, server: Server) -> None:
     answered = True
     try:
-        await server.models(timeout=fleet.health.liveness_timeout)
+        await server.alive(timeout=fleet.health.liveness_timeout)
     except RetryableError:
         answered = False
     except (PermanentError, ServerRefused):
