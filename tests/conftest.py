@@ -48,6 +48,32 @@ def fake_server() -> Iterator[Callable[..., FakeServer]]:
         server.stop()
 
 
+STANDINS = Path(__file__).parent / "standins"
+EIGHT_FREE_GPUS = "".join(f"{i}, GPU-{i:04x}, 3, 143771\\n" for i in range(8))
+
+
+@pytest.fixture
+def standin_env(tmp_path, monkeypatch) -> dict[str, str]:
+    """For `regen serve` tests: PATH finds the stand-in nvidia-smi; a stand-in `python` runs
+    the stand-in engine (tests/standins/engine.py), which records its argv and environment."""
+    python = tmp_path / "bin" / "python"
+    python.parent.mkdir()
+    python.write_text(f'#!/bin/sh\nexec {sys.executable} {STANDINS / "engine.py"} "$@"\n')
+    python.chmod(0o755)
+    records = tmp_path / "records"
+    records.mkdir()
+    env = {
+        "PATH": f"{STANDINS}{os.pathsep}{os.environ['PATH']}",
+        "STANDIN_GPUS": EIGHT_FREE_GPUS,
+        "STANDIN_RECORD_DIR": str(records),
+        "STANDIN_PYTHON": str(python),
+        "PYTHONPATH": os.pathsep.join([str(STANDINS), *sys.path]),
+    }
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    return env
+
+
 @pytest.fixture
 def s3_endpoint(monkeypatch) -> Iterator[str]:
     """moto's standalone S3 server on loopback, started and stopped by pid; the AWS_*

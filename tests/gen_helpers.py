@@ -36,6 +36,7 @@ FIELD_PATHS = {
     "upload_interval": "output.upload_interval", "upload": "output.upload",
     "servers": "fleet.servers", "fleet": "fleet.fleet_file", "local_model": "fleet.local_model",
     "model": "fleet.model", "api_key_env": "fleet.api_key_env", "concurrency": "fleet.concurrency",
+    "fixed_concurrency": "fleet.fixed_concurrency",
     "timeouts": "fleet.timeouts", "retry": "fleet.retry", "health": "fleet.health",
     "quality": "limits.quality", "abort_on_degenerate": "limits.abort_on_degenerate",
     "drain_timeout": "limits.drain_timeout", "display": "display.mode",

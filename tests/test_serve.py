@@ -26,29 +26,6 @@ from regen.serve.launch import ServeSpec, free_port, plan_servers, start_all
 from regen.serve.supervisor import RestartPolicy, Supervisor
 
 STANDINS = Path(__file__).parent / "standins"
-EIGHT_FREE_GPUS = "".join(f"{i}, GPU-{i:04x}, 3, 143771\\n" for i in range(8))
-
-
-@pytest.fixture
-def standin_env(tmp_path, monkeypatch) -> dict[str, str]:
-    """PATH finds the stand-in nvidia-smi; a stand-in `python` runs the stand-in engine."""
-    python = tmp_path / "bin" / "python"
-    python.parent.mkdir()
-    python.write_text(f'#!/bin/sh\nexec {sys.executable} {STANDINS / "engine.py"} "$@"\n')
-    python.chmod(0o755)
-    records = tmp_path / "records"
-    records.mkdir()
-    env = {
-        "PATH": f"{STANDINS}{os.pathsep}{os.environ['PATH']}",
-        "STANDIN_GPUS": EIGHT_FREE_GPUS,
-        "STANDIN_RECORD_DIR": str(records),
-        "STANDIN_PYTHON": str(python),
-        "PYTHONPATH": os.pathsep.join([str(STANDINS), *sys.path]),
-    }
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    return env
-
 
 def regen(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run(

@@ -87,6 +87,6 @@ def test_regen_help_lists_whole_sentences():
 def test_serve_replicas_share_the_cpus_instead_of_two_threads_each(monkeypatch):
     from regen.cli.serve import threads_per_replica
 
-    monkeypatch.setattr("os.cpu_count", lambda: 8)
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(8)))
     assert threads_per_replica(1) == 8 and threads_per_replica(4) == 2
     assert threads_per_replica(16) == 1  # never 0

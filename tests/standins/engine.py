@@ -23,6 +23,8 @@ import orjson
 
 from regen.testing.fake_server import Behaviour, FakeServer, echo_answer
 
+RECORDED_ENV = ("CUDA_VISIBLE_DEVICES", "VLLM_CPU_OMP_THREADS_BIND", "VLLM_CPU_KVCACHE_SPACE")
+
 
 def main(argv: list[str]) -> None:
     if argv[:1] == ["-c"]:
@@ -58,7 +60,7 @@ def serve(args: list[str], module: str = "") -> None:
     if record_dir:
         record = {
             "argv": sys.argv,
-            "env": {k: v for k, v in os.environ.items() if k == "CUDA_VISIBLE_DEVICES"},
+            "env": {k: v for k, v in os.environ.items() if k in RECORDED_ENV},
         }
         Path(record_dir, f"{port}.json").write_bytes(orjson.dumps(record))
     seconds_per_token = float(os.environ.get("STANDIN_SECONDS_PER_TOKEN", "0"))

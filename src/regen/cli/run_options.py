@@ -52,7 +52,10 @@ fleet_options = _all(
            help="Read the API key from this variable [default: OPENAI_API_KEY when set]."),
     option("--concurrency-per-server", "concurrency", type=int, metavar="N", group=FLEET,
            aliases=["--concurrency"], to="fleet.concurrency",
-           help="Requests in flight per server [64; embedded: 2]."),
+           help="Most requests in flight per server; the level is found live below it "
+           "[1024; embedded: 2]. With --fixed-concurrency: exactly N [64]."),
+    option("--fixed-concurrency", is_flag=True, group=FLEET, to="fleet.fixed_concurrency",
+           help="Keep exactly --concurrency-per-server in flight per server (no live control)."),
 )  # fmt: skip
 
 LIST = "A list (a,b,c) picks one per sample, seeded."

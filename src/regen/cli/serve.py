@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 import click
 
 from regen.errors import ConfigError
-from regen.fleet.embedded import EMBEDDED_MODEL_NAME, default_model_path
+from regen.fleet.embedded import EMBEDDED_MODEL_NAME
 from regen.serve.control import fleet_status, stop_fleet
+from regen.serve.cpus import usable_cores
 from regen.serve.fleetfile import FleetFile
 from regen.serve.gpus import parse_gpu_list
-from regen.serve.launch import ServeSpec
+from regen.serve.hf_model import embedded_model
+from regen.serve.launch import ServeSpec, default_python
 from regen.serve.run import serve as run_serve
 
 
@@ -23,12 +24,18 @@ from regen.serve.run import serve as run_serve
 @click.option("--fleet", "fleet_path", type=click.Path(path_type=Path), help="FLEET.json to write.")
 @click.option("--gpus", help="GPUs to use, e.g. 0-7 or 0,1,2,3 [default: all nvidia-smi sees].")
 @click.option("--gpus-per-server", type=int, default=1, show_default=True, help="Tensor parallel.")
-@click.option("--replicas", type=int, default=1, show_default=True, help="CPU servers (llamacpp).")
+@click.option("--device", type=click.Choice(["gpu", "cpu"]),
+              help="Where the engine runs [vllm, sglang: gpu; llamacpp: cpu].")  # fmt: skip
+@click.option("--replicas", type=int, default=1, show_default=True, help="CPU servers.")
 @click.option("--port-base", type=int, help="First port; server k gets port-base+k [free ports].")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
 @click.option("--served-model-name", help="Name clients request [model's name].")
-@click.option("--python", default=sys.executable, show_default=True, help="Python with the engine.")
-@click.option("--threads", type=int, help="llamacpp CPU threads per replica [the CPUs / replicas].")
+@click.option("--python", help="Python with the engine [vllm: ./.venv-vllm's if there; else "
+              "regen's].")  # fmt: skip
+@click.option("--threads", type=int, help="CPU cores per replica [the CPUs / replicas].")
+@click.option("--kv-cache-gib", type=int,
+              help="vLLM on CPU: KV cache per replica [$VLLM_CPU_KVCACHE_SPACE, else 4 or less "
+              "to fit memory].")  # fmt: skip
 @click.option("--context", type=int, help="Context length passed to the engine.")
 @click.option("--copy-model-to", type=click.Path(path_type=Path), help="Copy first, e.g. /dev/shm.")
 @click.option("--max-gpu-memory-used", type=float, default=0.1, show_default=True,
@@ -59,14 +66,17 @@ def serve(engine_args: tuple[str, ...], status_of, stop_of, **opts) -> None:
             hint="e.g. regen serve --engine vllm --model /models/M --fleet fleet.json",
         )
     model, served_name = opts["model"], opts["served_model_name"]
+    python = opts["python"] or default_python(opts["engine"])
     if model == "embedded":  # the demo model, as `--tokenizer embedded` names its tokenizer
-        model, served_name = str(default_model_path()), served_name or EMBEDDED_MODEL_NAME
+        model = str(embedded_model(opts["engine"], python, echo=click.echo))
+        served_name = served_name or EMBEDDED_MODEL_NAME
     spec = ServeSpec(
         engine=opts["engine"], model=model, served_name=served_name,
         log_dir=opts["fleet_path"].resolve().parent / "logs",
         gpus=parse_gpu_list(opts["gpus"]) if opts["gpus"] else None,
         gpus_per_server=opts["gpus_per_server"], replicas=opts["replicas"],
-        port_base=opts["port_base"], host=opts["host"], python=opts["python"],
+        device=opts["device"], kv_cache_gib=opts["kv_cache_gib"],
+        port_base=opts["port_base"], host=opts["host"], python=python,
         threads=opts["threads"] or threads_per_replica(opts["replicas"]), context=opts["context"],
         startup_timeout=opts["startup_timeout"],
         max_gpu_memory_used=opts["max_gpu_memory_used"], copy_model_to=opts["copy_model_to"],
@@ -76,9 +86,9 @@ def serve(engine_args: tuple[str, ...], status_of, stop_of, **opts) -> None:
 
 
 def threads_per_replica(replicas: int) -> int:
-    """The machine's CPUs shared among the replicas: N replicas of 2 threads each on a
+    """The CPUs regen may use shared among the replicas: N replicas of 2 threads each on a
     4-core machine would fight over the cores and each go slower."""
-    return max(1, (os.cpu_count() or 2) // max(1, replicas))
+    return max(1, len(usable_cores()) // max(1, replicas))
 
 
 def _status(path: Path) -> int:

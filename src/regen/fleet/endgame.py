@@ -89,17 +89,17 @@ class EndGame:
             self._unsent = left - self._in_flight()
 
     def _fleet_answers_within(self, times: float) -> float:
-        slots = sum(s.concurrency for s in self.servers)
+        slots = sum(s.limit for s in self.servers)
         latencies = [s.stats.latency_ewma for s in self.servers if s.stats.latency_ewma > 0]
         if not latencies:
             return 2.0 * slots
-        per_s = sum(s.concurrency / max(s.stats.latency_ewma, 1e-3) for s in self.servers)
+        per_s = sum(s.limit / max(s.stats.latency_ewma, 1e-3) for s in self.servers)
         return slots + per_s * times * max(latencies)
 
     def begin(self) -> None:
         self.armed = self.begun = True
         self._unsent = 0
-        capacity = sum(s.concurrency for s in self.servers if s.available)
+        capacity = sum(s.limit for s in self.servers if s.available)
         self.drain.begin(time.monotonic(), capacity, self._in_flight())
 
     def halt(self) -> None:
@@ -173,7 +173,7 @@ class EndGame:
             faster = [(s, r) for s, r in rates.items() if r * SLOWER > mine]
             if faster:
                 best = max(r for _, r in faster)
-                tokens_per_s = sum(s.concurrency * r for s, r in faster)
+                tokens_per_s = sum(s.limit * r for s, r in faster)
                 self._decline_below[server] = (1 / mine - 1 / best) * tokens_per_s
 
     def _in_flight(self) -> int:

@@ -17,13 +17,15 @@ from regen.fleet.stats import ServerStats
 @dataclass(eq=False, kw_only=True)
 class Rotation:
     if TYPE_CHECKING:
-        concurrency: int  # the server's own field: requests it may hold at once
+        concurrency: int  # the server's own field: the most requests it may hold at once
     stats: ServerStats = field(default_factory=ServerStats)
     breaker: CircuitBreaker = field(default_factory=CircuitBreaker)
     refusals: Refusals = field(default_factory=Refusals)
     liveness: Liveness = field(default_factory=Liveness)
     _in_flight: int = 0
     _paused_until: float = 0.0  # monotonic time: a 429/503 asked us to wait until then
+    _limit: int | None = None  # requests in flight now, chosen live (tuning.py); None: cap
+    limit_reason: str = "fixed"  # why the level is what it is (concurrency.Level.reason)
 
     @property
     def available(self) -> bool:
@@ -38,12 +40,21 @@ class Rotation:
         return self._in_flight
 
     @property
+    def limit(self) -> int:
+        """Requests this server may hold now: the live level, at most `concurrency`."""
+        return self.concurrency if self._limit is None else self._limit
+
+    def set_limit(self, limit: int, why: str) -> None:
+        self._limit = max(1, min(self.concurrency, limit))
+        self.limit_reason = why
+
+    @property
     def load(self) -> float:
-        return self._in_flight / self.concurrency
+        return self._in_flight / self.limit
 
     def can_take(self, now: float) -> bool:
         """In rotation, with a free slot, and not asked to wait."""
-        return self.available and self._in_flight < self.concurrency and self._paused_until <= now
+        return self.available and self._in_flight < self.limit and self._paused_until <= now
 
     def claim(self) -> None:
         self._in_flight += 1

@@ -207,6 +207,17 @@ class Server(Rotation):
         """GET `path` and return the parsed JSON body (engine and version endpoints)."""
         return await self._get_json(path, timeout)
 
+    async def get_text(self, path: str, timeout: float = 5.0) -> str:
+        """GET `path` as text (an engine's Prometheus /metrics)."""
+        with map_errors(self.name, timeout):
+            async with self.session().get(
+                self.url + path, timeout=aiohttp.ClientTimeout(total=timeout)
+            ) as resp:
+                payload = await resp.read()
+                if resp.status >= 400:
+                    decode_body(resp, payload, self.name)  # raises the status's error
+                return payload.decode("utf-8", "replace")
+
     async def _get_json(self, path: str, timeout: float) -> Any:
         with map_errors(self.name, timeout):
             async with self.session().get(

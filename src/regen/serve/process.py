@@ -106,6 +106,7 @@ class ServerProcess:
         self.tied_to_parent = tied_to_parent
         self.process: subprocess.Popen | None = None
         self.restarts = 0
+        self._reaped = False
 
     @property
     def pid(self) -> int | None:
@@ -115,6 +116,7 @@ class ServerProcess:
         """Start the process (without waiting for readiness). Must be called from a thread that
         lives as long as the server: the parent-death signal follows the thread that forked."""
         self.spec.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._reaped = False
         with open(self.spec.log_path, "ab") as log:
             log.write(f"{START_MARK}{' '.join(self.spec.command)}\n".encode())
             log.flush()
@@ -140,6 +142,9 @@ class ServerProcess:
         """The exit report if the process has ended, else None. Never blocks."""
         if self.process is None or self.process.poll() is None:
             return None
+        if not self._reaped:
+            self._reaped = True
+            kill_leftovers(self.process.pid)
         return ExitReport(
             self.spec.name, self.process.returncode, self.spec.log_path, self.log_tail()
         )
@@ -218,6 +223,15 @@ def signal_group(pid: int | None, sig: signal.Signals) -> None:
     except (ProcessLookupError, PermissionError):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, sig)
+
+
+def kill_leftovers(leader: int) -> None:
+    """SIGKILL what is left of a dead server's process group: vLLM's engine-core process
+    outlives an API server killed with -9, holding its memory (and, on a GPU, the GPU). The
+    group's id is the dead leader's pid, which the kernel does not reuse while the group has
+    members, so only that server's own children are hit."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(leader, signal.SIGKILL)
 
 
 # Loaded once in the parent: the child, between fork and exec, only calls it.

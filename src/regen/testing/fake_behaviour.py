@@ -6,6 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from regen.testing.fake_engine import EngineCurve
+
 Answer = Callable[[dict[str, Any]], dict[str, Any]]
 
 
@@ -46,3 +48,6 @@ class Behaviour:
     context: int = 32768  # the context length a dialect checks prompt + max_tokens against
     deterministic: bool = False  # SGLang's --enable-deterministic-inference
     keep_alive: float | None = None  # a stalled stream sends `: keep-alive` this often (vLLM)
+    # A batching engine on a scaled clock instead of `slots` and `seconds_per_token`: decode
+    # time grows with the batch, a KV cache with preemption, a prefix cache, /metrics.
+    engine: EngineCurve | None = None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import itertools
 import math
 import time
@@ -24,6 +25,7 @@ from aiohttp import web
 from regen.testing.auth import bearer_auth
 from regen.testing.fake_answers import chat_response, stream_events, text_response
 from regen.testing.fake_behaviour import Behaviour, echo_answer
+from regen.testing.fake_engine import EngineCurve, FakeEngine
 from regen.testing.fake_faults import (
     cut_short,
     dialect_of,
@@ -32,6 +34,7 @@ from regen.testing.fake_faults import (
     room,
     stream_error_event,
 )
+from regen.testing.fake_metrics import metrics_text
 from regen.testing.loop_thread import LoopThread
 
 __all__ = ["Behaviour", "FakeServer", "echo_answer"]
@@ -53,6 +56,8 @@ class FakeServer:
         self.in_flight = self.peak_in_flight = 0  # chat requests being handled at once
         self._faults = itertools.cycle(self.behaviour.faults or ["ok"])
         self._slots: asyncio.Semaphore | None = None
+        # With an engine curve, a batching scheduler replaces the fixed slots (fake_engine.py).
+        self.engine = FakeEngine(self.behaviour.engine) if self.behaviour.engine else None
         self._runner: web.AppRunner | None = None
         self._background = LoopThread("fake server")
 
@@ -71,7 +76,18 @@ class FakeServer:
         dialect = dialect_of(self.behaviour)
         assert dialect is not None
         b = self.behaviour
-        return web.json_response(dialect.info(request.path, b.deterministic, b.context))
+        info = dialect.info(request.path, b.deterministic, b.context)
+        if self.engine is not None and dialect.name == "sglang":
+            # SG:entrypoints/http_server.py get_server_info: server args + scheduler info
+            info["max_running_requests"] = self.engine.curve.max_running
+            info["max_total_num_tokens"] = self.engine.curve.kv_tokens
+        return web.json_response(info)
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        """The engine's Prometheus /metrics, in its dialect's names (fake_metrics.py)."""
+        assert self.engine is not None
+        text = metrics_text(self.behaviour.dialect, self.engine, self.behaviour.model)
+        return web.Response(text=text, content_type="text/plain")
 
     async def stats(self, request: web.Request) -> web.Response:
         """Counters and wall-clock marks; `?times=1` adds every completion's time."""
@@ -122,8 +138,12 @@ class FakeServer:
         if faulty is not None:
             return faulty
         assert self._slots is not None
-        async with self._slots:
+        slots = self._slots if self.engine is None else contextlib.nullcontext()
+        async with slots:
             answer = cut_short(self.behaviour, fault, self.behaviour.answer(body))
+            words = prompt_words(body) if self.engine is not None else []
+            if self.engine is not None:
+                answer = {**answer, "prompt_tokens": len(words)}
             prompt = answer.get("prompt_tokens", 10)
             refused = refusal(self.behaviour, body, prompt)
             if refused is not None:
@@ -133,7 +153,9 @@ class FakeServer:
             if tokens < wanted:  # cut off by max_tokens, as an engine reports it
                 answer = {**answer, "finish_reason": "length"}
             delay = self.behaviour.base_latency + tokens * self.behaviour.seconds_per_token
-            if delay:
+            if self.engine is not None:
+                await self.engine.generate(words, tokens)
+            elif delay:
                 await asyncio.sleep(delay)
             data = chat_response(self.behaviour, body, answer, tokens)
             if body.get("stream"):
@@ -165,7 +187,9 @@ class FakeServer:
                 break  # the chunk with the finish reason never comes
             await response.write(b"data: " + orjson.dumps(event) + b"\n\n")
         await response.write(b"data: [DONE]\n\n")
-        self.served += fault not in ("stream_error", "done_early")
+        whole = fault not in ("stream_error", "done_early")
+        self.served += whole
+        self.tokens_served += whole * data["usage"]["completion_tokens"]
         return response
 
     async def _stall(self, response: web.StreamResponse) -> None:
@@ -195,6 +219,8 @@ class FakeServer:
         app.router.add_post("/v1/chat/completions", self.chat)
         app.router.add_post("/v1/completions", self.completions)
         app.router.add_get("/stats", self.stats)
+        if self.engine is not None:
+            app.router.add_get("/metrics", self.metrics)
         dialect = dialect_of(self.behaviour)
         for path in dialect.info_paths if dialect else ():
             app.router.add_get(path, self.info)
@@ -222,6 +248,17 @@ class FakeServer:
     def stop(self) -> None:
         """Stop serving; connections in flight are cut, like a killed server."""
         self._background.stop()
+
+
+def prompt_words(body: dict[str, Any]) -> list[str]:
+    """The fake engine's prompt tokens: the words of every message, in order (a shared
+    system prompt or an earlier turn is then a shared prefix, as with a real tokenizer)."""
+    words: list[str] = []
+    for message in body.get("messages", []):
+        content = message.get("content")
+        words.append(f"<{message.get('role')}>")
+        words.extend(content.split() if isinstance(content, str) else ["[blocks]"])
+    return words
 
 
 def answer_tokens(content: str, tokens: int, jitter: float = 0.0, sigma: float = 0.0) -> int:
@@ -261,6 +298,14 @@ def main() -> None:
     parser.add_argument("--base-latency", type=float, default=0.0, help="seconds per request")
     parser.add_argument("--pad-bytes", type=int, default=0)
     parser.add_argument("--model", default="fake-model")
+    parser.add_argument("--dialect", choices=["vllm", "sglang", "llamacpp"], default=None)
+    parser.add_argument(
+        "--engine",
+        default=None,
+        metavar="JSON",
+        help="a batching engine instead of --slots/--seconds-per-token: EngineCurve fields as "
+        'JSON, e.g. \'{"max_running": 128, "kv_tokens": 60000}\' ("{}": the defaults)',
+    )
     args = parser.parse_args()
 
     def answer(body: dict[str, Any]) -> dict[str, Any]:
@@ -275,6 +320,8 @@ def main() -> None:
         base_latency=args.base_latency,
         pad_bytes=args.pad_bytes,
         answer=answer,
+        dialect=args.dialect,
+        engine=EngineCurve(**orjson.loads(args.engine)) if args.engine is not None else None,
     )
     server = FakeServer(behaviour, port=args.port)
 

@@ -1,0 +1,178 @@
+"""How many requests to keep in flight on one server: the decision, as a pure function.
+
+A batch job wants the most output tokens per second, not the lowest latency. An engine's
+output rate rises with its running batch until the batch stops growing (its max running
+requests, or its KV cache full) and then flattens, or falls once requests are preempted
+and recomputed. So, one measurement window at a time:
+
+- climb while the rate rises: by x2 while each step gains a lot, by x1.25 near the top;
+  where the engine states its KV cache size, the first climb jumps to about what it holds
+  (`kv_fit`: its tokens over the mean request's), so a GPU's knee is reached in a few windows;
+- hold at the best level once a step brings less than GAIN more, and probe above it now and
+  then (the workload changes: shorter answers fit more in the cache);
+- back off on what only a full server does: preemptions once they cost output (back to the
+  best level below; while the output holds up, the level stays but climbs no higher), a
+  waiting queue in the engine beyond QUEUE_SHARE of what runs (down to what runs), timeouts
+  or errors (x0.5); and stay under the level that brought them for a while (`ceiling`).
+
+A window in which the server did not have `limit` requests in flight most of the time
+(the run is ending, the server just came back, a retry storm elsewhere) decides nothing:
+a slow or recovering server is never taken for a full one, and a fall in rate alone never
+lowers the level. The window is measured by `tuning.py`; nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+GAIN = 0.04  # a step up must bring at least this much more output to count
+BIG_GAIN = 0.3  # a step that brought this much: the next one doubles
+QUEUE_SHARE = 0.1  # an engine queue beyond this share of its running batch: full
+BUSY = 0.85  # a window counts when in-flight averaged at least this share of the limit
+PROBE_EVERY = 3  # windows held before probing above the best level again (cheap: a probe
+# past the knee only queues a few requests in the engine, or preempts a few)
+CEILING_WINDOWS = 24  # windows a ceiling (preemptions, errors, queue) lasts
+START = 16  # with no limit stated by the engine
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """One server over one measurement window."""
+
+    seconds: float
+    tokens: float  # output tokens generated in it (the engine's counter, else answers')
+    busy: float  # mean requests in flight / limit
+    errors: int = 0  # timeouts, 5xx, 429: the server failing, not the prompt
+    preemptions: int | None = None  # the engine's count in the window (None: not reported)
+    waiting: float | None = None  # the engine's queue, mean over the window
+    running: float | None = None  # the engine's running batch, mean over the window
+    kv_fit: int | None = None  # requests the engine's stated KV cache holds, at this mix
+
+    @property
+    def rate(self) -> float:
+        return self.tokens / self.seconds if self.seconds > 0 else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Level:
+    """A server's level and what the controller has learnt about it."""
+
+    limit: int
+    cap: int
+    best_rate: float = 0.0
+    best_limit: int = 0
+    ceiling: int | None = None  # stay below: this level was too many
+    ceiling_age: int = 0
+    climbing: bool = True
+    held: int = 0
+    step: float = 2.0
+    reason: str = "start"
+
+
+def start(cap: int, stated: int | None = None) -> Level:
+    """The first level: what the engine says it runs at once (SGLang's max_running_requests),
+    else START; never above the cap."""
+    first = stated if stated and stated > 0 else START
+    return Level(limit=max(1, min(cap, first)), cap=cap)
+
+
+def decide(level: Level, window: Window) -> Level:
+    """The level for the next window."""
+    level = _age_ceiling(level)
+    if window.errors > 0:
+        return _back_off(level, math.floor(level.limit * 0.5), "errors")
+    if window.preemptions and window.busy >= BUSY:
+        return _preempted(level, window.rate)
+    if _queue_full(window):
+        assert window.running is not None
+        return _back_off(level, math.ceil(window.running * (1 + QUEUE_SHARE / 2)), "queue")
+    if window.busy < BUSY:
+        return replace(level, reason="not full")
+    if level.climbing:
+        return _climb(level, window.rate, window.kv_fit)
+    return _hold(level, window.rate)
+
+
+def _queue_full(window: Window) -> bool:
+    if window.waiting is None or window.running is None:
+        return False
+    return window.waiting > max(4.0, QUEUE_SHARE * window.running)
+
+
+def _top(level: Level) -> int:
+    top = level.cap if level.ceiling is None else min(level.cap, level.ceiling - 1)
+    return max(1, top)
+
+
+def _climb(level: Level, rate: float, kv_fit: int | None) -> Level:
+    if level.best_limit and rate < level.best_rate * (1 + GAIN):
+        # The last step did not pay: back to the best level, and hold there.
+        return replace(level, limit=level.best_limit, climbing=False, held=0, reason="plateau")
+    gained = rate / level.best_rate - 1 if level.best_rate else 1.0
+    step = 2.0 if gained >= BIG_GAIN else 1.25
+    if level.ceiling is not None:
+        step = min(step, 1.05)  # near a known edge: small steps
+    higher = max(level.limit + 1, math.ceil(level.limit * step))
+    if kv_fit and step == 2.0 and kv_fit > higher:
+        higher = kv_fit  # straight to what the cache holds; the climb goes on from there
+    higher = min(_top(level), higher)
+    best = replace(level, best_rate=rate, best_limit=level.limit, step=step)
+    if higher <= level.limit:
+        return replace(best, climbing=False, held=0, reason="at cap")
+    return replace(best, limit=higher, reason="climbing")
+
+
+def _hold(level: Level, rate: float) -> Level:
+    # The held level's rate is refreshed each window: a probe is judged against the present
+    # (a server that slowed is not compared with its past).
+    level = replace(level, best_rate=rate, best_limit=level.limit, held=level.held + 1)
+    step = 1.25 if level.ceiling is None else 1.05  # near a known edge: small probes
+    higher = min(_top(level), max(level.limit + 1, math.ceil(level.limit * step)))
+    if level.held >= PROBE_EVERY and higher > level.limit:
+        return replace(level, limit=higher, climbing=True, held=0, step=step, reason="probe")
+    return replace(level, reason="holding")
+
+
+def _preempted(level: Level, rate: float) -> Level:
+    """The KV cache is full: no higher than this. The level stays while its output holds up
+    (a recompute can cost less than a smaller batch); it goes back to the best level below
+    once its output falls under that level's, or down by x0.85 when none is known."""
+    if level.climbing and level.limit > 1.3 * level.best_limit > 0:
+        # A long step crossed the cache's edge: try halfway (geometrically), below it.
+        middle = math.ceil(math.sqrt(level.best_limit * level.limit))
+        return replace(
+            level, limit=middle, ceiling=level.limit, ceiling_age=0, reason="preemptions"
+        )
+    same = level.best_limit == level.limit  # noise only: within GAIN of itself
+    if rate >= level.best_rate * (1 - GAIN if same else 1):
+        best = max(rate, level.best_rate) if same else rate
+        return replace(
+            level, best_rate=best, best_limit=level.limit, ceiling=level.limit + 1,
+            ceiling_age=0, climbing=False, held=0, reason="preemptions: holding",
+        )  # fmt: skip
+    below = level.best_limit if 0 < level.best_limit < level.limit else 0
+    return _back_off(level, below or math.floor(level.limit * 0.85), "preemptions")
+
+
+def _back_off(level: Level, lower: int, why: str) -> Level:
+    lower = max(1, min(lower, level.limit - 1 if level.limit > 1 else 1))
+    return replace(
+        level,
+        limit=lower,
+        best_rate=0.0,
+        best_limit=lower,
+        ceiling=level.limit,
+        ceiling_age=0,
+        climbing=False,
+        held=0,
+        reason=why,
+    )
+
+
+def _age_ceiling(level: Level) -> Level:
+    if level.ceiling is None:
+        return level
+    if level.ceiling_age + 1 >= CEILING_WINDOWS:
+        return replace(level, ceiling=None, ceiling_age=0)
+    return replace(level, ceiling_age=level.ceiling_age + 1)

@@ -1,0 +1,201 @@
+"""Live concurrency: measure each server window by window and set its level (the decision
+is `concurrency.decide`; this module only measures and applies).
+
+A window lasts about one request's time on that server (so a change has shown its effect,
+preemptions included) after a short settling time, and at least MIN_WINDOW. Output tokens
+come from the engine's own counter where its /metrics has one (every token decoded in the
+window, not only the answers that happened to finish in it), else from the answers. A window
+in which the server went out of rotation is dropped: a server that died is not a full one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass, field
+
+from regen.errors import PermanentError, RetryableError, ServerRefused
+from regen.fleet import concurrency
+from regen.fleet.engine_metrics import EngineLoad, parse
+from regen.fleet.server import Server
+
+log = logging.getLogger("regen.fleet")
+
+TICK = 0.25  # seconds between in-flight samples
+MIN_WINDOW = 1.0
+# A window, in request times: the engine's token counter shows a bigger batch at once, the
+# answers only as they finish.
+WINDOW_ENGINE, WINDOW_ANSWERS = 0.6, 1.0
+SETTLE = 0.15  # of a request's time, after a change, before the window starts counting
+KV_GROWTH = 0.6  # a running request holds its prompt and, on average, this much of its answer
+SCRAPE_TIMEOUT = 5.0
+
+
+@dataclass
+class _Tracker:
+    server: Server
+    level: concurrency.Level
+    metrics: bool = True  # the engine answers /metrics (until it does not)
+    started: float = 0.0
+    counting_from: float = 0.0
+    first: EngineLoad | None = None
+    tokens_at: int = 0
+    failed_at: int = 0
+    busy: list[float] = field(default_factory=list)
+    waiting: list[float] = field(default_factory=list)
+    running: list[float] = field(default_factory=list)
+    went_down: bool = False
+    last: EngineLoad | None = None
+    kv_tokens: int | None = None  # what the engine states its KV cache holds
+
+
+class LiveConcurrency:
+    def __init__(self, servers: list[Server], fixed: bool) -> None:
+        self.fixed = fixed
+        self._trackers = [
+            _Tracker(s, concurrency.Level(limit=s.concurrency, cap=s.concurrency)) for s in servers
+        ]
+
+    async def start(self) -> None:
+        """Each server's first level, from what its engine states."""
+        if self.fixed:
+            return
+        for tracker in self._trackers:
+            stated, tracker.kv_tokens = await _stated_limits(tracker.server)
+            tracker.level = concurrency.start(tracker.server.concurrency, stated)
+            tracker.server.set_limit(tracker.level.limit, tracker.level.reason)
+
+    async def run(self) -> None:
+        """Until cancelled."""
+        if self.fixed:
+            return
+        now = time.monotonic()
+        for tracker in self._trackers:
+            await self._open(tracker, now)
+        while True:
+            await asyncio.sleep(TICK)
+            await asyncio.gather(*(self._tick(t) for t in self._trackers))
+
+    async def _tick(self, tracker: _Tracker) -> None:
+        server, now = tracker.server, time.monotonic()
+        if not server.available:
+            tracker.went_down = True
+            return
+        if server.in_flight > server.limit:
+            # Lowered: the window starts once the engine holds no more than the new level
+            # (the excess finishes first, and its preemptions are not the new level's).
+            await self._open(tracker, now)
+            return
+        if now < tracker.counting_from:
+            return
+        tracker.busy.append(server.in_flight / max(1, server.limit))
+        if now - tracker.counting_from < self._window(tracker):
+            if len(tracker.busy) % 4 == 0:  # the engine's queue, about once a second
+                await self._sample_engine(tracker)
+            return
+        await self._sample_engine(tracker)
+        self._close(tracker, now)
+        await self._open(tracker, now)
+
+    def _window(self, tracker: _Tracker) -> float:
+        share = WINDOW_ENGINE if tracker.first is not None else WINDOW_ANSWERS
+        return max(MIN_WINDOW, share * tracker.server.stats.latency_ewma)
+
+    async def _open(self, tracker: _Tracker, now: float) -> None:
+        server = tracker.server
+        tracker.started = now
+        tracker.counting_from = now + SETTLE * server.stats.latency_ewma
+        tracker.busy, tracker.waiting, tracker.running = [], [], []
+        tracker.went_down = False
+        tracker.first = await self._scrape(tracker)
+        tracker.tokens_at = server.stats.completion_tokens
+        tracker.failed_at = server.stats.failed
+
+    def _close(self, tracker: _Tracker, now: float) -> None:
+        server = tracker.server
+        if tracker.went_down or not tracker.busy:
+            return
+        window = self._measure(tracker, now)
+        before = tracker.level.limit
+        tracker.level = concurrency.decide(tracker.level, window)
+        server.set_limit(tracker.level.limit, tracker.level.reason)
+        if tracker.level.limit != before:
+            log.info(
+                "server %s: %d -> %d in flight (%s; %.0f tok/s)",
+                server.name, before, tracker.level.limit, tracker.level.reason, window.rate,
+            )  # fmt: skip
+
+    def _measure(self, tracker: _Tracker, now: float) -> concurrency.Window:
+        first, last, server = tracker.first, tracker.last, tracker.server
+        engine = first is not None and last is not None
+        seconds = now - tracker.started if engine else now - tracker.counting_from
+        if engine and first.generated is not None and last.generated is not None:
+            tokens = last.generated - first.generated
+        else:
+            tokens = server.stats.completion_tokens - tracker.tokens_at
+        preempted = None
+        if engine and first.preemptions is not None and last.preemptions is not None:
+            preempted = int(last.preemptions - first.preemptions)
+        return concurrency.Window(
+            seconds=seconds,
+            tokens=tokens,
+            busy=sum(tracker.busy) / len(tracker.busy),
+            errors=server.stats.failed - tracker.failed_at,
+            preemptions=preempted,
+            waiting=_mean(tracker.waiting),
+            running=_mean(tracker.running),
+            kv_fit=self._kv_fit(tracker),
+        )
+
+    @staticmethod
+    def _kv_fit(tracker: _Tracker) -> int | None:
+        """Requests the stated KV cache holds at the mix answered so far."""
+        stats = tracker.server.stats
+        kv = tracker.kv_tokens or (tracker.last.kv_tokens if tracker.last else None)
+        if not kv or not stats.completed:
+            return None
+        held = (stats.prompt_tokens + KV_GROWTH * stats.completion_tokens) / stats.completed
+        return int(kv / held) if held > 0 else None
+
+    async def _sample_engine(self, tracker: _Tracker) -> None:
+        load = await self._scrape(tracker)
+        tracker.last = load
+        if load is not None and load.waiting is not None and load.running is not None:
+            tracker.waiting.append(load.waiting)
+            tracker.running.append(load.running)
+
+    async def _scrape(self, tracker: _Tracker) -> EngineLoad | None:
+        if not tracker.metrics:
+            return None
+        try:
+            return parse(await tracker.server.get_text("/metrics", SCRAPE_TIMEOUT))
+        except (PermanentError, ServerRefused):
+            tracker.metrics = False  # no /metrics here (a 404): measure from the answers
+        except RetryableError:
+            pass  # busy or away for a moment: this sample is skipped
+        return None
+
+
+async def _stated_limits(server: Server) -> tuple[int | None, int | None]:
+    """(requests run at once, KV cache tokens) as SGLang's /get_server_info states them;
+    vLLM states neither there (its max_num_seqs is in no endpoint; its cache size is in
+    /metrics, read with the first window), so it starts from concurrency.START."""
+    if server.engine.name != "sglang":
+        return None, None
+    with contextlib.suppress(RetryableError, PermanentError, ServerRefused):
+        info = await server.get("/get_server_info", SCRAPE_TIMEOUT)
+        if isinstance(info, dict):
+            return _positive(info.get("max_running_requests")), _positive(
+                info.get("max_total_num_tokens")
+            )
+    return None, None
+
+
+def _positive(value: object) -> int | None:
+    return int(value) if isinstance(value, int | float) and value > 0 else None
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None

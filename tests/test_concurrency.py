@@ -1,0 +1,159 @@
+"""Live concurrency: the decision (`concurrency.decide`) window by window, on its own, and
+driven against fake engine curves; the engine /metrics parser; generate end to end."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gen_helpers import assert_exactly_once, run, write_prompts
+from regen.fleet import concurrency
+from regen.fleet.concurrency import Level, Window, decide
+from regen.fleet.engine_metrics import parse
+from regen.testing.fake_engine import EngineCurve
+from regen.testing.fake_metrics import metrics_text
+from regen.testing.fake_server import Behaviour, FakeEngine, echo_answer
+
+
+def full(rate: float, **kw) -> Window:
+    return Window(seconds=1.0, tokens=rate, busy=1.0, **kw)
+
+
+def drive(curve, level: Level, windows: int = 60) -> Level:
+    """Feed `decide` the windows a server with output rate `curve(n)` would give."""
+    return run_curve(curve, level, windows)[-1][0]
+
+
+def run_curve(curve, level: Level, windows: int) -> list[tuple[Level, float]]:
+    history = []
+    for _ in range(windows):
+        rate, extra = curve(level.limit)
+        history.append((level, rate))
+        level = decide(level, full(rate, **extra))
+    return history
+
+
+def knee_at(knee: int, per: float = 10.0):
+    """Linear up to `knee`, flat beyond it with a queue (max running requests)."""
+    return lambda n: (per * min(n, knee), {"waiting": max(0, n - knee), "running": min(n, knee)})
+
+
+def test_it_climbs_to_a_knee_far_above_the_start_and_holds_there():
+    history = run_curve(knee_at(700), concurrency.start(cap=4096), 100)
+    reached = next(i for i, (_, rate) in enumerate(history) if rate >= 0.95 * 7000)
+    assert reached <= 10  # 16 -> 700 in a few windows
+    after = [rate for _, rate in history[reached:]]
+    assert sum(after) / len(after) >= 0.97 * 7000
+    assert max(level.limit for level, _ in history[reached + 2 :]) < 1000  # probes stay near
+
+
+def test_the_cap_bounds_it():
+    level = drive(knee_at(700), concurrency.start(cap=100))
+    assert level.limit == 100
+
+
+def test_a_stated_limit_is_where_it_starts():
+    assert concurrency.start(cap=1024, stated=256).limit == 256
+    assert concurrency.start(cap=64, stated=256).limit == 64
+    assert concurrency.start(cap=1024).limit == concurrency.START
+
+
+@pytest.mark.parametrize("cost", [20.0, 1.0])
+def test_preemptions_that_cost_output_bring_it_back_below_them(cost):
+    def kv_limited(n: int):
+        if n <= 120:
+            return 10.0 * n, {"preemptions": 0}
+        return 10.0 * 120 - cost * (n - 120), {"preemptions": n - 120}
+
+    history = run_curve(kv_limited, concurrency.start(cap=1024), 80)
+    tail = [rate for _, rate in history[20:]]
+    assert sum(tail) / len(tail) >= 0.95 * 1200
+    if cost > 10:  # steep: it settles below the KV cache's edge
+        assert history[-1][0].limit <= 120
+
+
+def test_a_flat_curve_without_metrics_holds_low():
+    """The CPU engine of issue 27: 18.4, 23.9, 26.2 tok/s at 2, 8, 32 in flight; flat on."""
+    points = {1: 10.0, 2: 18.4, 4: 21.0, 8: 23.9, 16: 25.0, 32: 26.2}
+
+    def cpu(n: int):
+        below = [v for k, v in points.items() if k <= n]
+        return max(below) * (1 + 0.001 * min(n, 64)), {}
+
+    level = drive(cpu, concurrency.start(cap=1024))
+    assert level.limit <= 40  # never near the 128 at which that engine died
+
+
+def test_errors_halve_the_level_and_a_ceiling_keeps_it_under():
+    level = Level(limit=200, cap=1024, best_rate=100.0, best_limit=200, climbing=False)
+    level = decide(level, full(100.0, errors=3))
+    assert level.limit == 100 and level.ceiling == 200
+    for _ in range(10):
+        level = decide(level, full(100.0 + level.limit))
+    assert level.limit < 200
+
+
+def test_a_long_engine_queue_brings_it_down_to_what_runs():
+    level = Level(limit=400, cap=1024, climbing=False)
+    level = decide(level, full(100.0, waiting=300.0, running=100.0))
+    assert 100 <= level.limit <= 110 and level.reason == "queue"
+
+
+def test_a_slow_or_recovering_server_is_not_taken_for_a_full_one():
+    level = Level(limit=300, cap=1024, best_rate=1000.0, best_limit=300, climbing=False)
+    # in flight well below the level (back from down, or the run's end): nothing decided
+    assert decide(level, Window(1.0, 10.0, busy=0.3)).limit == 300
+    # full but much slower (another job on its GPU): the rate alone never lowers the level
+    slower = decide(level, full(200.0))
+    assert slower.limit == 300
+    # and a probe is then judged against the slower present, not the past
+    for _ in range(concurrency.PROBE_EVERY + 3):
+        slower = decide(slower, full(200.0 * slower.limit / 300))  # it would gain now
+    assert slower.limit > 375
+
+
+def test_the_engines_metrics_are_read_in_both_dialects():
+    for dialect in ("vllm", "sglang"):
+        engine = FakeEngine(EngineCurve(kv_tokens=32000, block=16))
+        engine.counters.generation_tokens, engine.counters.preemptions = 1234, 5
+        load = parse(metrics_text(dialect, engine, "m"))
+        assert load.generated == 1234 and load.preemptions == 5
+        assert load.running == 0 and load.waiting == 0
+    assert (
+        parse(metrics_text("vllm", FakeEngine(EngineCurve(kv_tokens=32000)), "m")).kv_tokens
+        == 32000
+    )
+    assert parse("# nothing here\n").generated is None
+
+
+def test_generate_finds_a_level_above_the_old_default_and_shows_it(tmp_path, fake_server):
+    # Few, long answers on a slow clock: the in-process server must not run out of CPU first.
+    curve = EngineCurve(kv_tokens=20_000, max_running=512, time_scale=0.5, ticks=8)
+    behaviour = Behaviour(
+        dialect="vllm", engine=curve, answer=lambda b: {**echo_answer(b), "tokens": 100}
+    )
+    server = fake_server(behaviour)
+    prompts = tmp_path / "prompts.jsonl"
+    ids = write_prompts(prompts, 1000)
+    out = tmp_path / "out"
+    run(prompts, out, [server.url], concurrency=None)
+    assert_exactly_once(out, ids)
+    snap = json.loads((out / "progress.json").read_text())
+    (served,) = snap["servers"]
+    assert served["concurrency_cap"] == 1024
+    assert 1 <= served["concurrency"] <= 1024 and served["concurrency_why"] != "fixed"
+    assert server.peak_in_flight > 64  # the old fixed default: the engine had room for more
+
+
+def test_fixed_concurrency_keeps_exactly_n(tmp_path, fake_server):
+    curve = EngineCurve(kv_tokens=20_000, max_running=512, time_scale=0.5, ticks=8)
+    server = fake_server(Behaviour(dialect="vllm", engine=curve))
+    prompts = tmp_path / "prompts.jsonl"
+    ids = write_prompts(prompts, 200)
+    out = tmp_path / "out"
+    run(prompts, out, [server.url], concurrency=8, fixed_concurrency=True)
+    assert_exactly_once(out, ids)
+    (served,) = json.loads((out / "progress.json").read_text())["servers"]
+    assert (served["concurrency"], served["concurrency_why"]) == (8, "fixed")
+    assert server.peak_in_flight == 8
