@@ -22,6 +22,7 @@ from rich.progress import (
 from rich.table import Column, Table
 from rich.text import Text
 
+from regen.fleet.engine_defaults import server_default_note
 from regen.format.state import is_final
 
 
@@ -75,6 +76,7 @@ def config_lines(config: dict[str, Any]) -> list[str]:
         f"prompts     {config['prompts']}",
         f"output      {config['output_dir']}",
         f"sampling    {sampling}",
+        *_server_defaults(config.get("engines") or []),
         f"samples     {config['samples_per_prompt']} per prompt, "
         f"regenerate {config['regenerate_turns']} turn(s)",
     ]
@@ -83,6 +85,12 @@ def config_lines(config: dict[str, Any]) -> list[str]:
         note = f"the batch file asks for {', '.join(other)}: every request goes to the model above"
         lines.insert(1, f"            {note} (pass --model, or serve that model)")
     return lines
+
+
+def _server_defaults(engines: list[dict[str, Any]]) -> list[str]:
+    """What "server default" means on each engine of the fleet (see engine_defaults)."""
+    notes = list(dict.fromkeys(server_default_note(e) for e in engines))
+    return [f"{'unset' if i == 0 else '':<11} {note}" for i, note in enumerate(notes)]
 
 
 def resume_line(snap: dict[str, Any]) -> str | None:

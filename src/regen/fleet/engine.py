@@ -12,6 +12,7 @@ class EngineInfo:
     name: str  # sglang | vllm | llamacpp | unknown
     version: str | None = None
     seed_honoured: bool | None = None  # None: not known
+    sampling_defaults: str | None = None  # what an unset field means, where the server says
 
     def as_dict(self) -> dict[str, Any]:
         return {"name": self.name, "version": self.version}

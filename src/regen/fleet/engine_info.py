@@ -17,6 +17,7 @@ from typing import Any
 
 from regen.errors import ServerError
 from regen.fleet.engine import UNKNOWN, EngineInfo
+from regen.fleet.engine_defaults import sglang_defaults
 from regen.fleet.server import Server
 
 # Probed in this order: the first that answers JSON names the engine.
@@ -48,7 +49,8 @@ async def identify(server: Server, known: str | None = None, timeout: float = 5.
 def _read(name: str, answer: dict[str, Any]) -> EngineInfo:
     if name == "sglang":
         honoured = bool(answer.get("enable_deterministic_inference"))
-        return EngineInfo("sglang", _str(answer.get("version")), honoured)
+        defaults = sglang_defaults(answer)
+        return EngineInfo("sglang", _str(answer.get("version")), honoured, defaults)
     if name == "llamacpp":
         return EngineInfo("llamacpp", _str(answer.get("build_info")), seed_honoured=True)
     return EngineInfo("vllm", _str(answer.get("version")), seed_honoured=True)
@@ -86,6 +88,8 @@ def fleet_engines(servers: list[Server]) -> list[dict[str, Any]]:
     seen: list[dict[str, Any]] = []
     for server in servers:
         entry = {**server.engine.as_dict(), "seed_honoured": server.engine.seed_honoured}
+        if server.engine.sampling_defaults is not None:
+            entry["sampling_defaults"] = server.engine.sampling_defaults
         if entry not in seen:
             seen.append(entry)
     return seen

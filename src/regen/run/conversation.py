@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from regen.fleet.dispatch import Fleet
 from regen.fleet.engine import UNKNOWN, EngineInfo
+from regen.fleet.engine_defaults import neutral_fields
 from regen.fleet.response import Generated, parse_chat_response
 from regen.records import Completion, RecordMeta, TokenIds, Usage, WorkItem
 from regen.run.config import Sampling
@@ -91,6 +92,14 @@ def request_body(
     return body
 
 
+def recorded_sampling(sampling: Sampling, sample: int, engine: EngineInfo) -> dict[str, Any]:
+    """`meta.sampling`: as asked, None for "the server's default", and under `neutral` what
+    regen sent in place of the engine's own defaults (llama.cpp's; see engine_defaults)."""
+    asked = sampling.as_dict()
+    neutral = neutral_fields(engine.name, sampling.request_fields(sample))
+    return {**asked, "neutral": neutral} if neutral else asked
+
+
 def completion_record(
     item: WorkItem, conv: Conversation, shape: RequestShape, sampling: Sampling
 ) -> Completion:
@@ -102,7 +111,8 @@ def completion_record(
         token_ids = TokenIds(last.prompt_token_ids, last.completion_token_ids)
     usage = Usage(*(sum(t["usage"][k] for t in conv.turns) for k in Usage.__struct_fields__))
     meta = RecordMeta(
-        server=conv.turns[-1]["server"], model=shape.model, sampling=sampling.as_dict(),
+        server=conv.turns[-1]["server"], model=shape.model,
+        sampling=recorded_sampling(sampling, item.sample, conv.engine),
         attempts=conv.attempts, latency_s=round(conv.latency, 3), line=prompt.line,
         turns=conv.turns if len(conv.turns) > 1 else None, engine=conv.engine.as_dict(),
         max_tokens_lowered_to=conv.max_tokens_lowered_to,

@@ -257,8 +257,11 @@ class Run:
 
     async def _dispatch(self) -> None:
         capacity = sum(s.concurrency for s in self.servers)
-        if self.fleet.affine:  # a few more waiting for a slot: one whose prefix a freed
-            capacity += AFFINE_SCAN  # server holds can be picked (fleet/dispatch.py)
+        if self.fleet.affine and len(self.servers) > 1:  # a few more waiting for a slot:
+            # one whose prefix a freed server holds can be picked (fleet/dispatch.py). Not on
+            # one server: nothing to choose, and an item past `store.room()` that waits for
+            # a slot no longer sees a lost lease before it is sent.
+            capacity += AFFINE_SCAN
         dispatcher = Dispatcher(capacity, self.stop, self._process, self._fail)
         if await dispatcher.send(self.intake.items()):
             await asyncio.sleep(0)  # the last items' tasks run up to their request
