@@ -116,6 +116,23 @@ def test_tokenized_jsonl_and_filters(run, tmp_path):
     assert ds.num_rows == 31 and min(sum(m) for m in ds["loss_mask"]) >= 12
 
 
+def test_the_cards_check_judges_the_rows_the_export_holds(run, tmp_path):
+    """check judges a run before export's filters: the export's own verdict (card, push) is
+    over what it wrote, so the rows --drop-degenerate and --drop-truncated left out do not
+    fail it, and the rows it kept are counted."""
+    tok = str(checkfix.qwen_style_dir())
+    kept, unfiltered = tmp_path / "export.json", tmp_path / "all.json"
+    cli("export", run, "--out", tmp_path / "kept", "--format", "tokenized", "--tokenizer", tok,
+        "--drop-degenerate", "--drop-truncated", "--report", kept)  # fmt: skip
+    cli("export", run, "--out", tmp_path / "all", "--format", "tokenized", "--tokenizer", tok,
+        "--report", unfiltered)  # fmt: skip
+    filtered = json.loads(kept.read_text())["check"]
+    whole = json.loads(unfiltered.read_text())["check"]
+    assert whole["verdict"] == "fail" and "empty_answer" in whole["failed_rules"]
+    assert filtered["verdict"] == "pass", filtered["failed_rules"]
+    assert filtered["overall"]["samples"] == whole["overall"]["samples"] - 2 == 31
+
+
 def test_mask_filters_need_a_tokenizer(run, tmp_path):
     result = CliRunner().invoke(
         main, ["export", str(run), "--out", str(tmp_path / "o"), "--drop-degenerate"]

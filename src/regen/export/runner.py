@@ -11,7 +11,6 @@ from regen.check.encode import Encoder
 from regen.check.mask import Encoded
 from regen.check.record import Completion
 from regen.check.runner import Tally, read_runs
-from regen.check.sample import invalid
 from regen.check.stats import StatOptions
 from regen.errors import ConfigError, InputError
 from regen.export.by_score import ScoreSelect
@@ -52,7 +51,8 @@ def export_run(
     """Write the runs' completions to `out_dir` as `fmt`, one config per domain. An existing
     export there, or any other non-empty directory, is refused unless `overwrite` (or
     `merge_into` is it). With an encoder, the check rules (`check_limits`) are judged over the
-    same encodings; `count_tokens` counts supervised token ids (the draft vocabulary)."""
+    rows written (after the filters), from the same encodings; `count_tokens` counts
+    supervised token ids (the draft vocabulary)."""
     _validate(fmt, encoder, filters, file_type, eval_fraction, count_tokens)
     into_itself = merge_into is not None and merge_into.resolve() == out_dir.resolve()
     claim_output(out_dir, overwrite=overwrite, merging=into_itself)
@@ -70,13 +70,16 @@ def export_run(
     run = _Pass(fmt, encoder, summary, dedup, writer, fraction, split_seed, count_tokens)
     held = by_score.holder(out_dir) if by_score and by_score.order == "hard-first" else None
     try:
-        for completion, enc in _encoded(read_runs(dirs, on_row), encoder, summary, tally):
+        for completion, enc in _encoded(read_runs(dirs, on_row), encoder, summary):
             reason = filters.reason_to_drop(completion, enc)
             if not reason and by_score is not None:
                 reason = by_score.reason_to_drop(completion)
             if reason:
                 summary.dropped[reason] += 1
-            elif held is not None:
+                continue
+            if tally is not None and encoder is not None and enc is not None:
+                tally.feed(completion, enc, encoder)  # judged as exported: after the filters
+            if held is not None:
                 held.add(completion, enc)  # written below, hardest first
             else:
                 run.emit(completion, enc)
@@ -197,10 +200,10 @@ def _note(summary: ExportSummary, fmt: Format, completion: Completion, enc: Enco
 
 
 def _encoded(
-    records: Iterable[dict], encoder: Encoder | None, summary: ExportSummary, tally: Tally | None
+    records: Iterable[dict], encoder: Encoder | None, summary: ExportSummary
 ) -> Iterator[tuple[Completion, Encoded | None]]:
-    """Readable completions with their encoding; unusable ones are counted as dropped (and
-    judged by the check `tally`, when there is one)."""
+    """Readable completions with their encoding; unusable ones are counted as dropped (and,
+    never exported, not judged: the card's check is over the rows the export holds)."""
 
     def valid() -> Iterator[Completion]:
         for raw in records:
@@ -209,15 +212,11 @@ def _encoded(
                 yield Completion.of(raw)
             except InputError as err:
                 summary.dropped[err.kind] += 1
-                if tally is not None:
-                    tally.add(invalid(raw, err))
 
     if encoder is None:
         yield from ((c, None) for c in valid())
         return
     for completion, enc in encoder.stream(valid()):
-        if tally is not None:
-            tally.feed(completion, enc, encoder)
         if isinstance(enc, InputError):
             summary.dropped[enc.kind] += 1  # an all-zero mask is never exported
             continue
