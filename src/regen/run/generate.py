@@ -201,7 +201,7 @@ class Run:
             self.layout, compress=self.config.output.compress, remote=self.store.committed(),
             part=self.config.part, input_digests=same_lines,
         )  # fmt: skip
-        self.store.start(self._event)
+        self.store.start(self._event, self._fail)
         for note in ledger.repaired:
             self._event(f"repaired {note}")
         if ledger.completions + ledger.errors and not ledger.lines.trusted:
@@ -258,9 +258,8 @@ class Run:
     async def _dispatch(self) -> None:
         capacity = sum(s.concurrency for s in self.servers)
         if self.fleet.affine and len(self.servers) > 1:  # a few more waiting for a slot:
-            # one whose prefix a freed server holds can be picked (fleet/dispatch.py). Not on
-            # one server: nothing to choose, and an item past `store.room()` that waits for
-            # a slot no longer sees a lost lease before it is sent.
+            # one whose prefix a freed server holds can be picked (fleet/dispatch.py); on
+            # one server there is nothing to choose.
             capacity += AFFINE_SCAN
         dispatcher = Dispatcher(capacity, self.stop, self._process, self._fail)
         if await dispatcher.send(self.intake.items()):
