@@ -144,6 +144,46 @@ def test_generate_finds_a_level_above_the_old_default_and_shows_it(tmp_path, fak
     assert served["concurrency_cap"] == 1024
     assert 1 <= served["concurrency"] <= 1024 and served["concurrency_why"] != "fixed"
     assert server.peak_in_flight > 64  # the old fixed default: the engine had room for more
+    assert ended_levels(out) == [
+        {key: served[key] for key in ("url", "concurrency", "concurrency_cap", "concurrency_why")}
+    ]
+
+
+def test_a_resumed_run_starts_each_server_where_the_last_session_left_it(tmp_path, fake_server):
+    curve = EngineCurve(kv_tokens=20_000, max_running=512, time_scale=0.5, ticks=8)
+    behaviour = Behaviour(
+        dialect="vllm", engine=curve, answer=lambda b: {**echo_answer(b), "tokens": 100}
+    )
+    server = fake_server(behaviour)
+    prompts, out = tmp_path / "prompts.jsonl", tmp_path / "out"
+    write_prompts(prompts, 1000)
+    run(prompts, out, [server.url], concurrency=None)
+    (left,) = ended_levels(out)
+    assert left["concurrency"] > 2 * concurrency.START  # it had climbed
+    ids = write_prompts(prompts, 1000 + left["concurrency"])  # one more prompt per slot
+    server.peak_in_flight = 0
+    run(prompts, out, [server.url], concurrency=None, allow_changed_input=True)
+    assert_exactly_once(out, ids)
+    # All of them at once from the first second: a fresh start would have sent 16, then 32.
+    assert server.peak_in_flight >= 0.95 * left["concurrency"], (server.peak_in_flight, left)
+
+
+def test_last_levels_are_the_latest_ended_sessions_live_ones():
+    from regen.format.manifest import last_levels
+
+    def ended(*servers):
+        return {"ended": {"servers": [dict(zip(("url", "concurrency", "concurrency_why"), s))
+                                      for s in servers]}}  # fmt: skip
+
+    older = ended(("http://a", 300, "holding"), ("http://b", 40, "queue"))
+    newer = ended(("http://a", 200, "holding"), ("http://c", 64, "fixed"))
+    this_session = ended(("http://a", 1, "start"))  # the session starting now: not its own
+    assert last_levels({"sessions": [older, newer, {}, this_session]}) == {"http://a": 200}
+    assert last_levels({"sessions": [older, {"started": "killed: no end"}, {}]}) == {
+        "http://a": 300, "http://b": 40,
+    }  # fmt: skip
+    assert concurrency.start(cap=1024, stated=48, last=200).limit == 200
+    assert concurrency.start(cap=128, last=200).limit == 128
 
 
 def test_fixed_concurrency_keeps_exactly_n(tmp_path, fake_server):
@@ -157,6 +197,15 @@ def test_fixed_concurrency_keeps_exactly_n(tmp_path, fake_server):
     (served,) = json.loads((out / "progress.json").read_text())["servers"]
     assert (served["concurrency"], served["concurrency_why"]) == (8, "fixed")
     assert server.peak_in_flight == 8
+    (ended,) = ended_levels(out)
+    assert (ended["concurrency"], ended["concurrency_why"]) == (8, "fixed")
+
+
+def ended_levels(out) -> list[dict]:
+    """The levels the run's last session recorded in manifest.json when it ended."""
+    (session,) = json.loads((out / "manifest.json").read_text())["sessions"]
+    assert session["ended"]["state"] == "finished"
+    return session["ended"]["servers"]
 
 
 def test_status_and_the_live_view_show_each_servers_level():

@@ -71,11 +71,14 @@ class Level:
     reason: str = "start"
 
 
-def start(cap: int, stated: int | None = None) -> Level:
-    """The first level: what the engine says it runs at once (SGLang's max_running_requests),
-    else START; never above the cap."""
-    first = stated if stated and stated > 0 else START
-    return Level(limit=max(1, min(cap, first)), cap=cap)
+def start(cap: int, stated: int | None = None, last: int | None = None) -> Level:
+    """The first level: where the last session of this run left this server (`last`: a
+    resumed two-day run does not climb again from scratch), else what the engine says it
+    runs at once (SGLang's max_running_requests), else START; never above the cap. It climbs
+    from there as from any start: a level that is too high for today is left in a window."""
+    first = next((n for n in (last, stated) if n and n > 0), START)
+    reason = "last session's level" if last and last > 0 else "start"
+    return Level(limit=max(1, min(cap, first)), cap=cap, reason=reason)
 
 
 def decide(level: Level, window: Window) -> Level:

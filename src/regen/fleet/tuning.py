@@ -52,20 +52,24 @@ class _Tracker:
 
 
 class LiveConcurrency:
-    def __init__(self, servers: list[Server], fixed: bool) -> None:
+    def __init__(
+        self, servers: list[Server], fixed: bool, last: dict[str, int] | None = None
+    ) -> None:
         self.fixed = fixed
+        self.last = last or {}  # url -> the level the run's last session ended with
         self._trackers = [
             _Tracker(s, concurrency.Level(limit=s.concurrency, cap=s.concurrency)) for s in servers
         ]
 
     async def start(self) -> None:
-        """Each server's first level, from what its engine states."""
+        """Each server's first level: the last session's, else from what its engine states."""
         if self.fixed:
             return
         for tracker in self._trackers:
-            stated, tracker.kv_tokens = await _stated_limits(tracker.server)
-            tracker.level = concurrency.start(tracker.server.concurrency, stated)
-            tracker.server.set_limit(tracker.level.limit, tracker.level.reason)
+            server = tracker.server
+            stated, tracker.kv_tokens = await _stated_limits(server)
+            tracker.level = concurrency.start(server.concurrency, stated, self.last.get(server.url))
+            server.set_limit(tracker.level.limit, tracker.level.reason)
 
     async def run(self) -> None:
         """Until cancelled."""

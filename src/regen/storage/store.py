@@ -8,7 +8,8 @@ the run lock (and, in a bucket, this part's lease), settles what a killed sessio
 exit makes sure everything written is where it belongs. In between, the run writes into
 `store.layout` (the directory itself, or the bucket's local staging) and calls the hooks:
 `committed()` (ledger entries already in the bucket), `set_errors_aside()` (--retry-errors),
-`start()` (after the ledger scan; it is told how to stop the run if the lease is lost), `room()` (before each request) and `seal_after`.
+`start()` (after the ledger scan; it is given what to call if the lease is lost), `room()`
+(before each request) and `seal_after`.
 """
 
 from __future__ import annotations
