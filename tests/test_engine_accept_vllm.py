@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from gen_helpers import read_lines, run
 from real_vllm import KEY, K, RealFleet
 from regen.cli import main
+from regen.fleet.engine_metrics import spec_decode_counters
 from regen.fleet.server import Timeouts
 from regen.run.sampling import Sampling
 
@@ -39,16 +40,7 @@ def keyed(monkeypatch) -> str:
 
 
 def counters(fleet: RealFleet) -> dict[str, float]:
-    """The server's spec-decode counters, per position for the accepted tokens."""
-    out: dict[str, float] = {}
-    for line in fleet.metrics().splitlines():
-        if not line.startswith("vllm:spec_decode_num_") or "_total{" not in line:
-            continue
-        name = line.split("{", 1)[0].removeprefix("vllm:spec_decode_").removesuffix("_total")
-        if 'position="' in line:
-            name = "accepted_at_" + line.split('position="', 1)[1].split('"', 1)[0]
-        out[name] = out.get(name, 0.0) + float(line.rsplit(" ", 1)[1])
-    return out
+    return spec_decode_counters(fleet.metrics())
 
 
 def write_prompts(path: Path) -> None:
