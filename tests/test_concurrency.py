@@ -85,6 +85,23 @@ def test_a_flat_curve_without_metrics_holds_low():
     assert level.limit <= 40  # never near the 128 at which that engine died
 
 
+def test_a_start_past_the_top_of_a_falling_curve_is_left_downwards():
+    """The real vLLM CPU fleet of BENCHMARKS.md (two servers, a core each), per server: best
+    at 8 in flight, a little less at 16 and 32, a cliff past 32 (its batch outgrows a core)."""
+    points = {1: 13.5, 2: 19.1, 4: 31.2, 8: 35.7, 16: 34.3, 32: 30.9, 64: 10.4, 1024: 6.6}
+
+    def cpu(n: int):
+        return points[max(k for k in points if k <= n)] * (1 - 0.002 * n), {}
+
+    history = run_curve(cpu, concurrency.start(cap=1024), 60)
+    late = [rate for _, rate in history[10:]]
+    assert sum(late) / len(late) >= 0.95 * cpu(8)[0]
+    assert max(level.limit for level, _ in history) <= 32  # never over the cliff
+    # and from a start far below, the climb is as before: a step up paid, nothing halves
+    gpu = run_curve(knee_at(700), concurrency.start(cap=4096), 12)
+    assert all(level.reason != "below" for level, _ in gpu)
+
+
 def test_errors_halve_the_level_and_a_ceiling_keeps_it_under():
     level = Level(limit=200, cap=1024, best_rate=100.0, best_limit=200, climbing=False)
     level = decide(level, full(100.0, errors=3))
@@ -172,8 +189,8 @@ def test_last_levels_are_the_latest_ended_sessions_live_ones():
     from regen.format.manifest import last_levels
 
     def ended(*servers):
-        return {"ended": {"servers": [dict(zip(("url", "concurrency", "concurrency_why"), s))
-                                      for s in servers]}}  # fmt: skip
+        keys = ("url", "concurrency", "concurrency_why")
+        return {"ended": {"servers": [dict(zip(keys, s, strict=True)) for s in servers]}}
 
     older = ended(("http://a", 300, "holding"), ("http://b", 40, "queue"))
     newer = ended(("http://a", 200, "holding"), ("http://c", 64, "fixed"))
@@ -232,4 +249,6 @@ def test_the_stated_kv_cache_is_jumped_to_only_after_a_measured_steep_gain():
     modest = decide(first, full(170.0, kv_fit=800))  # a CPU's curve: small steps, no jump
     assert modest.limit == 40
     flat = decide(first, full(162.0, kv_fit=800))
-    assert flat.limit == 16 and flat.reason == "plateau"
+    assert flat.limit == 8 and flat.reason == "below"  # is the start past the top?
+    back = decide(flat, full(150.0, kv_fit=800))
+    assert back.limit == 16 and back.reason == "plateau"

@@ -6,6 +6,8 @@ requests, or its KV cache full) and then flattens, or falls once requests are pr
 and recomputed. So, one measurement window at a time:
 
 - climb while the rate rises: by x2 while each step gains a lot, by x1.25 near the top;
+  when the very first step up does not pay, the start itself may be past the top (a CPU
+  engine, whose output falls once its batch outgrows its cores): halve while that pays;
   where the engine states its KV cache size, the first climb jumps to about what it holds
   (`kv_fit`: its tokens over the mean request's), so a GPU's knee is reached in a few windows;
 - hold at the best level once a step brings less than GAIN more, and probe above it now and
@@ -66,6 +68,8 @@ class Level:
     ceiling: int | None = None  # stay below: this level was too many
     ceiling_age: int = 0
     climbing: bool = True
+    climbed: bool = False  # a step up has paid (the start is below the top)
+    descending: bool = False  # halving from a start that was past the top
     held: int = 0
     step: float = 2.0
     reason: str = "start"
@@ -93,6 +97,8 @@ def decide(level: Level, window: Window) -> Level:
         return _back_off(level, math.ceil(window.running * (1 + QUEUE_SHARE / 2)), "queue")
     if window.busy < BUSY:
         return replace(level, reason="not full")
+    if level.descending:
+        return _descend(level, window.rate)
     if level.climbing:
         return _climb(level, window.rate, window.kv_fit)
     return _hold(level, window.rate)
@@ -111,6 +117,10 @@ def _top(level: Level) -> int:
 
 def _climb(level: Level, rate: float, kv_fit: int | None) -> Level:
     if level.best_limit and rate < level.best_rate * (1 + GAIN):
+        if not level.climbed and level.best_limit > 1 and level.ceiling is None:
+            # The first step up did not pay: is the start past the top? Try half of it.
+            half = max(1, level.best_limit // 2)
+            return replace(level, limit=half, climbing=False, descending=True, reason="below")
         # The last step did not pay: back to the best level, and hold there.
         return replace(level, limit=level.best_limit, climbing=False, held=0, reason="plateau")
     gained = rate / level.best_rate - 1 if level.best_rate else 1.0
@@ -124,10 +134,24 @@ def _climb(level: Level, rate: float, kv_fit: int | None) -> Level:
         # flat curve (a CPU engine) never jumps.
         higher = min(kv_fit, level.limit * JUMP)
     higher = min(_top(level), higher)
-    best = replace(level, best_rate=rate, best_limit=level.limit, step=step)
+    climbed = level.climbed or level.best_limit > 0  # this window's level beat the last one
+    best = replace(level, best_rate=rate, best_limit=level.limit, step=step, climbed=climbed)
     if higher <= level.limit:
         return replace(best, climbing=False, held=0, reason="at cap")
     return replace(best, limit=higher, reason="climbing")
+
+
+def _descend(level: Level, rate: float) -> Level:
+    """Below a start that was past the top: halve again while the output rises by GAIN; else
+    back to the best level seen, and hold (probes above it follow as usual)."""
+    if rate >= level.best_rate * (1 + GAIN) and level.limit > 1:
+        lower = max(1, level.limit // 2)
+        return replace(level, best_rate=rate, best_limit=level.limit, limit=lower, reason="below")
+    if rate >= level.best_rate * (1 + GAIN):  # at 1, and 1 is the best
+        return replace(level, best_rate=rate, best_limit=1, descending=False, held=0,
+                       climbed=True, reason="holding")  # fmt: skip
+    return replace(level, limit=level.best_limit, descending=False, climbed=True, held=0,
+                   reason="plateau")  # fmt: skip
 
 
 def _hold(level: Level, rate: float) -> Level:
@@ -149,14 +173,16 @@ def _preempted(level: Level, rate: float) -> Level:
         # A long step crossed the cache's edge: try halfway (geometrically), below it.
         middle = math.ceil(math.sqrt(level.best_limit * level.limit))
         return replace(
-            level, limit=middle, ceiling=level.limit, ceiling_age=0, reason="preemptions"
-        )
+            level, limit=middle, ceiling=level.limit, ceiling_age=0, descending=False,
+            reason="preemptions",
+        )  # fmt: skip
     same = level.best_limit == level.limit  # noise only: within GAIN of itself
     if rate >= level.best_rate * (1 - GAIN if same else 1):
         best = max(rate, level.best_rate) if same else rate
         return replace(
             level, best_rate=best, best_limit=level.limit, ceiling=level.limit + 1,
-            ceiling_age=0, climbing=False, held=0, reason="preemptions: holding",
+            ceiling_age=0, climbing=False, descending=False, held=0,
+            reason="preemptions: holding",
         )  # fmt: skip
     below = level.best_limit if 0 < level.best_limit < level.limit else 0
     return _back_off(level, below or math.floor(level.limit * 0.85), "preemptions")
@@ -172,6 +198,7 @@ def _back_off(level: Level, lower: int, why: str) -> Level:
         ceiling=level.limit,
         ceiling_age=0,
         climbing=False,
+        descending=False,
         held=0,
         reason=why,
     )
