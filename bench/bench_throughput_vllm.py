@@ -112,9 +112,10 @@ def generate(prompts: Path, out: Path, urls: list[str], *flags: str) -> subproce
         return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log)
 
 
-def measured(urls: list[str], proc: subprocess.Popen, seconds: float) -> tuple[float, float]:
-    """Output tokens/s over `seconds` from the first token the run got generated, and over
-    the second half of them alone (where live concurrency has settled)."""
+def measured(urls: list[str], proc: subprocess.Popen, seconds: float, out: Path):
+    """Output tokens/s over `seconds` from the first token the run got generated, over the
+    second half of them alone (where live concurrency has settled), and each change of the
+    servers' levels on the way (seconds from the first token, levels)."""
     base = metric(urls, "vllm:generation_tokens_total")
     deadline = time.monotonic() + 600
     while metric(urls, "vllm:generation_tokens_total") == base:
@@ -122,11 +123,17 @@ def measured(urls: list[str], proc: subprocess.Popen, seconds: float) -> tuple[f
             raise SystemExit(f"regen generate ended before a token ({proc.returncode})")
         time.sleep(0.2)
     started, first = time.monotonic(), metric(urls, "vllm:generation_tokens_total")
-    time.sleep(seconds / 2)
-    middle, half = time.monotonic(), metric(urls, "vllm:generation_tokens_total")
-    time.sleep(seconds / 2)
+    middle, half, trace = None, 0.0, []
+    while (now := time.monotonic()) < started + seconds:
+        if middle is None and now >= started + seconds / 2:
+            middle, half = now, metric(urls, "vllm:generation_tokens_total")
+        levels = [n for n, _ in levels_of(out)]
+        if not trace or trace[-1][1] != levels:
+            trace.append((round(now - started), levels))
+        time.sleep(1)
     ended, last = time.monotonic(), metric(urls, "vllm:generation_tokens_total")
-    return (last - first) / (ended - started), (last - half) / (ended - middle)
+    assert middle is not None
+    return (last - first) / (ended - started), (last - half) / (ended - middle), trace
 
 
 def abandon(proc: subprocess.Popen) -> None:
@@ -139,7 +146,10 @@ def abandon(proc: subprocess.Popen) -> None:
 
 
 def levels_of(out: Path) -> list:
-    snap = json.loads((out / "progress.json").read_text())
+    try:
+        snap = json.loads((out / "progress.json").read_text())
+    except (OSError, ValueError):  # not written yet, or being replaced
+        return []
     return [(s["concurrency"], s["concurrency_why"]) for s in snap["servers"]]
 
 
@@ -156,8 +166,12 @@ def sweep(urls: list[str], work: Path, seconds: float, levels: list[int], longer
         write_prompts(prompts, tag, 3000)
         proc = generate(prompts, out, urls, "--max-output-tokens", "32", *flags)
         try:
-            rate, settled = measured(urls, proc, longer if label == "defaults" else seconds)
+            span = longer if label == "defaults" else seconds
+            rate, settled, trace = measured(urls, proc, span, out)
             rows[label] = {"rate": rate, "second_half": settled, "levels": levels_of(out)}
+            if label == "defaults":
+                rows[label]["trace"] = trace
+                print(f"  defaults' levels (s: per server): {trace}", flush=True)
         finally:
             abandon(proc)
         wait_idle(urls)

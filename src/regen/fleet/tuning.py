@@ -2,7 +2,8 @@
 is `concurrency.decide`; this module only measures and applies).
 
 A window lasts about one request's time on that server (so a change has shown its effect,
-preemptions included) after a short settling time, and at least MIN_WINDOW. Output tokens
+preemptions included) after a short settling time, and at least MIN_WINDOW; none closes
+before the server's first answer (on a slow engine the first seconds are all prefill). Output tokens
 come from the engine's own counter where its /metrics has one (every token decoded in the
 window, not only the answers that happened to finish in it), else from the answers. A window
 in which the server went out of rotation is dropped: a server that died is not a full one.
@@ -91,6 +92,12 @@ class LiveConcurrency:
             # Lowered: the window starts once the engine holds no more than the new level
             # (the excess finishes first, and its preemptions are not the new level's).
             await self._open(tracker, now)
+            return
+        if not server.stats.completed:
+            # No answer yet: a request's time is unknown, and what the engine does now is
+            # the run's first prefills, which no level repeats. The window starts later.
+            if now - tracker.started >= MIN_WINDOW:
+                await self._open(tracker, now)
             return
         if now < tracker.counting_from:
             return
