@@ -166,6 +166,22 @@ def test_generate_finds_a_level_above_the_old_default_and_shows_it(tmp_path, fak
     ]
 
 
+def test_an_engine_that_queues_past_its_running_limit_is_held_near_it(tmp_path, fake_server):
+    """The engine runs at most 48 and queues the rest for good: the queue never drains in a
+    window, so the level comes back to about what runs, however much the cache holds."""
+    curve = EngineCurve(kv_tokens=2_000_000, max_running=48, time_scale=0.5, ticks=8)
+    behaviour = Behaviour(
+        dialect="vllm", engine=curve, answer=lambda b: {**echo_answer(b), "tokens": 100}
+    )
+    server = fake_server(behaviour)
+    prompts, out = tmp_path / "prompts.jsonl", tmp_path / "out"
+    ids = write_prompts(prompts, 1000)
+    run(prompts, out, [server.url], concurrency=None)
+    assert_exactly_once(out, ids)
+    (left,) = ended_levels(out)
+    assert 40 <= left["concurrency"] <= 72, left
+
+
 def test_a_resumed_run_starts_each_server_where_the_last_session_left_it(tmp_path, fake_server):
     curve = EngineCurve(kv_tokens=20_000, max_running=512, time_scale=0.5, ticks=8)
     behaviour = Behaviour(

@@ -14,8 +14,9 @@ and recomputed. So, one measurement window at a time:
   then (the workload changes: shorter answers fit more in the cache);
 - back off on what only a full server does: preemptions once they cost output (back to the
   best level below; while the output holds up, the level stays but climbs no higher), a
-  waiting queue in the engine beyond QUEUE_SHARE of what runs (down to what runs), timeouts
-  or errors (x0.5); and stay under the level that brought them for a while (`ceiling`).
+  waiting queue in the engine that stays beyond QUEUE_SHARE of what runs all window long
+  (down to what runs), timeouts or errors (x0.5); and stay under the level that brought
+  them for a while (`ceiling`).
 
 A window in which the server did not have `limit` requests in flight most of the time
 (the run is ending, the server just came back, a retry storm elsewhere) decides nothing:
@@ -48,7 +49,7 @@ class Window:
     busy: float  # mean requests in flight / limit
     errors: int = 0  # timeouts, 5xx, 429: the server failing, not the prompt
     preemptions: int | None = None  # the engine's count in the window (None: not reported)
-    waiting: float | None = None  # the engine's queue, mean over the window
+    waiting: float | None = None  # the engine's queue at its shortest in the window
     running: float | None = None  # the engine's running batch, mean over the window
     kv_fit: int | None = None  # requests the engine's stated KV cache holds, at this mix
 

@@ -155,7 +155,9 @@ class LiveConcurrency:
             busy=sum(tracker.busy) / len(tracker.busy),
             errors=server.stats.failed - tracker.failed_at,
             preemptions=preempted,
-            waiting=_mean(tracker.waiting),
+            # At its shortest: a queue that drains between steps (prompts waiting for their
+            # turn in a step's token budget, as vLLM's CPU build queues them) is no full server.
+            waiting=min(tracker.waiting) if tracker.waiting else None,
             running=_mean(tracker.running),
             kv_fit=self._kv_fit(tracker),
         )
