@@ -57,21 +57,20 @@ def serve(folder: Path) -> tuple[subprocess.Popen, list[str]]:
     deadline = time.monotonic() + 1300
     while "server(s) answer; wrote" not in log.read_text(errors="replace"):
         if proc.poll() is not None or time.monotonic() > deadline:
-            stop_serve(proc)
+            stop_serve(proc, fleet)
             raise SystemExit(f"regen serve did not start; its output: {log}")
         time.sleep(2)
     urls = [s["url"] for s in json.loads(fleet.read_text())["servers"]]
     return proc, urls
 
 
-def stop_serve(proc: subprocess.Popen) -> None:
-    """SIGTERM: regen serve stops its servers (by process group) before it exits."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            stop(proc)
+def stop_serve(proc: subprocess.Popen, fleet: Path) -> None:
+    """`regen serve` has exited once its servers answer (they outlive it, as a user's do):
+    `regen serve --stop` stops them, by the pids FLEET.json names."""
+    stop(proc)
+    if fleet.exists():
+        subprocess.run([sys.executable, "-m", "regen", "serve", "--stop", str(fleet)],
+                       check=False, timeout=300)  # fmt: skip
 
 
 def metric(urls: list[str], name: str) -> float:
@@ -249,7 +248,7 @@ def main() -> None:
             print("prefix-cache hit rate", flush=True)
             results["prefix"] = prefix(urls, work)
     finally:
-        stop_serve(proc)
+        stop_serve(proc, work / "FLEET.json")
     (BENCH_DIR / "throughput_vllm.json").write_text(json.dumps(results, indent=1))
 
 
