@@ -29,6 +29,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from regen.fleet.engine_metrics import spec_decode_counters
+
 ROOT = Path(__file__).resolve().parent.parent
 VLLM_PYTHON = Path(os.environ.get("REGEN_VLLM_PYTHON", ROOT / ".venv-vllm/bin/python"))
 PROMPTS = {
@@ -96,19 +98,9 @@ def wait_ready(url: str, proc: subprocess.Popen, log: Path, limit: float = 1500)
 
 
 def counters(url: str) -> dict[str, float]:
-    """vLLM's spec-decode counters from /metrics (summed over engines), named as
-    `score --from-engine`'s engine_counters name them."""
+    """vLLM's spec-decode counters from /metrics, as `score --from-engine` names them."""
     with urllib.request.urlopen(f"{url}/metrics", timeout=10) as resp:
-        text = resp.read().decode()
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        if not line.startswith("vllm:spec_decode_num_") or "_total{" not in line:
-            continue
-        name = line.split("{", 1)[0].removeprefix("vllm:spec_decode_").removesuffix("_total")
-        if 'position="' in line:
-            name = "accepted_at_" + line.split('position="', 1)[1].split('"', 1)[0]
-        out[name] = out.get(name, 0.0) + float(line.rsplit(" ", 1)[1])
-    return out
+        return spec_decode_counters(resp.read().decode())
 
 
 def regen(*args: str) -> dict:

@@ -50,7 +50,7 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -145,8 +145,9 @@ class ServerSpec:
 
 
 @contextmanager
-def fleet(specs: list[ServerSpec]) -> Iterator[list[str]]:
-    """Start one fake server process per spec; yield their base URLs; stop them all."""
+def fleet(specs: Sequence[Any]) -> Iterator[list[str]]:
+    """Start one fake server process per spec (anything with `args(port)`: a ServerSpec, or
+    bench_throughput's Engine); yield their base URLs; stop them all."""
     procs: list[subprocess.Popen] = []
     try:
         urls = []

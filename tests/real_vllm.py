@@ -3,13 +3,17 @@ run, each fleet started once by `regen serve --engine vllm --model embedded --de
 --restart-dead`, as a user starts one, and stopped by pid at the end.
 
     real_vllm          the shared fleet: one replica, an API key (VLLM_API_KEY), chunked
-                       prefill off as regen serves it on CPU
+                       prefill off as regen serves it on CPU, and n-gram speculative decoding
+                       (SPEC: regen serve adds the per-request acceptance flag itself)
+    real_vllm_pair     the shared fleet and one with chunked prefill on (the seeded crash)
     real_vllm_fleets   the factory: `fleets.start("name", *engine_args)` for a fleet of one's
-                       own (e.g. spec decoding: `"--speculative-config", "{...}"`); fleets
-                       started in the same test session share nothing
+                       own; fleets started in the same test session share nothing
 
-A start takes about 2.5 minutes on two busy cores: several fleets asked for together start
-together (`start_many`). Registered from conftest (pytest_plugins).
+Every fleet here runs `--enforce-eager`: vLLM 0.32's CPU build fails to load its own compile
+cache ("'function' object has no attribute 'finalize_loading'") and compiles the model again
+at every start, 1.5 to 4 minutes on two cores, restarts included; eager, a start takes about
+40 s, and what the tests check (regen's side of the wire) is the same. Several fleets asked
+for together start together (`start_many`). Registered from conftest (pytest_plugins).
 """
 
 from __future__ import annotations
@@ -36,6 +40,9 @@ from regen.serve.fleetfile import FleetFile
 VLLM_PYTHON = Path(__file__).parent.parent / ".venv-vllm" / "bin" / "python"
 KEY = "sk-real-vllm-test-4242"
 START_TIMEOUT = 900.0
+K = 3  # draft tokens per step of the shared fleet's n-gram speculation
+SPEC = {"method": "ngram", "num_speculative_tokens": K, "prompt_lookup_max": 3}
+EAGER = "--enforce-eager"  # see above: the start, not the engine, is what it changes
 
 
 @dataclass
@@ -75,16 +82,19 @@ class RealFleet:
             time.sleep(1)
         raise AssertionError(f"no {text!r} x{count} from regen serve {self.name}:\n{self.output()}")
 
-    def metric(self, name: str) -> float:
-        """A gauge or counter of the server's /metrics (summed over its label sets)."""
+    def metrics(self) -> str:
+        """The server's /metrics text."""
         request = urllib.request.Request(
             self.url + "/metrics", headers={"Authorization": f"Bearer {KEY}"}
         )
         with urllib.request.urlopen(request, timeout=30) as resp:
-            text = resp.read().decode()
+            return resp.read().decode()
+
+    def metric(self, name: str) -> float:
+        """A gauge or counter of the server's /metrics (summed over its label sets)."""
         values = [
             float(line.rsplit(" ", 1)[1])
-            for line in text.splitlines()
+            for line in self.metrics().splitlines()
             if line.startswith(name + "{") or line.startswith(name + " ")
         ]
         if not values:
@@ -120,7 +130,7 @@ class Fleets:
             sys.executable, "-m", "regen", "serve", "--engine", "vllm", "--model", "embedded",
             "--device", "cpu", "--replicas", str(replicas), "--python", str(VLLM_PYTHON),
             "--kv-cache-gib", "1", "--context", "2048", "--fleet", str(folder / "FLEET.json"),
-            "--startup-timeout", str(START_TIMEOUT), "--restart-dead", "--", *engine_args,
+            "--startup-timeout", str(START_TIMEOUT), "--restart-dead", "--", EAGER, *engine_args,
         ]  # fmt: skip
         out = folder / "serve.out"
         with open(out, "wb") as sink:
@@ -162,7 +172,10 @@ def real_vllm_pair(real_vllm_fleets: Fleets) -> dict[str, RealFleet]:
     """The shared fleet and one with chunked prefill back on (the seeded crash), started
     together so the run waits for one start, not two."""
     return real_vllm_fleets.start_many(
-        {"shared": (), "chunked": ("--enable-chunked-prefill", "--max-num-batched-tokens", "256")}
+        {
+            "shared": ("--speculative-config", json.dumps(SPEC)),
+            "chunked": ("--enable-chunked-prefill", "--max-num-batched-tokens", "256"),
+        }
     )
 
 

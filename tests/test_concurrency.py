@@ -85,6 +85,23 @@ def test_a_flat_curve_without_metrics_holds_low():
     assert level.limit <= 40  # never near the 128 at which that engine died
 
 
+def test_a_start_past_the_top_of_a_falling_curve_is_left_downwards():
+    """The real vLLM CPU fleet of BENCHMARKS.md (two servers, a core each), per server: best
+    at 8 in flight, a little less at 16 and 32, a cliff past 32 (its batch outgrows a core)."""
+    points = {1: 13.5, 2: 19.1, 4: 31.2, 8: 35.7, 16: 34.3, 32: 30.9, 64: 10.4, 1024: 6.6}
+
+    def cpu(n: int):
+        return points[max(k for k in points if k <= n)] * (1 - 0.002 * n), {}
+
+    history = run_curve(cpu, concurrency.start(cap=1024), 60)
+    late = [rate for _, rate in history[10:]]
+    assert sum(late) / len(late) >= 0.95 * cpu(8)[0]
+    assert max(level.limit for level, _ in history) <= 32  # never over the cliff
+    # and from a start far below, the climb is as before: a step up paid, nothing halves
+    gpu = run_curve(knee_at(700), concurrency.start(cap=4096), 12)
+    assert all(level.reason != "below" for level, _ in gpu)
+
+
 def test_errors_halve_the_level_and_a_ceiling_keeps_it_under():
     level = Level(limit=200, cap=1024, best_rate=100.0, best_limit=200, climbing=False)
     level = decide(level, full(100.0, errors=3))
@@ -144,6 +161,62 @@ def test_generate_finds_a_level_above_the_old_default_and_shows_it(tmp_path, fak
     assert served["concurrency_cap"] == 1024
     assert 1 <= served["concurrency"] <= 1024 and served["concurrency_why"] != "fixed"
     assert server.peak_in_flight > 64  # the old fixed default: the engine had room for more
+    assert ended_levels(out) == [
+        {key: served[key] for key in ("url", "concurrency", "concurrency_cap", "concurrency_why")}
+    ]
+
+
+def test_an_engine_that_queues_past_its_running_limit_is_held_near_it(tmp_path, fake_server):
+    """The engine runs at most 48 and queues the rest for good: the queue never drains in a
+    window, so the level comes back to about what runs, however much the cache holds."""
+    curve = EngineCurve(kv_tokens=2_000_000, max_running=48, time_scale=0.5, ticks=8)
+    behaviour = Behaviour(
+        dialect="vllm", engine=curve, answer=lambda b: {**echo_answer(b), "tokens": 100}
+    )
+    server = fake_server(behaviour)
+    prompts, out = tmp_path / "prompts.jsonl", tmp_path / "out"
+    ids = write_prompts(prompts, 1000)
+    run(prompts, out, [server.url], concurrency=None)
+    assert_exactly_once(out, ids)
+    (left,) = ended_levels(out)
+    assert 40 <= left["concurrency"] <= 72, left
+
+
+def test_a_resumed_run_starts_each_server_where_the_last_session_left_it(tmp_path, fake_server):
+    curve = EngineCurve(kv_tokens=20_000, max_running=512, time_scale=0.5, ticks=8)
+    behaviour = Behaviour(
+        dialect="vllm", engine=curve, answer=lambda b: {**echo_answer(b), "tokens": 100}
+    )
+    server = fake_server(behaviour)
+    prompts, out = tmp_path / "prompts.jsonl", tmp_path / "out"
+    write_prompts(prompts, 1000)
+    run(prompts, out, [server.url], concurrency=None)
+    (left,) = ended_levels(out)
+    assert left["concurrency"] > 2 * concurrency.START  # it had climbed
+    ids = write_prompts(prompts, 1000 + left["concurrency"])  # one more prompt per slot
+    server.peak_in_flight = 0
+    run(prompts, out, [server.url], concurrency=None, allow_changed_input=True)
+    assert_exactly_once(out, ids)
+    # All of them at once from the first second: a fresh start would have sent 16, then 32.
+    assert server.peak_in_flight >= 0.95 * left["concurrency"], (server.peak_in_flight, left)
+
+
+def test_last_levels_are_the_latest_ended_sessions_live_ones():
+    from regen.format.manifest import last_levels
+
+    def ended(*servers):
+        keys = ("url", "concurrency", "concurrency_why")
+        return {"ended": {"servers": [dict(zip(keys, s, strict=True)) for s in servers]}}
+
+    older = ended(("http://a", 300, "holding"), ("http://b", 40, "queue"))
+    newer = ended(("http://a", 200, "holding"), ("http://c", 64, "fixed"))
+    this_session = ended(("http://a", 1, "start"))  # the session starting now: not its own
+    assert last_levels({"sessions": [older, newer, {}, this_session]}) == {"http://a": 200}
+    assert last_levels({"sessions": [older, {"started": "killed: no end"}, {}]}) == {
+        "http://a": 300, "http://b": 40,
+    }  # fmt: skip
+    assert concurrency.start(cap=1024, stated=48, last=200).limit == 200
+    assert concurrency.start(cap=128, last=200).limit == 128
 
 
 def test_fixed_concurrency_keeps_exactly_n(tmp_path, fake_server):
@@ -157,6 +230,15 @@ def test_fixed_concurrency_keeps_exactly_n(tmp_path, fake_server):
     (served,) = json.loads((out / "progress.json").read_text())["servers"]
     assert (served["concurrency"], served["concurrency_why"]) == (8, "fixed")
     assert server.peak_in_flight == 8
+    (ended,) = ended_levels(out)
+    assert (ended["concurrency"], ended["concurrency_why"]) == (8, "fixed")
+
+
+def ended_levels(out) -> list[dict]:
+    """The levels the run's last session recorded in manifest.json when it ended."""
+    (session,) = json.loads((out / "manifest.json").read_text())["sessions"]
+    assert session["ended"]["state"] == "finished"
+    return session["ended"]["servers"]
 
 
 def test_status_and_the_live_view_show_each_servers_level():
@@ -183,4 +265,6 @@ def test_the_stated_kv_cache_is_jumped_to_only_after_a_measured_steep_gain():
     modest = decide(first, full(170.0, kv_fit=800))  # a CPU's curve: small steps, no jump
     assert modest.limit == 40
     flat = decide(first, full(162.0, kv_fit=800))
-    assert flat.limit == 16 and flat.reason == "plateau"
+    assert flat.limit == 8 and flat.reason == "below"  # is the start past the top?
+    back = decide(flat, full(150.0, kv_fit=800))
+    assert back.limit == 16 and back.reason == "plateau"

@@ -50,6 +50,32 @@ def test_each_answer_keeps_the_engines_acceptance(tmp_path, fake_server, timeout
         assert record["meta"]["speculative_decoding"] == spec_decoding(tokens, 3)
 
 
+def test_a_conversation_regenerated_turn_by_turn_counts_every_turns_steps(tmp_path, fake_server):
+    server = fake_server(dialect="vllm", spec_tokens=3, answer=long_answer)
+    turns = [{"role": "user", "content": "w " * 6}, {"role": "assistant", "content": "old"},
+             {"role": "user", "content": "w " * 11}]  # fmt: skip
+    (tmp_path / "p.jsonl").write_bytes(orjson.dumps({"id": "c", "messages": turns}) + b"\n")
+    run(tmp_path / "p.jsonl", tmp_path / "out", [server.url], regenerate_turns="all")
+    (record,) = read_lines(tmp_path / "out", "completions")
+    per_turn = [t["speculative_decoding"] for t in record["meta"]["turns"]]
+    assert per_turn == [spec_decoding(t["usage"]["completion_tokens"], 3)
+                        for t in record["meta"]["turns"]]  # fmt: skip
+    both = record["meta"]["speculative_decoding"]
+    for name in ("num_spec_steps", "num_accepted_draft_tokens", "num_draft_tokens"):
+        assert both[name] == per_turn[0][name] + per_turn[1][name] > per_turn[1][name]
+    assert (
+        both["per_step_accepted"]
+        == per_turn[0]["per_step_accepted"] + per_turn[1]["per_step_accepted"]
+    )
+    assert (
+        both["mean_acceptance_length"]
+        == 1 + both["num_accepted_draft_tokens"] / both["num_spec_steps"]
+    )
+    assert both["acceptance_histogram"] == [
+        a + b for a, b in zip(*(t["acceptance_histogram"] for t in per_turn), strict=True)
+    ]
+
+
 def test_nothing_is_kept_without_speculation(tmp_path, fake_server):
     server = fake_server(dialect="vllm")  # vLLM answers "metrics": null
     write_prompts(tmp_path / "p.jsonl", 3)

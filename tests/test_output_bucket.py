@@ -132,7 +132,8 @@ def test_resume_on_an_empty_disk_rebuilds_the_ledger_from_the_bucket(tmp_path, f
     assert len(server.requests) - asked_before == 20
     assert_bucket_exactly_once(ids)
     manifest = open_store(URL).read_json("manifest.json")
-    assert len(manifest["sessions"]) == 2
+    assert len(manifest["sessions"]) == 2  # each once, though each was put again at its end
+    assert [s["ended"]["completed"] for s in manifest["sessions"]] == [20, 20]
 
 
 def test_status_check_and_export_read_the_run_from_the_bucket(tmp_path, fake_server, bucket):

@@ -6,14 +6,17 @@ requests, or its KV cache full) and then flattens, or falls once requests are pr
 and recomputed. So, one measurement window at a time:
 
 - climb while the rate rises: by x2 while each step gains a lot, by x1.25 near the top;
+  when the very first step up does not pay, the start itself may be past the top (a CPU
+  engine, whose output falls once its batch outgrows its cores): halve while that pays;
   where the engine states its KV cache size, the first climb jumps to about what it holds
   (`kv_fit`: its tokens over the mean request's), so a GPU's knee is reached in a few windows;
 - hold at the best level once a step brings less than GAIN more, and probe above it now and
   then (the workload changes: shorter answers fit more in the cache);
 - back off on what only a full server does: preemptions once they cost output (back to the
   best level below; while the output holds up, the level stays but climbs no higher), a
-  waiting queue in the engine beyond QUEUE_SHARE of what runs (down to what runs), timeouts
-  or errors (x0.5); and stay under the level that brought them for a while (`ceiling`).
+  waiting queue in the engine that stays beyond QUEUE_SHARE of what runs all window long
+  (down to what runs), timeouts or errors (x0.5); and stay under the level that brought
+  them for a while (`ceiling`).
 
 A window in which the server did not have `limit` requests in flight most of the time
 (the run is ending, the server just came back, a retry storm elsewhere) decides nothing:
@@ -46,7 +49,7 @@ class Window:
     busy: float  # mean requests in flight / limit
     errors: int = 0  # timeouts, 5xx, 429: the server failing, not the prompt
     preemptions: int | None = None  # the engine's count in the window (None: not reported)
-    waiting: float | None = None  # the engine's queue, mean over the window
+    waiting: float | None = None  # the engine's queue at its shortest in the window
     running: float | None = None  # the engine's running batch, mean over the window
     kv_fit: int | None = None  # requests the engine's stated KV cache holds, at this mix
 
@@ -66,16 +69,21 @@ class Level:
     ceiling: int | None = None  # stay below: this level was too many
     ceiling_age: int = 0
     climbing: bool = True
+    climbed: bool = False  # a step up has paid (the start is below the top)
+    descending: bool = False  # halving from a start that was past the top
     held: int = 0
     step: float = 2.0
     reason: str = "start"
 
 
-def start(cap: int, stated: int | None = None) -> Level:
-    """The first level: what the engine says it runs at once (SGLang's max_running_requests),
-    else START; never above the cap."""
-    first = stated if stated and stated > 0 else START
-    return Level(limit=max(1, min(cap, first)), cap=cap)
+def start(cap: int, stated: int | None = None, last: int | None = None) -> Level:
+    """The first level: where the last session of this run left this server (`last`: a
+    resumed two-day run does not climb again from scratch), else what the engine says it
+    runs at once (SGLang's max_running_requests), else START; never above the cap. It climbs
+    from there as from any start: a level that is too high for today is left in a window."""
+    first = next((n for n in (last, stated) if n and n > 0), START)
+    reason = "last session's level" if last and last > 0 else "start"
+    return Level(limit=max(1, min(cap, first)), cap=cap, reason=reason)
 
 
 def decide(level: Level, window: Window) -> Level:
@@ -90,6 +98,8 @@ def decide(level: Level, window: Window) -> Level:
         return _back_off(level, math.ceil(window.running * (1 + QUEUE_SHARE / 2)), "queue")
     if window.busy < BUSY:
         return replace(level, reason="not full")
+    if level.descending:
+        return _descend(level, window.rate)
     if level.climbing:
         return _climb(level, window.rate, window.kv_fit)
     return _hold(level, window.rate)
@@ -108,6 +118,10 @@ def _top(level: Level) -> int:
 
 def _climb(level: Level, rate: float, kv_fit: int | None) -> Level:
     if level.best_limit and rate < level.best_rate * (1 + GAIN):
+        if not level.climbed and level.best_limit > 1 and level.ceiling is None:
+            # The first step up did not pay: is the start past the top? Try half of it.
+            half = max(1, level.best_limit // 2)
+            return replace(level, limit=half, climbing=False, descending=True, reason="below")
         # The last step did not pay: back to the best level, and hold there.
         return replace(level, limit=level.best_limit, climbing=False, held=0, reason="plateau")
     gained = rate / level.best_rate - 1 if level.best_rate else 1.0
@@ -121,10 +135,24 @@ def _climb(level: Level, rate: float, kv_fit: int | None) -> Level:
         # flat curve (a CPU engine) never jumps.
         higher = min(kv_fit, level.limit * JUMP)
     higher = min(_top(level), higher)
-    best = replace(level, best_rate=rate, best_limit=level.limit, step=step)
+    climbed = level.climbed or level.best_limit > 0  # this window's level beat the last one
+    best = replace(level, best_rate=rate, best_limit=level.limit, step=step, climbed=climbed)
     if higher <= level.limit:
         return replace(best, climbing=False, held=0, reason="at cap")
     return replace(best, limit=higher, reason="climbing")
+
+
+def _descend(level: Level, rate: float) -> Level:
+    """Below a start that was past the top: halve again while the output rises by GAIN; else
+    back to the best level seen, and hold (probes above it follow as usual)."""
+    if rate >= level.best_rate * (1 + GAIN) and level.limit > 1:
+        lower = max(1, level.limit // 2)
+        return replace(level, best_rate=rate, best_limit=level.limit, limit=lower, reason="below")
+    if rate >= level.best_rate * (1 + GAIN):  # at 1, and 1 is the best
+        return replace(level, best_rate=rate, best_limit=1, descending=False, held=0,
+                       climbed=True, reason="holding")  # fmt: skip
+    return replace(level, limit=level.best_limit, descending=False, climbed=True, held=0,
+                   reason="plateau")  # fmt: skip
 
 
 def _hold(level: Level, rate: float) -> Level:
@@ -146,14 +174,16 @@ def _preempted(level: Level, rate: float) -> Level:
         # A long step crossed the cache's edge: try halfway (geometrically), below it.
         middle = math.ceil(math.sqrt(level.best_limit * level.limit))
         return replace(
-            level, limit=middle, ceiling=level.limit, ceiling_age=0, reason="preemptions"
-        )
+            level, limit=middle, ceiling=level.limit, ceiling_age=0, descending=False,
+            reason="preemptions",
+        )  # fmt: skip
     same = level.best_limit == level.limit  # noise only: within GAIN of itself
     if rate >= level.best_rate * (1 - GAIN if same else 1):
         best = max(rate, level.best_rate) if same else rate
         return replace(
             level, best_rate=best, best_limit=level.limit, ceiling=level.limit + 1,
-            ceiling_age=0, climbing=False, held=0, reason="preemptions: holding",
+            ceiling_age=0, climbing=False, descending=False, held=0,
+            reason="preemptions: holding",
         )  # fmt: skip
     below = level.best_limit if 0 < level.best_limit < level.limit else 0
     return _back_off(level, below or math.floor(level.limit * 0.85), "preemptions")
@@ -169,6 +199,7 @@ def _back_off(level: Level, lower: int, why: str) -> Level:
         ceiling=level.limit,
         ceiling_age=0,
         climbing=False,
+        descending=False,
         held=0,
         reason=why,
     )

@@ -1,4 +1,5 @@
-"""An engine's own load figures, read from its Prometheus /metrics.
+"""An engine's own figures, read from its Prometheus /metrics: its load (what live concurrency
+reads) and vLLM's speculative-decoding counters.
 
 The names are the engines' (checked against vLLM 0.32's `v1/metrics/loggers.py` and
 SGLang's `srt/metrics/collector.py`; counters are rendered with `_total`). Series of one
@@ -64,3 +65,18 @@ def parse(text: str) -> EngineLoad:
     if kv_tokens is None and SGLANG_KV in sums:
         kv_tokens = int(sums[SGLANG_KV])
     return EngineLoad(**figures, kv_tokens=kv_tokens)
+
+
+def spec_decode_counters(text: str) -> dict[str, float]:
+    """vLLM's speculative-decoding counters (`vllm:spec_decode_num_drafts_total`, ...), summed
+    over their engines and named as `score --from-engine`'s engine_counters name them:
+    num_drafts, num_draft_tokens, num_accepted_tokens and accepted_at_<position>."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line.startswith("vllm:spec_decode_num_") or "_total{" not in line:
+            continue
+        name = line.split("{", 1)[0].removeprefix("vllm:spec_decode_").removesuffix("_total")
+        if 'position="' in line:
+            name = "accepted_at_" + line.split('position="', 1)[1].split('"', 1)[0]
+        out[name] = out.get(name, 0.0) + float(line.rsplit(" ", 1)[1])
+    return out

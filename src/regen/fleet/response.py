@@ -69,6 +69,36 @@ def _spec_decoding(data: dict) -> dict[str, Any] | None:
     return spec if isinstance(spec, dict) and spec.get("num_spec_steps") is not None else None
 
 
+def combined_spec_decoding(turns: list[dict[str, Any] | None]) -> dict[str, Any] | None:
+    """One row's `speculative_decoding` over every turn regenerated for it (--regenerate-turns
+    all: a request per turn, each with its own counts), in vLLM's own fields: the counts and
+    histogram summed, the per-step arrays joined, the two means taken over the sums. One
+    turn's metrics are returned as they came; turns at another draft length, as none."""
+    specs = [t for t in turns if t is not None]
+    if len(specs) <= 1:
+        return specs[0] if specs else None
+    k = specs[0]["num_spec_tokens"]
+    if any(t["num_spec_tokens"] != k for t in specs):
+        return None
+    total = {
+        name: sum(int(t[name]) for t in specs)
+        for name in ("num_spec_steps", "num_accepted_draft_tokens", "num_draft_tokens")
+    }
+    steps, accepted, drafted = total.values()
+    out: dict[str, Any] = {
+        "mean_acceptance_length": 1.0 + accepted / steps if steps else 1.0,
+        "draft_acceptance_rate": accepted / drafted if drafted else 0.0,
+        "acceptance_histogram": [sum(c) for c in zip(*(t["acceptance_histogram"] for t in specs),
+                                                     strict=True)],
+        **total,
+        "num_spec_tokens": k,
+    }  # fmt: skip
+    if all("per_step_accepted" in t for t in specs if t["num_spec_steps"]):
+        for name in ("per_step_accepted", "per_step_drafted"):
+            out[name] = [n for t in specs for n in t.get(name, [])]
+    return out
+
+
 def _first(outer: dict, inner: dict, key: str) -> Any:
     """Token ids where either engine puts them: vLLM answers a top-level `prompt_token_ids`
     and `choices[i].token_ids`; SGLang answers `choices[i].prompt_token_ids` and

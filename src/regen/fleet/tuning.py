@@ -2,7 +2,8 @@
 is `concurrency.decide`; this module only measures and applies).
 
 A window lasts about one request's time on that server (so a change has shown its effect,
-preemptions included) after a short settling time, and at least MIN_WINDOW. Output tokens
+preemptions included) after a short settling time, and at least MIN_WINDOW; none closes
+before the server's first answer (on a slow engine the first seconds are all prefill). Output tokens
 come from the engine's own counter where its /metrics has one (every token decoded in the
 window, not only the answers that happened to finish in it), else from the answers. A window
 in which the server went out of rotation is dropped: a server that died is not a full one.
@@ -52,20 +53,24 @@ class _Tracker:
 
 
 class LiveConcurrency:
-    def __init__(self, servers: list[Server], fixed: bool) -> None:
+    def __init__(
+        self, servers: list[Server], fixed: bool, last: dict[str, int] | None = None
+    ) -> None:
         self.fixed = fixed
+        self.last = last or {}  # url -> the level the run's last session ended with
         self._trackers = [
             _Tracker(s, concurrency.Level(limit=s.concurrency, cap=s.concurrency)) for s in servers
         ]
 
     async def start(self) -> None:
-        """Each server's first level, from what its engine states."""
+        """Each server's first level: the last session's, else from what its engine states."""
         if self.fixed:
             return
         for tracker in self._trackers:
-            stated, tracker.kv_tokens = await _stated_limits(tracker.server)
-            tracker.level = concurrency.start(tracker.server.concurrency, stated)
-            tracker.server.set_limit(tracker.level.limit, tracker.level.reason)
+            server = tracker.server
+            stated, tracker.kv_tokens = await _stated_limits(server)
+            tracker.level = concurrency.start(server.concurrency, stated, self.last.get(server.url))
+            server.set_limit(tracker.level.limit, tracker.level.reason)
 
     async def run(self) -> None:
         """Until cancelled."""
@@ -87,6 +92,12 @@ class LiveConcurrency:
             # Lowered: the window starts once the engine holds no more than the new level
             # (the excess finishes first, and its preemptions are not the new level's).
             await self._open(tracker, now)
+            return
+        if not server.stats.completed:
+            # No answer yet: a request's time is unknown, and what the engine does now is
+            # the run's first prefills, which no level repeats. The window starts later.
+            if now - tracker.started >= MIN_WINDOW:
+                await self._open(tracker, now)
             return
         if now < tracker.counting_from:
             return
@@ -144,7 +155,9 @@ class LiveConcurrency:
             busy=sum(tracker.busy) / len(tracker.busy),
             errors=server.stats.failed - tracker.failed_at,
             preemptions=preempted,
-            waiting=_mean(tracker.waiting),
+            # At its shortest: a queue that drains between steps (prompts waiting for their
+            # turn in a step's token budget, as vLLM's CPU build queues them) is no full server.
+            waiting=min(tracker.waiting) if tracker.waiting else None,
             running=_mean(tracker.running),
             kv_fit=self._kv_fit(tracker),
         )

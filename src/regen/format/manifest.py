@@ -11,6 +11,7 @@ import os
 import shlex
 import socket
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -93,6 +94,7 @@ def _check_and_record(
     if previous is not None:
         _refuse_changes(previous, config, input_fp, allow_changed_input, allow_changed_sampling)
     session = {
+        "id": uuid.uuid4().hex,  # what its end is recorded against, in any copy of this file
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "host": socket.gethostname(),
         "pid": os.getpid(),
@@ -124,19 +126,54 @@ def _exclusive(lock_file: Path) -> Iterator[None]:
         os.close(fd)
 
 
+def record_session_end(path: Path, session: dict[str, Any], ended: dict[str, Any]) -> None:
+    """Add `ended` (when, and what the session found out: each server's concurrency level)
+    to this session's entry as its "ended", under the same lock as `check_and_record`."""
+    with _exclusive(path.with_name(LOCK_NAME)):
+        manifest = read_manifest(path)
+        if manifest is None:
+            return  # the output dir was removed under the run: nothing to add to
+        key = _session_key(session)
+        sessions = [
+            {**s, "ended": ended} if _session_key(s) == key else s for s in manifest["sessions"]
+        ]
+        atomic_write_json(path, {**manifest, "sessions": sessions})
+
+
+def last_levels(manifest: dict[str, Any]) -> dict[str, int]:
+    """Each server's live level (by URL) at the end of the latest earlier session that
+    recorded its end; fixed levels are the user's, not found, and are left out."""
+    for session in reversed(manifest.get("sessions", [])[:-1]):
+        if servers := (session.get("ended") or {}).get("servers"):
+            return {
+                s["url"]: s["concurrency"]
+                for s in servers
+                if s.get("concurrency_why") != "fixed" and isinstance(s.get("concurrency"), int)
+            }
+    return {}
+
+
 def with_sessions_of(ours: dict[str, Any], theirs: dict[str, Any] | None) -> dict[str, Any]:
     """`ours` with the sessions that `theirs` (the copy in a bucket, which another part of
-    the run may have written since we read it) has and ours lacks, in the order they began."""
-    known = {_session_key(s) for s in ours.get("sessions", [])}
-    extra = [s for s in (theirs or {}).get("sessions", []) if _session_key(s) not in known]
-    if not extra:
+    the run may have written since we read it) has and ours lacks, in the order they began.
+    A session both have is ours, unless only theirs has what it added at its end."""
+    mine = {_session_key(s): s for s in ours.get("sessions", [])}
+    merged = dict(mine)
+    for session in (theirs or {}).get("sessions", []):
+        key = _session_key(session)
+        if key not in mine or ("ended" in session and "ended" not in mine[key]):
+            merged[key] = session
+    if merged == mine:
         return ours
-    sessions = sorted([*ours.get("sessions", []), *extra], key=lambda s: str(s.get("started")))
+    sessions = sorted(merged.values(), key=lambda s: str(s.get("started")))
     return {**ours, "sessions": sessions}
 
 
-def _session_key(session: dict[str, Any]) -> bytes:
-    return orjson.dumps(session, option=orjson.OPT_SORT_KEYS)  # the same session, field for field
+def _session_key(session: dict[str, Any]) -> str:
+    """A session's identity: its id (older manifests: all it says, field for field)."""
+    if "id" in session:
+        return str(session["id"])
+    return orjson.dumps(session, option=orjson.OPT_SORT_KEYS).decode()
 
 
 def manifest_summary(manifest: dict[str, Any]) -> dict[str, Any]:

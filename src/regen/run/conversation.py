@@ -12,7 +12,7 @@ from typing import Any, Literal
 from regen.fleet.dispatch import Fleet
 from regen.fleet.engine import UNKNOWN, EngineInfo
 from regen.fleet.engine_defaults import neutral_fields
-from regen.fleet.response import Generated, parse_chat_response
+from regen.fleet.response import Generated, combined_spec_decoding, parse_chat_response
 from regen.records import Completion, RecordMeta, TokenIds, Usage, WorkItem
 from regen.run.config import Sampling
 
@@ -65,16 +65,17 @@ async def regenerate(fleet: Fleet, item: WorkItem, shape: RequestShape, sampling
         conv.last = generated
         conv.engine = done.server.engine
         conv.max_tokens_lowered_to = done.max_tokens_lowered_to or conv.max_tokens_lowered_to
-        conv.turns.append(
-            {
-                "server": done.server.url,
-                "finish_reason": generated.finish_reason,
-                "usage": {
-                    "prompt_tokens": generated.prompt_tokens or 0,
-                    "completion_tokens": generated.completion_tokens or 0,
-                },
-            }
-        )
+        turn = {
+            "server": done.server.url,
+            "finish_reason": generated.finish_reason,
+            "usage": {
+                "prompt_tokens": generated.prompt_tokens or 0,
+                "completion_tokens": generated.completion_tokens or 0,
+            },
+        }
+        if generated.spec_decoding is not None:
+            turn["speculative_decoding"] = generated.spec_decoding
+        conv.turns.append(turn)
     return conv
 
 
@@ -118,7 +119,10 @@ def completion_record(
         max_tokens_lowered_to=conv.max_tokens_lowered_to,
         # only when a seed was sent: SGLang ignores it unless it runs deterministic
         seed_honoured=conv.engine.seed_honoured if sampling.seed is not None else None,
-        speculative_decoding=last.spec_decoding,
+        # every regenerated turn is trained on: its acceptance counts, not only the last's
+        speculative_decoding=combined_spec_decoding(
+            [t.get("speculative_decoding") for t in conv.turns]
+        ),
     )  # fmt: skip
     return Completion(
         id=prompt.id, sample=item.sample, messages=conv.history, tools=prompt.tools or None,

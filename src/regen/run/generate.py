@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -23,7 +24,13 @@ from regen.fleet.embedded import EmbeddedFleet, default_model_path, embedded_spe
 from regen.fleet.engine_info import fleet_engines
 from regen.fleet.server import Server
 from regen.fleet.tuning import LiveConcurrency
-from regen.format.manifest import InputFingerprint, check_and_record, same_lines_inputs
+from regen.format.manifest import (
+    InputFingerprint,
+    check_and_record,
+    last_levels,
+    record_session_end,
+    same_lines_inputs,
+)
 from regen.format.state import RunState
 from regen.jsonio import compression
 from regen.records import WorkItem
@@ -35,7 +42,7 @@ from regen.run.intake import Intake
 from regen.run.monitor import Monitor, Watched
 from regen.run.outcome import EXIT_OK, InputSeen, RunResult, run_result
 from regen.run.preflight import preflight
-from regen.run.progress import RunStats
+from regen.run.progress import RunStats, concurrency_of
 from regen.run.quality import QualityMonitor
 from regen.run.recorder import Recorder
 from regen.run.startup import check_output_matches, check_prompts, leave_nothing_behind
@@ -98,6 +105,8 @@ class Run:
         self.stop = Stop()
         self.fatal: RegenError | None = None  # the error that stopped the run, if one did
         self.model = ""
+        self.session: dict[str, Any] = {}  # this session's entry in the manifest
+        self.last_levels: dict[str, int] = {}  # url -> where the last session left it
         self.stats = RunStats(total=0, finished_before=0)
         affine = fleet.dispatch == "affine"
         self.fleet = Fleet(self.servers, fleet.retry, fleet.health, self._event, affine)
@@ -183,6 +192,8 @@ class Run:
             )  # fmt: skip
         except OSError as exc:
             raise OutputError.writing(self.layout.root, exc) from exc
+        self.session = manifest["sessions"][-1]
+        self.last_levels = last_levels(manifest)
         self.report({"config": resolved})
         if (packed := compression(work.prompts)) and not str(work.prompts).endswith(ZIPPED):
             self._event(f"{work.prompts} is {packed}-compressed; reading it decompressed")
@@ -201,7 +212,7 @@ class Run:
             self.layout, compress=self.config.output.compress, remote=self.store.committed(),
             part=self.config.part, input_digests=same_lines,
         )  # fmt: skip
-        self.store.start(self._event)
+        self.store.start(self._event, self._fail)
         for note in ledger.repaired:
             self._event(f"repaired {note}")
         if ledger.completions + ledger.errors and not ledger.lines.trusted:
@@ -222,7 +233,7 @@ class Run:
         monitor.write_snapshot()  # `regen status` has something to show from the first second
         # The embedded llama.cpp server has a fixed number of slots: nothing to find there.
         fixed = self.config.fleet.fixed_concurrency or self.embedded is not None
-        tuner = LiveConcurrency(self.servers, fixed)
+        tuner = LiveConcurrency(self.servers, fixed, self.last_levels)
         await tuner.start()
         watchers = [
             asyncio.create_task(monitor.loop(self.config.display.snapshot_interval)),
@@ -245,8 +256,23 @@ class Run:
         self.stats.state = self.stats.state.to(self._final_state())
         monitor.check_quality()
         monitor.write_snapshot()
+        self._record_session_end()
         if self.fatal is not None and not isinstance(self.fatal, FleetUnavailable):
             raise self.fatal  # the CLI shows it and exits with its code
+
+    def _record_session_end(self) -> None:
+        """The levels each server ran at, in the manifest: what the next session (or the next
+        run on this fleet) can start from, after progress.json is overwritten."""
+        ended = {
+            "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "state": str(self.stats.state),
+            "completed": self.stats.completed,
+            "servers": [{"url": s.url, **concurrency_of(s)} for s in self.servers],
+        }
+        try:
+            record_session_end(self.layout.manifest, self.session, ended)
+        except OSError as exc:  # the run's records are safe; only this summary is missing
+            self._event(f"could not record the session's end in the manifest: {exc}")
 
     def _final_state(self) -> RunState:
         if self.stop.reason is not None:
@@ -258,9 +284,8 @@ class Run:
     async def _dispatch(self) -> None:
         capacity = sum(s.concurrency for s in self.servers)
         if self.fleet.affine and len(self.servers) > 1:  # a few more waiting for a slot:
-            # one whose prefix a freed server holds can be picked (fleet/dispatch.py). Not on
-            # one server: nothing to choose, and an item past `store.room()` that waits for
-            # a slot no longer sees a lost lease before it is sent.
+            # one whose prefix a freed server holds can be picked (fleet/dispatch.py); on
+            # one server there is nothing to choose.
             capacity += AFFINE_SCAN
         dispatcher = Dispatcher(capacity, self.stop, self._process, self._fail)
         if await dispatcher.send(self.intake.items()):

@@ -120,9 +120,7 @@ def snapshot(
                 "url": s.url,
                 "state": s.breaker.state,
                 "in_flight": s.in_flight,
-                "concurrency": s.limit,  # the live level (or the fixed one)
-                "concurrency_cap": s.concurrency,
-                "concurrency_why": s.limit_reason,
+                **concurrency_of(s),
                 "completed": s.stats.completed,
                 "failed": s.stats.failed,
                 "completion_tokens": s.stats.completion_tokens,
@@ -141,6 +139,15 @@ def snapshot(
         "events": list(stats.events),
         "events_total": stats.events_total,
         **extra,
+    }
+
+
+def concurrency_of(server: Any) -> dict[str, Any]:
+    """A server's level as progress.json and the manifest's sessions name it."""
+    return {
+        "concurrency": server.limit,  # the live level (or the fixed one)
+        "concurrency_cap": server.concurrency,
+        "concurrency_why": server.limit_reason,
     }
 
 

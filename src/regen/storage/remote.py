@@ -161,18 +161,23 @@ class BucketStore(Store):
         self._remote[ERRORS] = [n for n in self._remote[ERRORS] if n not in gone]
         return moved + set_aside_local(self.layout, self.options)
 
-    def start(self, event: Callable[[str], None]) -> None:
+    def start(self, event: Callable[[str], None], lost: Callable[[LeaseLost], None]) -> None:
         """Begin uploading; the manifest goes up first, so bad credentials fail right here."""
         loop = asyncio.get_running_loop()
 
-        def threadsafe(text: str) -> None:
-            if loop.is_closed():
-                event(text)
-            else:
-                loop.call_soon_threadsafe(event, text)
+        def threadsafe(call: Callable[[Any], None]) -> Callable[[Any], None]:
+            def from_thread(arg: Any) -> None:
+                if loop.is_closed():
+                    call(arg)
+                else:
+                    loop.call_soon_threadsafe(call, arg)
+
+            return from_thread
 
         policy = self.options.upload
-        uploader = Uploader(self.layout, self.bucket, policy, threadsafe, self.lease.renew)
+        uploader = Uploader(
+            self.layout, self.bucket, policy, threadsafe(event), self.lease.renew, threadsafe(lost)
+        )
         uploader.push_small(force=True)
         uploader.start()
         self.uploader = uploader

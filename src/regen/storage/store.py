@@ -8,7 +8,8 @@ the run lock (and, in a bucket, this part's lease), settles what a killed sessio
 exit makes sure everything written is where it belongs. In between, the run writes into
 `store.layout` (the directory itself, or the bucket's local staging) and calls the hooks:
 `committed()` (ledger entries already in the bucket), `set_errors_aside()` (--retry-errors),
-`start()` (after the ledger scan), `room()` (before each request) and `seal_after`.
+`start()` (after the ledger scan; it is given what to call if the lease is lost), `room()`
+(before each request) and `seal_after`.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import xxhash
 from regen.format.layout import COMPLETIONS, OutputLayout
 from regen.format.part import WHOLE, Part
 from regen.format.sidecar import RemoteShard
+from regen.storage.lease import LeaseLost
 from regen.storage.uploader import UploadPolicy
 
 Liveness = dict[str, Any]  # alive, pid, host, how, last_update_s_ago, state
@@ -94,7 +96,7 @@ class Store(ABC):
         """--retry-errors: this part's error shards leave the ledger (kept in errors-retried/),
         so their keys are pending again. Returns how many shards were set aside."""
 
-    def start(self, event: Callable[[str], None]) -> None:
+    def start(self, event: Callable[[str], None], lost: Callable[[LeaseLost], None]) -> None:
         return None
 
     async def room(self) -> None:

@@ -28,6 +28,7 @@ from regen.format.manifest import with_sessions_of
 from regen.format.sidecar import read_sidecar, sidecar_path
 from regen.jsonio import dumps_pretty
 from regen.storage.bucket import Bucket
+from regen.storage.lease import LeaseLost
 from regen.storage.shards import KINDS, upload_shard
 
 MANIFEST = "manifest.json"
@@ -57,9 +58,10 @@ class Uploader:
         policy: UploadPolicy,
         event: Callable[[str], None],
         renew: Callable[[], None] = lambda: None,
+        lost: Callable[[LeaseLost], None] = lambda err: None,
     ) -> None:
         self.layout, self.bucket, self.policy, self.event = layout, bucket, policy, event
-        self.renew = renew
+        self.renew, self.lost = renew, lost
         self.uploaded = 0
         self.pending_bytes = 0
         self.failing_since: float | None = None
@@ -110,6 +112,10 @@ class Uploader:
         except BaseException as exc:  # a bug: kept and raised by finish(), never lost
             self.crashed = exc
             self._room.set()
+            if isinstance(exc, LeaseLost):
+                # At once, not at the next request's room(): requests already past it,
+                # waiting for a slot, must not go out for a part another process now runs.
+                self.lost(exc)
 
     def _pass(self) -> bool:
         """One sweep of the staging directory; False if an upload failed."""
