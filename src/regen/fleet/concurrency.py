@@ -145,14 +145,13 @@ def _climb(level: Level, rate: float, kv_fit: int | None) -> Level:
 def _descend(level: Level, rate: float) -> Level:
     """Below a start that was past the top: halve again while the output rises by GAIN; else
     back to the best level seen, and hold (probes above it follow as usual)."""
-    if rate >= level.best_rate * (1 + GAIN) and level.limit > 1:
-        lower = max(1, level.limit // 2)
-        return replace(level, best_rate=rate, best_limit=level.limit, limit=lower, reason="below")
-    if rate >= level.best_rate * (1 + GAIN):  # at 1, and 1 is the best
-        return replace(level, best_rate=rate, best_limit=1, descending=False, held=0,
-                       climbed=True, reason="holding")  # fmt: skip
-    return replace(level, limit=level.best_limit, descending=False, climbed=True, held=0,
-                   reason="plateau")  # fmt: skip
+    if rate < level.best_rate * (1 + GAIN):
+        return replace(level, limit=level.best_limit, descending=False, climbed=True, held=0,
+                       reason="plateau")  # fmt: skip
+    best = replace(level, best_rate=rate, best_limit=level.limit)
+    if level.limit > 1:
+        return replace(best, limit=level.limit // 2, reason="below")
+    return replace(best, descending=False, climbed=True, held=0, reason="holding")  # 1 is best
 
 
 def _hold(level: Level, rate: float) -> Level:

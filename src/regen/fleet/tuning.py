@@ -3,9 +3,10 @@ is `concurrency.decide`; this module only measures and applies).
 
 A window lasts about one request's time on that server (so a change has shown its effect,
 preemptions included) after a short settling time, and at least MIN_WINDOW; none closes
-before the server's first answer (on a slow engine the first seconds are all prefill). Output tokens
-come from the engine's own counter where its /metrics has one (every token decoded in the
-window, not only the answers that happened to finish in it), else from the answers. A window
+before the server's first answer (on a slow engine the first seconds are all prefill).
+Output tokens come from the engine's own counter where its /metrics has one (every token
+decoded in the window, not only the answers that happened to finish in it), else from the
+answers. A window
 in which the server went out of rotation is dropped: a server that died is not a full one.
 """
 
