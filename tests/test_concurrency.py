@@ -8,7 +8,7 @@ import json
 import pytest
 
 from gen_helpers import assert_exactly_once, run, write_prompts
-from regen.fleet import concurrency
+from regen.fleet import concurrency, tuning
 from regen.fleet.concurrency import Level, Window, decide
 from regen.fleet.engine_metrics import parse
 from regen.testing.fake_engine import EngineCurve
@@ -268,3 +268,89 @@ def test_the_stated_kv_cache_is_jumped_to_only_after_a_measured_steep_gain():
     assert flat.limit == 8 and flat.reason == "below"  # is the start past the top?
     back = decide(flat, full(150.0, kv_fit=800))
     assert back.limit == 16 and back.reason == "plateau"
+
+
+def test_a_raised_level_is_filled_at_once():
+    """Requests waiting for a slot take the new ones when the level rises, not at their next
+    release or one-second recheck: a climb's window must run at the level it measures."""
+    import asyncio
+
+    from regen.fleet.dispatch import Fleet
+    from regen.fleet.server import Server
+
+    async def scenario() -> list[bool]:
+        server = Server("http://127.0.0.1:9", concurrency=8)
+        fleet = Fleet([server], on_event=lambda text: None)
+        server.set_limit(1, "start")
+        await fleet.acquire()
+        waiting = [asyncio.ensure_future(fleet.acquire()) for _ in range(3)]
+        for _ in range(5):
+            await asyncio.sleep(0)
+        before = [w.done() for w in waiting]
+        server.set_limit(3, "climbing")
+        fleet.made_room(server, 2)
+        for _ in range(5):
+            await asyncio.sleep(0)
+        after = [w.done() for w in waiting]
+        for w in waiting:
+            w.cancel()
+        await server.close()
+        return before + after
+
+    assert asyncio.run(scenario()) == [False] * 3 + [True, True, False]
+
+
+def test_the_first_window_opens_with_the_engines_first_tokens(tmp_path, fake_server):
+    """With an engine that counts its tokens, the level has climbed before the first answer
+    is back: the first window measured the engine's first decoded tokens."""
+    curve = EngineCurve(kv_tokens=200_000, max_running=512, time_scale=0.5, ticks=8)
+    behaviour = Behaviour(
+        dialect="vllm", engine=curve, answer=lambda b: {**echo_answer(b), "tokens": 400}
+    )
+    server = fake_server(behaviour)
+    prompts, out = tmp_path / "prompts.jsonl", tmp_path / "out"
+    ids = write_prompts(prompts, 200)
+    run(prompts, out, [server.url], concurrency=None)
+    assert_exactly_once(out, ids)
+    first_answer = min(server.served_at)
+    sent_before = sum(1 for at in server.requested_at if at < first_answer)
+    assert sent_before > concurrency.START, (sent_before, concurrency.START)
+
+
+def test_a_window_spans_enough_of_the_engines_steps_to_judge_a_level(tmp_path, fake_server):
+    """A slow engine (a CPU's: 0.1 s a decode step) makes half a second a few steps: the
+    first level stays until MIN_STEPS steps have run at it, a window's least."""
+    step = 0.1
+    curve = EngineCurve(step_s=step, per_seq_s=0.0, kv_tokens=10**6, time_scale=1.0, ticks=1)
+    behaviour = Behaviour(
+        dialect="vllm", engine=curve, answer=lambda b: {**echo_answer(b), "tokens": 40}
+    )
+    server = fake_server(behaviour)
+    prompts, out = tmp_path / "prompts.jsonl", tmp_path / "out"
+    ids = write_prompts(prompts, 40)
+    run(prompts, out, [server.url], concurrency=None)
+    assert_exactly_once(out, ids)
+    sent = sorted(server.requested_at)
+    first_raise = sent[concurrency.START] - sent[0]  # the first request past the start level
+    assert first_raise >= 0.75 * tuning.MIN_STEPS * step, (
+        first_raise,
+        sent[: concurrency.START + 1],
+    )
+
+
+def test_once_a_top_is_found_a_probe_never_jumps_or_doubles():
+    """A CPU engine's curve jumps about: a probe from a plateau that happens to gain a lot
+    steps by x1.25, not to the cache (a CPU fleet at 139 in flight runs at a quarter of 16's)."""
+    level = concurrency.start(cap=1024)
+    for rate in (160.0, 165.0):  # 16, then 32: no gain, so below; 8 is worse: back to 16
+        level = decide(level, full(rate, kv_fit=800))
+    level = decide(level, full(100.0, kv_fit=800))
+    assert (level.limit, level.reason, level.first_climb) == (16, "plateau", False)
+    for _ in range(concurrency.PROBE_EVERY):
+        level = decide(level, full(160.0, kv_fit=800))
+    assert (level.limit, level.reason) == (20, "probe")
+    lucky = decide(level, full(260.0, kv_fit=800))  # +60%: one noisy window
+    assert lucky.limit == 25 and lucky.reason == "climbing"
+    resumed = decide(concurrency.start(cap=1024, last=40), full(100.0, kv_fit=800))
+    steep = decide(resumed, full(200.0, kv_fit=800))
+    assert steep.limit == 63  # x1.25 from the resumed level's 50 (no jump to 400)

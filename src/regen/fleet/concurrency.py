@@ -5,7 +5,8 @@ output rate rises with its running batch until the batch stops growing (its max 
 requests, or its KV cache full) and then flattens, or falls once requests are preempted
 and recomputed. So, one measurement window at a time:
 
-- climb while the rate rises: by x2 while each step gains a lot, by x1.25 near the top;
+- climb while the rate rises: by x2 while each step gains a lot, by x1.25 near the top
+  (and always, once a top was found: a later climb is a probe from it);
   when the very first step up does not pay, the start itself may be past the top (a CPU
   engine, whose output falls once its batch outgrows its cores): halve while that pays;
   where the engine states its KV cache size, the first climb jumps to about what it holds
@@ -71,6 +72,7 @@ class Level:
     climbing: bool = True
     climbed: bool = False  # a step up has paid (the start is below the top)
     descending: bool = False  # halving from a start that was past the top
+    first_climb: bool = True  # no top found yet: the stated KV cache may be jumped to
     held: int = 0
     step: float = 2.0
     reason: str = "start"
@@ -82,13 +84,23 @@ def start(cap: int, stated: int | None = None, last: int | None = None) -> Level
     runs at once (SGLang's max_running_requests), else START; never above the cap. It climbs
     from there as from any start: a level that is too high for today is left in a window."""
     first = next((n for n in (last, stated) if n and n > 0), START)
-    reason = "last session's level" if last and last > 0 else "start"
-    return Level(limit=max(1, min(cap, first)), cap=cap, reason=reason)
+    resumed = bool(last and last > 0)  # a level found before: no jump from it
+    reason = "last session's level" if resumed else "start"
+    return Level(limit=max(1, min(cap, first)), cap=cap, reason=reason, first_climb=not resumed)
 
 
 def decide(level: Level, window: Window) -> Level:
     """The level for the next window."""
-    level = _age_ceiling(level)
+    new = _decide(_age_ceiling(level), window)
+    if new.first_climb and not new.climbing:
+        # A top was found (a plateau, preemptions, a queue, errors): later climbs are probes
+        # from it, in small steps, never jumps to the cache (one noisy window on a CPU
+        # engine, whose curve jumps about, would send it far past its knee).
+        new = replace(new, first_climb=False)
+    return new
+
+
+def _decide(level: Level, window: Window) -> Level:
     if window.errors > 0:
         return _back_off(level, math.floor(level.limit * 0.5), "errors")
     if window.preemptions and window.busy >= BUSY:
@@ -125,14 +137,14 @@ def _climb(level: Level, rate: float, kv_fit: int | None) -> Level:
         # The last step did not pay: back to the best level, and hold there.
         return replace(level, limit=level.best_limit, climbing=False, held=0, reason="plateau")
     gained = rate / level.best_rate - 1 if level.best_rate else 1.0
-    step = 2.0 if gained >= BIG_GAIN else 1.25
+    step = 2.0 if gained >= BIG_GAIN and level.first_climb else 1.25  # past a top: no doubling
     if level.ceiling is not None:
         step = min(step, 1.05)  # near a known edge: small steps
     higher = max(level.limit + 1, math.ceil(level.limit * step))
-    if kv_fit and level.best_rate and gained >= BIG_GAIN and kv_fit > higher:
+    if level.first_climb and kv_fit and level.best_rate and gained >= BIG_GAIN and kv_fit > higher:
         # A measured steep gain, and the cache holds far more: straight towards what it holds
-        # (at most JUMP times up); the climb goes on from there. Never on a first window: a
-        # flat curve (a CPU engine) never jumps.
+        # (at most JUMP times up); the climb goes on from there. Never on a first window (a
+        # flat curve, a CPU engine's, never jumps), nor once a top was found.
         higher = min(kv_fit, level.limit * JUMP)
     higher = min(_top(level), higher)
     climbed = level.climbed or level.best_limit > 0  # this window's level beat the last one

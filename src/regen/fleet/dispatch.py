@@ -127,6 +127,11 @@ class Fleet:
         self._wake(1, server)
         self.endgame.released(offer=not self._waiting)  # a slot nobody waits for: a copy?
 
+    def made_room(self, server: Server, slots: int) -> None:
+        """The server's limit rose by `slots`: as many waiters go now, not at their next
+        release or time-out (a climb is judged by a window in which the new level runs)."""
+        self._wake(slots, server)
+
     def halt(self) -> None:
         """The run stops: every request waiting for a slot or a backoff leaves now (with
         DispatchHalted); those on a server finish or are cut by the drain."""

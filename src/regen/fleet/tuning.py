@@ -2,12 +2,19 @@
 is `concurrency.decide`; this module only measures and applies).
 
 A window lasts about one request's time on that server (so a change has shown its effect,
-preemptions included) after a short settling time, and at least MIN_WINDOW; none closes
-before the server's first answer (on a slow engine the first seconds are all prefill).
+preemptions included) after a short settling time, and at least MIN_WINDOW; while a level
+climbs and the engine counts its tokens, a quarter of that (a rise shows in the engine's
+counter at once, and every window spent below the knee is output lost). The first window
+opens once the engine has decoded its first tokens (it counts them), else at the server's
+first answer: before that, on a slow engine, the first seconds are all prefill. With the
+counter, a window also spans at least MIN_STEPS decode steps: half a second is a few steps
+of a CPU engine, or one stalled prefill, and no measure of its level. A raised
+level is filled at once (`made_room` wakes the requests waiting for a slot).
+
 Output tokens come from the engine's own counter where its /metrics has one (every token
 decoded in the window, not only the answers that happened to finish in it), else from the
-answers. A window
-in which the server went out of rotation is dropped: a server that died is not a full one.
+answers. A window in which the server went out of rotation is dropped: a server that died
+is not a full one.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from regen.errors import PermanentError, RetryableError, ServerRefused
@@ -30,6 +38,8 @@ MIN_WINDOW = 1.0
 # A window, in request times: the engine's token counter shows a bigger batch at once, the
 # answers only as they finish.
 WINDOW_ENGINE, WINDOW_ANSWERS = 0.6, 1.0
+WINDOW_CLIMB, MIN_WINDOW_CLIMB = 0.25, 0.5  # while climbing, with the engine's counter
+MIN_STEPS = 16  # a window spans at least this many of the engine's decode steps
 SETTLE = 0.15  # of a request's time, after a change, before the window starts counting
 KV_GROWTH = 0.6  # a running request holds its prompt and, on average, this much of its answer
 SCRAPE_TIMEOUT = 5.0
@@ -51,14 +61,20 @@ class _Tracker:
     went_down: bool = False
     last: EngineLoad | None = None
     kv_tokens: int | None = None  # what the engine states its KV cache holds
+    decoding: bool = False  # the engine's counter has shown its first tokens
 
 
 class LiveConcurrency:
     def __init__(
-        self, servers: list[Server], fixed: bool, last: dict[str, int] | None = None
+        self,
+        servers: list[Server],
+        fixed: bool,
+        last: dict[str, int] | None = None,
+        made_room: Callable[[Server, int], None] | None = None,
     ) -> None:
         self.fixed = fixed
         self.last = last or {}  # url -> the level the run's last session ended with
+        self.made_room = made_room or (lambda server, slots: None)  # wakes requests waiting
         self._trackers = [
             _Tracker(s, concurrency.Level(limit=s.concurrency, cap=s.concurrency)) for s in servers
         ]
@@ -94,9 +110,9 @@ class LiveConcurrency:
             # (the excess finishes first, and its preemptions are not the new level's).
             await self._open(tracker, now)
             return
-        if not server.stats.completed:
-            # No answer yet: a request's time is unknown, and what the engine does now is
-            # the run's first prefills, which no level repeats. The window starts later.
+        if not server.stats.completed and not await self._decoding(tracker, now):
+            # Nothing decoded yet: what the engine does now is the run's first prefills,
+            # which no level repeats. The window starts later.
             if now - tracker.started >= MIN_WINDOW:
                 await self._open(tracker, now)
             return
@@ -108,12 +124,42 @@ class LiveConcurrency:
                 await self._sample_engine(tracker)
             return
         await self._sample_engine(tracker)
+        if self._steps(tracker) < MIN_STEPS:
+            return  # too few engine steps yet to judge (a CPU engine, a prefill stall)
         self._close(tracker, now)
         await self._open(tracker, now)
 
+    @staticmethod
+    def _steps(tracker: _Tracker) -> float:
+        """Decode steps the engine ran in the window (its tokens over its batch); without
+        its counter, as many as needed (the window is then whole request times)."""
+        first, last = tracker.first, tracker.last
+        if first is None or last is None or first.generated is None or last.generated is None:
+            return float("inf")
+        batch = _mean(tracker.running) or tracker.server.in_flight
+        return (last.generated - first.generated) / max(1.0, batch)
+
+    async def _decoding(self, tracker: _Tracker, now: float) -> bool:
+        """Whether the engine's counter shows decoded tokens, before any answer; the first
+        window opens when it first does (a request's time is not known yet: MIN_WINDOW)."""
+        if tracker.decoding:
+            return True
+        if tracker.first is None or tracker.first.generated is None:
+            return False
+        load = await self._scrape(tracker)
+        if load is None or load.generated is None or load.generated <= tracker.first.generated:
+            return False
+        tracker.decoding = True
+        await self._open(tracker, now)
+        return True
+
     def _window(self, tracker: _Tracker) -> float:
-        share = WINDOW_ENGINE if tracker.first is not None else WINDOW_ANSWERS
-        return max(MIN_WINDOW, share * tracker.server.stats.latency_ewma)
+        latency = tracker.server.stats.latency_ewma
+        if tracker.first is None:
+            return max(MIN_WINDOW, WINDOW_ANSWERS * latency)
+        if tracker.level.climbing:
+            return max(MIN_WINDOW_CLIMB, WINDOW_CLIMB * latency)
+        return max(MIN_WINDOW, WINDOW_ENGINE * latency)
 
     async def _open(self, tracker: _Tracker, now: float) -> None:
         server = tracker.server
@@ -133,6 +179,8 @@ class LiveConcurrency:
         before = tracker.level.limit
         tracker.level = concurrency.decide(tracker.level, window)
         server.set_limit(tracker.level.limit, tracker.level.reason)
+        if tracker.level.limit > before:
+            self.made_room(server, tracker.level.limit - before)
         if tracker.level.limit != before:
             log.info(
                 "server %s: %d -> %d in flight (%s; %.0f tok/s)",

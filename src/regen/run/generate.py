@@ -233,7 +233,7 @@ class Run:
         monitor.write_snapshot()  # `regen status` has something to show from the first second
         # The embedded llama.cpp server has a fixed number of slots: nothing to find there.
         fixed = self.config.fleet.fixed_concurrency or self.embedded is not None
-        tuner = LiveConcurrency(self.servers, fixed, self.last_levels)
+        tuner = LiveConcurrency(self.servers, fixed, self.last_levels, self.fleet.made_room)
         await tuner.start()
         watchers = [
             asyncio.create_task(monitor.loop(self.config.display.snapshot_interval)),
