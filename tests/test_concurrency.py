@@ -261,7 +261,9 @@ def test_the_stated_kv_cache_is_jumped_to_only_after_a_measured_steep_gain():
     first = decide(concurrency.start(cap=1024), full(160.0, kv_fit=800))
     assert first.limit == 32  # one window is no curve: a plain doubling
     steep = decide(first, full(320.0, kv_fit=800))
-    assert steep.limit == 32 * concurrency.JUMP  # towards what the cache holds, bounded
+    assert steep.limit == 64  # one step that paid is no curve either
+    steeper = decide(steep, full(630.0, kv_fit=800))
+    assert steeper.limit == 64 * concurrency.JUMP  # towards what the cache holds, bounded
     modest = decide(first, full(170.0, kv_fit=800))  # a CPU's curve: small steps, no jump
     assert modest.limit == 40
     flat = decide(first, full(162.0, kv_fit=800))
@@ -354,3 +356,18 @@ def test_once_a_top_is_found_a_probe_never_jumps_or_doubles():
     resumed = decide(concurrency.start(cap=1024, last=40), full(100.0, kv_fit=800))
     steep = decide(resumed, full(200.0, kv_fit=800))
     assert steep.limit == 63  # x1.25 from the resumed level's 50 (no jump to 400)
+
+
+def test_a_sublinear_gain_doubles_but_never_jumps_to_the_cache():
+    """vLLM's CPU build: 16 to 32 in flight gains ~40% (the cores are busy), or reads +70%
+    when the first window held the first prefills; 150 is a cliff. A GPU far below its knee
+    nearly doubles its output at each doubling."""
+    first = decide(concurrency.start(cap=1024), full(80.0, kv_fit=900))
+    for rate in (114.0, 136.0):
+        cpu = decide(first, full(rate, kv_fit=900))
+        assert cpu.limit == 64 and cpu.reason == "climbing"  # a doubling, no jump
+    sublinear = decide(cpu, full(190.0, kv_fit=900))  # 64: +40% again
+    assert sublinear.limit == 128
+    gpu = decide(first, full(150.0, kv_fit=900))
+    gpu = decide(gpu, full(290.0, kv_fit=900))  # +93%: the batch is still free
+    assert gpu.limit == 64 * concurrency.JUMP

@@ -39,7 +39,8 @@ MIN_WINDOW = 1.0
 # answers only as they finish.
 WINDOW_ENGINE, WINDOW_ANSWERS = 0.6, 1.0
 WINDOW_CLIMB, MIN_WINDOW_CLIMB = 0.25, 0.5  # while climbing, with the engine's counter
-MIN_STEPS = 16  # a window spans at least this many of the engine's decode steps
+MIN_STEPS = 16  # a window spans at least this many of the engine's decode steps,
+WORSE = 0.5  # unless its rate so far is under this share of the best level's
 SETTLE = 0.15  # of a request's time, after a change, before the window starts counting
 KV_GROWTH = 0.6  # a running request holds its prompt and, on average, this much of its answer
 SCRAPE_TIMEOUT = 5.0
@@ -124,10 +125,21 @@ class LiveConcurrency:
                 await self._sample_engine(tracker)
             return
         await self._sample_engine(tracker)
-        if self._steps(tracker) < MIN_STEPS:
+        if self._steps(tracker) < MIN_STEPS and not self._clearly_worse(tracker, now):
             return  # too few engine steps yet to judge (a CPU engine, a prefill stall)
         self._close(tracker, now)
         await self._open(tracker, now)
+
+    @staticmethod
+    def _clearly_worse(tracker: _Tracker, now: float) -> bool:
+        """Under half the best level's rate so far: a level past a CPU engine's cliff is left
+        without waiting out its slow steps."""
+        first, last, best = tracker.first, tracker.last, tracker.level.best_rate
+        if best <= 0 or first is None or last is None or now <= tracker.started:
+            return False
+        if first.generated is None or last.generated is None:
+            return False
+        return (last.generated - first.generated) / (now - tracker.started) < WORSE * best
 
     @staticmethod
     def _steps(tracker: _Tracker) -> float:
