@@ -39,6 +39,20 @@ def knee_at(knee: int, per: float = 10.0):
     return lambda n: (per * min(n, knee), {"waiting": max(0, n - knee), "running": min(n, knee)})
 
 
+def live_run(tmp_path, fake_server, curve: EngineCurve, tokens: int, count: int, **overrides):
+    """`generate` with live concurrency (unless `overrides` say otherwise) on one fake vLLM
+    engine whose answers are `tokens` long; every prompt answered exactly once."""
+    behaviour = Behaviour(
+        dialect="vllm", engine=curve, answer=lambda b: {**echo_answer(b), "tokens": tokens}
+    )
+    server = fake_server(behaviour)
+    prompts, out = tmp_path / "prompts.jsonl", tmp_path / "out"
+    ids = write_prompts(prompts, count)
+    run(prompts, out, [server.url], **({"concurrency": None} | overrides))
+    assert_exactly_once(out, ids)
+    return server, out
+
+
 def test_it_climbs_to_a_knee_far_above_the_start_and_holds_there():
     history = run_curve(knee_at(700), concurrency.start(cap=4096), 100)
     reached = next(i for i, (_, rate) in enumerate(history) if rate >= 0.95 * 7000)
@@ -147,15 +161,7 @@ def test_the_engines_metrics_are_read_in_both_dialects():
 def test_generate_finds_a_level_above_the_old_default_and_shows_it(tmp_path, fake_server):
     # Few, long answers on a slow clock: the in-process server must not run out of CPU first.
     curve = EngineCurve(kv_tokens=20_000, max_running=512, time_scale=0.5, ticks=8)
-    behaviour = Behaviour(
-        dialect="vllm", engine=curve, answer=lambda b: {**echo_answer(b), "tokens": 100}
-    )
-    server = fake_server(behaviour)
-    prompts = tmp_path / "prompts.jsonl"
-    ids = write_prompts(prompts, 1000)
-    out = tmp_path / "out"
-    run(prompts, out, [server.url], concurrency=None)
-    assert_exactly_once(out, ids)
+    server, out = live_run(tmp_path, fake_server, curve, 100, 1000)
     snap = json.loads((out / "progress.json").read_text())
     (served,) = snap["servers"]
     assert served["concurrency_cap"] == 1024
@@ -170,29 +176,17 @@ def test_an_engine_that_queues_past_its_running_limit_is_held_near_it(tmp_path, 
     """The engine runs at most 48 and queues the rest for good: the queue never drains in a
     window, so the level comes back to about what runs, however much the cache holds."""
     curve = EngineCurve(kv_tokens=2_000_000, max_running=48, time_scale=0.5, ticks=8)
-    behaviour = Behaviour(
-        dialect="vllm", engine=curve, answer=lambda b: {**echo_answer(b), "tokens": 100}
-    )
-    server = fake_server(behaviour)
-    prompts, out = tmp_path / "prompts.jsonl", tmp_path / "out"
-    ids = write_prompts(prompts, 1000)
-    run(prompts, out, [server.url], concurrency=None)
-    assert_exactly_once(out, ids)
+    _, out = live_run(tmp_path, fake_server, curve, 100, 1000)
     (left,) = ended_levels(out)
     assert 40 <= left["concurrency"] <= 72, left
 
 
 def test_a_resumed_run_starts_each_server_where_the_last_session_left_it(tmp_path, fake_server):
     curve = EngineCurve(kv_tokens=20_000, max_running=512, time_scale=0.5, ticks=8)
-    behaviour = Behaviour(
-        dialect="vllm", engine=curve, answer=lambda b: {**echo_answer(b), "tokens": 100}
-    )
-    server = fake_server(behaviour)
-    prompts, out = tmp_path / "prompts.jsonl", tmp_path / "out"
-    write_prompts(prompts, 1000)
-    run(prompts, out, [server.url], concurrency=None)
+    server, out = live_run(tmp_path, fake_server, curve, 100, 1000)
     (left,) = ended_levels(out)
     assert left["concurrency"] > 2 * concurrency.START  # it had climbed
+    prompts = tmp_path / "prompts.jsonl"
     ids = write_prompts(prompts, 1000 + left["concurrency"])  # one more prompt per slot
     server.peak_in_flight = 0
     run(prompts, out, [server.url], concurrency=None, allow_changed_input=True)
@@ -306,14 +300,7 @@ def test_the_first_window_opens_with_the_engines_first_tokens(tmp_path, fake_ser
     """With an engine that counts its tokens, the level has climbed before the first answer
     is back: the first window measured the engine's first decoded tokens."""
     curve = EngineCurve(kv_tokens=200_000, max_running=512, time_scale=0.5, ticks=8)
-    behaviour = Behaviour(
-        dialect="vllm", engine=curve, answer=lambda b: {**echo_answer(b), "tokens": 400}
-    )
-    server = fake_server(behaviour)
-    prompts, out = tmp_path / "prompts.jsonl", tmp_path / "out"
-    ids = write_prompts(prompts, 200)
-    run(prompts, out, [server.url], concurrency=None)
-    assert_exactly_once(out, ids)
+    server, _ = live_run(tmp_path, fake_server, curve, 400, 200)
     first_answer = min(server.served_at)
     sent_before = sum(1 for at in server.requested_at if at < first_answer)
     assert sent_before > concurrency.START, (sent_before, concurrency.START)
@@ -324,14 +311,7 @@ def test_a_window_spans_enough_of_the_engines_steps_to_judge_a_level(tmp_path, f
     first level stays until MIN_STEPS steps have run at it, a window's least."""
     step = 0.1
     curve = EngineCurve(step_s=step, per_seq_s=0.0, kv_tokens=10**6, time_scale=1.0, ticks=1)
-    behaviour = Behaviour(
-        dialect="vllm", engine=curve, answer=lambda b: {**echo_answer(b), "tokens": 40}
-    )
-    server = fake_server(behaviour)
-    prompts, out = tmp_path / "prompts.jsonl", tmp_path / "out"
-    ids = write_prompts(prompts, 40)
-    run(prompts, out, [server.url], concurrency=None)
-    assert_exactly_once(out, ids)
+    server, _ = live_run(tmp_path, fake_server, curve, 40, 40)
     sent = sorted(server.requested_at)
     first_raise = sent[concurrency.START] - sent[0]  # the first request past the start level
     assert first_raise >= 0.75 * tuning.MIN_STEPS * step, (
