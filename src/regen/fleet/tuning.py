@@ -131,25 +131,28 @@ class LiveConcurrency:
         await self._open(tracker, now)
 
     @staticmethod
-    def _clearly_worse(tracker: _Tracker, now: float) -> bool:
-        """Under half the best level's rate so far: a level past a CPU engine's cliff is left
-        without waiting out its slow steps."""
-        first, last, best = tracker.first, tracker.last, tracker.level.best_rate
-        if best <= 0 or first is None or last is None or now <= tracker.started:
-            return False
-        if first.generated is None or last.generated is None:
-            return False
-        return (last.generated - first.generated) / (now - tracker.started) < WORSE * best
-
-    @staticmethod
-    def _steps(tracker: _Tracker) -> float:
-        """Decode steps the engine ran in the window (its tokens over its batch); without
-        its counter, as many as needed (the window is then whole request times)."""
+    def _decoded(tracker: _Tracker) -> float | None:
+        """Output tokens the engine's counter shows in the window so far (None: no counter)."""
         first, last = tracker.first, tracker.last
         if first is None or last is None or first.generated is None or last.generated is None:
+            return None
+        return last.generated - first.generated
+
+    def _clearly_worse(self, tracker: _Tracker, now: float) -> bool:
+        """Under half the best level's rate so far: a level past a CPU engine's cliff is left
+        without waiting out its slow steps."""
+        decoded, best = self._decoded(tracker), tracker.level.best_rate
+        if decoded is None or best <= 0 or now <= tracker.started:
+            return False
+        return decoded / (now - tracker.started) < WORSE * best
+
+    def _steps(self, tracker: _Tracker) -> float:
+        """Decode steps the engine ran in the window (its tokens over its batch); without
+        its counter, as many as needed (the window is then whole request times)."""
+        decoded = self._decoded(tracker)
+        if decoded is None:
             return float("inf")
-        batch = _mean(tracker.running) or tracker.server.in_flight
-        return (last.generated - first.generated) / max(1.0, batch)
+        return decoded / max(1.0, _mean(tracker.running) or tracker.server.in_flight)
 
     async def _decoding(self, tracker: _Tracker, now: float) -> bool:
         """Whether the engine's counter shows decoded tokens, before any answer; the first
@@ -203,9 +206,8 @@ class LiveConcurrency:
         first, last, server = tracker.first, tracker.last, tracker.server
         engine = first is not None and last is not None
         seconds = now - tracker.started if engine else now - tracker.counting_from
-        if engine and first.generated is not None and last.generated is not None:
-            tokens = last.generated - first.generated
-        else:
+        tokens = self._decoded(tracker)
+        if tokens is None:
             tokens = server.stats.completion_tokens - tracker.tokens_at
         preempted = None
         if engine and first.preemptions is not None and last.preemptions is not None:
