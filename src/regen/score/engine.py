@@ -22,7 +22,7 @@ from regen.errors import ConfigError, InputError
 from regen.jsonio import atomic_write_bytes
 from regen.score.accept import RowSteps, Tally
 from regen.score.report import OVERALL, DraftScore, ScoreReport
-from regen.score.rows import Selection, answer_length, choose, completions, groups_of
+from regen.score.rows import Selection, answer_length, completions, groups_of, pick
 from regen.storage import open_store
 
 FOLDER = "engine"
@@ -52,7 +52,7 @@ def engine_report(run: str | Path, selection: Selection, score_dir: Path) -> Sco
     def bad(raw: dict, err: InputError) -> None:
         invalid[err.kind] += 1
 
-    selection = choose(completions(store.iter_records("completions"), _ignore), selection)
+    selection = pick(store, selection)
     rows = [r for r in completions(store.iter_records("completions"), bad)
             if selection.wants(r.key)]  # fmt: skip
     k = _engine_k(rows, store.where)
@@ -62,7 +62,7 @@ def engine_report(run: str | Path, selection: Selection, score_dir: Path) -> Sco
     draft.groups = dict(sorted(draft.groups.items(), key=lambda kv: (kv[0] == OVERALL, kv[0])))
     _write_rows(draft.rows_file, lines)
     return ScoreReport(str(store.where), selection.by, [k], selection.per_group, selection.seed,
-                       [draft], dict(invalid))  # fmt: skip
+                       [draft], dict(invalid), selection.split_json())  # fmt: skip
 
 
 def _tally(draft: DraftScore, rows: list[Completion], k: int, by: str) -> list[dict[str, Any]]:
@@ -83,10 +83,6 @@ def _tally(draft: DraftScore, rows: list[Completion], k: int, by: str) -> list[d
     order = sorted(counters, key=lambda g: (g == OVERALL, g))  # as the groups are shown
     draft.engine_counters = {g: dict(counters[g]) for g in order}
     return lines
-
-
-def _ignore(raw: dict, err: InputError) -> None:
-    """The first pass only picks rows; the second counts what cannot be read."""
 
 
 def _spec(completion: Completion) -> dict[str, Any] | None:
