@@ -42,7 +42,7 @@ DEFAULT_SAMPLE = 200
         "when set].")  # fmt: skip
 @option("--from-engine", is_flag=True,
         help="No draft: tabulate the acceptance the serving engine reported per answer "
-        "(vLLM's metrics.speculative_decoding, kept by generate); writes "
+        "(vLLM's metrics.speculative_decoding or SGLang's spec counts, kept by generate); writes "
         "RUN/score/engine/.")  # fmt: skip
 @option("--replay-servers", multiple=True, multi_value=True, metavar="URL...",
         help="No draft: send the run's prompts at temperature 0 to these spec-decoding servers "

@@ -1,6 +1,7 @@
 """`regen score --from-engine`: the serving drafter's acceptance, per group, from what the
 engine itself reported for each answer (`meta.speculative_decoding`, recorded by generate from
-vLLM's per-request metrics), with no draft model at hand.
+vLLM's per-request metrics, or from SGLang's counts in the same shape: fleet/sglang_spec.py),
+with no draft model at hand.
 
 Each answer's verify steps become a `RowSteps` and are pooled exactly as a draft's simulated
 steps are, so the table is `score`'s: tau is tokens per verify step with the bonus token,
@@ -97,8 +98,9 @@ def _engine_k(rows: list[Completion], where: Any) -> int:
     if not ks:
         raise ConfigError(
             f"no answer in {where} carries the engine's speculative-decoding metrics",
-            hint="generate against vLLM run with --speculative-config and "
-            "--per-request-spec-decode-metrics detailed (regen serve --engine vllm passes it)",
+            hint="generate against a speculating fleet: vLLM run with --speculative-config and "
+            "--per-request-spec-decode-metrics detailed (regen serve --engine vllm passes it), "
+            "or SGLang run with --speculative-algorithm (regen asks it for its counts)",
         )
     return ks.most_common(1)[0][0]
 
