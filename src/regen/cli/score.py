@@ -41,9 +41,8 @@ DEFAULT_SAMPLE = 200
         help="Read the --draft-servers' API key from this variable [default: OPENAI_API_KEY "
         "when set].")  # fmt: skip
 @option("--from-engine", is_flag=True,
-        help="No draft: tabulate the acceptance the serving engine reported per answer "
-        "(vLLM's metrics.speculative_decoding or SGLang's spec counts, kept by generate); writes "
-        "RUN/score/engine/.")  # fmt: skip
+        help="No draft: tabulate in RUN/score/engine/ the acceptance the serving engine "
+        "(vLLM or SGLang) reported per answer, as generate kept it.")  # fmt: skip
 @option("--replay-servers", multiple=True, multi_value=True, metavar="URL...",
         help="No draft: send the run's prompts at temperature 0 to these spec-decoding servers "
         "and tabulate their per-request acceptance (writes RUN/score/replay/).")  # fmt: skip
