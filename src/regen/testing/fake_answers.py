@@ -56,7 +56,7 @@ def chat_response(
             "total_tokens": prompt + tokens,
         },
     }
-    if b.spec_tokens and b.dialect == "sglang":
+    if b.spec_tokens and dialect is not None and dialect.spec_counts == "sglext":
         _add_sglext(data, body, tokens, b.spec_tokens)
     elif b.spec_tokens and body.get("n", 1) == 1:
         data["metrics"] = {**TIMINGS, "speculative_decoding": spec_decoding(tokens, b.spec_tokens)}
