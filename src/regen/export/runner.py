@@ -71,9 +71,9 @@ def export_run(
         dedup = Deduper.over((fmt.upgrade(r) for _, _, r in read_rows(merge_into)), fmt.key)
     fraction = eval_fraction if fmt.is_training_set else 0.0
     writer = SplitWriter(out_dir, file_type)
-    held = holdout.draw(prompts_of(read_runs(dirs))) if holdout is not None else None
-    summary.holdout = held.to_json() if held is not None else None
-    run = _Pass(fmt, encoder, summary, dedup, writer, fraction, split_seed, count_tokens, held)
+    drawn = holdout.draw(prompts_of(read_runs(dirs))) if holdout is not None else None
+    summary.holdout = drawn.to_json() if drawn is not None else None
+    run = _Pass(fmt, encoder, summary, dedup, writer, fraction, split_seed, count_tokens, drawn)
     held = by_score.holder(out_dir) if by_score and by_score.order == "hard-first" else None
     try:
         for completion, enc in _encoded(read_runs(dirs, on_row), encoder, summary):
