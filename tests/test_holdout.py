@@ -136,6 +136,22 @@ def test_the_split_survives_a_resume_and_another_shard_order(tmp_path, fake_serv
     assert splits[0] == splits[1] and len(splits[0]) == 3
 
 
+def test_an_export_of_two_runs_holds_out_what_score_draws_on_each(tmp_path):
+    first = checkfix.write_run(tmp_path / "one", records(samples=1)[:20])  # code, chat
+    second = checkfix.write_run(tmp_path / "two", records(samples=1)[20:])  # chat, math
+    cli("export", first, second, "--out", tmp_path / "out", "--format", "sharegpt",
+        "--holdout", "0.2")  # fmt: skip
+    held = split_ids(tmp_path / "out", "holdout")
+    scored = set()
+    for run_dir in (first, second):
+        report = orjson.loads(cli("score", run_dir, "--draft", "ngram", "--tokenizer",
+                                  checkfix.qwen_style_dir(), "--holdout", "0.2", "--all",
+                                  "--json"))  # fmt: skip
+        rows = Path(report["drafts"][0]["rows_file"]).read_text().splitlines()
+        scored |= {(r["id"], r["sample"]) for r in map(json.loads, rows)}
+    assert scored == held and len(held) == 4 + 3  # 20 prompts, then 17
+
+
 def test_trainers_still_read_train_only(tmp_path):
     from specforge.data.prompt_builder import prepare_prompt_tasks
 

@@ -71,7 +71,9 @@ def export_run(
         dedup = Deduper.over((fmt.upgrade(r) for _, _, r in read_rows(merge_into)), fmt.key)
     fraction = eval_fraction if fmt.is_training_set else 0.0
     writer = SplitWriter(out_dir, file_type)
-    drawn = holdout.draw(prompts_of(read_runs(dirs))) if holdout is not None else None
+    drawn = None
+    if holdout is not None:  # per run, as `score RUN --holdout` draws it
+        drawn = HeldOut.union([holdout.draw(prompts_of(read_runs([d]))) for d in dirs])
     summary.holdout = drawn.to_json() if drawn is not None else None
     run = _Pass(fmt, encoder, summary, dedup, writer, fraction, split_seed, count_tokens, drawn)
     held = by_score.holder(out_dir) if by_score and by_score.order == "hard-first" else None

@@ -9,8 +9,9 @@ lands on the same side.
 
 It is stratified: each category holds out its share of F (largest remainders, so the total is
 round(F x prompts) and a category of n prompts holds floor or ceil of F x n), and within a
-category the prompts with the smallest seeded hash of their id are held out. The split is
-drawn over the prompts the run has answered: prompts answered later (a run still going, or
+category the prompts with the smallest seeded hash of their id are held out. An export of
+several runs draws each run's split (as `score RUN` does) and holds out their union. The split
+is drawn over the prompts the run has answered: prompts answered later (a run still going, or
 `--allow-changed-input`) can move prompts across it, so export and score a finished run; the
 digest in the card and in `score --json` says whether two splits are the same.
 """
@@ -92,6 +93,22 @@ class HeldOut:
     ids: frozenset[str]
     holdout: Holdout
     counts: dict[str, tuple[int, int]]
+
+    @classmethod
+    def union(cls, parts: list[HeldOut]) -> HeldOut:
+        """The split of an export of several runs: each run's own draw (what `score RUN`
+        draws again), a prompt held out where any run holds it out, so the held-out rows
+        `score` measures on one run are never rows the export put in `train`. Counts add up
+        per run."""
+        if len(parts) == 1:
+            return parts[0]
+        counts: dict[str, tuple[int, int]] = {}
+        for part in parts:
+            for cat, (n, k) in part.counts.items():
+                had = counts.get(cat, (0, 0))
+                counts[cat] = (had[0] + n, had[1] + k)
+        ids = frozenset().union(*(part.ids for part in parts))
+        return cls(ids, parts[0].holdout, dict(sorted(counts.items())))
 
     def split_of(self, prompt_id: str) -> str:
         return HOLDOUT if prompt_id in self.ids else TRAIN
