@@ -124,14 +124,18 @@ def test_the_split_survives_a_resume_and_another_shard_order(tmp_path, fake_serv
     resumed = tmp_path / "resumed"
     flaky = fake_server(faults=["ok", "400"])  # every other prompt fails, into errors/
     run(prompts, resumed, [flaky.url])
-    assert 0 < len(read_lines(resumed, "completions")) < 30
+    answered = len(read_lines(resumed, "completions"))
+    assert 0 < answered < 30
+    early = cli("export", resumed, "--out", tmp_path / "early", "--holdout", "0.1")
+    assert f"has answers to {answered} of the 30 prompts" in early  # the split will move
     run(prompts, resumed, [fake_server().url], retry_errors=True)  # the resume answers the rest
     assert len(read_lines(resumed, "completions")) == 30
     orders = [[r["id"] for r in read_lines(d, "completions")] for d in (once, resumed)]
     assert orders[0] != orders[1]  # the records come in another order
     splits = []
     for name, run_dir in (("a", once), ("b", resumed)):
-        cli("export", run_dir, "--out", tmp_path / name, "--holdout", "0.1")
+        assert "--holdout:" not in cli("export", run_dir, "--out", tmp_path / name,
+                                       "--holdout", "0.1")  # fmt: skip
         splits.append(split_ids(tmp_path / name, "holdout"))
     assert splits[0] == splits[1] and len(splits[0]) == 3
 

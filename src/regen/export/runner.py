@@ -30,6 +30,7 @@ from regen.export.select import TRAIN, Filters, split_of
 from regen.export.summary import TEMPLATE_DROPS, ExportSummary, export_warnings
 from regen.jsonio import canonical
 from regen.score.holdout import HeldOut, Holdout, prompts_of
+from regen.storage import open_store
 
 
 def export_run(
@@ -71,9 +72,7 @@ def export_run(
         dedup = Deduper.over((fmt.upgrade(r) for _, _, r in read_rows(merge_into)), fmt.key)
     fraction = eval_fraction if fmt.is_training_set else 0.0
     writer = SplitWriter(out_dir, file_type)
-    drawn = None
-    if holdout is not None:  # per run, as `score RUN --holdout` draws it
-        drawn = HeldOut.union([holdout.draw(prompts_of(read_runs([d]))) for d in dirs])
+    drawn, unanswered = _draw(holdout, dirs)
     summary.holdout = drawn.to_json() if drawn is not None else None
     run = _Pass(fmt, encoder, summary, dedup, writer, fraction, split_seed, count_tokens, drawn)
     held = by_score.holder(out_dir) if by_score and by_score.order == "hard-first" else None
@@ -109,7 +108,7 @@ def export_run(
         summary.check = tally.report(encoder, check_limits, dirs).to_json()
     summary.written, summary.configs = dict(run.writer.counts), run.writer.by_config
     summary.by_score = by_score.to_json() if by_score is not None else None
-    summary.warnings = export_warnings(fmt, summary)
+    summary.warnings = export_warnings(fmt, summary) + unanswered
     mark_output(out_dir, summary)
     return summary
 
@@ -146,6 +145,20 @@ def _validate_holdout(fmt: Format, holdout: Holdout | None, merge_into: Path | N
             "earlier export's rows were split without them",
             hint="export the runs together in one call (regen export RUN1 RUN2 ...)",
         )
+
+
+def _draw(holdout: Holdout | None, dirs: list) -> tuple[HeldOut | None, list[str]]:
+    """The held-out split, drawn per run as `score RUN --holdout` draws it, and a warning for
+    each run that has not answered every prompt of its prompt file."""
+    if holdout is None:
+        return None, []
+    parts, notes = [], []
+    for run in dirs:
+        part = holdout.draw(prompts_of(read_runs([run])))
+        lines = ((open_store(run).read_manifest() or {}).get("input") or {}).get("lines")
+        parts.append(part)
+        notes += [n for n in [part.unanswered(str(run), lines)] if n]
+    return HeldOut.union(parts), notes
 
 
 @dataclass

@@ -110,6 +110,18 @@ class HeldOut:
         ids = frozenset().union(*(part.ids for part in parts))
         return cls(ids, parts[0].holdout, dict(sorted(counts.items())))
 
+    def unanswered(self, run: str, lines: int | None) -> str | None:
+        """A warning when the run's prompt file holds more prompts than were drawn over (the
+        run is not finished, or some prompts failed): answered later, they move the split."""
+        drawn = sum(n for n, _ in self.counts.values())
+        if lines is None or drawn >= lines:
+            return None
+        return (
+            f"--holdout: {run} has answers to {drawn} of the {lines} prompts of its prompt file, "
+            "and the split is drawn over those; once more are answered it changes, so export "
+            "(and score) the finished run before training on it"
+        )
+
     def split_of(self, prompt_id: str) -> str:
         return HOLDOUT if prompt_id in self.ids else TRAIN
 
