@@ -21,6 +21,7 @@ from regen.export.formats import FORMATS
 from regen.export.hub_push import Push
 from regen.export.publish import Publish, finish
 from regen.jsonio import atomic_write_json
+from regen.score.holdout import Holdout
 from regen.storage import require_runs
 
 PATH = click.Path(path_type=Path)
@@ -125,6 +126,7 @@ def export(output_dirs, out, fmt, file_type, reasoning, merge_into, report, over
             by_score=ScoreSelect.requested(
                 output_dirs, o["max_acceptance"], o["order"], o["score_json"]
             ),
+            holdout=Holdout(o["holdout"], o["holdout_seed"]) if o["holdout"] is not None else None,
         )
     hub = None
     if o["push_to_hub"]:

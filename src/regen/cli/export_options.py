@@ -39,6 +39,11 @@ selection_options = _all(
            help="Share of prompts (by seeded hash of the prompt id) in the validation split."),
     click.option("--split-seed", type=int, default=0, show_default=True,
                  help="Seed of the validation split's hash."),
+    click.option("--holdout", type=float, metavar="F",
+                 help="Hold out F of the prompts (per category) in a `holdout` split, for "
+                 "`regen score --holdout F`."),
+    click.option("--holdout-seed", type=int, default=0, show_default=True,
+                 help="Seed of the held-out split (give score the same)."),
     click.option("--max", "limits", multiple=True, metavar="RULE=FRACTION",
                  help="A check rule's threshold for the verdict in the card (as `regen check`)."),
 )  # fmt: skip

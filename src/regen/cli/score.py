@@ -17,6 +17,7 @@ from regen.score.compare import parse_ks
 from regen.score.drafts import open_drafts, require_a_draft
 from regen.score.engine import FOLDER as ENGINE_FOLDER
 from regen.score.engine import engine_report
+from regen.score.holdout import ALL, HOLDOUT, SPLITS, Holdout
 from regen.score.replay import FOLDER as REPLAY_FOLDER
 from regen.score.replay import ReplayFleet, replay_report
 from regen.score.rows import GROUP_BY, Selection
@@ -40,9 +41,8 @@ DEFAULT_SAMPLE = 200
         help="Read the --draft-servers' API key from this variable [default: OPENAI_API_KEY "
         "when set].")  # fmt: skip
 @option("--from-engine", is_flag=True,
-        help="No draft: tabulate the acceptance the serving engine reported per answer "
-        "(vLLM's metrics.speculative_decoding, kept by generate); writes "
-        "RUN/score/engine/.")  # fmt: skip
+        help="No draft: tabulate in RUN/score/engine/ the acceptance the serving engine "
+        "(vLLM or SGLang) reported per answer, as generate kept it.")  # fmt: skip
 @option("--replay-servers", multiple=True, multi_value=True, metavar="URL...",
         help="No draft: send the run's prompts at temperature 0 to these spec-decoding servers "
         "and tabulate their per-request acceptance (writes RUN/score/replay/).")  # fmt: skip
@@ -62,6 +62,13 @@ DEFAULT_SAMPLE = 200
         help="Rows scored per group (seeded, the same rows every time).")  # fmt: skip
 @option("--all", "score_all", is_flag=True, help="Score every row instead of a sample.")
 @option("--seed", type=int, default=0, show_default=True)
+@option("--holdout", type=float, metavar="F",
+        help="The held-out split `export --holdout F` wrote (drawn again here from the run's "
+        "prompt ids, per category): score only --split's rows.")  # fmt: skip
+@option("--holdout-seed", type=int, default=0, show_default=True,
+        help="The seed the export's --holdout-seed named.")  # fmt: skip
+@option("--split", type=click.Choice(SPLITS), default=None,
+        help="Which side of --holdout to score [default: holdout].")  # fmt: skip
 @option("--k", "k_spec", default="1-8", show_default=True, metavar="K",
         help="Draft lengths to report: 3, 1-8 or 2,4,8.")  # fmt: skip
 @option("--baseline", type=click.Path(path_type=Path, exists=True, dir_okay=False),
@@ -69,14 +76,16 @@ DEFAULT_SAMPLE = 200
 @option("--threads", type=int, default=2, show_default=True, help="CPU threads of a GGUF draft.")
 @option("--json", "as_json", is_flag=True, help="Print the report as JSON (for scripts).")
 def score(run, drafts, draft_servers, draft_api, api_key_env, from_engine, replay_servers, model,
-          tokenizer, chat_template, by, sample, score_all, seed, k_spec, baseline, threads,
-          as_json) -> None:  # fmt: skip
+          tokenizer, chat_template, by, sample, score_all, seed, holdout, holdout_seed, split,
+          k_spec, baseline, threads, as_json) -> None:  # fmt: skip
     """Score RUN's answers with a draft: tokens accepted per verify step, per group.
 
     Writes RUN/score/ (score.json, score.txt and each draft's per-row results, from which an
     interrupted score resumes)."""
     require_runs([run])  # these before the tokenizer loads
-    selection = Selection(by, None if score_all else sample, seed)
+    held = Holdout(holdout, holdout_seed) if holdout is not None else None
+    split = split or (HOLDOUT if held else ALL)
+    selection = Selection(by, None if score_all else sample, seed, holdout=held, split=split)
     if from_engine or replay_servers:
         fleet = ReplayFleet(tuple(replay_servers), model, api_key_env) if replay_servers else None
         _from_engine(run, selection, fleet, as_json)

@@ -69,7 +69,7 @@ def card_configs(out_dir: Path) -> list[dict[str, Any]]:
 
 
 def _data_files(splits: dict[str, list[str]]) -> list[dict[str, Any]]:
-    order = {"train": 0, "validation": 1}
+    order = {"train": 0, "validation": 1, "holdout": 2}
     return [
         {"split": s, "path": sorted(p)}
         for s, p in sorted(splits.items(), key=lambda kv: order[kv[0]])
@@ -102,6 +102,7 @@ def gather(out_dir: Path, summary: Any, inputs: CardInputs) -> dict[str, Any]:
         "runs": runs,
         "export_command": inputs.command,
         "draft_vocab": inputs.draft_vocab,
+        "holdout": summary.holdout,
         "warnings": summary.warnings,
         "how_to_train": summary.how_to_train,
         "snippet": summary.snippet,

@@ -20,13 +20,27 @@ with [regen](https://pypi.org/project/regen/), for training speculative-decoding
 
 ## Configs
 
-| config | train | validation |
-|---|---|---|
+| config | train | validation | holdout |
+|---|---|---|---|
 {% for name, splits in d.domains.items() | sort -%}
-| `{{ name }}` | {{ splits.get("train", 0) }} | {{ splits.get("validation", 0) }} |
+| `{{ name }}` | {{ splits.get("train", 0) }} | {{ splits.get("validation", 0) }} | {{ splits.get("holdout", 0) }} |
 {% endfor %}
 `default` holds every domain. Load one with `datasets.load_dataset(REPO, "CONFIG")`.
+{% if d.holdout %}
+## Held-out split
 
+{{ d.holdout.held_out_prompts }} of {{ d.holdout.prompts }} prompts (fraction {{ d.holdout.fraction }},
+seed {{ d.holdout.seed }}, per category) are held out: every sample and turn of them is in the
+`holdout` split and in no other, so a drafter trained on `train` can be measured on rows it never
+saw (`regen score RUN --holdout {{ d.holdout.fraction }} --holdout-seed {{ d.holdout.seed }}` draws
+the same prompts again; split digest `{{ d.holdout.digest }}`).
+
+| category | prompts | held out |
+|---|---|---|
+{% for name, c in d.holdout.by_category.items() -%}
+| {{ name }} | {{ c.prompts }} | {{ c.held_out }} |
+{% endfor %}
+{% endif %}
 ## How it was made
 {% for run in d.runs %}
 - Run `{{ run.run }}` (regen {{ run.regen_version }}, created {{ run.created }}): target model

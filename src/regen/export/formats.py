@@ -19,6 +19,7 @@ not add a default system prompt of its own (see `Format.how_to_train`).
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import Any
 
 from regen.check.mask import Encoded
@@ -136,6 +137,16 @@ class SpecForgeTokenized(Format):
         assert enc is not None
         return {**named(completion), "input_ids": enc.input_ids, "loss_mask": enc.loss_mask()}
 
+    trainer = "SpecForge's DFlash-family training (dflash, domino, dspark)"
+
+    def problem(self, row: dict[str, Any]) -> str | None:
+        """SpecForge's DFlash-family providers filter rows by `loss_mask_filter`
+        (specforge/data/loss_mask.py: has_consecutive_supervised_tokens)."""
+        mask = row["loss_mask"]
+        if any(a and b for a, b in pairwise(mask)):
+            return None
+        return "no two supervised tokens in a row (a block of the drafter needs them)"
+
 
 class Speculators(SpecForgeTokenized):
     """speculators' "speculator-format" rows (`input_ids` + `loss_mask`) pass straight
@@ -143,11 +154,15 @@ class Speculators(SpecForgeTokenized):
 
     name = "speculators"
     per_domain = True
+    trainer = ""
     how_to_train = (
         "speculators: pass 'OUT/data/*/train-*.jsonl' (a glob of the train files: a directory "
         "would also load the validation files) as the training data; rows carrying input_ids "
         "and loss_mask skip rendering, so no --render-endpoint is needed."
     )
+
+    def problem(self, row: dict[str, Any]) -> str | None:
+        return None  # speculators trains any row with a supervised token
 
 
 FORMATS: dict[str, type[Format]] = {

@@ -29,6 +29,8 @@ from regen.export.merge import Deduper
 from regen.export.select import TRAIN, Filters, split_of
 from regen.export.summary import TEMPLATE_DROPS, ExportSummary, export_warnings
 from regen.jsonio import canonical
+from regen.score.holdout import HeldOut, Holdout, prompts_of
+from regen.storage import open_store
 
 
 def export_run(
@@ -47,13 +49,16 @@ def export_run(
     check_limits: dict[str, float | None] | None = None,
     count_tokens: bool = False,
     by_score: ScoreSelect | None = None,
+    holdout: Holdout | None = None,
 ) -> ExportSummary:
     """Write the runs' completions to `out_dir` as `fmt`, one config per domain. An existing
     export there, or any other non-empty directory, is refused unless `overwrite` (or
     `merge_into` is it). With an encoder, the check rules (`check_limits`) are judged over the
     rows written (after the filters), from the same encodings; `count_tokens` counts
-    supervised token ids (the draft vocabulary)."""
+    supervised token ids (the draft vocabulary). `holdout` writes a `holdout` split of the
+    prompts it draws (score/holdout.py), which `score --holdout` draws again."""
     _validate(fmt, encoder, filters, file_type, eval_fraction, count_tokens)
+    _validate_holdout(fmt, holdout, merge_into)
     into_itself = merge_into is not None and merge_into.resolve() == out_dir.resolve()
     claim_output(out_dir, overwrite=overwrite, merging=into_itself)
     dirs = list(output_dirs)
@@ -67,7 +72,9 @@ def export_run(
         dedup = Deduper.over((fmt.upgrade(r) for _, _, r in read_rows(merge_into)), fmt.key)
     fraction = eval_fraction if fmt.is_training_set else 0.0
     writer = SplitWriter(out_dir, file_type)
-    run = _Pass(fmt, encoder, summary, dedup, writer, fraction, split_seed, count_tokens)
+    drawn, unanswered = _draw(holdout, dirs)
+    summary.holdout = drawn.to_json() if drawn is not None else None
+    run = _Pass(fmt, encoder, summary, dedup, writer, fraction, split_seed, count_tokens, drawn)
     held = by_score.holder(out_dir) if by_score and by_score.order == "hard-first" else None
     try:
         for completion, enc in _encoded(read_runs(dirs, on_row), encoder, summary):
@@ -101,7 +108,7 @@ def export_run(
         summary.check = tally.report(encoder, check_limits, dirs).to_json()
     summary.written, summary.configs = dict(run.writer.counts), run.writer.by_config
     summary.by_score = by_score.to_json() if by_score is not None else None
-    summary.warnings = export_warnings(fmt, summary)
+    summary.warnings = export_warnings(fmt, summary) + unanswered
     mark_output(out_dir, summary)
     return summary
 
@@ -127,6 +134,33 @@ def _validate(fmt: Format, encoder: Encoder | None, filters: Filters, file_type:
         raise ConfigError("--val-fraction must be in [0, 1)")
 
 
+def _validate_holdout(fmt: Format, holdout: Holdout | None, merge_into: Path | None) -> None:
+    if holdout is None:
+        return
+    if not fmt.is_training_set:
+        raise ConfigError(f"--format {fmt.name} writes one file with no splits: no --holdout")
+    if merge_into is not None:
+        raise ConfigError(
+            "--holdout with --merge-into: the split is drawn over the runs' prompts, and the "
+            "earlier export's rows were split without them",
+            hint="export the runs together in one call (regen export RUN1 RUN2 ...)",
+        )
+
+
+def _draw(holdout: Holdout | None, dirs: list) -> tuple[HeldOut | None, list[str]]:
+    """The held-out split, drawn per run as `score RUN --holdout` draws it, and a warning for
+    each run that has not answered every prompt of its prompt file."""
+    if holdout is None:
+        return None, []
+    parts, notes = [], []
+    for run in dirs:
+        part = holdout.draw(prompts_of(read_runs([run])))
+        lines = ((open_store(run).read_manifest() or {}).get("input") or {}).get("lines")
+        parts.append(part)
+        notes += [n for n in [part.unanswered(str(run), lines)] if n]
+    return HeldOut.union(parts), notes
+
+
 @dataclass
 class _Pass:
     """One export pass: each kept completion becomes a row in its domain and split."""
@@ -139,6 +173,13 @@ class _Pass:
     fraction: float
     seed: int
     count_tokens: bool
+    held: HeldOut | None = None
+
+    def split(self, prompt_id: str) -> str:
+        """A held-out prompt's rows go to `holdout`; the others to train or validation."""
+        if self.held is not None and prompt_id in self.held.ids:
+            return self.held.split_of(prompt_id)
+        return split_of(prompt_id, self.fraction, self.seed)
 
     def emit(self, completion: Completion, enc: Encoded | None) -> None:
         summary, fmt = self.summary, self.fmt
@@ -153,8 +194,7 @@ class _Pass:
         outcome = self.dedup.classify(row)
         summary.outcomes[outcome] += 1
         if outcome in ("added", "replaced"):
-            split = split_of(completion.id, self.fraction, self.seed)
-            self.writer.write(_config(fmt, completion.category), split, row)
+            self.writer.write(_config(fmt, completion.category), self.split(completion.id), row)
 
     def keep(self, config: str, row: dict[str, Any]) -> None:
         """A row of the earlier export (--merge-into) that no new row replaced, in today's
@@ -163,8 +203,7 @@ class _Pass:
         prompt_id, sample = self.fmt.key(row)
         if (prompt_id, sample) not in self.dedup.replaced:
             self.summary.kept_existing += 1
-            split = split_of(prompt_id, self.fraction, self.seed)
-            self.writer.write(_config(self.fmt, config), split, row)
+            self.writer.write(_config(self.fmt, config), self.split(prompt_id), row)
 
 
 def _render_differs(fmt: Format, row: dict, enc: Encoded | None,

@@ -31,6 +31,7 @@ class ExportSummary:
     supervise: str = "regenerated"
     check: dict[str, Any] | None = None  # the check verdict over the same encodings
     by_score: dict[str, Any] | None = None  # kept/dropped per category by regen score's results
+    holdout: dict[str, Any] | None = None  # the held-out split as drawn (score/holdout.py)
     files: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     how_to_train: str = ""

@@ -7,6 +7,7 @@ from typing import Any
 
 from regen.chat import split_inline_think
 from regen.errors import PermanentError
+from regen.fleet.sglang_spec import spec_from_sglext
 
 
 @dataclass(slots=True)
@@ -20,7 +21,8 @@ class Generated:
     prompt_token_ids: list[int] | None = None
     completion_token_ids: list[int] | None = None
     # vLLM's per-request `metrics.speculative_decoding` (the serving drafter's acceptance on
-    # this answer) when it runs with --per-request-spec-decode-metrics; None otherwise
+    # this answer) when it runs with --per-request-spec-decode-metrics, or SGLang's counts in
+    # the same shape (sglang_spec.py); None otherwise
     spec_decoding: dict[str, Any] | None = None
 
     def assistant_message(self) -> dict[str, Any]:
@@ -57,7 +59,7 @@ def parse_chat_response(data: Any, server: str) -> Generated:
         prompt_token_ids=_first(data, choice, "prompt_token_ids"),
         completion_token_ids=_first(choice, message, "token_ids")
         or choice.get("response_token_ids"),
-        spec_decoding=_spec_decoding(data),
+        spec_decoding=_spec_decoding(data) or spec_from_sglext(data),
     )
 
 

@@ -26,6 +26,7 @@ from regen.fleet.engine import UNKNOWN, EngineInfo
 from regen.fleet.engine_defaults import with_neutral
 from regen.fleet.http_errors import API_CONTENT_TYPES, aborted_answer, decode_body, map_errors
 from regen.fleet.rotation import Rotation
+from regen.fleet.sglang_spec import asking_for_spec_details
 from regen.fleet.stats import LATENCY_BUCKETS, ServerStats
 from regen.fleet.stream import StreamAccumulator
 
@@ -99,6 +100,7 @@ class Server(Rotation):
         """
         if path == CHAT_PATH:  # llama.cpp's own sampler defaults replaced by neutral ones
             body = with_neutral(self.engine.name, body)
+            body = asking_for_spec_details(self.engine.name, body)  # SGLang's acceptance
         streamed = self.timeouts.stream and path == CHAT_PATH
         post = self._post_stream if streamed else self._post_json
         request = asyncio.ensure_future(post(path, body))

@@ -30,6 +30,7 @@ class StreamAccumulator:
         self.prompt_token_ids: list[int] | None = None
         self.token_ids: list[int] | None = None
         self.metrics: dict[str, Any] | None = None
+        self.sglext: dict[str, Any] | None = None
         self.done = False
 
     def feed(self, raw: bytes) -> bool:
@@ -58,6 +59,8 @@ class StreamAccumulator:
             self.usage = chunk["usage"]
         if chunk.get("metrics"):  # vLLM: per-request metrics ride on the final usage chunk
             self.metrics = chunk["metrics"]
+        if chunk.get("sglext"):  # SGLang: its extensions come in a chunk of their own
+            self.sglext = {**(self.sglext or {}), **chunk["sglext"]}
         if chunk.get("prompt_token_ids") is not None:  # vLLM: in the first chunk
             self.prompt_token_ids = chunk["prompt_token_ids"]
         for choice in chunk.get("choices") or []:
@@ -105,4 +108,6 @@ class StreamAccumulator:
             data["prompt_token_ids"] = self.prompt_token_ids
         if self.metrics is not None:
             data["metrics"] = self.metrics
+        if self.sglext is not None:
+            data["sglext"] = self.sglext
         return data

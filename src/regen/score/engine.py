@@ -1,6 +1,7 @@
 """`regen score --from-engine`: the serving drafter's acceptance, per group, from what the
 engine itself reported for each answer (`meta.speculative_decoding`, recorded by generate from
-vLLM's per-request metrics), with no draft model at hand.
+vLLM's per-request metrics, or from SGLang's counts in the same shape: fleet/sglang_spec.py),
+with no draft model at hand.
 
 Each answer's verify steps become a `RowSteps` and are pooled exactly as a draft's simulated
 steps are, so the table is `score`'s: tau is tokens per verify step with the bonus token,
@@ -22,7 +23,7 @@ from regen.errors import ConfigError, InputError
 from regen.jsonio import atomic_write_bytes
 from regen.score.accept import RowSteps, Tally
 from regen.score.report import OVERALL, DraftScore, ScoreReport
-from regen.score.rows import Selection, answer_length, choose, completions, groups_of
+from regen.score.rows import Selection, answer_length, completions, groups_of, pick
 from regen.storage import open_store
 
 FOLDER = "engine"
@@ -52,7 +53,7 @@ def engine_report(run: str | Path, selection: Selection, score_dir: Path) -> Sco
     def bad(raw: dict, err: InputError) -> None:
         invalid[err.kind] += 1
 
-    selection = choose(completions(store.iter_records("completions"), _ignore), selection)
+    selection = pick(store, selection)
     rows = [r for r in completions(store.iter_records("completions"), bad)
             if selection.wants(r.key)]  # fmt: skip
     k = _engine_k(rows, store.where)
@@ -62,7 +63,7 @@ def engine_report(run: str | Path, selection: Selection, score_dir: Path) -> Sco
     draft.groups = dict(sorted(draft.groups.items(), key=lambda kv: (kv[0] == OVERALL, kv[0])))
     _write_rows(draft.rows_file, lines)
     return ScoreReport(str(store.where), selection.by, [k], selection.per_group, selection.seed,
-                       [draft], dict(invalid))  # fmt: skip
+                       [draft], dict(invalid), selection.split_json())  # fmt: skip
 
 
 def _tally(draft: DraftScore, rows: list[Completion], k: int, by: str) -> list[dict[str, Any]]:
@@ -85,10 +86,6 @@ def _tally(draft: DraftScore, rows: list[Completion], k: int, by: str) -> list[d
     return lines
 
 
-def _ignore(raw: dict, err: InputError) -> None:
-    """The first pass only picks rows; the second counts what cannot be read."""
-
-
 def _spec(completion: Completion) -> dict[str, Any] | None:
     meta = completion.raw.get("meta")
     spec = meta.get("speculative_decoding") if isinstance(meta, dict) else None
@@ -101,8 +98,9 @@ def _engine_k(rows: list[Completion], where: Any) -> int:
     if not ks:
         raise ConfigError(
             f"no answer in {where} carries the engine's speculative-decoding metrics",
-            hint="generate against vLLM run with --speculative-config and "
-            "--per-request-spec-decode-metrics detailed (regen serve --engine vllm passes it)",
+            hint="generate against a speculating fleet: vLLM run with --speculative-config and "
+            "--per-request-spec-decode-metrics detailed (regen serve --engine vllm passes it), "
+            "or SGLang run with --speculative-algorithm (regen asks it for its counts)",
         )
     return ks.most_common(1)[0][0]
 

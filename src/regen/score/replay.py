@@ -24,7 +24,7 @@ from regen.run.config import build_config
 from regen.run.generate import generate
 from regen.score.engine import engine_report
 from regen.score.report import ScoreReport
-from regen.score.rows import Selection, answer_length, choose, completions
+from regen.score.rows import Selection, answer_length, completions, pick
 from regen.storage import open_store
 
 FOLDER = "replay"
@@ -40,6 +40,7 @@ class ReplayFleet:
 def replay_report(run: str | Path, fleet: ReplayFleet, selection: Selection,
                   score_dir: Path) -> ScoreReport:  # fmt: skip
     folder = score_dir / FOLDER
+    selection = pick(open_store(run), selection)  # the replayed prompts: this split's rows
     prompts = _write_prompts(run, selection, folder / "prompts.jsonl")
     config = build_config({
         "input.prompts": prompts, "output.dir": folder / "run", "fleet.servers": fleet.servers,
@@ -52,7 +53,9 @@ def replay_report(run: str | Path, fleet: ReplayFleet, selection: Selection,
             f"replaying the prompts did not finish: {result.message}",
             hint=f"see {folder / 'run'}; the same command goes on from the answers it has",
         )
-    return engine_report(folder / "run", Selection(selection.by, None, selection.seed), folder)
+    report = engine_report(folder / "run", Selection(selection.by, None, selection.seed), folder)
+    report.split = selection.split_json()  # the replay run holds only the chosen rows
+    return report
 
 
 def _write_prompts(run: str | Path, selection: Selection, path: Path) -> Path:
@@ -60,7 +63,6 @@ def _write_prompts(run: str | Path, selection: Selection, path: Path) -> Path:
     if not store.shard_names("completions"):
         raise ConfigError(f"no completion shards under {store.where}/completions",
                           hint="pass the --output-dir of a `regen generate` run")  # fmt: skip
-    selection = choose(completions(store.iter_records("completions"), _ignore), selection)
     lines = [orjson.dumps(_prompt(c)) + b"\n"
              for c in completions(store.iter_records("completions"), _ignore)
              if selection.wants(c.key)]  # fmt: skip

@@ -64,6 +64,8 @@ class ScoreReport:
     seed: int
     drafts: list[DraftScore]
     invalid_records: dict[str, int]
+    # which side of the held-out split was scored, and how it was drawn (rows.Selection)
+    split: dict[str, Any] = field(default_factory=lambda: {"split": "all", "holdout": None})
 
     @property
     def notes(self) -> list[str]:
@@ -90,6 +92,7 @@ class ScoreReport:
             "k": self.ks,
             "sample_per_group": self.sample,
             "seed": self.seed,
+            **self.split,
             "drafts": [d.to_json(self.ks) for d in self.drafts],
             "invalid_records": self.invalid_records,
             "notes": self.notes,
@@ -114,4 +117,4 @@ def pool(run: str, drafts: list[DraftScore], selection: Selection, ks: list[int]
             draft.retokenized += bool(line["retokenized"])
         draft.groups = dict(sorted(draft.groups.items(), key=lambda kv: (kv[0] == OVERALL, kv[0])))
     return ScoreReport(run, selection.by, ks, selection.per_group, selection.seed, drafts,
-                       invalid)  # fmt: skip
+                       invalid, selection.split_json())  # fmt: skip

@@ -1,4 +1,5 @@
-"""Which rows are scored: every row, or N per group (seeded, stratified), and their groups.
+"""Which rows are scored: every row, or N per group (seeded, stratified), of one side of the
+held-out split or both, and their groups.
 
 Sampling never holds the run: a first pass keeps, per group, the N rows with the smallest
 seeded hash of their id (a heap of N ids per group), so the same seed picks the same rows
@@ -10,10 +11,13 @@ from __future__ import annotations
 import hashlib
 import heapq
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 from regen.check.record import Completion, SampleKey
 from regen.errors import ConfigError, InputError
+from regen.score.holdout import ALL, SPLITS, HeldOut, Holdout, prompts_of
+from regen.storage import Store
 
 GROUP_BY = ("category", "source", "turns", "length")
 LENGTH_EDGES = (128, 512, 2048)  # answer tokens: short, medium, long, very long
@@ -63,21 +67,50 @@ def completions(
 
 @dataclass(frozen=True)
 class Selection:
-    """`per_group` None: every row. Otherwise the ids chosen, per group value."""
+    """`per_group` None: every row. Otherwise the ids chosen, per group value. With a
+    `holdout`, only the rows of `split` (drawn by `pick` into `held`)."""
 
     by: str
     per_group: int | None
     seed: int
     chosen: frozenset[SampleKey] | None = None
+    holdout: Holdout | None = None
+    split: str = ALL
+    held: HeldOut | None = None
 
     def __post_init__(self) -> None:
         if self.by not in GROUP_BY:
             raise ConfigError(f"--by must be one of {', '.join(GROUP_BY)}, not {self.by!r}")
         if self.per_group is not None and self.per_group < 1:
             raise ConfigError("--sample must be at least 1", hint="or pass --all")
+        if self.split not in SPLITS:
+            raise ConfigError(f"--split must be one of {', '.join(SPLITS)}, not {self.split!r}")
+        if self.split != ALL and self.holdout is None:
+            raise ConfigError(
+                f"--split {self.split} needs the held-out fraction the export used",
+                hint="pass --holdout F (and --holdout-seed S if the export set one)",
+            )
 
     def wants(self, key: SampleKey) -> bool:
-        return self.chosen is None or key in self.chosen
+        in_split = self.held is None or self.held.wants(key[0], self.split)
+        return in_split and (self.chosen is None or key in self.chosen)
+
+    def split_json(self) -> dict[str, Any]:
+        """What score --json says of the split: its side and how it was drawn."""
+        return {"split": self.split, "holdout": self.held.to_json() if self.held else None}
+
+
+def pick(store: Store, selection: Selection) -> Selection:
+    """The first passes over the run: draw the held-out split when asked (over every prompt
+    of the run, as export draws it), then choose the rows of its side."""
+    if selection.holdout is not None and selection.held is None:
+        held = selection.holdout.draw(prompts_of(store.iter_records("completions")))
+        selection = replace(selection, held=held)
+    return choose(completions(store.iter_records("completions"), _ignore), selection)
+
+
+def _ignore(raw: dict, err: InputError) -> None:
+    """The first pass only picks rows; the scoring pass counts what cannot be read."""
 
 
 def choose(items: Iterable[Completion], selection: Selection) -> Selection:
@@ -86,6 +119,8 @@ def choose(items: Iterable[Completion], selection: Selection) -> Selection:
         return selection
     heaps: dict[str, list[tuple[int, SampleKey]]] = {}
     for completion in items:
+        if selection.held is not None and not selection.held.wants(completion.id, selection.split):
+            continue
         rank = -_rank(selection.seed, *completion.key)  # a max-heap of the smallest ranks
         heap = heaps.setdefault(groups_of(completion)[selection.by], [])
         if len(heap) < selection.per_group:
@@ -93,7 +128,7 @@ def choose(items: Iterable[Completion], selection: Selection) -> Selection:
         elif rank > heap[0][0]:
             heapq.heapreplace(heap, (rank, completion.key))
     chosen = frozenset(key for heap in heaps.values() for _, key in heap)
-    return Selection(selection.by, selection.per_group, selection.seed, chosen)
+    return replace(selection, chosen=chosen)
 
 
 def _rank(seed: int, prompt_id: str, sample: int) -> int:

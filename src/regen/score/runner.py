@@ -16,7 +16,7 @@ from regen.score.drafts import Draft
 from regen.score.place import SCORE_JSON
 from regen.score.report import DraftScore, ScoreReport, pool
 from regen.score.results import ROWS, RowsFile, folder_for, row_line, skipped_line
-from regen.score.rows import Selection, choose, completions, groups_of
+from regen.score.rows import Selection, completions, groups_of, pick
 from regen.score.tokens import TokenRow, token_row
 from regen.storage import Store, open_store
 
@@ -71,7 +71,7 @@ def score_run(
             hint="pass the --output-dir of a `regen generate` run",
         )
     # bad records are counted by each draft's own pass (every pass reads every record)
-    selection = choose(completions(store.iter_records("completions"), _ignore), settings.selection)
+    selection = pick(store, settings.selection)
     scores, invalid = [], Counter()
     for draft in drafts:
         draft.check(encoder.tok)
@@ -119,10 +119,6 @@ def earlier_drafts(score_dir: Path, now: list[DraftScore], settings: ScoreSettin
         if draft["name"] not in names and matches and rows.is_file():
             kept.append(DraftScore(draft["name"], identity, rows, 0, earlier=True))
     return kept
-
-
-def _ignore(raw: dict, err: InputError) -> None:
-    """The first pass only picks rows; the scoring pass counts what cannot be read."""
 
 
 def _todo(store: Store, selection: Selection, encoder: Encoder, draft: Draft,

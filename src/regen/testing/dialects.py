@@ -33,6 +33,10 @@ class Dialect:
     # GET path -> what it answers (version and engine facts); the server adds the rest.
     info_paths: tuple[str, ...]
     seed_needs_flag: bool  # seeds are ignored unless the server runs deterministic
+    # Where a speculating server puts a request's acceptance counts: "metrics" (vLLM's
+    # metrics.speculative_decoding), "sglext" (SGLang's sglext.spec_tokens_details, only
+    # when the request asks return_spec_tokens_details), or None (not per request).
+    spec_counts: Literal["metrics", "sglext"] | None
 
     def error_body(self, status: int, message: str, kind: str = "BadRequestError") -> dict:
         error = {"message": message, "type": kind, "param": None, "code": status}
@@ -92,6 +96,9 @@ SGLANG = Dialect(
     error_shape="top",  # ErrorResponse at the top level: SG:entrypoints/openai/protocol.py:106-111
     info_paths=("/get_server_info", "/server_info"),
     seed_needs_flag=True,  # SG:sampling/sampling_batch_info.py:128,157-171
+    # SG:entrypoints/openai/serving_chat.py (OpenAIServingChat._build_chat_response),
+    # SG:entrypoints/openai/protocol.py (SpecTokensDetails; see regen/fleet/sglang_spec.py)
+    spec_counts="sglext",
 )
 
 VLLM = Dialect(
@@ -105,6 +112,7 @@ VLLM = Dialect(
     error_shape="wrapped",  # VL:entrypoints/serve/engine/protocol.py:79-87
     info_paths=("/version",),
     seed_needs_flag=False,  # VL:sampling_params.py:325
+    spec_counts="metrics",  # VL:entrypoints/generate/base/protocol.py:100-129 (0.32.0)
 )
 
 LLAMACPP = Dialect(
@@ -118,6 +126,7 @@ LLAMACPP = Dialect(
     error_shape="wrapped",  # {"error": ErrorResponse}: LC:server/errors.py:155-160,208
     info_paths=(),  # no version endpoint: regen knows it from FLEET.json when it started it
     seed_needs_flag=False,  # LC:server/types.py:139 (seed per request)
+    spec_counts=None,  # the embedded server does not speculate
 )
 
 DIALECTS = {d.name: d for d in (SGLANG, VLLM, LLAMACPP)}

@@ -7,7 +7,7 @@ from typing import Any
 
 from regen.testing.dialects import DIALECTS
 from regen.testing.fake_behaviour import Behaviour
-from regen.testing.fake_spec import TIMINGS, spec_decoding
+from regen.testing.fake_spec import TIMINGS, sglang_details, spec_decoding
 
 
 def text_response(body: dict[str, Any]) -> dict[str, Any]:
@@ -56,7 +56,9 @@ def chat_response(
             "total_tokens": prompt + tokens,
         },
     }
-    if b.spec_tokens and body.get("n", 1) == 1:
+    if b.spec_tokens and dialect is not None and dialect.spec_counts == "sglext":
+        _add_sglext(data, body, tokens, b.spec_tokens)
+    elif b.spec_tokens and body.get("n", 1) == 1:
         data["metrics"] = {**TIMINGS, "speculative_decoding": spec_decoding(tokens, b.spec_tokens)}
     elif b.dialect == "vllm":
         data["metrics"] = None
@@ -68,6 +70,14 @@ def chat_response(
         else:  # VL:entrypoints/openai/chat_completion/protocol.py:128,155
             data["prompt_token_ids"], choice["token_ids"] = prompt_ids, completion_ids
     return data
+
+
+def _add_sglext(data: dict[str, Any], body: dict[str, Any], tokens: int, k: int) -> None:
+    """SGLang answers its counts at the response's top level, only when asked
+    (SG:entrypoints/openai/serving_chat.py `_build_chat_response`; see fleet/sglang_spec.py)."""
+    details = sglang_details(tokens, k)
+    if body.get("return_spec_tokens_details") and details is not None:
+        data["sglext"] = {"spec_tokens_details": details}
 
 
 def stream_events(data: dict[str, Any]) -> list[dict[str, Any]]:
@@ -98,6 +108,8 @@ def stream_events(data: dict[str, Any]) -> list[dict[str, Any]]:
     )
     if "token_ids" in choice:
         _spread_token_ids(events[:-1], data["prompt_token_ids"], choice["token_ids"])
+    if data.get("sglext"):  # SGLang: a chunk of its own before the usage chunk
+        events.append({"choices": [], "sglext": data["sglext"]})
     last: dict[str, Any] = {"choices": [], "usage": data["usage"]}
     if data.get("metrics"):  # on the final usage chunk, without its null timings
         last["metrics"] = {k: v for k, v in data["metrics"].items() if v is not None}

@@ -43,7 +43,8 @@ class Behaviour:
     # fake (vLLM's token-id shape, reasoning_content, no version endpoint).
     dialect: str | None = None
     # vLLM run with --speculative-config (this many draft tokens a step) and
-    # --per-request-spec-decode-metrics detailed: answers carry metrics.speculative_decoding
+    # --per-request-spec-decode-metrics detailed: answers carry metrics.speculative_decoding;
+    # with the sglang dialect, a speculating SGLang: sglext.spec_tokens_details when asked
     spec_tokens: int | None = None
     context: int = 32768  # the context length a dialect checks prompt + max_tokens against
     deterministic: bool = False  # SGLang's --enable-deterministic-inference

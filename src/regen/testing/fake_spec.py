@@ -1,4 +1,5 @@
-"""vLLM's per-request speculative-decoding metrics, as the fake sends them (`VL:` here is
+"""vLLM's per-request speculative-decoding metrics, as the fake sends them (and SGLang's,
+at the end: `sglang_details`) (`VL:` here is
 `vllm/...` in the vLLM 0.32.0 wheel, the first release that sends them).
 
 vLLM 0.32 started with `--per-request-spec-decode-metrics summary|detailed` (and a
@@ -43,3 +44,28 @@ def spec_decoding(tokens: int, k: int, detailed: bool = True) -> dict[str, Any]:
     if detailed and steps:  # VL:v1/metrics/stats.py:419-421: only when populated
         out["per_step_accepted"], out["per_step_drafted"] = accepted, drafted
     return out
+
+
+def sglang_details(tokens: int, k: int) -> dict[str, Any] | None:
+    """SGLang 0.5.23's `sglext.spec_tokens_details` for the same answer (every field of its
+    `SpecTokensDetails`, SG:entrypoints/openai/protocol.py; the values as
+    SG:managers/tokenizer_manager.py `_calculate_spec_decoding_metrics` computes them, with
+    speculative_num_draft_tokens = k + 1); None when no verify step ran, as SGLang sends none."""
+    spec = spec_decoding(tokens, k, detailed=False)
+    steps, accepted = spec["num_spec_steps"], spec["num_accepted_draft_tokens"]
+    if not steps:
+        return None
+    histogram = spec["acceptance_histogram"]
+    while histogram and not histogram[-1]:  # SGLang's list grows to the largest count seen
+        histogram = histogram[:-1]
+    return {
+        "spec_accept_rate": accepted / (steps * k),
+        "spec_accept_length": tokens / steps,  # completion tokens / verify steps
+        "spec_cap_length": 0.0,
+        "spec_block_accept_length": 0.0,
+        "spec_num_correct_drafts": accepted,
+        "spec_num_proposed_drafts": steps * k,
+        "spec_verify_ct": steps,
+        "spec_correct_drafts_histogram": histogram,
+        "spec_cap_lens_histogram": [],
+    }
