@@ -1,0 +1,177 @@
+"""Agent traces regenerated with --regenerate-turns all: tool results that answer the calls
+the target made, a trace that ends where its calls leave the dataset's, --tool-divergence
+splice, the reasoning of earlier turns sent as each engine reads it, and a tool server run
+as a real process (examples/tool_server.py)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import orjson
+import pytest
+
+from gen_helpers import assert_exactly_once, read_lines, run
+from regen.fleet.dispatch import HealthPolicy
+from regen.fleet.embedded import free_port
+from regen.testing.fake_tools import tool_caller
+from regen.tool_trace import trace_faults
+
+EXAMPLE = Path(__file__).parent.parent / "examples" / "tool_server.py"
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {}}}]
+
+
+def weather_trace(pid: str, asked: str) -> dict:
+    """user asks about `asked` -> the dataset called get_weather(Paris) as call_orig -> its
+    result; the target's answer comes next."""
+    call = {"id": "call_orig", "type": "function",
+            "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}  # fmt: skip
+    return {
+        "id": pid,
+        "tools": TOOLS,
+        "messages": [
+            {"role": "user", "content": f"what is the weather in {asked}?"},
+            {"role": "assistant", "content": "", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "call_orig", "content": "18C and sunny in Paris"},
+        ],
+    }
+
+
+def write(path: Path, rows: list[dict]) -> Path:
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    return path
+
+
+def by_id(output: Path) -> dict[str, dict]:
+    return {r["id"]: r for r in read_lines(output, "completions")}
+
+
+def test_a_matching_call_reuses_the_cached_result_under_the_new_id(tmp_path, fake_server):
+    server = fake_server(answer=tool_caller())
+    prompts = write(tmp_path / "p.jsonl", [weather_trace("same", "Paris")])
+    run(prompts, tmp_path / "out", [server.url], regenerate_turns="all")
+    record = by_id(tmp_path / "out")["same"]
+    call, result, final = record["messages"][1:]
+    assert call["tool_calls"][0]["id"] == "call_new_0"
+    assert result == {"role": "tool", "tool_call_id": "call_new_0",
+                      "content": "18C and sunny in Paris"}  # fmt: skip
+    assert final["content"] == "answer from tool: 18C and sunny in Paris"
+    turns = record["meta"]["turns"]
+    assert [t.get("tool_calls_match") for t in turns] == [True, None]
+    assert turns[0]["tool_results"] == "cached"
+    assert trace_faults(record["messages"]) == []
+    # the second request carried the new id, never the dataset's
+    assert server.requests[1]["messages"][2]["tool_call_id"] == "call_new_0"
+
+
+def test_a_divergent_call_ends_the_trace_at_that_turn(tmp_path, fake_server):
+    server = fake_server(answer=tool_caller())
+    prompts = write(tmp_path / "p.jsonl", [weather_trace("other", "Lyon")])
+    run(prompts, tmp_path / "out", [server.url], regenerate_turns="all")
+    record = by_id(tmp_path / "out")["other"]
+    assert [m["role"] for m in record["messages"]] == ["user", "assistant"]
+    last = record["messages"][-1]
+    assert orjson.loads(last["tool_calls"][0]["function"]["arguments"]) == {"city": "Lyon"}
+    assert record["finish_reason"] == "tool_calls"
+    (turn,) = record["meta"]["turns"]
+    assert turn["tool_calls_match"] is False
+    assert turn["trace_ended"] == "tool_calls_differ"
+    assert len(server.requests) == 1  # nothing after it was sent
+    assert "Paris" not in orjson.dumps(record["messages"]).decode()
+
+
+def test_splice_keeps_going_with_the_cached_results_under_the_new_ids(tmp_path, fake_server):
+    server = fake_server(answer=tool_caller())
+    prompts = write(tmp_path / "p.jsonl", [weather_trace("other", "Lyon")])
+    run(prompts, tmp_path / "out", [server.url], regenerate_turns="all",
+        tool_divergence="splice")  # fmt: skip
+    record = by_id(tmp_path / "out")["other"]
+    result = record["messages"][2]
+    assert result["tool_call_id"] == "call_new_0" == record["messages"][1]["tool_calls"][0]["id"]
+    assert record["messages"][3]["content"] == "answer from tool: 18C and sunny in Paris"
+    turns = record["meta"]["turns"]
+    assert turns[0]["tool_calls_match"] is False and turns[0]["tool_results"] == "spliced"
+    assert trace_faults(record["messages"]) == []
+
+
+def test_reasoning_of_earlier_turns_goes_back_as_each_engine_reads_it(tmp_path, fake_server):
+    sent = {}
+    for dialect in ("vllm", "sglang", None):
+        server = fake_server(answer=tool_caller(), dialect=dialect, reasoning="split")
+        prompts = write(tmp_path / f"{dialect}.jsonl", [weather_trace("same", "Paris")])
+        run(prompts, tmp_path / f"out-{dialect}", [server.url], regenerate_turns="all")
+        sent[dialect] = server.requests[1]["messages"][1]
+        stored = by_id(tmp_path / f"out-{dialect}")["same"]["messages"][1]
+        assert stored["reasoning_content"] == "thinking about: "  # stored as regen keeps it
+    assert (
+        sent["vllm"]["reasoning"] == "thinking about: " and "reasoning_content" not in sent["vllm"]
+    )
+    assert (
+        sent["sglang"]["reasoning_content"] == "thinking about: "
+        and "reasoning" not in sent["sglang"]
+    )
+    # an engine regen cannot name gets none: a strict server would refuse the field
+    assert "reasoning" not in sent[None] and "reasoning_content" not in sent[None]
+
+
+@pytest.fixture
+def example_tool_server():
+    """examples/tool_server.py as its own process on a free port, stopped by pid."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, str(EXAMPLE), "--port", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}/call"
+    try:
+        wait_until_listening(port, process)
+        yield url, process
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def wait_until_listening(port: int, process: subprocess.Popen, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert process.poll() is None, process.stderr.read().decode() if process.stderr else ""
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1)
+        except urllib.error.HTTPError:
+            return  # it answers (404 for GET /): listening
+        except OSError:
+            time.sleep(0.1)
+    raise AssertionError(f"the example tool server did not listen on {port}")
+
+
+def test_the_tool_server_answers_every_call_of_a_regenerated_turn(
+    tmp_path, fake_server, example_tool_server
+):
+    url, _ = example_tool_server
+    server = fake_server(answer=tool_caller())
+    rows = [weather_trace("lyon", "Lyon"), weather_trace("paris", "Paris")]
+    prompts = write(tmp_path / "p.jsonl", rows)
+    run(prompts, tmp_path / "out", [server.url], regenerate_turns="all", tool_server=url)
+    completions, _ = assert_exactly_once(tmp_path / "out", ["lyon", "paris"])
+    record = by_id(tmp_path / "out")["lyon"]
+    result = record["messages"][2]
+    assert result["tool_call_id"] == "call_new_0"
+    assert result["content"] == "14C and cloudy in Lyon"  # the sandbox's answer, not Paris'
+    assert record["messages"][3]["content"] == "answer from tool: 14C and cloudy in Lyon"
+    first = record["meta"]["turns"][0]
+    assert (first["tool_calls_match"], first["tool_results"]) == (False, "tool_server")
+    assert all(trace_faults(r["messages"]) == [] for r in completions)
+
+
+def test_a_down_tool_server_stops_the_run_without_writing_errors(tmp_path, fake_server):
+    server = fake_server(answer=tool_caller())
+    prompts = write(tmp_path / "p.jsonl", [weather_trace(f"t{i}", "Lyon") for i in range(3)])
+    down = f"http://127.0.0.1:{free_port()}/call"  # nothing listens there
+    result = run(prompts, tmp_path / "out", [server.url], regenerate_turns="all",
+                 tool_server=down, health=HealthPolicy(give_up_after=1.0))  # fmt: skip
+    assert result.exit_code == 5
+    assert read_lines(tmp_path / "out", "errors") == []
+    assert read_lines(tmp_path / "out", "completions") == []
