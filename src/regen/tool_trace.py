@@ -77,22 +77,24 @@ def answered_by(results: list[dict], new_calls: list[dict]) -> list[dict] | None
     return [{**result, "tool_call_id": call.get("id")} for result, call in pairs]
 
 
-def trace_faults(messages: list[dict]) -> list[str]:
+def trace_faults(messages: list[dict], *, last_arguments: bool = True) -> list[str]:
     """What breaks the pairing of calls and results, in order of appearance (one entry per
     kind); empty for a whole trace. A call still open at the end of the conversation is not a
-    fault: the trace ends on the turn that made it."""
+    fault: the trace ends on the turn that made it. `last_arguments=False` leaves the last
+    assistant message's arguments to a check of its own (check's bad_tool_call)."""
     faults: list[str] = []
     open_ids: set[str] = set()
     answerable: set[str] = set()
-    for message in messages:
+    last = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1)
+    for i, message in enumerate(messages):
         role = message.get("role")
         if role == "assistant":
             if open_ids:
                 faults.append(UNANSWERED_CALL)
-            calls = calls_of(message)
+            calls = calls_of(message) if last_arguments or i != last else []
             if any(parsed_arguments(c) is _INVALID for c in calls):
                 faults.append(BAD_ARGUMENTS)
-            answerable = {str(c.get("id")) for c in calls}
+            answerable = {str(c.get("id")) for c in calls_of(message)}
             open_ids = set(answerable)
         elif role == "tool":
             call_id = str(message.get("tool_call_id"))
