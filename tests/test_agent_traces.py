@@ -13,8 +13,10 @@ from pathlib import Path
 
 import orjson
 import pytest
+from click.testing import CliRunner
 
 from gen_helpers import assert_exactly_once, read_lines, run
+from regen.cli import main
 from regen.fleet.dispatch import HealthPolicy
 from regen.fleet.embedded import free_port
 from regen.testing.fake_tools import tool_caller
@@ -175,3 +177,16 @@ def test_a_down_tool_server_stops_the_run_without_writing_errors(tmp_path, fake_
     assert result.exit_code == 5
     assert read_lines(tmp_path / "out", "errors") == []
     assert read_lines(tmp_path / "out", "completions") == []
+
+
+def test_status_counts_the_divergent_traces_per_source(tmp_path, fake_server):
+    server = fake_server(answer=tool_caller())
+    rows = [weather_trace("same", "Paris"), weather_trace("other", "Lyon"),
+            {**weather_trace("web", "Rome"), "source": {"name": "web"}}]  # fmt: skip
+    rows[0]["source"] = rows[1]["source"] = {"name": "agents"}
+    prompts = write(tmp_path / "p.jsonl", rows)
+    run(prompts, tmp_path / "out", [server.url], regenerate_turns="all")
+    shown = CliRunner().invoke(main, ["status", str(tmp_path / "out")])
+    assert shown.exit_code == 0, shown.output
+    counted = "tool calls that differ from the dataset's (this session): agents 1 of 2, web 1 of 1"
+    assert counted in shown.output
