@@ -77,11 +77,14 @@ def answered_by(results: list[dict], new_calls: list[dict]) -> list[dict] | None
     return [{**result, "tool_call_id": call.get("id")} for result, call in pairs]
 
 
-def trace_faults(messages: list[dict], *, last_arguments: bool = True) -> list[str]:
+def trace_faults(
+    messages: list[dict], *, last_arguments: bool = True, open_at_end: bool = True
+) -> list[str]:
     """What breaks the pairing of calls and results, in order of appearance (one entry per
     kind); empty for a whole trace. A call still open at the end of the conversation is not a
-    fault: the trace ends on the turn that made it. `last_arguments=False` leaves the last
-    assistant message's arguments to a check of its own (check's bad_tool_call)."""
+    fault (`open_at_end`): the trace ends on the turn that made it; a prompt that ends on
+    some of its results but not all is. `last_arguments=False` leaves the last assistant
+    message's arguments to a check of its own (check's bad_tool_call)."""
     faults: list[str] = []
     open_ids: set[str] = set()
     answerable: set[str] = set()
@@ -104,4 +107,6 @@ def trace_faults(messages: list[dict], *, last_arguments: bool = True) -> list[s
         elif open_ids and role == "user":
             faults.append(UNANSWERED_CALL)
             open_ids = set()
+    if open_ids and not open_at_end and messages and messages[-1].get("role") == "tool":
+        faults.append(UNANSWERED_CALL)
     return list(dict.fromkeys(faults))
