@@ -27,8 +27,11 @@ CITIES = ("Paris", "Lyon", "Rome", "Oslo")
 
 def trace(city: str) -> dict:
     """The dataset's trace: the same call the target makes, and its result."""
-    call = {"id": "orig", "type": "function",
-            "function": {"name": "get_weather", "arguments": orjson.dumps({"city": city}).decode()}}
+    call = {
+        "id": "orig",
+        "type": "function",
+        "function": {"name": "get_weather", "arguments": orjson.dumps({"city": city}).decode()},
+    }
     return {"id": city, "tools": TOOLS, "messages": [
         {"role": "user", "content": f"weather in {city}"},
         {"role": "assistant", "content": "", "tool_calls": [call]},
