@@ -5,6 +5,9 @@ as a real process (examples/tool_server.py)."""
 
 from __future__ import annotations
 
+import os
+import random
+import signal
 import subprocess
 import sys
 import time
@@ -19,8 +22,10 @@ from gen_helpers import assert_exactly_once, read_lines, run
 from regen.cli import main
 from regen.fleet.dispatch import HealthPolicy
 from regen.fleet.embedded import free_port
+from regen.testing.fake_server import Behaviour
 from regen.testing.fake_tools import tool_caller
 from regen.tool_trace import trace_faults
+from test_kill9 import regen_command
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "tool_server.py"
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {}}}]
@@ -190,3 +195,40 @@ def test_status_counts_the_divergent_traces_per_source(tmp_path, fake_server):
     assert shown.exit_code == 0, shown.output
     counted = "tool calls that differ from the dataset's (this session): agents 1 of 2, web 1 of 1"
     assert counted in shown.output
+
+
+def test_kill9_with_a_tool_server_then_resume_is_exactly_once_and_whole(
+    tmp_path, fake_server, example_tool_server
+):
+    """`--regenerate-turns all --tool-server`, killed with SIGKILL at random moments and
+    resumed: every trace is written once, whole, with the tool server's answers."""
+    url, _ = example_tool_server
+    slow = tool_caller()
+    server = fake_server(Behaviour(slots=8, seconds_per_token=0.02,
+                                   answer=lambda b: {**slow(b), "tokens": 6}))  # fmt: skip
+    n = 200
+    ids = [f"t{i:03d}" for i in range(n)]
+    write(tmp_path / "p.jsonl", [weather_trace(pid, f"City{i % 7}") for i, pid in enumerate(ids)])
+    command = [*regen_command(tmp_path / "p.jsonl", tmp_path / "out", server.url),
+               "--regenerate-turns", "all", "--tool-server", url]  # fmt: skip
+    rng, kills = random.Random(33), 0
+    for _ in range(4):
+        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            time.sleep(rng.uniform(1.0, 2.0))
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGKILL)
+                kills += 1
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.communicate(timeout=30)
+    final = subprocess.run(command, capture_output=True, text=True, timeout=180)
+    assert final.returncode == 0, final.stderr
+    assert kills >= 2, "the run finished before it could be killed often enough"
+    completions, errors = assert_exactly_once(tmp_path / "out", ids)
+    assert not errors
+    for record in completions:
+        assert trace_faults(record["messages"]) == []
+        city = orjson.loads(record["messages"][1]["tool_calls"][0]["function"]["arguments"])
+        assert record["messages"][2]["content"].endswith(f" in {city['city']}")
