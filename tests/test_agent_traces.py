@@ -232,3 +232,42 @@ def test_kill9_with_a_tool_server_then_resume_is_exactly_once_and_whole(
         assert trace_faults(record["messages"]) == []
         city = orjson.loads(record["messages"][1]["tool_calls"][0]["function"]["arguments"])
         assert record["messages"][2]["content"].endswith(f" in {city['city']}")
+
+
+def test_the_tool_server_lets_the_target_go_on_past_the_dataset(
+    tmp_path, fake_server, example_tool_server
+):
+    """A turn that calls tools where the dataset's answered (here the last one) gets its
+    results and another turn; a call the tool refuses is answered with its error."""
+    url, _ = example_tool_server
+    plain = fake_server(answer=tool_caller())
+    wrong = fake_server(answer=tool_caller(arguments=lambda text: {"town": "Lyon"}))
+    for name, server in (("plain", plain), ("wrong", wrong)):
+        # a prompt id per run: the example server answers a call it has seen as it did
+        prompt = {
+            "id": name,
+            "tools": TOOLS,
+            "messages": [{"role": "user", "content": "what is the weather in Lyon?"}],
+        }
+        prompts = write(tmp_path / f"{name}.jsonl", [prompt])
+        run(prompts, tmp_path / name, [server.url], regenerate_turns="all", tool_server=url)
+    record = by_id(tmp_path / "plain")["plain"]
+    assert [m["role"] for m in record["messages"]] == ["user", "assistant", "tool", "assistant"]
+    assert record["messages"][3]["content"] == "answer from tool: 14C and cloudy in Lyon"
+    assert [t.get("agent_step") for t in record["meta"]["turns"]] == [None, 1]
+    refused = by_id(tmp_path / "wrong")["wrong"]["messages"][2]["content"]
+    assert "unexpected keyword argument 'town'" in refused
+
+
+def test_a_tool_server_that_breaks_the_contract_stops_the_run(
+    tmp_path, fake_server, example_tool_server
+):
+    url, _ = example_tool_server
+    server = fake_server(answer=tool_caller())
+    prompts = write(tmp_path / "p.jsonl", [weather_trace("x", "Lyon")])
+    wrong_path = url.replace("/call", "/nothing-here")  # 404: every call alike
+    result = run(prompts, tmp_path / "out", [server.url], regenerate_turns="all",
+                 tool_server=wrong_path)  # fmt: skip
+    assert result.exit_code == 5
+    assert "tool server" in result.message and "refused a call" in result.message
+    assert read_lines(tmp_path / "out", "errors") == []
