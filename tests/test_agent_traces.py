@@ -271,3 +271,18 @@ def test_a_tool_server_that_breaks_the_contract_stops_the_run(
     assert result.exit_code == 5
     assert "tool server" in result.message and "refused a call" in result.message
     assert read_lines(tmp_path / "out", "errors") == []
+
+
+def test_calls_without_ids_get_ids_their_results_name(tmp_path, fake_server):
+    def no_ids(body):
+        answer = tool_caller()(body)
+        for call in answer.get("tool_calls") or []:
+            del call["id"]
+        return answer
+
+    server = fake_server(answer=no_ids)
+    prompts = write(tmp_path / "p.jsonl", [weather_trace("same", "Paris")])
+    run(prompts, tmp_path / "out", [server.url], regenerate_turns="all")
+    messages = by_id(tmp_path / "out")["same"]["messages"]
+    assert messages[2]["tool_call_id"] == messages[1]["tool_calls"][0]["id"] == "call_1_0"
+    assert trace_faults(messages) == []

@@ -74,7 +74,20 @@ def answered_by(results: list[dict], new_calls: list[dict]) -> list[dict] | None
     if len(results) != len(new_calls):
         return None
     pairs = zip(results, new_calls, strict=True)
-    return [{**result, "tool_call_id": call.get("id")} for result, call in pairs]
+    return [_answering(result, call) for result, call in pairs]
+
+
+def _answering(result: dict, call: dict) -> dict:
+    out = {**result, "tool_call_id": call.get("id")}
+    if "name" in result:  # a spliced result answers the new call, under its name
+        out["name"] = _function(call).get("name")
+    return out
+
+
+def with_call_ids(calls: list[dict], turn: int) -> list[dict]:
+    """`calls` with an id on each (`call_<turn>_<k>` where the server gave none), so that
+    every result can name the call it answers."""
+    return [c if c.get("id") else {**c, "id": f"call_{turn}_{k}"} for k, c in enumerate(calls)]
 
 
 def trace_faults(

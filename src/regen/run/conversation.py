@@ -21,7 +21,7 @@ from regen.records import Completion, RecordMeta, TokenIds, Usage, WorkItem
 from regen.run.config import Sampling
 from regen.run.tool_server import ToolServer
 from regen.run.tool_turns import MAX_AGENT_STEPS, Answered, Answers, answer_calls
-from regen.tool_trace import calls_match, calls_of, leading_results
+from regen.tool_trace import calls_match, calls_of, leading_results, with_call_ids
 
 
 @dataclass(frozen=True)
@@ -102,6 +102,8 @@ async def _ask(
     body = request_body(shape, conv.history, item.prompt.tools, sampling, item.sample)
     done = await fleet.complete(body)
     generated = parse_chat_response(done.data, done.server.name)
+    if generated.tool_calls:  # a server that names no call ids: results must name their call
+        generated.tool_calls = with_call_ids(generated.tool_calls, len(conv.history))
     done.server.stats.record_success(
         done.latency, generated.completion_tokens or 0, generated.prompt_tokens or 0
     )
