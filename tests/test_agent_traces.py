@@ -20,7 +20,7 @@ from click.testing import CliRunner
 
 from gen_helpers import assert_exactly_once, read_lines, run
 from regen.cli import main
-from regen.fleet.dispatch import HealthPolicy
+from regen.fleet.dispatch import HealthPolicy, RetryPolicy
 from regen.fleet.embedded import free_port
 from regen.testing.fake_server import Behaviour
 from regen.testing.fake_tools import tool_caller
@@ -286,3 +286,25 @@ def test_calls_without_ids_get_ids_their_results_name(tmp_path, fake_server):
     messages = by_id(tmp_path / "out")["same"]["messages"]
     assert messages[2]["tool_call_id"] == messages[1]["tool_calls"][0]["id"] == "call_1_0"
     assert trace_faults(messages) == []
+
+
+def test_faults_on_a_two_server_fleet_leave_every_trace_once_and_whole(
+    tmp_path, fake_server, example_tool_server
+):
+    """5xx, 429, resets and cut-short answers on the fleet, with a tool server: every trace
+    is written once, whole, and no fault of the fleet becomes an error row."""
+    url, _ = example_tool_server
+    faults = ["ok", "500", "ok", "reset", "429", "ok", "abort", "ok"]
+    servers = [fake_server(answer=tool_caller(), faults=faults, retry_after=0.05,
+                           dialect="vllm", reasoning="split") for _ in range(2)]  # fmt: skip
+    ids = [f"f{i:02d}" for i in range(30)]
+    rows = [weather_trace(pid, ("Paris", "Lyon")[i % 2]) for i, pid in enumerate(ids)]
+    prompts = write(tmp_path / "p.jsonl", rows)
+    retry = RetryPolicy(max_retries=12, base_delay=0.01, max_delay=0.05)  # faults, not prompts
+    result = run(prompts, tmp_path / "out", [s.url for s in servers], regenerate_turns="all",
+                 tool_server=url, retry=retry)  # fmt: skip
+    assert result.exit_code == 0, result.message
+    completions, errors = assert_exactly_once(tmp_path / "out", ids)
+    assert not errors
+    assert all(trace_faults(r["messages"]) == [] for r in completions)
+    assert all(r["messages"][-1]["content"].startswith("answer from tool") for r in completions)
