@@ -10,6 +10,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -308,3 +309,33 @@ def test_faults_on_a_two_server_fleet_leave_every_trace_once_and_whole(
     assert not errors
     assert all(trace_faults(r["messages"]) == [] for r in completions)
     assert all(r["messages"][-1]["content"].startswith("answer from tool") for r in completions)
+
+
+def test_a_tool_server_that_comes_back_finds_the_calls_waiting(tmp_path, fake_server):
+    """Down at the start, up a second later: the calls wait for it and every trace ends
+    whole, none in errors/ (as requests wait for a fleet that comes back)."""
+    server = fake_server(answer=tool_caller())
+    ids = [f"w{i}" for i in range(4)]
+    prompts = write(tmp_path / "p.jsonl", [weather_trace(pid, "Lyon") for pid in ids])
+    port = free_port()
+    started: list[subprocess.Popen] = []
+
+    def bring_up() -> None:
+        command = [sys.executable, str(EXAMPLE), "--port", str(port)]
+        started.append(subprocess.Popen(command, stdout=subprocess.DEVNULL))
+
+    timer = threading.Timer(1.0, bring_up)
+    timer.start()
+    try:
+        result = run(prompts, tmp_path / "out", [server.url], regenerate_turns="all",
+                     tool_server=f"http://127.0.0.1:{port}/call")  # fmt: skip
+    finally:
+        timer.join()
+        for process in started:
+            process.terminate()
+            process.wait(timeout=10)
+    assert result.exit_code == 0, result.message
+    completions, errors = assert_exactly_once(tmp_path / "out", ids)
+    assert not errors and all(r["messages"][2]["content"] == "14C and cloudy in Lyon"
+                              for r in completions)  # fmt: skip
+    assert any("tool server" in e and "does not answer" in e for e in result.stats.events)
