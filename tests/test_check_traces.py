@@ -9,7 +9,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "check"))
 import checkfix
+from click.testing import CliRunner
 
+from regen.cli import main
 from regen.tool_trace import trace_faults
 from test_check_rules import WEATHER, call, check, failed
 
@@ -69,3 +71,32 @@ def test_a_call_open_at_the_end_is_whole_and_a_stale_id_is_not():
     assert trace_faults([{"role": "user", "content": "q"}, calling("c1")]) == []
     stale = [{"role": "user", "content": "q"}, calling("c1"), result("old")]
     assert trace_faults(stale) == ["orphan_tool_result"]
+
+
+def test_a_prompt_file_is_checked_for_broken_traces_without_a_tokenizer(tmp_path):
+    whole = {
+        "id": "whole",
+        "source": {"name": "agents"},
+        "messages": [{"role": "user", "content": "q"}, calling("c1"), result("c1")],
+    }
+    stale = {
+        "id": "stale",
+        "source": {"name": "agents"},
+        "messages": [{"role": "user", "content": "q"}, calling("c1"), result("call_orig")],
+    }
+    plain = {"id": "plain", "source": {"name": "web"},
+             "messages": [{"role": "user", "content": "hi"}]}  # fmt: skip
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text("".join(json.dumps(r) + "\n" for r in (whole, stale, plain)))
+    out, samples = tmp_path / "r.json", tmp_path / "s.jsonl"
+    shown = CliRunner().invoke(main, ["check", str(prompts), "--json", str(out),
+                                       "--per-sample", str(samples)])  # fmt: skip
+    assert shown.exit_code == 1, shown.output
+    assert "FAIL broken_trace" in shown.output and "source agents" in shown.output
+    report = json.loads(out.read_text())
+    assert report["broken"] == 1 and report["sources"]["agents"] == {"prompts": 2, "broken": 1}
+    flags = {r["id"]: r["flags"] for r in map(json.loads, samples.read_text().splitlines())}
+    assert flags["stale"][:2] == ["orphan_tool_result", "unanswered_tool_call"]
+    assert flags["whole"] == [] == flags["plain"]
+    off = CliRunner().invoke(main, ["check", str(prompts), "--max", "broken_trace=0.5"])
+    assert off.exit_code == 0, off.output
