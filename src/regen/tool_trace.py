@@ -42,6 +42,12 @@ def parsed_arguments(call: dict) -> Any:
         return _INVALID
 
 
+def arguments_as_sent(call: dict) -> Any:
+    """The call's arguments as data, or the text the model wrote when it is not JSON."""
+    args = parsed_arguments(call)
+    return _function(call).get("arguments") if args is _INVALID else args
+
+
 def _signature(call: dict) -> tuple[Any, bytes]:
     fn, args = _function(call), parsed_arguments(call)
     if args is _INVALID:  # not JSON: only the very same text is the same call

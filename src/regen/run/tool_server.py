@@ -35,7 +35,7 @@ from regen.fleet.dispatch import DispatchHalted
 from regen.fleet.http_errors import decode_body, map_errors
 from regen.fleet.policy import RetryPolicy
 from regen.fleet.server import Timeouts
-from regen.tool_trace import parsed_arguments
+from regen.tool_trace import arguments_as_sent
 
 CONTRACT_HINT = (
     'a tool server answers each POST with 200 and JSON {"content": ...} or {"error": ...} '
@@ -72,7 +72,7 @@ class ToolServer:
             request = {
                 "conversation_id": conversation_id, "turn": turn, "index": index,
                 "call_id": call.get("id"), "name": fn.get("name"),
-                "arguments": _arguments(call),
+                "arguments": arguments_as_sent(call),
             }  # fmt: skip
             content = await self.call(request)
             results.append(
@@ -143,11 +143,3 @@ class ToolServer:
             f"the tool server {self.url} answered {redact.scrub(str(answer)[:200])}",
             hint=CONTRACT_HINT,
         )
-
-
-def _arguments(call: dict) -> Any:
-    parsed = parsed_arguments(call)
-    if parsed is not None and not isinstance(parsed, (dict, list, str, int, float, bool)):
-        fn = call.get("function") if isinstance(call.get("function"), dict) else call
-        return fn.get("arguments")  # not JSON: the string as the target wrote it
-    return parsed
