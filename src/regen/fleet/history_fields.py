@@ -10,8 +10,10 @@ message). Each engine is sent the field it reads, and never one it rejects:
   2105-2110); regen sends `reasoning`, the name that stays.
 - SGLang reads `reasoning_content` (ChatCompletionMessageGenericParam,
   SG:entrypoints/openai/protocol.py) and silently drops a field it does not know.
-- llama-cpp-python's server passes message fields through its TypedDicts to the template;
-  `reasoning_content` is the name templates use.
+- llama-cpp-python's server (0.3.x) validates messages against TypedDicts without a
+  reasoning field and drops it silently (LC:llama_types.py:233-239, pydantic ignores the
+  extra key), so its templates never see reasoning; it is sent as `reasoning_content`, the
+  name templates read, for a build that keeps it.
 - An engine regen could not identify (a proxy, a hosted API) gets no reasoning at all: a
   strict server answers an unknown message field with a 400 for every request.
 """
