@@ -28,6 +28,7 @@ def write_prompts(path: Path, n: int, *, extra: dict[str, Any] | None = None) ->
 FIELD_PATHS = {
     "prompts": "input.prompts", "samples_per_prompt": "input.samples_per_prompt",
     "regenerate_turns": "input.regenerate_turns", "retry_errors": "input.retry_errors",
+    "tool_divergence": "input.tool_divergence", "tool_server": "input.tool_server",
     "allow_changed_input": "input.allow_changed_input",
     "allow_changed_sampling": "input.allow_changed_sampling",
     "output_dir": "output.dir", "compress": "output.compress",

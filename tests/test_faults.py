@@ -85,18 +85,18 @@ def test_a_wrongly_typed_sampling_field_is_an_error_line_not_a_crash(
 def test_an_exception_on_one_record_is_recorded_and_the_run_goes_on(
     tmp_path, fake_server, monkeypatch
 ):
-    from regen.run import generate as generate_mod
+    from regen.run import worker as worker_mod
 
     server = fake_server()
     ids = write_prompts(tmp_path / "p.jsonl", 6)
-    real = generate_mod.completion_record
+    real = worker_mod.completion_record
 
     def breaks_on_one(item, *args):
         if item.prompt.id == ids[2]:
             raise KeyError("usage")  # a response shape no check foresaw
         return real(item, *args)
 
-    monkeypatch.setattr(generate_mod, "completion_record", breaks_on_one)
+    monkeypatch.setattr(worker_mod, "completion_record", breaks_on_one)
     result = run(tmp_path / "p.jsonl", tmp_path / "out", [server.url])
     assert result.exit_code == 0 and result.stats.completed == 5
     _, errors = assert_exactly_once(tmp_path / "out", ids)

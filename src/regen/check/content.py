@@ -13,6 +13,7 @@ import orjson
 import xxhash
 
 from regen.check.record import Completion
+from regen.tool_trace import trace_faults
 
 LOOP_MIN_CHARS = 1024  # shorter texts cannot hold a loop worth flagging
 LOOP_WINDOW = 4096  # loops run to the end of the text: judge its tail
@@ -77,14 +78,25 @@ def bad_tool_call(c: Completion) -> bool:
     return False
 
 
+def tool_divergence(c: Completion) -> bool:
+    """A regenerated turn made other tool calls than the dataset's (`meta.turns[i].
+    tool_calls_match` false): not a fault, a fact counted per source."""
+    turns = (c.raw.get("meta") or {}).get("turns") or []
+    return any(isinstance(t, dict) and t.get("tool_calls_match") is False for t in turns)
+
+
 def content_flags(c: Completion) -> tuple[str, ...]:
     checks = {
         "repetition": repetition(c),
         "echo_prompt": echo_prompt(c),
         "echo_system": echo_system(c),
         "bad_tool_call": bad_tool_call(c),
+        "tool_divergence": tool_divergence(c),
     }
-    return tuple(name for name, hit in checks.items() if hit)
+    # which ways the trace is broken, and that it is (the final call's arguments: bad_tool_call)
+    faults = trace_faults(c.messages, last_arguments=False)
+    hits = tuple(name for name, hit in checks.items() if hit)
+    return (*hits, *faults, "broken_trace") if faults else hits
 
 
 def _calls(c: Completion) -> list:

@@ -82,6 +82,11 @@ SAMPLE_CHECKS = (
     "echo_prompt",
     "echo_system",
     "bad_tool_call",
+    "broken_trace",
+    "orphan_tool_result",
+    "unanswered_tool_call",
+    "tool_arguments_not_json",
+    "tool_divergence",
 )
 
 

@@ -57,6 +57,9 @@ RULES = (
          flag("echo_system")),
     Rule("bad_tool_call", 0.0, "a tool call whose arguments are not a JSON object or whose "
          "tool was not offered", flag("bad_tool_call")),
+    Rule("broken_trace", 0.0, "a tool message that answers no call of the assistant message "
+         "before it, a call left without a result before the next assistant turn, or an earlier "
+         "turn's call arguments that are not JSON", flag("broken_trace")),
     Rule("duplicate_answers", 0.10, "reasoning + answer + tool calls identical to another "
          "sample's", lambda g: g.duplicate_answers),
     Rule("near_duplicates", 0.10, "answers of 512+ characters sharing their first 256 "

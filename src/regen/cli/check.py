@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 
 import click
 
 from regen.check import Encoder, StatOptions, check_run
+from regen.check.prompt_traces import RULE, check_prompt_traces
 from regen.check.report_html import about_check, render_html
 from regen.check.report_text import by_sample, render_text
 from regen.check.rules import parse_limits
@@ -16,7 +18,7 @@ from regen.cli.hints import tokenizer_hint
 from regen.cli.options import Command
 from regen.cli.rowbar import row_progress
 from regen.errors import ConfigError
-from regen.jsonio import atomic_write_bytes, atomic_write_json
+from regen.jsonio import atomic_write_bytes, atomic_write_json, is_file
 from regen.score.html import acceptance_section
 from regen.storage import require_runs
 
@@ -80,8 +82,11 @@ HTML_SAMPLES = 10  # failing samples per rule the HTML report lists
 def check(output_dirs, tokenizer, chat_template, template_tokens, supervise, max_length,
           degenerate_at, min_run, limits, json_path, html_path, per_sample,
           show) -> None:  # fmt: skip
-    """Tokenise the runs RUN... with the target's template, report, and exit 1 if a rule fails."""
+    """Tokenise the runs RUN... with the target's template, report, and exit 1 if a rule fails.
+    A prompt file in place of the runs: check its tool traces (no tokenizer needed)."""
     thresholds = parse_limits(limits)
+    if len(output_dirs) == 1 and is_file(output_dirs[0]):
+        check_prompt_file(output_dirs[0], thresholds, json_path, per_sample)
     require_runs(output_dirs)  # before the tokenizer loads
     if not tokenizer:  # required, but the message can name the run's own model
         raise ConfigError("check needs the target's tokenizer", hint=tokenizer_hint(output_dirs))
@@ -103,4 +108,17 @@ def check(output_dirs, tokenizer, chat_template, template_tokens, supervise, max
         about = about_check(output_dirs, tokenizer, template if isinstance(template, str) else None)
         acceptance = acceptance_section(list(output_dirs))
         atomic_write_bytes(html_path, render_html(report, about, acceptance).encode())
+    sys.exit(0 if report.passed else 1)
+
+
+def check_prompt_file(path: str, thresholds: dict, json_path: Path | None,
+                      per_sample: Path | None) -> None:  # fmt: skip
+    """`regen check prompts.jsonl`: only the tool-trace rule applies before a run."""
+    limit = thresholds.get(RULE, 0.0)
+    with open(per_sample, "wb") if per_sample else contextlib.nullcontext() as sink:
+        report = check_prompt_traces(path, limit, sink)
+    for line in report.lines():
+        click.echo(line)
+    if json_path:
+        atomic_write_json(json_path, report.to_json())
     sys.exit(0 if report.passed else 1)

@@ -36,6 +36,13 @@ work_shape_options = _all(
     option("--regenerate-turns", type=click.Choice(["last", "all"]), default="last",
            show_default=True, group=INPUT, to="input.regenerate_turns",
            help="Regenerate the last assistant turn, or every one in order."),
+    option("--tool-divergence", type=click.Choice(["end", "splice"]), default="end",
+           show_default=True, group=INPUT, to="input.tool_divergence",
+           help="A regenerated turn whose tool calls differ from the dataset's: end the trace "
+           "there, or go on with the dataset's results under the new call ids (off-policy)."),
+    option("--tool-server", metavar="URL", group=INPUT, to="input.tool_server",
+           help="Run the tool calls of regenerated turns here (POST per call; see the tool "
+           "server contract in docs/generate.md)."),
 )  # fmt: skip
 
 fleet_options = _all(

@@ -73,6 +73,7 @@ def render(info: dict[str, Any]) -> list[str]:
         total = sum(mix.values())
         shares = ", ".join(f"{k} {v / total:.0%}" for k, v in sorted(mix.items()))
         lines.append(f"sampling mix (this session's {total} completions): {shares}")
+    lines += tool_call_lines(progress.get("tool_calls_by_source"))
     quality = progress["quality"]
     rates_q = quality_rates_text(quality["rates"])
     lines.append(f"quality (last {quality['window']}): {rates_q}")
@@ -150,3 +151,13 @@ def server_lines(servers: list[dict[str, Any]], alive: bool, embedded: bool = Fa
             + (f", last error: {s['last_error']}" if s["last_error"] else "")
         )
     return lines
+
+
+def tool_call_lines(by_source: dict[str, dict[str, int]] | None) -> list[str]:
+    """Agent traces whose regenerated calls left the dataset's, per source (this session)."""
+    if not by_source:
+        return []
+    counts = ", ".join(
+        f"{name} {c['diverged']} of {c['compared']}" for name, c in by_source.items()
+    )
+    return [f"tool calls that differ from the dataset's (this session): {counts}"]

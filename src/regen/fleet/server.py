@@ -24,6 +24,7 @@ from regen.errors import (
 )
 from regen.fleet.engine import UNKNOWN, EngineInfo
 from regen.fleet.engine_defaults import with_neutral
+from regen.fleet.history_fields import with_history_fields
 from regen.fleet.http_errors import API_CONTENT_TYPES, aborted_answer, decode_body, map_errors
 from regen.fleet.rotation import Rotation
 from regen.fleet.sglang_spec import asking_for_spec_details
@@ -98,9 +99,12 @@ class Server(Rotation):
         The HTTP call runs as its own task so that the health checker can abort every request
         on a server that stopped answering (see `abort_requests`) and they go elsewhere.
         """
-        if path == CHAT_PATH:  # llama.cpp's own sampler defaults replaced by neutral ones
-            body = with_neutral(self.engine.name, body)
-            body = asking_for_spec_details(self.engine.name, body)  # SGLang's acceptance
+        if path == CHAT_PATH:  # the body in this engine's dialect: llama.cpp's sampler
+            # defaults replaced by neutral ones, earlier turns' reasoning under the field the
+            # engine reads, and SGLang asked for its acceptance counts
+            name = self.engine.name
+            body = with_history_fields(name, with_neutral(name, body))
+            body = asking_for_spec_details(name, body)
         streamed = self.timeouts.stream and path == CHAT_PATH
         post = self._post_stream if streamed else self._post_json
         request = asyncio.ensure_future(post(path, body))

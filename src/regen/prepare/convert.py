@@ -3,7 +3,9 @@
 Adapters only say what the messages are; the rules that hold for every format live here:
 the trailing answer is dropped (the file holds prompts), a prompt must end with a user or
 tool turn, empty content after dropping non-text blocks is a reject that names the flag,
-and every column the adapter did not consume is kept in meta.
+tool calls and their results stay paired (a result without an id takes the next open
+call's; what cannot be paired is a reject with its reason), and every column the adapter
+did not consume is kept in meta.
 """
 
 from __future__ import annotations
@@ -16,7 +18,15 @@ from regen.prepare import category
 from regen.prepare.dedup import prompt_hash
 from regen.prepare.formats import Adapter, Converted
 from regen.prepare.recipe import SourceSpec
+from regen.prepare.tools import link_tool_results
 from regen.records import Prompt
+from regen.tool_trace import BAD_ARGUMENTS, ORPHAN_RESULT, UNANSWERED_CALL, trace_faults
+
+TRACE_FAULTS = {  # what each broken pairing means in a prompt, and what to do about it
+    ORPHAN_RESULT: "a tool result answers no call of the assistant turn before it",
+    UNANSWERED_CALL: "a tool call has no result before the conversation goes on",
+    BAD_ARGUMENTS: "a tool call's arguments are not JSON",
+}
 
 
 class Converter:
@@ -36,6 +46,7 @@ class Converter:
         while messages and messages[-1]["role"] == "assistant":
             messages.pop()
         check(messages, converted)
+        keep_trace_whole(messages)
         return converted, prompt_hash(messages, converted.tools)
 
     def prompt(self, row: dict, index: int, converted: Converted, digest: bytes) -> Prompt:
@@ -92,4 +103,18 @@ def check(messages: list[dict], converted: Converted) -> None:
             f"the user turns are empty ({dropped} non-text block(s) dropped)",
             kind="empty_prompt",
             hint=hint,
+        )
+
+
+def keep_trace_whole(messages: list[dict]) -> None:
+    """Every tool result answers a call of the assistant turn before it, every call has its
+    result before the conversation goes on, and every call's arguments are JSON: a target
+    regenerating the trace is never asked from a history no agent could have lived."""
+    link_tool_results(messages)  # a source without result ids: paired in call order
+    faults = trace_faults(messages, open_at_end=False)
+    if faults:
+        raise InputError(
+            f"broken tool trace: {TRACE_FAULTS[faults[0]]}",
+            kind=faults[0],
+            hint="fix the record's tool_call_id / tool_calls, or leave the source out",
         )

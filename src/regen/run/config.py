@@ -31,8 +31,19 @@ class InputConfig:
     allow_changed_sampling: bool = False
     retry_errors: bool = False  # what is in errors/ is pending again
     limit: int | None = None  # only the first N lines (a trial); the rest stay pending
+    # A regenerated turn whose tool calls are not the dataset's: end the trace there, or
+    # go on with the dataset's results under the new ids (run/tool_turns.py)
+    tool_divergence: Literal["end", "splice"] = "end"
+    tool_server: str | None = None  # where the calls of regenerated turns run (tool_server.py)
 
     def __post_init__(self) -> None:
+        if self.tool_server is not None and not self.tool_server.startswith(
+            ("http://", "https://")
+        ):
+            raise ConfigError(
+                f"--tool-server {self.tool_server!r} has no scheme",
+                hint=f"write it as http://{self.tool_server}",
+            )
         if self.samples_per_prompt < 1:
             raise ConfigError("--samples-per-prompt must be at least 1")
         if self.limit is not None and self.limit < 1:
@@ -168,6 +179,8 @@ class GenerateConfig:
             "sampling": self.sampling.for_manifest(),
             "samples_per_prompt": self.input.samples_per_prompt,
             "regenerate_turns": self.input.regenerate_turns,
+            "tool_divergence": self.input.tool_divergence,
+            "tool_server": self.input.tool_server,
             "return_token_ids": self.output.return_token_ids,
             "concurrency_per_server": fleet.per_server_concurrency,
             "concurrency_control": "fixed" if fleet.fixed_concurrency else "live",

@@ -18,25 +18,18 @@ from collections.abc import Callable
 from typing import Any
 
 from regen import redact
-from regen.errors import FleetUnavailable, OutputError, RegenError, ServerError
-from regen.fleet.dispatch import AFFINE_SCAN, DispatchHalted, Fleet
+from regen.errors import FleetUnavailable, RegenError
+from regen.fleet.dispatch import AFFINE_SCAN, Fleet
 from regen.fleet.embedded import EmbeddedFleet, default_model_path, embedded_spec
 from regen.fleet.engine_info import fleet_engines
 from regen.fleet.server import Server
 from regen.fleet.tuning import LiveConcurrency
-from regen.format.manifest import (
-    InputFingerprint,
-    check_and_record,
-    last_levels,
-    record_session_end,
-    same_lines_inputs,
-)
+from regen.format.manifest import InputFingerprint, last_levels, record_session_end
 from regen.format.state import RunState
 from regen.jsonio import compression
-from regen.records import WorkItem
 from regen.run import ledger as ledger_mod
 from regen.run.config import GenerateConfig
-from regen.run.conversation import RequestShape, completion_record, regenerate
+from regen.run.conversation import RequestShape
 from regen.run.dispatcher import Dispatcher
 from regen.run.intake import Intake
 from regen.run.monitor import Monitor, Watched
@@ -45,10 +38,12 @@ from regen.run.preflight import preflight
 from regen.run.progress import RunStats, concurrency_of
 from regen.run.quality import QualityMonitor
 from regen.run.recorder import Recorder
+from regen.run.session_start import check_manifest, scan_ledger
 from regen.run.startup import check_output_matches, check_prompts, leave_nothing_behind
 from regen.run.stop import Stop, StopReason, on_signals, signals_handled
+from regen.run.tool_server import ToolServer
+from regen.run.worker import ItemWorker
 from regen.storage import Store, open_store
-from regen.storage.lease import LeaseLost
 
 __all__ = ["EXIT_OK", "Reporter", "RunResult", "generate"]
 
@@ -110,6 +105,10 @@ class Run:
         self.stats = RunStats(total=0, finished_before=0)
         affine = fleet.dispatch == "affine"
         self.fleet = Fleet(self.servers, fleet.retry, fleet.health, self._event, affine)
+        url = config.input.tool_server
+        self.tool_server = url and ToolServer(
+            url, fleet.timeouts, fleet.retry, fleet.health.give_up_after, self._event
+        )
 
     def _event(self, text: str) -> None:
         text = redact.scrub(text)
@@ -119,6 +118,8 @@ class Run:
     def _request_stop(self, reason: StopReason, why: str | None = None) -> None:
         if self.stop.request(reason):
             self.fleet.halt()  # requests waiting for a slot or a backoff leave at once
+            if self.tool_server is not None:
+                self.tool_server.halt()
             if why:
                 self._event(why)
 
@@ -138,16 +139,21 @@ class Run:
             )
             work = self.config.input
             self.shape = RequestShape(
-                self.model, work.regenerate_turns, self.config.output.return_token_ids
+                self.model,
+                work.regenerate_turns,
+                self.config.output.return_token_ids,
+                work.tool_divergence,
             )
             return await self._run()
         finally:
             for server in self.servers:
                 await server.close()
+            if self.tool_server is not None:
+                await self.tool_server.close()
 
     async def _run(self) -> RunResult:
         work, part, input_fp = self.config.input, self.config.part, self.input_fp
-        ledger = self._scan_ledger(input_fp, self._check_manifest(input_fp))
+        ledger = self._start_session(input_fp)
         lines = input_fp.lines if self.only_lines is None else len(self.only_lines)
         earlier = self.stats  # events so far (down servers, repairs) carry over
         self.stats = RunStats(
@@ -159,6 +165,10 @@ class Run:
         self.recorder = Recorder(
             self.layout, self.config, self.stats, self.quality, self.store.seal_after,
             ledger.bad_lines, input_fp.xxh3_128,
+        )  # fmt: skip
+        self.worker = ItemWorker(
+            self.fleet, self.store, self.recorder, self.stats, self.config.sampling,
+            self.shape, self.tool_server, self._fail,
         )  # fmt: skip
         self.intake = Intake(
             work, part, ledger, self.stats, self.recorder.bad_line,
@@ -179,45 +189,17 @@ class Run:
             self.store.where, self.stats, seen, self.stop.reason, self.fatal, ledger.repaired
         )
 
-    def _check_manifest(self, input_fp) -> dict[str, Any]:
-        """Refuse silent changes against an earlier session; record this one."""
+    def _start_session(self, input_fp: InputFingerprint) -> ledger_mod.Ledger:
         work = self.config.input
         resolved = self.config.resolved([s.url for s in self.servers], self.model)
         resolved["engines"] = fleet_engines(self.servers)
-        try:
-            manifest = check_and_record(
-                self.layout.manifest, config=resolved, input_fp=input_fp,
-                allow_changed_input=work.allow_changed_input,
-                allow_changed_sampling=work.allow_changed_sampling, command=self.config.command,
-            )  # fmt: skip
-        except OSError as exc:
-            raise OutputError.writing(self.layout.root, exc) from exc
+        manifest = check_manifest(self.config, self.layout.manifest, resolved, input_fp)
         self.session = manifest["sessions"][-1]
         self.last_levels = last_levels(manifest)
         self.report({"config": resolved})
         if (packed := compression(work.prompts)) and not str(work.prompts).endswith(ZIPPED):
             self._event(f"{work.prompts} is {packed}-compressed; reading it decompressed")
-        return manifest
-
-    def _scan_ledger(self, input_fp, manifest: dict[str, Any]) -> ledger_mod.Ledger:
-        if self.config.input.retry_errors:
-            moved = self.store.set_errors_aside()
-            if moved:
-                self._event(f"--retry-errors: {moved} error shard(s) set aside for retrying")
-        # Records read from this input, or from an earlier one this one only appends to,
-        # name their input lines truly: a resume may skip those lines unread.
-        prompts = self.config.input.prompts
-        same_lines = {input_fp.xxh3_128} | same_lines_inputs(prompts, manifest["earlier_inputs"])
-        ledger = ledger_mod.scan(
-            self.layout, compress=self.config.output.compress, remote=self.store.committed(),
-            part=self.config.part, input_digests=same_lines,
-        )  # fmt: skip
-        self.store.start(self._event, self._fail)
-        for note in ledger.repaired:
-            self._event(f"repaired {note}")
-        if ledger.completions + ledger.errors and not ledger.lines.trusted:
-            self._event(f"this resume reads every input line: {ledger.lines.why_not}")
-        return ledger
+        return scan_ledger(self.config, self.store, input_fp, manifest, self._event, self._fail)
 
     # -- dispatch ------------------------------------------------------------------------
     async def _dispatch_with_monitoring(self) -> None:
@@ -287,7 +269,7 @@ class Run:
             # one whose prefix a freed server holds can be picked (fleet/dispatch.py); on
             # one server there is nothing to choose.
             capacity += AFFINE_SCAN
-        dispatcher = Dispatcher(capacity, self.stop, self._process, self._fail)
+        dispatcher = Dispatcher(capacity, self.stop, self.worker.process, self._fail)
         if await dispatcher.send(self.intake.items()):
             await asyncio.sleep(0)  # the last items' tasks run up to their request
             self.fleet.endgame.begin()  # every item has a slot: the drain starts
@@ -299,34 +281,3 @@ class Run:
         assert self.stop.reason is not None
         self._event(self.stop.reason.draining(in_flight, self.config.limits.drain_timeout))
         self.stats.state = self.stats.state.to(RunState.DRAINING)
-
-    # -- one item ------------------------------------------------------------------------
-    async def _process(self, item: WorkItem) -> None:
-        """One (prompt, sample) to one line in completions/ or errors/. Nothing raised for
-        one record stops the run; only a fleet or output fault does."""
-        self.fleet.endgame.near_end(self.stats.remaining)
-        try:
-            await self.store.room()  # a bucket that cannot keep up pauses requests, not writes
-            sampling = self.config.sampling.for_item(item).with_overrides(item.prompt.sampling)
-            try:
-                conv = await regenerate(self.fleet, item, self.shape, sampling)
-            except ServerError as err:
-                self._record_failure(item, err.to_record(), err.attempts, err.kind)
-                return
-            record = completion_record(item, conv, self.shape, sampling)
-            assert conv.last is not None
-            self.recorder.completion(record, conv.last)
-        except DispatchHalted:
-            return  # never sent: the next run sends it
-        except (FleetUnavailable, OutputError, LeaseLost) as err:
-            self._fail(err)
-        except Exception as exc:  # a bug on one record: record it, keep its traceback in the log
-            log.exception("prompt %s (line %d) failed", item.prompt.id, item.prompt.line)
-            message = f"{type(exc).__name__}: {exc}"[:500]
-            self._record_failure(item, {"type": "internal_error", "message": message}, 0)
-
-    def _record_failure(self, item: WorkItem, error: dict, attempts: int, kind: str = "") -> None:
-        try:
-            self.recorder.failure(item, error, attempts, kind)
-        except OutputError as err:
-            self._fail(err)

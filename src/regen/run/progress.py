@@ -34,6 +34,10 @@ class RunStats:
     completion_tokens: int = 0
     errors_by_type: Counter[str] = field(default_factory=Counter)
     settings: Counter[str] = field(default_factory=Counter)  # completions per sampling setting
+    # per source: completions whose regenerated calls were compared with the dataset's, and
+    # those where they differed (meta.turns[i].tool_calls_match false)
+    tool_compared: Counter[str] = field(default_factory=Counter)
+    tool_diverged: Counter[str] = field(default_factory=Counter)
     started: float = field(default_factory=time.time)
     state: RunState = RunState.STARTING
     events: deque[str] = field(default_factory=lambda: deque(maxlen=20))
@@ -113,6 +117,10 @@ def snapshot(
         },
         "errors_by_type": dict(stats.errors_by_type),
         "sampling_mix": dict(stats.settings),
+        "tool_calls_by_source": {
+            name: {"compared": n, "diverged": stats.tool_diverged[name]}
+            for name, n in sorted(stats.tool_compared.items())
+        },
         "rates": stats.rates(),
         "eta_s": stats.eta_seconds(),
         "servers": [

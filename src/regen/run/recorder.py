@@ -14,7 +14,7 @@ from regen.fleet.response import Generated
 from regen.format.layout import OutputLayout
 from regen.format.names import writer_tag
 from regen.format.writer import ShardWriter
-from regen.records import BadLine, Completion, ErrorRecord, Record, WorkItem
+from regen.records import BadLine, Completion, ErrorRecord, Record, WorkItem, source_name
 from regen.run.config import GenerateConfig
 from regen.run.progress import RunStats
 from regen.run.quality import QualityMonitor
@@ -54,10 +54,18 @@ class Recorder:
         self.stats.completion_tokens += record.usage.completion_tokens
         if self.mixed:
             self.stats.settings[setting_label(record.meta.sampling, self.mixed)] += 1
+        self._count_tool_calls(record)
         thinking = record.meta.sampling["thinking"] == "on"
         self.quality.observe(
             generated.content, generated.reasoning, generated.finish_reason, thinking
         )
+
+    def _count_tool_calls(self, record: Completion) -> None:
+        matches = [t.get("tool_calls_match") for t in record.meta.turns or []]
+        if any(m is not None for m in matches):
+            source = source_name(record.source)
+            self.stats.tool_compared[source] += 1
+            self.stats.tool_diverged[source] += False in matches
 
     def failure(self, item: WorkItem, error: dict, attempts: int, kind: str = "") -> None:
         """A (prompt, sample) that could not be completed. Server text is scrubbed of keys."""
