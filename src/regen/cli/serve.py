@@ -96,16 +96,21 @@ def threads_per_replica(replicas: int) -> int:
 def _status(path: Path) -> int:
     fleet = FleetFile.read(path)
     states = fleet_status(fleet)
+    gone = "stopped" if fleet.stopped_at else "DOWN"
     for s in states:
-        word = "ok" if s.answers else ("running, not answering" if s.running else "DOWN")
+        word = "ok" if s.answers else ("running, not answering" if s.running else gone)
         click.echo(f"{s.name}  {s.url}  pid {s.pid}  {word}")
     down = sum(not s.answers for s in states)
     click.echo(f"{len(states) - down} of {len(states)} servers answer ({fleet.engine}, "
                f"{fleet.served_model_name})")  # fmt: skip
+    if fleet.stopped_at:
+        click.echo(f"stopped on purpose at {fleet.stopped_at}; start it again with "
+                   f"`regen serve ... --fleet {path}`")  # fmt: skip
     return 0 if down == 0 else 1
 
 
 def _stop(path: Path) -> int:
-    for line in stop_fleet(FleetFile.read(path)):
+    for line in stop_fleet(path):
         click.echo(line)
+    click.echo(f"{path} now reads as stopped (regen serve --status {path})")
     return 0

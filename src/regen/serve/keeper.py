@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from regen.serve.control import stop_fleet
-from regen.serve.fleetfile import FleetFile
+from regen.serve.fleetfile import FleetSupervisor
 from regen.serve.launch import ServeSpec, fleet_file, plan_servers, start_all
 from regen.serve.process import LaunchSpec, ServerProcess
 from regen.serve.supervisor import Change, ChangeKind, RestartPolicy, Supervisor
@@ -32,8 +32,10 @@ class ServerKeeper:
         record: Path,
         tied: bool,
         policy: RestartPolicy | None = None,
+        supervised_by: FleetSupervisor | None = None,
     ) -> None:
         self.spec = spec
+        self.supervised_by = supervised_by  # named in FLEET.json, for `regen serve --stop`
         self.record = record
         self.tied = tied
         self.policy = policy or RestartPolicy(startup_timeout=spec.startup_timeout)
@@ -57,10 +59,12 @@ class ServerKeeper:
     def stop_leftover(self) -> None:
         """Stop the servers an earlier, killed run left behind (named in its FLEET.json)."""
         if self.record.exists():
-            stop_fleet(FleetFile.read(self.record))
+            stop_fleet(self.record)
 
-    def write_record(self) -> None:
-        fleet_file(self.spec, self.processes).write(self.record)
+    def write_record(self, stopped_at: str | None = None) -> None:
+        record = fleet_file(self.spec, self.processes)
+        record.supervisor, record.stopped_at = self.supervised_by, stopped_at
+        record.write(self.record)
 
     @property
     def all_dead(self) -> bool:
@@ -89,7 +93,10 @@ class ServerKeeper:
             stop.wait(interval)
 
     def stop(self, forget: bool) -> None:
-        """Stop every server by its pid; `forget` removes FLEET.json too."""
+        """Stop every server by its pid, all at once (a fleet of N stops in the time of one);
+        `forget` removes FLEET.json too."""
+        for process in self.processes:
+            process.terminate()
         for process in self.processes:
             process.stop()
         if forget:
