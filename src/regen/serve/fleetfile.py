@@ -11,6 +11,7 @@ from pathlib import Path
 import orjson
 
 from regen.errors import ConfigError
+from regen.storage.destination import Destination
 
 VERSION = 1
 
@@ -38,6 +39,15 @@ class FleetSupervisor:
     @classmethod
     def this_process(cls) -> FleetSupervisor:
         return cls(os.getpid(), read_cmdline(os.getpid()) or [])
+
+
+def check_writable(path: Path) -> None:
+    """Before any server starts: servers left unrecorded could not be stopped by --stop."""
+    probe = path.with_name(f".{path.name}.probe")
+    with Destination(str(path), "--fleet").mapped(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"")
+        probe.unlink()
 
 
 def utc_now() -> str:
@@ -70,10 +80,10 @@ class FleetFile:
         return [s.url for s in self.servers]
 
     def write(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_bytes(orjson.dumps(asdict(self), option=orjson.OPT_INDENT_2))
-        os.replace(tmp, path)
+        """Atomically; a folder that cannot be written is an OutputError (exit 6)."""
+        Destination(str(path), "--fleet").write_bytes(
+            orjson.dumps(asdict(self), option=orjson.OPT_INDENT_2)
+        )
 
     @classmethod
     def read(cls, path: str | Path) -> FleetFile:

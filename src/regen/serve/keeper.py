@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from regen.errors import RegenError
 from regen.serve.control import stop_fleet
 from regen.serve.fleetfile import FleetSupervisor
 from regen.serve.launch import ServeSpec, fleet_file, plan_servers, start_all
@@ -53,7 +54,11 @@ class ServerKeeper:
     def start(self, launches: list[LaunchSpec] | None = None) -> None:
         """Start every server, wait until each answers, write FLEET.json."""
         self.processes = start_all(launches or self.plan(), self.spec.startup_timeout, self.tied)
-        self.write_record()
+        try:
+            self.write_record()
+        except RegenError:  # unrecorded, `regen serve --stop` could never find them
+            self.stop(forget=False)
+            raise
         self.supervisor = Supervisor(self.processes, self.policy)
 
     def stop_leftover(self) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 from regen.errors import ConfigError
 from regen.serve import cpus
 from regen.serve.control import is_our_process
-from regen.serve.fleetfile import FleetFile, FleetSupervisor, utc_now
+from regen.serve.fleetfile import FleetFile, FleetSupervisor, check_writable, utc_now
 from regen.serve.keeper import ServerKeeper
 from regen.serve.launch import ServeSpec
 from regen.serve.supervisor import Change, ChangeKind, RestartPolicy
@@ -28,6 +28,7 @@ def serve(
     """Returns the exit code. With `restart_dead` it returns only when stopped by SIGINT/SIGTERM
     (servers stopped, 0) or when every server died for good (1)."""
     refuse_running_fleet(fleet_path)
+    check_writable(fleet_path)
     # Under --restart-dead the servers belong to this process and die with it.
     # ... and FLEET.json names this process, which `regen serve --stop` must end first.
     supervisor = FleetSupervisor.this_process() if restart_dead else None
