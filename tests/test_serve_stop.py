@@ -138,3 +138,19 @@ def test_stop_ends_a_restarted_real_llama_cpp_fleet(tmp_path):
         assert "supervisor: stopped" in done.stdout
     finally:
         clean_up(fleet_path, proc, pids)
+
+
+def test_a_fleet_file_whose_supervisor_lives_is_not_overwritten(tmp_path):
+    """Its servers may be between a death and their restart: still the supervisor's."""
+    from regen.errors import ConfigError
+    from regen.serve.fleetfile import FleetServer, FleetSupervisor
+    from regen.serve.run import refuse_running_fleet
+
+    fleet_path = tmp_path / "fleet.json"
+    server = FleetServer("server-0", "http://127.0.0.1:1", 1, None, "log", ["python", "x"])
+    alive = FleetSupervisor.this_process()  # this test's own process stands in for it
+    FleetFile("llamacpp", "m", "m", [server], supervisor=alive).write(fleet_path)
+    with pytest.raises(ConfigError, match=f"its supervisor, pid {alive.pid}"):
+        refuse_running_fleet(fleet_path)
+    FleetFile("llamacpp", "m", "m", [server]).write(fleet_path)
+    refuse_running_fleet(fleet_path)  # nothing of it runs: replaced

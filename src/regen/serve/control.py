@@ -68,8 +68,7 @@ def stop_fleet(path: Path, grace: float = 15.0) -> list[str]:
     stopped. Returns one line per process saying what was done."""
     fleet = FleetFile.read(path)
     lines: list[str] = []
-    if is_our_supervisor(fleet.supervisor):
-        assert fleet.supervisor is not None
+    if fleet.supervisor is not None and is_our_supervisor(fleet.supervisor):
         lines.append(stop_supervisor(fleet.supervisor, 3 * grace))
         fleet = FleetFile.read(path)  # a restart may have changed a pid since
     lines += stop_servers(fleet, grace)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from regen.errors import ConfigError
 from regen.serve import cpus
-from regen.serve.control import is_our_process
+from regen.serve.control import is_our_process, is_our_supervisor
 from regen.serve.fleetfile import FleetFile, FleetSupervisor, check_writable, utc_now
 from regen.serve.keeper import ServerKeeper
 from regen.serve.launch import ServeSpec
@@ -59,7 +59,11 @@ def refuse_running_fleet(fleet_path: Path) -> None:
     """Writing over the FLEET.json of servers that still run would orphan them."""
     if not fleet_path.exists():
         return
-    running = [s.name for s in FleetFile.read(fleet_path).servers if is_our_process(s)]
+    fleet = FleetFile.read(fleet_path)
+    running = [s.name for s in fleet.servers if is_our_process(s)]
+    supervisor = fleet.supervisor
+    if supervisor is not None and is_our_supervisor(supervisor):  # it would restart them
+        running.append(f"its supervisor, pid {supervisor.pid}")
     if running:
         raise ConfigError(
             f"{fleet_path} lists servers that still run ({', '.join(running)})",

@@ -38,7 +38,8 @@ class Destination:
     what the place is, for one the verb chose itself)."""
 
     def __init__(self, given: str, option: str) -> None:
-        self.given = given.removeprefix("file://")
+        given = given.removeprefix("file://")
+        self.given = given if is_url(given) else str(Path(given))  # `out/` names `out`
         self.option = option
 
     def __repr__(self) -> str:
