@@ -15,7 +15,7 @@ from regen.cli.options import Command, option
 from regen.cli.paths import InputPath, OutputPath
 from regen.cli.rowbar import row_progress
 from regen.errors import ConfigError
-from regen.export import Filters, export_run, make_format
+from regen.export import ExportSummary, Filters, export_run, make_format
 from regen.export.by_score import ORDERS, ScoreSelect
 from regen.export.card import CARD, FACTS
 from regen.export.card_facts import parse_licenses
@@ -96,7 +96,8 @@ def export(output_dirs, out: Destination, merge_into, report, **o) -> None:
     """Export the runs RUN... to --output-dir DIR, loadable with datasets.load_dataset(DIR)."""
     require_runs(output_dirs)  # before the tokenizer loads
     with out.local_folder(last=LAST) as folder:
-        summary = _export(output_dirs, folder, out, _merged(merge_into, out, folder), **o)
+        summary, facts = _export(output_dirs, folder, out, _merged(merge_into, out, folder), **o)
+    _say(summary, facts, out)  # once published: a bucket's export is whole by now
     if report:
         report.write_json(summary.to_json())
 
@@ -116,7 +117,7 @@ def _merged(merge_into: str | Path | None, out: Destination, folder: Path) -> Pa
 
 
 def _export(output_dirs, out: Path, named: Destination, merge_into: Path | None, fmt, file_type,
-            reasoning, overwrite, **o):  # fmt: skip
+            reasoning, overwrite, **o) -> tuple[ExportSummary, dict]:  # fmt: skip
     needs = FORMATS[fmt].needs_tokenizer or o["drop_degenerate"] or o["min_supervised_tokens"]
     if needs and not o["tokenizer"]:
         what = f"--format {fmt}" if FORMATS[fmt].needs_tokenizer else "the loss-mask filters"
@@ -146,7 +147,7 @@ def _export(output_dirs, out: Path, named: Destination, merge_into: Path | None,
             file_type=file_type or target.file_types[0],
             merge_into=merge_into,
             overwrite=overwrite,
-            out_name=named.where,
+            out_name=named.where if named.is_bucket else None,  # else its absolute path
             on_row=on_row,
             check_limits=limits,
             count_tokens=o["draft_vocab_size"] is not None,
@@ -174,6 +175,10 @@ def _export(output_dirs, out: Path, named: Destination, merge_into: Path | None,
             hub=hub,
         ),
     )
+    return summary, facts
+
+
+def _say(summary: ExportSummary, facts: dict, named: Destination) -> None:
     click.echo(summary.render())
     click.echo(
         f"card: {named.join(CARD)} (license {facts['license']}, check {facts['check_verdict']})"
@@ -186,4 +191,3 @@ def _export(output_dirs, out: Path, named: Destination, merge_into: Path | None,
         )
     if facts.get("pushed"):
         click.echo(f"pushed: {facts['pushed']}")
-    return summary
