@@ -136,7 +136,7 @@ def test_every_verbs_page_lists_its_exit_codes(verb):
     page = (DOCS / f"{verb}.md").read_text()
     found = re.search(r"^(## Exit codes|\*\*Exit codes\*\*)", page, re.MULTILINE)
     assert found, f"docs/{verb}.md does not list its exit codes"
-    after = page[found.end():].split("\n\n|", 1)[1]
+    after = page[found.end() :].split("\n\n|", 1)[1]
     table = "|" + after.split("\n\n", 1)[0]
     assert "| 0 |" in table and "| 2 |" in table
     if verb != "status":  # every verb that writes says what a failed write exits with
