@@ -152,6 +152,9 @@ def test_plan_keeps_its_calibration_run_in_the_bucket(tmp_path, fake_server, s3)
     held = objects(s3, "runs/planned/")
     assert "manifest.json" in held and any(k.startswith("completions/") for k in held)
     assert not (tmp_path / "s3:").exists()
+    rest = CliRunner().invoke(main, ["plan", "--from-run", url, "--json"])  # read from there
+    assert rest.exit_code == 0, rest.output
+    assert orjson.loads(rest.output)["output_dir"] == url
 
 
 def test_demo_writes_its_files_to_the_bucket(tmp_path, s3):
