@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -105,3 +107,20 @@ def fill_disk_after(monkeypatch, records: int) -> None:
         real_write(self, record, line)
 
     monkeypatch.setattr(ShardWriter, "write", fill_up)
+
+
+READ_ONLY_MOUNT = 'mount --bind -o ro "$0" "$0" && exec "$@"'
+
+
+def run_with_read_only(
+    read_only: Path, command: list[str], timeout: float = 120
+) -> subprocess.CompletedProcess:
+    """Run `command` with `read_only` not writable, as root too (root ignores permissions,
+    so the dir is also mounted read-only in a private mount namespace)."""
+    if os.geteuid() == 0:
+        command = ["unshare", "-m", "sh", "-c", READ_ONLY_MOUNT, str(read_only), *command]
+    read_only.chmod(0o555)
+    try:
+        return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    finally:
+        read_only.chmod(0o755)

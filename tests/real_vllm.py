@@ -1,6 +1,7 @@
 """Real vLLM servers (the CPU build in .venv-vllm, the embedded SmolLM2) for the whole test
 run, each fleet started once by `regen serve --engine vllm --model embedded --device cpu
---restart-dead`, as a user starts one, and stopped by pid at the end.
+--restart-dead`, as a user starts one, and stopped at the end with `regen serve --stop`, as a
+user stops one (anything left running fails the session, and is killed by pid).
 
     real_vllm          the shared fleet: one replica, an API key (VLLM_API_KEY), chunked
                        prefill off as regen serves it on CPU, and n-gram speculative decoding
@@ -102,18 +103,29 @@ class RealFleet:
         return sum(values)
 
     def stop(self) -> None:
-        """SIGTERM regen serve (it stops its servers), then every pid it named, by pid."""
+        """`regen serve --stop FLEET.json`, as a user stops a fleet: the supervisor and every
+        server must end (what is left fails the session); then every pid the file named is
+        killed by the test itself, so that a bug in --stop never leaks a server."""
         pids = [s.pid for s in self.fleet.servers] if self.fleet_path.exists() else []
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
+        left: list[str] = []
+        if pids and self.process.poll() is None:
+            done = subprocess.run(
+                [sys.executable, "-m", "regen", "serve", "--stop", str(self.fleet_path)],
+                capture_output=True, text=True, timeout=180, env=self.env,
+            )  # fmt: skip
             try:
                 self.process.wait(timeout=60)
             except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=30)
-        for pid in pids:  # should be gone already: a bug in regen serve must not leak them
-            with contextlib.suppress(ProcessLookupError, PermissionError):
+                left.append(f"the supervisor ({done.stdout.strip()})")
+            left += [s.name for s in self.fleet.servers if is_our_process(s)]
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=30)
+        for pid in pids + [s.pid for s in self.fleet.servers if self.fleet_path.exists()]:
+            with contextlib.suppress(ProcessLookupError, PermissionError, TypeError):
                 os.killpg(pid, signal.SIGKILL)
+        if left:
+            raise AssertionError(f"regen serve --stop left running in fleet {self.name}: {left}")
 
 
 class Fleets:
@@ -154,8 +166,15 @@ class Fleets:
         return {name: self.ready(fleet) for name, fleet in launched.items()}
 
     def stop_all(self) -> None:
+        """Every fleet is stopped, even after one that --stop left running (said at the end)."""
+        failed: list[AssertionError] = []
         for fleet in self.started:
-            fleet.stop()
+            try:
+                fleet.stop()
+            except AssertionError as err:
+                failed.append(err)
+        if failed:
+            raise AssertionError("; ".join(map(str, failed)))
 
 
 @pytest.fixture(scope="session")

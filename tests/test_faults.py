@@ -9,7 +9,6 @@ input of the wrong shape, and `regen status` on a dead run.
 from __future__ import annotations
 
 import gzip
-import os
 import resource
 import signal
 import socket
@@ -27,7 +26,14 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gen_helpers import assert_exactly_once, fill_disk_after, read_lines, run, write_prompts
+from gen_helpers import (
+    assert_exactly_once,
+    fill_disk_after,
+    read_lines,
+    run,
+    run_with_read_only,
+    write_prompts,
+)
 from regen.cli import main
 from regen.errors import InputFileError, OutputError
 from regen.jsonio import iter_lines
@@ -346,21 +352,6 @@ def test_a_read_only_output_dir_is_a_plain_message(tmp_path, fake_server, existi
     assert result.returncode == 6, result.stderr
     assert f"cannot write to {out}" in result.stderr and "hint:" in result.stderr
     assert "Traceback" not in result.stderr
-
-
-READ_ONLY_MOUNT = 'mount --bind -o ro "$0" "$0" && exec "$@"'
-
-
-def run_with_read_only(read_only: Path, command: list[str]) -> subprocess.CompletedProcess:
-    """Run `command` with `read_only` not writable, as root too (root ignores permissions,
-    so the dir is also mounted read-only in a private mount namespace)."""
-    if os.geteuid() == 0:
-        command = ["unshare", "-m", "sh", "-c", READ_ONLY_MOUNT, str(read_only), *command]
-    read_only.chmod(0o555)
-    try:
-        return subprocess.run(command, capture_output=True, text=True, timeout=60)
-    finally:
-        read_only.chmod(0o755)
 
 
 def test_prepare_into_a_read_only_dir_is_a_plain_message(tmp_path):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from pathlib import Path
 
 import click
 
@@ -16,13 +15,15 @@ from regen.check.rules import parse_limits
 from regen.check.show import render_sample
 from regen.cli.hints import tokenizer_hint
 from regen.cli.options import Command
+from regen.cli.paths import OutputPath, local_file
 from regen.cli.rowbar import row_progress
 from regen.errors import ConfigError
-from regen.jsonio import atomic_write_bytes, atomic_write_json, is_file
+from regen.jsonio import is_file
 from regen.score.html import acceptance_section
 from regen.storage import require_runs
+from regen.storage.destination import Destination
 
-PATH = click.Path(path_type=Path)
+FILE = OutputPath("file")
 HTML_SAMPLES = 10  # failing samples per rule the HTML report lists
 
 
@@ -70,9 +71,9 @@ HTML_SAMPLES = 10  # failing samples per rule the HTML report lists
     metavar="RULE=FRACTION",
     help="Override a rule's threshold, or turn it off with RULE=off.",
 )
-@click.option("--json", "json_path", type=PATH, help="Write the report as JSON here.")
-@click.option("--html", "html_path", type=PATH, help="Write a self-contained HTML report here.")
-@click.option("--per-sample", type=PATH, help="Write one JSON line per sample here.")
+@click.option("--json", "json_path", type=FILE, help="Write the report as JSON here (or a URL).")
+@click.option("--html", "html_path", type=FILE, help="Write a self-contained HTML report here.")
+@click.option("--per-sample", type=FILE, help="Write one JSON line per sample here.")
 @click.option(
     "--show",
     type=int,
@@ -94,31 +95,34 @@ def check(output_dirs, tokenizer, chat_template, template_tokens, supervise, max
                            template_tokens=template_tokens, supervise=supervise)  # fmt: skip
     opts = StatOptions(degenerate_at=degenerate_at, min_run=min_run, max_length=max_length)
     kept = max(show, HTML_SAMPLES if html_path else 0)  # the HTML lists failing samples too
-    with row_progress("check") as on_row:
+    with row_progress("check") as on_row, local_file(per_sample) as per_sample_path:
         report = check_run(output_dirs, encoder, opts, thresholds, show=kept,
-                           per_sample=per_sample, on_row=on_row)  # fmt: skip
+                           per_sample=per_sample_path, on_row=on_row)  # fmt: skip
     color = sys.stdout.isatty()
     for completion, enc, rules in by_sample(report.shown[:show]):
         click.echo(render_sample(completion, enc, color=color, rule=", ".join(rules)) + "\n")
     click.echo(render_text(report))
     if json_path:
-        atomic_write_json(json_path, report.to_json())
+        json_path.write_json(report.to_json())
     if html_path:
         template = getattr(encoder.tok, "chat_template", None)
         about = about_check(output_dirs, tokenizer, template if isinstance(template, str) else None)
         acceptance = acceptance_section(list(output_dirs))
-        atomic_write_bytes(html_path, render_html(report, about, acceptance).encode())
-    sys.exit(0 if report.passed else 1)
+        html_path.write_bytes(render_html(report, about, acceptance).encode())
+    sys.exit(0 if report.passed else 1)  # 1: a rule failed (a write that failed exits 6)
 
 
-def check_prompt_file(path: str, thresholds: dict, json_path: Path | None,
-                      per_sample: Path | None) -> None:  # fmt: skip
+def check_prompt_file(path: str, thresholds: dict, json_path: Destination | None,
+                      per_sample: Destination | None) -> None:  # fmt: skip
     """`regen check prompts.jsonl`: only the tool-trace rule applies before a run."""
     limit = thresholds.get(RULE, 0.0)
-    with open(per_sample, "wb") if per_sample else contextlib.nullcontext() as sink:
+    with (
+        local_file(per_sample) as lines_path,
+        open(lines_path, "wb") if lines_path else contextlib.nullcontext() as sink,
+    ):
         report = check_prompt_traces(path, limit, sink)
     for line in report.lines():
         click.echo(line)
     if json_path:
-        atomic_write_json(json_path, report.to_json())
+        json_path.write_json(report.to_json())
     sys.exit(0 if report.passed else 1)

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
 from regen.cli.options import Command
+from regen.cli.paths import OutputPath
 from regen.demo import write_examples
+from regen.storage.destination import Destination
 
 
 @click.command(cls=Command)
-@click.argument("directory", default="examples", type=click.Path(path_type=Path))
-def demo(directory: Path) -> None:
+@click.argument("directory", default="examples", type=OutputPath("folder"))
+def demo(directory: Destination) -> None:
     """Write the README walkthrough's files (recipe, sources, prompts) into DIRECTORY."""
-    written = write_examples(directory)
+    with directory.local_folder() as folder:
+        written = write_examples(folder)
     click.echo(f"wrote {len(written)} files to {directory}/ (recipe.yaml, prepare/, prompts.jsonl)")
-    click.echo(f"next: regen prepare {directory / 'recipe.yaml'} --output work/prompts.jsonl")
+    click.echo(f"next: regen prepare {directory.join('recipe.yaml')} --output work/prompts.jsonl")

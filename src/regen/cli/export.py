@@ -12,19 +12,23 @@ from regen.check.rules import parse_limits
 from regen.cli.export_options import command_line, dataset_options, selection_options
 from regen.cli.hints import Choice, tokenizer_hint
 from regen.cli.options import Command, option
+from regen.cli.paths import InputPath, OutputPath
 from regen.cli.rowbar import row_progress
 from regen.errors import ConfigError
-from regen.export import Filters, export_run, make_format
+from regen.export import ExportSummary, Filters, export_run, make_format
 from regen.export.by_score import ORDERS, ScoreSelect
+from regen.export.card import CARD, FACTS
 from regen.export.card_facts import parse_licenses
+from regen.export.files import MARKER
 from regen.export.formats import FORMATS
 from regen.export.hub_push import Push
 from regen.export.publish import Publish, finish
-from regen.jsonio import atomic_write_json
 from regen.score.holdout import Holdout
 from regen.storage import require_runs
+from regen.storage.destination import Destination
 
-PATH = click.Path(path_type=Path)
+# published last to a bucket: once they are there, the export is whole
+LAST = (CARD, FACTS, MARKER)
 # trainers' names for what one of our formats writes
 AXOLOTL = "axolotl reads the ShareGPT export in its layout: --format sharegpt-axolotl"
 LLAMA_FACTORY = "LLaMA-Factory reads the ShareGPT export: --format sharegpt-llamafactory"
@@ -38,10 +42,11 @@ OTHER_NAMES = {"axolotl": AXOLOTL, "llama-factory": LLAMA_FACTORY, "llamafactory
     "--output-dir",
     "out",
     required=True,
-    type=PATH,
+    type=OutputPath("folder"),
     metavar="DIR",
     aliases=["--out"],
-    help="Directory for the dataset: data/<domain>/<split>-*.<ext>, README.md, regen.json.",
+    help="Directory (or bucket URL) for the dataset: data/<domain>/<split>-*.<ext>, "
+    "README.md, regen.json.",
 )
 @click.option(
     "--format",
@@ -65,8 +70,9 @@ OTHER_NAMES = {"axolotl": AXOLOTL, "llama-factory": LLAMA_FACTORY, "llamafactory
 )
 @selection_options
 @dataset_options
-@click.option("--merge-into", type=PATH, help="An earlier export to add these samples to.")
-@click.option("--report", type=PATH, help="Write the export summary as JSON here.")
+@click.option("--merge-into", type=InputPath(buckets=True),
+              help="An earlier export to add these samples to.")  # fmt: skip
+@click.option("--report", type=OutputPath("file"), help="Write the export summary as JSON here.")
 @click.option("--overwrite", is_flag=True, help="Replace an export already in --output-dir.")
 @click.option(
     "--max-acceptance",
@@ -84,13 +90,35 @@ OTHER_NAMES = {"axolotl": AXOLOTL, "llama-factory": LLAMA_FACTORY, "llamafactory
 @click.option(
     "--score",
     "score_json",
-    type=PATH,
+    type=InputPath(),
     help="score.json to select by (default: the first run's score/score.json).",
 )
-def export(output_dirs, out, fmt, file_type, reasoning, merge_into, report, overwrite,
-           **o) -> None:  # fmt: skip
+def export(output_dirs, out: Destination, merge_into, report, **o) -> None:
     """Export the runs RUN... to --output-dir DIR, loadable with datasets.load_dataset(DIR)."""
     require_runs(output_dirs)  # before the tokenizer loads
+    with out.local_folder(last=LAST) as folder:
+        summary, facts = _export(output_dirs, folder, out, _merged(merge_into, out, folder), **o)
+    _say(summary, facts, out)  # once published: a bucket's export is whole by now
+    if report:
+        report.write_json(summary.to_json())
+
+
+def _merged(merge_into: str | Path | None, out: Destination, folder: Path) -> Path | None:
+    """The --merge-into folder to read: a bucket export only as the --output-dir itself
+    (fetched into `folder`)."""
+    if merge_into is None or not isinstance(merge_into, str):
+        return merge_into
+    if merge_into.rstrip("/") == out.where.rstrip("/"):
+        return folder
+    raise ConfigError(
+        f"--merge-into {merge_into}: an export in a bucket can be merged into only as the "
+        "--output-dir itself",
+        hint=f"pass --output-dir {merge_into} too, or copy that export to a local folder",
+    )
+
+
+def _export(output_dirs, out: Path, named: Destination, merge_into: Path | None, fmt, file_type,
+            reasoning, overwrite, **o) -> tuple[ExportSummary, dict]:  # fmt: skip
     needs = FORMATS[fmt].needs_tokenizer or o["drop_degenerate"] or o["min_supervised_tokens"]
     if needs and not o["tokenizer"]:
         what = f"--format {fmt}" if FORMATS[fmt].needs_tokenizer else "the loss-mask filters"
@@ -120,6 +148,7 @@ def export(output_dirs, out, fmt, file_type, reasoning, merge_into, report, over
             file_type=file_type or target.file_types[0],
             merge_into=merge_into,
             overwrite=overwrite,
+            out_name=named.where if named.is_bucket else None,  # else its absolute path
             on_row=on_row,
             check_limits=limits,
             count_tokens=o["draft_vocab_size"] is not None,
@@ -148,9 +177,13 @@ def export(output_dirs, out, fmt, file_type, reasoning, merge_into, report, over
             hub=hub,
         ),
     )
+    return summary, facts
+
+
+def _say(summary: ExportSummary, facts: dict, named: Destination) -> None:
     click.echo(summary.render())
     click.echo(
-        f"card: {out / 'README.md'} (license {facts['license']}, check {facts['check_verdict']})"
+        f"card: {named.join(CARD)} (license {facts['license']}, check {facts['check_verdict']})"
     )
     if facts.get("draft_vocab"):
         v = facts["draft_vocab"]
@@ -160,5 +193,3 @@ def export(output_dirs, out, fmt, file_type, reasoning, merge_into, report, over
         )
     if facts.get("pushed"):
         click.echo(f"pushed: {facts['pushed']}")
-    if report:
-        atomic_write_json(report, summary.to_json())

@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from regen.cli.options import option
+from regen.cli.paths import InputPath
 
 PATH = click.Path(path_type=Path)
 Decorator = Callable[[Any], Any]
@@ -53,7 +54,7 @@ dataset_options = _all(
                  help="License of every source, or of one source (repeatable)."),
     click.option("--language", multiple=True, metavar="CODE", help="Language(s) of the rows."),
     click.option("--pretty-name", help="The dataset's name in the card."),
-    click.option("--check-report", type=PATH,
+    click.option("--check-report", type=InputPath(),
                  help="A `regen check --json` report for the card (without --tokenizer)."),
     click.option("--draft-vocab-size", type=int, metavar="N",
                  help="Write the d2t/t2d mapping of the N most frequent supervised tokens."),

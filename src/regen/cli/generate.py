@@ -9,7 +9,6 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 
 import click
 
@@ -23,6 +22,7 @@ from regen.cli.options import (
     Command,
     option,
 )
+from regen.cli.paths import OutputPath
 from regen.cli.run_options import (
     config_from,
     fleet_options,
@@ -32,6 +32,8 @@ from regen.cli.run_options import (
 )
 from regen.executors import EXECUTORS, executor_named
 from regen.format.part import parse_part, part_from_env
+
+STAGING = "the shards wait there, on this machine, for their upload"
 
 
 @click.command(cls=Command)
@@ -131,7 +133,8 @@ from regen.format.part import parse_part, part_from_env
 @option(
     "-o",
     "--output-dir",
-    required=True,  # a str: a Path would fold s3://bucket into s3:/bucket
+    required=True,
+    type=OutputPath("run"),  # a str: a Path would fold s3://bucket into s3:/bucket
     metavar="RUN",
     group=OUTPUT,
     to="output.dir",
@@ -139,7 +142,7 @@ from regen.format.part import parse_part, part_from_env
     "every file of the run goes there.",
 )
 @option(
-    "--staging-dir", type=click.Path(path_type=Path), metavar="DIR", group=OUTPUT,
+    "--staging-dir", type=OutputPath("folder", local=STAGING), metavar="DIR", group=OUTPUT,
     to="output.staging_dir",
     help="With a bucket RUN: local staging for shards not yet uploaded "
     "[~/.cache/regen/staging/<hash of the URL>].",

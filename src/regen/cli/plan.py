@@ -10,6 +10,7 @@ import click
 import orjson
 
 from regen.cli.options import INPUT, OUTPUT, Command, option
+from regen.cli.paths import InputPath, OutputPath
 from regen.cli.run_options import (
     config_from,
     fleet_options,
@@ -45,14 +46,14 @@ PLAN = "Plan"
 @option("--sweep-levels", metavar="N,N,...", group=PLAN, help="Concurrencies for --sweep.")
 @option(
     "--from-run",
-    type=click.Path(path_type=Path),
+    type=InputPath(buckets=True),
     metavar="DIR",
     group=PLAN,
     help="Re-estimate the rest of this run (as regen status's ETA).",
 )
 @option(
     "--output-dir",
-    type=click.Path(path_type=Path),
+    type=OutputPath("run"),
     group=OUTPUT,
     help="Keep the calibration answers as the first records of this run.",
 )

@@ -7,6 +7,7 @@ import sys
 import click
 
 from regen.cli.options import Command
+from regen.cli.paths import InputPath, OutputPath
 from regen.cli.rowbar import row_progress
 from regen.errors import ConfigError, InputFileError
 from regen.prepare import Recipe, load_recipe
@@ -18,13 +19,14 @@ MOSTLY_REJECTED = 0.5  # a source that loses this share or more to rejects fails
 
 
 @click.command(cls=Command)
-@click.argument("recipe", required=False, type=click.Path(dir_okay=False), metavar="[RECIPE]")
+@click.argument("recipe", required=False, type=InputPath(buckets=True, dir_okay=False),
+                metavar="[RECIPE]")  # fmt: skip
 @click.option(
     "--output",
     "-o",
     required=True,
-    type=click.Path(dir_okay=False),
-    help="The prompt file to write (JSONL), as `regen generate` reads it.",
+    type=OutputPath("file"),
+    help="The prompt file to write (JSONL), as `regen generate` reads it (or a bucket URL).",
 )
 @click.option("--source", "sources", multiple=True, help="A local file or glob; repeatable.")
 @click.option("--format", "fmt", help="Format of the --source files (default: auto-detect).")
@@ -45,12 +47,12 @@ MOSTLY_REJECTED = 0.5  # a source that loses this share or more to rejects fails
 @click.option("--tokenizer", help="tokenizer.json, model directory or Hub name for lengths.")
 @click.option(
     "--rejects",
-    type=click.Path(dir_okay=False),
+    type=OutputPath("file"),
     help="Rejects file [default: OUTPUT with .rejects.jsonl].",
 )
 @click.option(
     "--report",
-    type=click.Path(dir_okay=False),
+    type=OutputPath("file"),
     help="Report JSON [default: OUTPUT with .report.json].",
 )
 def prepare(
@@ -81,8 +83,9 @@ def prepare(
     check_blend(merged)
     log = lambda line: click.echo(line, err=True)  # noqa: E731
     with row_progress("prepare") as on_row:
-        result = run_prepare(merged, output, rejects=rejects, report=report, log=log,
-                             on_row=on_row)  # fmt: skip
+        # prepare stages and publishes its three files itself (storage.publish.staged)
+        result = run_prepare(merged, output.where, rejects=rejects and rejects.where,
+                             report=report and report.where, log=log, on_row=on_row)  # fmt: skip
     click.echo(result.render())
     halved = [s["name"] for s in result.data["sources"] if rejected_share(s) >= MOSTLY_REJECTED]
     if halved:  # written and kept, but no success: a script must not go on as if it were

@@ -6,12 +6,12 @@ the same flags the same way. Each option names the config field it sets (`to=`),
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import click
 
 from regen.cli.options import FLEET, INPUT, RELIABILITY, SAMPLING, config_values, option
+from regen.cli.paths import InputPath
 from regen.cli.value_lists import OneOrList
 from regen.fleet.openai_env import servers_from_env
 from regen.run.config import GenerateConfig, build_config
@@ -46,12 +46,12 @@ work_shape_options = _all(
 )  # fmt: skip
 
 fleet_options = _all(
-    option("--fleet", type=click.Path(path_type=Path), metavar="FLEET.json", group=FLEET,
+    option("--fleet", type=InputPath(), metavar="FLEET.json", group=FLEET,
            to="fleet.fleet_file", help="The servers `regen serve` started (not with --servers)."),
     option("--servers", multiple=True, multi_value=True, metavar="URL ...", group=FLEET,
            help="OpenAI-compatible base URLs [default: $OPENAI_BASE_URL, else the embedded "
            "model]."),
-    option("--local-model", type=click.Path(path_type=Path), metavar="GGUF", group=FLEET,
+    option("--local-model", type=InputPath(), metavar="GGUF", group=FLEET,
            to="fleet.local_model", help="GGUF for the embedded llama.cpp server."),
     option("--model", group=FLEET, to="fleet.model",
            help="Model name to request [default: what the servers list]."),

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
 from regen.check import Encoder
 from regen.cli.hints import tokenizer_hint
 from regen.cli.options import Command, option
+from regen.cli.paths import InputPath, OutputPath
 from regen.cli.rowbar import row_progress
 from regen.errors import ConfigError
 from regen.fleet.openai_env import resolve_api_key
@@ -28,7 +27,7 @@ DEFAULT_SAMPLE = 200
 
 
 @click.command(cls=Command)
-@click.argument("run", metavar="RUN")
+@click.argument("run", metavar="RUN", type=OutputPath("run"))  # RUN/score is written
 @option("--draft", "drafts", multiple=True, metavar="D",
         help="A .gguf draft model, `ngram` (model-free baseline) or `embedded` (the demo "
         "model). Repeat to compare drafts side by side.")  # fmt: skip
@@ -71,7 +70,7 @@ DEFAULT_SAMPLE = 200
         help="Which side of --holdout to score [default: holdout].")  # fmt: skip
 @option("--k", "k_spec", default="1-8", show_default=True, metavar="K",
         help="Draft lengths to report: 3, 1-8 or 2,4,8.")  # fmt: skip
-@option("--baseline", type=click.Path(path_type=Path, exists=True, dir_okay=False),
+@option("--baseline", type=InputPath(exists=True, dir_okay=False),
         help="An earlier score.json: the same rows, paired, before and after.")  # fmt: skip
 @option("--threads", type=int, default=2, show_default=True, help="CPU threads of a GGUF draft.")
 @option("--json", "as_json", is_flag=True, help="Print the report as JSON (for scripts).")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from regen.cli.paths import InputPath, OutputPath
 from regen.errors import ConfigError
 from regen.fleet.embedded import EMBEDDED_MODEL_NAME
 from regen.serve.control import fleet_status, stop_fleet
@@ -18,11 +19,16 @@ from regen.serve.launch import ServeSpec, default_python
 from regen.serve.run import serve as run_serve
 from regen.serve.spec_metrics import with_spec_metrics
 
+# why these two are paths on this machine, not bucket URLs
+READ_BACK = "regen serve --status and --stop read it back here"
+LOADED_HERE = "the servers of this machine load the model from there"
+
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--engine", type=click.Choice(["sglang", "vllm", "llamacpp"]), help="Server engine.")
 @click.option("--model", help="Model path or hub name; `embedded`: the demo SmolLM2 GGUF.")
-@click.option("--fleet", "fleet_path", type=click.Path(path_type=Path), help="FLEET.json to write.")
+@click.option("--fleet", "fleet_path", type=OutputPath("file", local=READ_BACK),
+              help="FLEET.json to write.")  # fmt: skip
 @click.option("--gpus", help="GPUs to use, e.g. 0-7 or 0,1,2,3 [default: all nvidia-smi sees].")
 @click.option("--gpus-per-server", type=int, default=1, show_default=True, help="Tensor parallel.")
 @click.option("--device", type=click.Choice(["gpu", "cpu"]),
@@ -38,7 +44,8 @@ from regen.serve.spec_metrics import with_spec_metrics
               help="vLLM on CPU: KV cache per replica [$VLLM_CPU_KVCACHE_SPACE, else 4 or less "
               "to fit memory].")  # fmt: skip
 @click.option("--context", type=int, help="Context length passed to the engine.")
-@click.option("--copy-model-to", type=click.Path(path_type=Path), help="Copy first, e.g. /dev/shm.")
+@click.option("--copy-model-to", type=OutputPath("folder", local=LOADED_HERE),
+              help="Copy first, e.g. /dev/shm.")  # fmt: skip
 @click.option("--max-gpu-memory-used", type=float, default=0.1, show_default=True,
               help="A GPU with more of its memory in use counts as busy.")  # fmt: skip
 @click.option("--startup-timeout", type=float, default=900, show_default=True,
@@ -47,10 +54,8 @@ from regen.serve.spec_metrics import with_spec_metrics
               help="Variable holding the servers' API key [key after --, else VLLM_API_KEY "
               "(vLLM), else OPENAI_API_KEY].")  # fmt: skip
 @click.option("--restart-dead", is_flag=True, help="Stay in the foreground; restart dead servers.")
-@click.option("--status", "status_of", type=click.Path(path_type=Path), help="Check a FLEET.json.")
-@click.option(
-    "--stop", "stop_of", type=click.Path(path_type=Path), help="Stop a FLEET.json's servers."
-)
+@click.option("--status", "status_of", type=InputPath(), help="Check a FLEET.json.")
+@click.option("--stop", "stop_of", type=InputPath(), help="Stop a FLEET.json's servers.")
 @click.argument("engine_args", nargs=-1, type=click.UNPROCESSED)
 def serve(engine_args: tuple[str, ...], status_of, stop_of, **opts) -> None:
     """Start one server per GPU group (or CPU replica), wait until each answers, write FLEET.json.
@@ -96,16 +101,21 @@ def threads_per_replica(replicas: int) -> int:
 def _status(path: Path) -> int:
     fleet = FleetFile.read(path)
     states = fleet_status(fleet)
+    gone = "stopped" if fleet.stopped_at else "DOWN"
     for s in states:
-        word = "ok" if s.answers else ("running, not answering" if s.running else "DOWN")
+        word = "ok" if s.answers else ("running, not answering" if s.running else gone)
         click.echo(f"{s.name}  {s.url}  pid {s.pid}  {word}")
     down = sum(not s.answers for s in states)
     click.echo(f"{len(states) - down} of {len(states)} servers answer ({fleet.engine}, "
                f"{fleet.served_model_name})")  # fmt: skip
+    if fleet.stopped_at:
+        click.echo(f"stopped on purpose at {fleet.stopped_at}; start it again with "
+                   f"`regen serve ... --fleet {path}`")  # fmt: skip
     return 0 if down == 0 else 1
 
 
 def _stop(path: Path) -> int:
-    for line in stop_fleet(FleetFile.read(path)):
+    for line in stop_fleet(path):
         click.echo(line)
+    click.echo(f"{path} now reads as stopped (regen serve --status {path})")
     return 0

@@ -50,19 +50,22 @@ def export_run(
     count_tokens: bool = False,
     by_score: ScoreSelect | None = None,
     holdout: Holdout | None = None,
+    out_name: str | None = None,
 ) -> ExportSummary:
     """Write the runs' completions to `out_dir` as `fmt`, one config per domain. An existing
     export there, or any other non-empty directory, is refused unless `overwrite` (or
     `merge_into` is it). With an encoder, the check rules (`check_limits`) are judged over the
     rows written (after the filters), from the same encodings; `count_tokens` counts
     supervised token ids (the draft vocabulary). `holdout` writes a `holdout` split of the
-    prompts it draws (score/holdout.py), which `score --holdout` draws again."""
+    prompts it draws (score/holdout.py), which `score --holdout` draws again. `out_name`: how
+    the summary names the export's place (a bucket URL when `out_dir` is its local stand-in)."""
     _validate(fmt, encoder, filters, file_type, eval_fraction, count_tokens)
     _validate_holdout(fmt, holdout, merge_into)
     into_itself = merge_into is not None and merge_into.resolve() == out_dir.resolve()
     claim_output(out_dir, overwrite=overwrite, merging=into_itself)
     dirs = list(output_dirs)
-    summary = ExportSummary(fmt.name, str(out_dir.resolve()), how_to_train=fmt.how_to_train,
+    where = out_name or str(out_dir.resolve())
+    summary = ExportSummary(fmt.name, where, how_to_train=fmt.how_to_train,
                             snippet=fmt.snippet, supervise=fmt.supervise)  # fmt: skip
     tally = None
     if encoder is not None and check_limits is not None:
@@ -96,7 +99,8 @@ def export_run(
             run.writer.write(DEFAULT, TRAIN, row)
         for config, _, row in read_rows(merge_into) if merge_into else ():
             run.keep(config, row)
-        summary.files = [str(p.resolve()) for p in run.writer.commit()]
+        committed = run.writer.commit()
+        summary.files = [f"{where}/{p.relative_to(out_dir).as_posix()}" for p in committed]
         summary.schema = run.writer.schema
     except BaseException:
         run.writer.abort()

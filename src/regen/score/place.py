@@ -12,6 +12,7 @@ from pathlib import Path
 
 from regen.score.results import ROWS
 from regen.storage import LocalStore, Store, open_store
+from regen.storage.destination import Destination
 from regen.storage.publish import fetch_folder, worked_locally
 from regen.storage.store import default_staging
 
@@ -38,7 +39,9 @@ def score_folder(run: str | Path) -> Iterator[Path]:
     bucket run (fetched first, so a score goes on from the rows already scored)."""
     store = open_store(run)
     if isinstance(store, LocalStore):
-        yield store.layout.root / SCORE
+        folder = store.layout.root / SCORE
+        with Destination(str(folder), "the score folder").mapped(folder):
+            yield folder
         return
     url = _score_url(store)
     with worked_locally(url, default_staging(url), _grows) as local:

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 import orjson
 
 from regen.errors import ConfigError
+from regen.storage.destination import Destination
 
 VERSION = 1
 
@@ -26,6 +28,43 @@ class FleetServer:
 
 
 @dataclass
+class FleetSupervisor:
+    """The `regen serve --restart-dead` process that restarts the servers: `--stop` must end
+    it first, or it starts again what was stopped. Its whole command line is kept so that a
+    pid reused by another program is never signalled."""
+
+    pid: int
+    command: list[str]
+
+    @classmethod
+    def this_process(cls) -> FleetSupervisor:
+        return cls(os.getpid(), read_cmdline(os.getpid()) or [])
+
+
+def check_writable(path: Path) -> None:
+    """Before any server starts: servers left unrecorded could not be stopped by --stop."""
+    probe = path.with_name(f".{path.name}.probe")
+    with Destination(str(path), "--fleet").mapped(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"")
+        probe.unlink()
+
+
+def utc_now() -> str:
+    """When a fleet was stopped, as `--status` prints it."""
+    return datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def read_cmdline(pid: int) -> list[str] | None:
+    """A live process's arguments (from /proc), or None when there is no such process."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+    return [arg.decode(errors="replace") for arg in raw.rstrip(b"\0").split(b"\0")]
+
+
+@dataclass
 class FleetFile:
     engine: str
     model: str
@@ -33,16 +72,18 @@ class FleetFile:
     servers: list[FleetServer]
     version: int = VERSION
     api_key_env: str | None = None  # the variable that holds the servers' key (never the key)
+    supervisor: FleetSupervisor | None = None  # with --restart-dead
+    stopped_at: str | None = None  # UTC time the fleet was stopped on purpose (--stop, Ctrl-C)
 
     @property
     def urls(self) -> list[str]:
         return [s.url for s in self.servers]
 
     def write(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_bytes(orjson.dumps(asdict(self), option=orjson.OPT_INDENT_2))
-        os.replace(tmp, path)
+        """Atomically; a folder that cannot be written is an OutputError (exit 6)."""
+        Destination(str(path), "--fleet").write_bytes(
+            orjson.dumps(asdict(self), option=orjson.OPT_INDENT_2)
+        )
 
     @classmethod
     def read(cls, path: str | Path) -> FleetFile:
@@ -50,7 +91,10 @@ class FleetFile:
         try:
             data = orjson.loads(path.read_bytes())
             servers = [FleetServer(**s) for s in data.pop("servers")]
-            fleet = cls(servers=servers, **data)
+            supervisor = data.pop("supervisor", None)
+            if supervisor is not None:
+                supervisor = FleetSupervisor(**supervisor)
+            fleet = cls(servers=servers, supervisor=supervisor, **data)
         except FileNotFoundError:
             raise ConfigError(
                 f"fleet file {path} does not exist",

@@ -14,8 +14,9 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from regen.errors import RegenError
 from regen.serve.control import stop_fleet
-from regen.serve.fleetfile import FleetFile
+from regen.serve.fleetfile import FleetSupervisor
 from regen.serve.launch import ServeSpec, fleet_file, plan_servers, start_all
 from regen.serve.process import LaunchSpec, ServerProcess
 from regen.serve.supervisor import Change, ChangeKind, RestartPolicy, Supervisor
@@ -32,8 +33,10 @@ class ServerKeeper:
         record: Path,
         tied: bool,
         policy: RestartPolicy | None = None,
+        supervised_by: FleetSupervisor | None = None,
     ) -> None:
         self.spec = spec
+        self.supervised_by = supervised_by  # named in FLEET.json, for `regen serve --stop`
         self.record = record
         self.tied = tied
         self.policy = policy or RestartPolicy(startup_timeout=spec.startup_timeout)
@@ -51,16 +54,22 @@ class ServerKeeper:
     def start(self, launches: list[LaunchSpec] | None = None) -> None:
         """Start every server, wait until each answers, write FLEET.json."""
         self.processes = start_all(launches or self.plan(), self.spec.startup_timeout, self.tied)
-        self.write_record()
+        try:
+            self.write_record()
+        except RegenError:  # unrecorded, `regen serve --stop` could never find them
+            self.stop(forget=False)
+            raise
         self.supervisor = Supervisor(self.processes, self.policy)
 
     def stop_leftover(self) -> None:
         """Stop the servers an earlier, killed run left behind (named in its FLEET.json)."""
         if self.record.exists():
-            stop_fleet(FleetFile.read(self.record))
+            stop_fleet(self.record)
 
-    def write_record(self) -> None:
-        fleet_file(self.spec, self.processes).write(self.record)
+    def write_record(self, stopped_at: str | None = None) -> None:
+        record = fleet_file(self.spec, self.processes)
+        record.supervisor, record.stopped_at = self.supervised_by, stopped_at
+        record.write(self.record)
 
     @property
     def all_dead(self) -> bool:
@@ -89,7 +98,10 @@ class ServerKeeper:
             stop.wait(interval)
 
     def stop(self, forget: bool) -> None:
-        """Stop every server by its pid; `forget` removes FLEET.json too."""
+        """Stop every server by its pid, all at once (a fleet of N stops in the time of one);
+        `forget` removes FLEET.json too."""
+        for process in self.processes:
+            process.terminate()
         for process in self.processes:
             process.stop()
         if forget:

@@ -180,6 +180,11 @@ class ServerProcess:
         """Ready: it generated one token for a trivial chat."""
         return answers_chat(self.spec.url, self.spec.model_name, timeout, self.spec.api_key)
 
+    def terminate(self) -> None:
+        """SIGTERM its process group, without waiting (`stop` waits)."""
+        if self.process is not None and self.process.poll() is None:
+            signal_group(self.process.pid, signal.SIGTERM)
+
     def stop(self, grace: float = 10.0) -> None:
         """SIGTERM its process group, then SIGKILL after `grace` seconds; then what is left of
         the group (vLLM's engine core, still loading when its API server exits) is given

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from regen.errors import ConfigError
 from regen.serve import cpus
-from regen.serve.control import is_our_process
-from regen.serve.fleetfile import FleetFile
+from regen.serve.control import is_our_process, is_our_supervisor
+from regen.serve.fleetfile import FleetFile, FleetSupervisor, check_writable, utc_now
 from regen.serve.keeper import ServerKeeper
 from regen.serve.launch import ServeSpec
 from regen.serve.supervisor import Change, ChangeKind, RestartPolicy
@@ -28,8 +28,13 @@ def serve(
     """Returns the exit code. With `restart_dead` it returns only when stopped by SIGINT/SIGTERM
     (servers stopped, 0) or when every server died for good (1)."""
     refuse_running_fleet(fleet_path)
+    check_writable(fleet_path)
     # Under --restart-dead the servers belong to this process and die with it.
-    keeper = ServerKeeper(spec, fleet_path, tied=restart_dead, policy=policy)
+    # ... and FLEET.json names this process, which `regen serve --stop` must end first.
+    supervisor = FleetSupervisor.this_process() if restart_dead else None
+    keeper = ServerKeeper(
+        spec, fleet_path, tied=restart_dead, policy=policy, supervised_by=supervisor
+    )
     launches = keeper.plan()
     for launch in launches:
         env = " ".join(f"{k}={v}" for k, v in launch.env.items())
@@ -54,7 +59,11 @@ def refuse_running_fleet(fleet_path: Path) -> None:
     """Writing over the FLEET.json of servers that still run would orphan them."""
     if not fleet_path.exists():
         return
-    running = [s.name for s in FleetFile.read(fleet_path).servers if is_our_process(s)]
+    fleet = FleetFile.read(fleet_path)
+    running = [s.name for s in fleet.servers if is_our_process(s)]
+    supervisor = fleet.supervisor
+    if supervisor is not None and is_our_supervisor(supervisor):  # it would restart them
+        running.append(f"its supervisor, pid {supervisor.pid}")
     if running:
         raise ConfigError(
             f"{fleet_path} lists servers that still run ({', '.join(running)})",
@@ -79,6 +88,9 @@ def _supervise(keeper: ServerKeeper, echo: Callable[[str], None]) -> int:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         keeper.stop(forget=False)
+        if stop.is_set():  # stopped on purpose: `regen serve --status` says so
+            keeper.supervised_by = None
+            keeper.write_record(stopped_at=utc_now())
         echo(f"stopped {len(keeper.processes)} server(s)")
     return 1 if keeper.all_dead and not stop.is_set() else 0
 
