@@ -89,7 +89,8 @@ def sweep_lines(data: dict[str, Any]) -> list[str]:
 
 def from_run_lines(data: dict[str, Any]) -> list[str]:
     lines = [
-        f"{data['output_dir']}: {data['finished']:,} finished, {data['remaining']:,} left "
+        f"{data['output_dir']}: {data['finished']:,} of {data['items']:,} items finished, "
+        f"{data['remaining']:,} left "
         f"({data['state'] or 'no snapshot'})",
         _time_left(data),
     ]

@@ -37,6 +37,7 @@ from regen.records import WorkItem
 from regen.run import ledger as ledger_mod
 from regen.run.config import GenerateConfig
 from regen.run.conversation import RequestShape, completion_record, regenerate
+from regen.run.counts import counted_entry
 from regen.run.dispatcher import Dispatcher
 from regen.run.intake import Intake
 from regen.run.monitor import Monitor, Watched
@@ -269,6 +270,11 @@ class Run:
             "completed": self.stats.completed,
             "servers": [{"url": s.url, **concurrency_of(s)} for s in self.servers],
         }
+        if self.stats.counted:  # what `regen status` reads after progress.json is gone
+            part = f"{self.config.part.index}/{self.config.part.count}"
+            ended["counted"] = counted_entry(
+                part, self.input_fp.xxh3_128, self.stats.total, self.stats.unusable_lines or 0
+            )
         try:
             record_session_end(self.layout.manifest, self.session, ended)
         except OSError as exc:  # the run's records are safe; only this summary is missing
@@ -291,8 +297,7 @@ class Run:
         if await dispatcher.send(self.intake.items()):
             await asyncio.sleep(0)  # the last items' tasks run up to their request
             self.fleet.endgame.begin()  # every item has a slot: the drain starts
-            if self.intake.exact_total is not None:
-                self.stats.total = self.intake.exact_total  # None: the input was left early
+            self.intake.count_into(self.stats)
         await dispatcher.drain(self.config.limits.drain_timeout, self._draining)
 
     def _draining(self, in_flight: int) -> None:
