@@ -15,6 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from regen.format.part import Part
+from regen.run.progress import RunStats
+
 
 @dataclass(frozen=True)
 class RunCount:
@@ -26,9 +29,15 @@ class RunCount:
     counted: bool  # False: `items` is the estimate from the line count
 
 
-def counted_entry(part: str, input_digest: str, items: int, unusable_lines: int) -> dict:
-    """What a session that read its whole input records in the manifest (`ended.counted`)."""
-    return {"part": part, "input": input_digest, "items": items, "unusable_lines": unusable_lines}
+def session_count(stats: RunStats, part: Part, input_digest: str) -> dict[str, Any] | None:
+    """What a session that counted its whole input records in the manifest (`ended.counted`);
+    None when it did not (stopped early, a --limit trial, a calibration sample)."""
+    if not stats.counted:
+        return None
+    return {
+        "part": f"{part.index}/{part.count}", "input": input_digest, "items": stats.total,
+        "unusable_lines": stats.unusable_lines or 0,
+    }  # fmt: skip
 
 
 def run_count(

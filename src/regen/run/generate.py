@@ -37,7 +37,7 @@ from regen.records import WorkItem
 from regen.run import ledger as ledger_mod
 from regen.run.config import GenerateConfig
 from regen.run.conversation import RequestShape, completion_record, regenerate
-from regen.run.counts import counted_entry
+from regen.run.counts import session_count
 from regen.run.dispatcher import Dispatcher
 from regen.run.intake import Intake
 from regen.run.monitor import Monitor, Watched
@@ -270,11 +270,8 @@ class Run:
             "completed": self.stats.completed,
             "servers": [{"url": s.url, **concurrency_of(s)} for s in self.servers],
         }
-        if self.stats.counted:  # what `regen status` reads after progress.json is gone
-            part = f"{self.config.part.index}/{self.config.part.count}"
-            ended["counted"] = counted_entry(
-                part, self.input_fp.xxh3_128, self.stats.total, self.stats.unusable_lines or 0
-            )
+        if counted := session_count(self.stats, self.config.part, self.input_fp.xxh3_128):
+            ended["counted"] = counted  # what `regen status` reads once progress.json is gone
         try:
             record_session_end(self.layout.manifest, self.session, ended)
         except OSError as exc:  # the run's records are safe; only this summary is missing
