@@ -81,13 +81,15 @@ def test_a_top_level_category_is_read_and_unread_fields_are_said_once(tmp_path, 
     assert "'category'" not in notes[0]
 
 
-def test_a_prompt_only_line_in_a_mixed_file_points_to_prepare(tmp_path, fake_server):
+def test_a_question_only_line_in_a_mixed_file_points_to_prepare(tmp_path, fake_server):
+    """A plain `prompt` is read as one user turn; a `question` (like `instruction` with its
+    `input`) is prepare's to convert."""
     good = [{"messages": [{"role": "user", "content": f"q{i}"}]} for i in range(3)]
-    _, out = generate(tmp_path, fake_server(), *good, {"id": "plain", "prompt": "Hi"})
+    _, out = generate(tmp_path, fake_server(), *good, {"id": "plain", "question": "Hi"})
     (bad,) = read_lines(out, "errors")
     assert bad["error"]["type"] == "no_messages"
     assert "regen prepare --source" in bad["error"]["message"]
-    assert "'prompt'" in bad["error"]["message"]
+    assert "'question'" in bad["error"]["message"]
 
 
 def test_plan_and_generate_count_the_same_unusable_lines(tmp_path, fake_server):
@@ -95,8 +97,8 @@ def test_plan_and_generate_count_the_same_unusable_lines(tmp_path, fake_server):
 
     good = [{"id": f"g{i}", "messages": [{"role": "user", "content": f"q{i}"}]} for i in range(4)]
     again = {"id": "g0", "messages": [{"role": "user", "content": "another question"}]}
-    result, out = generate(tmp_path, fake_server(), *good, again, {"prompt": "plain"})
+    result, out = generate(tmp_path, fake_server(), *good, again, {"question": "plain"})
     unusable_in_generate = len(read_lines(out, "errors"))
-    assert unusable_in_generate == 2, result.output  # the repeated id and the plain prompt
+    assert unusable_in_generate == 2, result.output  # the repeated id and the bare question
     sample = draw_sample(tmp_path / "p.jsonl", size=2)
     assert (sample.prompts, sample.bad_lines) == (4, unusable_in_generate)

@@ -6,6 +6,11 @@ what it does with the spellings people and datasets use for them.
   regen cannot know which of two system prompts the user meant, and sending either one
   silently would change the answers.
 - `category` is read as `meta.category` (the dataset's own label, as `prepare` keeps it).
+- `prompt`, in a record without turns, is the prompt: a string is one user turn (the
+  completions API's and many datasets' single-prompt shape, which a user expects to work as
+  it is), a list the turns (TRL's prompt-only conversational shape). Other single-prompt
+  columns (`instruction` with `input`, `question`, `query`) need a choice of how to join
+  them, which `regen prepare` makes and reports: the error for such a line says so.
 - Any other field is not read; the run says so once (`ignored_note`), with where the field
   belongs, rather than dropping it without a word.
 """
@@ -17,11 +22,12 @@ from typing import Any
 from regen.errors import InputError
 
 READ = frozenset(
-    {"id", "messages", "conversations", "system", "tools", "sampling", "source", "meta",
-     "category", "samples", "model"}
+    {"id", "messages", "conversations", "prompt", "system", "tools", "sampling", "source",
+     "meta", "category", "samples", "model"}
 )  # fmt: skip
 SAMPLING_SPELLINGS = frozenset({"temperature", "top_p", "top_k", "max_tokens", "seed", "thinking"})
-PLAIN_PROMPT_KEYS = ("prompt", "instruction", "question", "input", "text", "query")
+# The single-prompt columns `regen prepare --source` recognises without --format.
+PLAIN_PROMPT_KEYS = ("instruction", "query", "question", "prompt")
 SYSTEM_ROLES = ("system", "developer")
 
 
@@ -53,6 +59,15 @@ def with_category(record: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any
     return {**meta, "category": str(label)}
 
 
+def turns_of(record: dict[str, Any]) -> Any:
+    """The record's turns, unchecked: `messages`, else `conversations`, else a plain `prompt`
+    (a string: one user turn); None when it has none of them."""
+    turns = record.get("messages", record.get("conversations"))
+    if turns is None and isinstance(record.get("prompt"), str):
+        return [{"role": "user", "content": record["prompt"]}]
+    return turns if turns is not None else record.get("prompt")
+
+
 def no_turns_hint(record: dict[str, Any]) -> str:
     """The fix for a record without turns: a plain prompt field is what prepare converts."""
     plain = next((k for k in PLAIN_PROMPT_KEYS if isinstance(record.get(k), str)), None)
@@ -61,7 +76,7 @@ def no_turns_hint(record: dict[str, Any]) -> str:
             f"its '{plain}' is a plain prompt: convert the file with `regen prepare --source "
             "FILE -o prompts.jsonl`, which turns it into messages"
         )
-    return "give it 'messages' (role/content) or 'conversations' (from/value)"
+    return "give it 'messages' (role/content), 'conversations' (from/value) or 'prompt' (text)"
 
 
 def ignored_fields(record: dict[str, Any]) -> tuple[str, ...]:

@@ -259,8 +259,10 @@ class SourceReader:
 
     def choose_adapter(self, rows: Iterator[Row]) -> tuple[Adapter, Iterator[Row]]:
         """The recipe's format, or the first row's shape; the reason goes in the report."""
+        flags = self.spec.from_flags
         if self.spec.format:
-            cls, reason = resolve(self.spec.format), "set in the recipe"
+            cls = resolve(self.spec.format)
+            reason = "given with --format" if flags else "set in the recipe"
         else:
             head = []
             first = None
@@ -276,7 +278,8 @@ class SourceReader:
                 raise ConfigError(
                     f"source {self.spec.name!r}: cannot tell the format from its first row "
                     f"(columns: {', '.join(keys) or 'none'})",
-                    hint="set format: sharegpt|openai|pairs|function_calling|traces",
+                    hint=("pass --format " if flags else "set format: ")
+                    + "sharegpt|openai|pairs|function_calling|traces",
                 )
             cls, reason = found
             reason = f"auto: {reason}"
