@@ -106,3 +106,10 @@ def test_the_readme_serves_the_docs_with_a_tool_make_docs_installs():
         "`make docs`" in text
         and "docs:\n\tscripts/bootstrap.sh --dev" in (ROOT / "Makefile").read_text()
     )
+
+
+def test_the_walkthroughs_words_on_the_cap_say_what_its_plan_output_shows():
+    text = (ROOT / "docs" / "walkthrough.md").read_text()
+    [shown] = re.findall(r"; (\d+\.\d)% hit max tokens\n", text)
+    [said] = re.findall(r"`(\d+\.\d)% hit max tokens` is the share", text)
+    assert said == shown

@@ -76,9 +76,26 @@ def test_a_top_level_category_is_read_and_unread_fields_are_said_once(tmp_path, 
     assert {r["category"] for r in read_lines(out, "completions")} == {"maths"}
     notes = [line for line in result.output.splitlines() if "are not read" in line]
     assert len(notes) == 1, result.output  # once per run, not once per line
-    assert "'label'" in notes[0] and "'temperature'" in notes[0]
-    assert '{"sampling": {"temperature": ...}}' in notes[0]
-    assert "'category'" not in notes[0]
+    assert "'label'" in notes[0]
+    assert "'category'" not in notes[0] and "'temperature'" not in notes[0]  # both are read
+    assert {body["temperature"] for body in server.requests} == {0.2}
+
+
+def ask(i: int, **more) -> dict:
+    return {"id": f"r{i}", **more, "messages": [{"role": "user", "content": f"question {i}"}]}
+
+
+def test_a_top_level_sampling_field_is_that_lines_sampling(tmp_path, fake_server):
+    server = fake_server()
+    rows = [ask(0, temperature=0.2, top_p=0.5), ask(1), ask(2, temperature=0.3,
+            sampling={"temperature": 0.9}), ask(3, max_tokens="lots")]  # fmt: skip
+    _, out = generate(tmp_path, server, *rows)
+    sent = {body["messages"][-1]["content"]: body for body in server.requests}
+    assert (sent["question 0"]["temperature"], sent["question 0"]["top_p"]) == (0.2, 0.5)
+    assert "temperature" not in sent["question 1"]  # the run's default: the server's
+    errors = {r["id"]: r["error"] for r in read_lines(out, "errors")}
+    assert "top-level 'temperature' and sampling.temperature differ" in errors["r2"]["message"]
+    assert "sampling.max_tokens must be an integer" in errors["r3"]["message"]
 
 
 def test_a_question_only_line_in_a_mixed_file_points_to_prepare(tmp_path, fake_server):

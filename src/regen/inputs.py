@@ -30,6 +30,7 @@ from regen.jsonio import canonical, is_file, iter_lines
 from regen.prompt_fields import (
     ignored_fields,
     no_turns_hint,
+    sampling_of,
     turns_of,
     with_category,
     with_system,
@@ -147,7 +148,7 @@ def _prompt_of(
         line=line,
         messages=messages,
         tools=tools,
-        sampling=_sampling(record.get("sampling")),
+        sampling=_sampling(sampling_of(record)),
         samples=record.get("samples") if batch else None,
         asked_model=record.get("model") if batch else None,
         source=record.get("source") if isinstance(record.get("source"), dict) else None,

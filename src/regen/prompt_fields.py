@@ -11,6 +11,10 @@ what it does with the spellings people and datasets use for them.
   it is), a list the turns (TRL's prompt-only conversational shape). Other single-prompt
   columns (`instruction` with `input`, `question`, `query`) need a choice of how to join
   them, which `regen prepare` makes and reports: the error for such a line says so.
+- A sampling field written at the top (`"temperature": 0.2` beside the turns) is read as
+  that line's `sampling`: the user meant it for that line, and a note in the log while the
+  line is sampled at the run's default would be a silent drop. One that `sampling` also
+  sets to another value is refused, as two system prompts are.
 - Any other field is not read; the run says so once (`ignored_note`), with where the field
   belongs, rather than dropping it without a word.
 """
@@ -51,6 +55,24 @@ def with_system(system: Any, messages: list[dict]) -> list[dict]:
     )
 
 
+def sampling_of(record: dict[str, Any]) -> Any:
+    """The record's `sampling` with its top-level sampling fields read into it (checked,
+    like the rest of `sampling`, by the reader)."""
+    top = {key: record[key] for key in SAMPLING_SPELLINGS if key in record}
+    own = record.get("sampling")
+    if not top or not isinstance(own, dict | None):
+        return own  # nothing to add; or a `sampling` that is not an object, refused as such
+    own = own or {}
+    clash = sorted(k for k in top if k in own and own[k] != top[k])
+    if clash:
+        raise InputError(
+            f"top-level {clash[0]!r} and sampling.{clash[0]} differ",
+            kind="bad_sampling",
+            hint=f"keep one: drop the top-level {clash[0]!r}, or the one under 'sampling'",
+        )
+    return {**top, **own}
+
+
 def with_category(record: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
     """`meta` with a top-level `category` read into it (meta's own label wins)."""
     label = record.get("category")
@@ -81,20 +103,15 @@ def no_turns_hint(record: dict[str, Any]) -> str:
 
 def ignored_fields(record: dict[str, Any]) -> tuple[str, ...]:
     """The record's top-level fields that generate does not read."""
-    return tuple(sorted(k for k in record if k not in READ))
+    return tuple(sorted(k for k in record if k not in READ and k not in SAMPLING_SPELLINGS))
 
 
 def ignored_note(line: int, fields: tuple[str, ...]) -> str:
     """What the run says, once, about fields it does not read, and where each belongs."""
     names = ", ".join(f"'{f}'" for f in fields)
-    sampling = [f for f in fields if f in SAMPLING_SPELLINGS]
-    if sampling:
-        example = f'{{"sampling": {{"{sampling[0]}": ...}}}}'
-        where = f'per-record sampling goes under "sampling" ({example})'
-    else:
-        where = 'labels to keep belong under "meta" ("category" is read as meta.category)'
+    where = 'labels to keep belong under "meta" ("category" is read as meta.category)'
     return (
-        f"line {line}: top-level field(s) {names} are not read (generate reads id, messages or "
-        f"conversations, system, tools, sampling, source, meta, category); {where} (said once "
-        "per field name)"
+        f"line {line}: top-level field(s) {names} are not read (generate reads id, messages, "
+        "conversations or prompt, system, tools, sampling and its fields, source, meta, "
+        f"category); {where} (said once per field name)"
     )

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from regen.cli.options import Command
-from regen.demo import write_examples
+from regen.demo import top_names, write_examples
 
 
 @click.command(cls=Command)
@@ -15,5 +15,7 @@ from regen.demo import write_examples
 def demo(directory: Path) -> None:
     """Write the README walkthrough's files (recipe, sources, prompts) into DIRECTORY."""
     written = write_examples(directory)
-    click.echo(f"wrote {len(written)} files to {directory}/ (recipe.yaml, prepare/, prompts.jsonl)")
+    click.echo(
+        f"wrote {len(written)} files to {directory}/ ({', '.join(top_names(written, directory))})"
+    )
     click.echo(f"next: regen prepare {directory / 'recipe.yaml'} --output work/prompts.jsonl")

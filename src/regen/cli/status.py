@@ -27,7 +27,8 @@ ENDED = {  # what a run that no process works on says of itself, by its last sta
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def status(output_dir: str, as_json: bool) -> None:
     """Show the run RUN (a directory or a bucket URL): progress, rates, ETA, servers,
-    errors, quality alarms; with --shard, each shard and the whole."""
+    errors, quality alarms; of a run generated in parts (`regen generate --shard I/N`),
+    each part and the whole."""
     info = read_status(output_dir)
     if as_json:
         click.echo(orjson.dumps(info, option=orjson.OPT_INDENT_2).decode())
