@@ -79,6 +79,9 @@ def _prepare_checked(
         return _prepare(recipe, output, rejects_path, report_path, names, log, on_row)
 
 
+ANEW = "prepare writes its files anew from the sources (or give -o another folder)"
+
+
 @contextmanager
 def _writable(folders: set[Path]) -> Iterator[None]:
     """A read-only or full output folder is a message naming it, not a traceback."""
@@ -88,7 +91,7 @@ def _writable(folders: set[Path]) -> Iterator[None]:
         folder = Path(exc.filename).parent if exc.filename else None
         if exc.errno not in UNWRITABLE_ERRNOS or folder not in folders:
             raise
-        raise OutputError.writing(folder, exc) from exc
+        raise OutputError.writing(folder, exc, again=ANEW) from exc
 
 
 def _prepare(
