@@ -66,3 +66,22 @@ def test_prepare_says_where_the_format_came_from(tmp_path):
     recipe.write_text("sources:\n  - path: raw.jsonl\n    format: pairs\n    count: all\n")
     in_recipe = invoke("prepare", str(recipe), "-o", str(tmp_path / "b.jsonl"))
     assert "format pairs (set in the recipe)" in in_recipe.output, in_recipe.output
+
+
+def test_a_relative_prompt_path_is_found_from_another_directory(tmp_path, fake_server, monkeypatch):
+    """The manifest names the prompt file so that `regen check` run elsewhere reads it."""
+    from regen.check.composition import compare
+
+    work = tmp_path / "work"
+    work.mkdir()
+    write_prompts(work / "p.jsonl", 3)
+    monkeypatch.chdir(work)
+    done = invoke("generate", "--prompts", "p.jsonl", "-o", "run", "--servers",
+                  fake_server().url, "--display", "none")  # fmt: skip
+    assert done.exit_code == 0, done.output
+    monkeypatch.chdir(tmp_path)
+    manifest = json.loads((work / "run" / "manifest.json").read_text())
+    assert manifest["input"]["path"] == str(work / "p.jsonl")
+    comp = compare([work / "run"], {})
+    assert comp.unavailable is None, comp.unavailable
+    assert comp.prompt_files == [str(work / "p.jsonl")]
