@@ -85,3 +85,18 @@ def test_a_relative_prompt_path_is_found_from_another_directory(tmp_path, fake_s
     comp = compare([work / "run"], {})
     assert comp.unavailable is None, comp.unavailable
     assert comp.prompt_files == [str(work / "p.jsonl")]
+
+
+def test_every_category_of_a_blend_is_in_one_naming_scheme(tmp_path):
+    """A dataset's own labels ("Finance") beside regen's (`tool_use`): one scheme, the one
+    export names its per-domain configs by."""
+    from regen.export.files import config_name
+
+    fixtures = ROOT / "tests" / "fixtures" / "prepare"
+    out = tmp_path / "p.jsonl"
+    result = invoke("prepare", "--source", str(fixtures / "hermes_function_calling.jsonl"),
+                    "-o", str(out))  # fmt: skip
+    assert result.exit_code == 0, result.output
+    labels = {json.loads(line)["meta"]["category"] for line in out.read_text().splitlines()}
+    assert "finance" in labels and "Finance" not in labels
+    assert all(config_name(label) == label for label in labels), labels
