@@ -140,3 +140,18 @@ def test_prepare_detects_the_single_prompt_shapes_without_format(tmp_path):
         assert result.exit_code == 0, f"{shape}: {result.output}"
         assert "format pairs (auto:" in result.output
         assert len(out.read_text().splitlines()) == 2
+
+
+def test_an_unknown_role_gets_a_role_map_that_prepare_takes(tmp_path, fake_server, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    rows = [{"messages": [{"role": "narrator", "content": f"tell me {i}"}]} for i in range(2)]
+    write_jsonl(tmp_path / "raw.jsonl", rows)
+    url = fake_server().url
+    refused = generate("raw.jsonl", "run", url)
+    assert refused.exit_code != 0
+    [option] = set(re.findall(r"`(--role-map [^`]+)`", refused.output))
+    converted = invoke(["prepare", "--source", "raw.jsonl", *shlex.split(option), "-o",
+                        "prompts.jsonl"])  # fmt: skip
+    assert converted.exit_code == 0, converted.output
+    assert generate("prompts.jsonl", "run2", url).exit_code == 0
+    assert user_turns(tmp_path / "run2") == ["tell me 0", "tell me 1"]
