@@ -6,6 +6,10 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import orjson
@@ -155,3 +159,35 @@ def test_an_unknown_role_gets_a_role_map_that_prepare_takes(tmp_path, fake_serve
     assert converted.exit_code == 0, converted.output
     assert generate("prompts.jsonl", "run2", url).exit_code == 0
     assert user_turns(tmp_path / "run2") == ["tell me 0", "tell me 1"]
+
+
+def test_a_stopped_run_names_the_status_command_that_shows_it(tmp_path, fake_server):
+    write_jsonl(tmp_path / "p.jsonl", [{"messages": [{"role": "user", "content": f"q{i}"}]}
+                                       for i in range(40)])  # fmt: skip
+    server = fake_server(seconds_per_token=0.02)
+    out = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "regen", "generate", "--prompts", str(tmp_path / "p.jsonl"),
+         "-o", str(out), "--servers", server.url, "--display", "none"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not server.requests and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    output, _ = proc.communicate(timeout=60)
+    assert "stopped (" in output, output
+    follow("hint: " + output)
+    assert "NOT RUNNING (stopped)" in invoke(["status", str(out)]).output
+
+
+def test_a_run_in_use_names_the_status_command_that_watches_it(tmp_path, fake_server):
+    from regen.storage.lock import RunLock
+
+    write_jsonl(tmp_path / "p.jsonl", [{"messages": [{"role": "user", "content": "q"}]}])
+    url, out = fake_server().url, tmp_path / "run"
+    assert generate(str(tmp_path / "p.jsonl"), str(out), url).exit_code == 0
+    with RunLock(out / "run.lock"):
+        refused = generate(str(tmp_path / "p.jsonl"), str(out), url)
+        assert refused.exit_code != 0 and "in use by another regen generate" in refused.output
+        follow(refused.output)
