@@ -262,16 +262,15 @@ class Run:
             raise self.fatal  # the CLI shows it and exits with its code
 
     def _record_session_end(self) -> None:
-        """The levels each server ran at, in the manifest: what the next session (or the next
-        run on this fleet) can start from, after progress.json is overwritten."""
+        """In the manifest, what outlives progress.json: the level each server ran at (where
+        the next session starts) and the input's count, if this session made one."""
         ended = {
             "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "state": str(self.stats.state),
             "completed": self.stats.completed,
             "servers": [{"url": s.url, **concurrency_of(s)} for s in self.servers],
+            "counted": session_count(self.stats, self.config.part, self.input_fp.xxh3_128),
         }
-        if counted := session_count(self.stats, self.config.part, self.input_fp.xxh3_128):
-            ended["counted"] = counted  # what `regen status` reads once progress.json is gone
         try:
             record_session_end(self.layout.manifest, self.session, ended)
         except OSError as exc:  # the run's records are safe; only this summary is missing
