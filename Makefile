@@ -6,6 +6,7 @@ demo:
 	scripts/bootstrap.sh
 	.venv/bin/regen generate --prompts examples/prompts.jsonl --output-dir runs/demo --max-output-tokens 128 --seed 7 --display plain --log-interval 5
 	.venv/bin/regen status runs/demo
+	@echo "(its one error is on purpose: the last line of examples/prompts.jsonl has an unknown role, to show a record landing in errors/)"
 
 test:
 	scripts/bootstrap.sh --test

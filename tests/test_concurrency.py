@@ -174,11 +174,14 @@ def test_generate_finds_a_level_above_the_old_default_and_shows_it(tmp_path, fak
 
 def test_an_engine_that_queues_past_its_running_limit_is_held_near_it(tmp_path, fake_server):
     """The engine runs at most 48 and queues the rest for good: the queue never drains in a
-    window, so the level comes back to about what runs, however much the cache holds."""
+    window, so the level comes back to about what runs, however much the cache holds. 300
+    prompts are enough to climb past 48, meet the queue and come back (1,000 took 3x as long
+    to say the same)."""
     curve = EngineCurve(kv_tokens=2_000_000, max_running=48, time_scale=0.5, ticks=8)
-    _, out = live_run(tmp_path, fake_server, curve, 100, 1000)
+    server, out = live_run(tmp_path, fake_server, curve, 100, 300)
     (left,) = ended_levels(out)
     assert 40 <= left["concurrency"] <= 72, left
+    assert server.peak_in_flight > left["concurrency"]  # it went past the queue and came back
 
 
 def test_a_resumed_run_starts_each_server_where_the_last_session_left_it(tmp_path, fake_server):

@@ -78,3 +78,38 @@ def test_regen_help_lists_every_verb_without_importing_any():
         assert re.search(rf"^  {verb} +{re.escape(summary)}$", done.stdout, re.M), verb
     heavy = {m.split(":")[0] for m in VERBS.values()} | {"datasets", "matplotlib", "torch"}
     assert not heavy & loaded, heavy & loaded
+
+
+# A command the docs give to install regen: from a checkout (`pip install -e '.[embedded]'`)
+# or a git URL works; a bare name (`pip install 'regen[embedded]'`) asks a package index
+# that has no regen on it.
+PIP_INSTALL = re.compile(r"pip install (?:--?[\w-]+ )*'?(regen(?:\[[\w,-]+\])?)(?![\w\[])'?(?! @)")
+
+
+def test_every_install_line_of_the_docs_names_a_checkout_or_a_git_url():
+    pages = [README, *sorted((ROOT / "docs").glob("*.md"))]
+    named = {
+        f"{page.name}: {match[0]}"
+        for page in pages
+        for match in PIP_INSTALL.finditer(" ".join(page.read_text().split()))
+    }
+    assert not named, f"installs regen from a package index that does not have it: {named}"
+    text = (ROOT / "docs" / "getting-started.md").read_text()
+    assert "pip install -e '.[embedded]'" in text
+
+
+def test_the_readme_serves_the_docs_with_a_tool_make_docs_installs():
+    """`make demo`'s environment has no mkdocs: the README names the command that adds it."""
+    text = " ".join(README.read_text().split())
+    assert "`mkdocs serve`" not in text
+    assert (
+        "`make docs`" in text
+        and "docs:\n\tscripts/bootstrap.sh --dev" in (ROOT / "Makefile").read_text()
+    )
+
+
+def test_the_walkthroughs_words_on_the_cap_say_what_its_plan_output_shows():
+    text = (ROOT / "docs" / "walkthrough.md").read_text()
+    [shown] = re.findall(r"; (\d+\.\d)% hit max tokens\n", text)
+    [said] = re.findall(r"`(\d+\.\d)% hit max tokens` is the share", text)
+    assert said == shown

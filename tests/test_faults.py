@@ -365,6 +365,7 @@ def test_prepare_into_a_read_only_dir_is_a_plain_message(tmp_path):
     result = run_with_read_only(read_only, command)
     assert result.returncode == 6, result.stderr
     assert f"cannot write to {read_only}" in result.stderr and "Traceback" not in result.stderr
+    assert "prepare writes its files anew" in result.stderr and "resume" not in result.stderr
 
 
 # -- 8. an input file of the wrong shape ------------------------------------------------------
@@ -374,7 +375,8 @@ def test_an_empty_prompt_file_is_an_error(tmp_path, fake_server):
     result = generate_cli(tmp_path / "p.jsonl", tmp_path / "out", server.url)
     assert result.exit_code == 3
     assert "is empty" in result.output
-    assert f"regen prepare --source {tmp_path / 'p.jsonl'}" in result.output
+    # not prepare on this empty file, which would fail too: prepare on a dataset
+    assert "`regen prepare --source DATA.jsonl -o prompts.jsonl`" in result.output
 
 
 @pytest.mark.parametrize(

@@ -72,7 +72,7 @@ def test_text_blocks_are_joined(tmp_path):
     [
         (b"{not json", "invalid_json"),
         (b"[1, 2]", "bad_type"),
-        (orjson.dumps({"prompt": "x"}), "no_messages"),
+        (orjson.dumps({"question": "x"}), "no_messages"),
         (orjson.dumps({"messages": [{"role": "system", "content": "s"}]}), "no_user_turn"),
         (orjson.dumps({"messages": [{"role": "wizard", "content": "s"}]}), "unknown_role"),
         (orjson.dumps({"messages": [{"role": "user", "content": 5}]}), "bad_content"),

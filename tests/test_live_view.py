@@ -60,7 +60,7 @@ def test_live_panel_has_bar_rates_elapsed_eta_servers_quality_and_events():
     assert re.search(r"10\.0\.0\.1:30000\s+healthy\s+64\s+118\s+3\s+2\s+65,432\s+19\.7s", text)
     assert "quality (last 12): empty 0.0%, length 8.3%" in text  # shown before 50 samples
     assert "back in rotation" in text
-    assert "64 per server = 64 in flight" in text
+    assert "1 x 64 per server (fixed), at most 64 at once" in text  # a cap, not the load
     assert "extra" not in text  # no per-record request fields: nothing to say
 
 

@@ -76,18 +76,37 @@ def test_a_top_level_category_is_read_and_unread_fields_are_said_once(tmp_path, 
     assert {r["category"] for r in read_lines(out, "completions")} == {"maths"}
     notes = [line for line in result.output.splitlines() if "are not read" in line]
     assert len(notes) == 1, result.output  # once per run, not once per line
-    assert "'label'" in notes[0] and "'temperature'" in notes[0]
-    assert '{"sampling": {"temperature": ...}}' in notes[0]
-    assert "'category'" not in notes[0]
+    assert "'label'" in notes[0]
+    assert "'category'" not in notes[0] and "'temperature'" not in notes[0]  # both are read
+    assert {body["temperature"] for body in server.requests} == {0.2}
 
 
-def test_a_prompt_only_line_in_a_mixed_file_points_to_prepare(tmp_path, fake_server):
+def ask(i: int, **more) -> dict:
+    return {"id": f"r{i}", **more, "messages": [{"role": "user", "content": f"question {i}"}]}
+
+
+def test_a_top_level_sampling_field_is_that_lines_sampling(tmp_path, fake_server):
+    server = fake_server()
+    rows = [ask(0, temperature=0.2, top_p=0.5), ask(1), ask(2, temperature=0.3,
+            sampling={"temperature": 0.9}), ask(3, max_tokens="lots")]  # fmt: skip
+    _, out = generate(tmp_path, server, *rows)
+    sent = {body["messages"][-1]["content"]: body for body in server.requests}
+    assert (sent["question 0"]["temperature"], sent["question 0"]["top_p"]) == (0.2, 0.5)
+    assert "temperature" not in sent["question 1"]  # the run's default: the server's
+    errors = {r["id"]: r["error"] for r in read_lines(out, "errors")}
+    assert "top-level 'temperature' and sampling.temperature differ" in errors["r2"]["message"]
+    assert "sampling.max_tokens must be an integer" in errors["r3"]["message"]
+
+
+def test_a_question_only_line_in_a_mixed_file_points_to_prepare(tmp_path, fake_server):
+    """A plain `prompt` is read as one user turn; a `question` (like `instruction` with its
+    `input`) is prepare's to convert."""
     good = [{"messages": [{"role": "user", "content": f"q{i}"}]} for i in range(3)]
-    _, out = generate(tmp_path, fake_server(), *good, {"id": "plain", "prompt": "Hi"})
+    _, out = generate(tmp_path, fake_server(), *good, {"id": "plain", "question": "Hi"})
     (bad,) = read_lines(out, "errors")
     assert bad["error"]["type"] == "no_messages"
     assert "regen prepare --source" in bad["error"]["message"]
-    assert "'prompt'" in bad["error"]["message"]
+    assert "'question'" in bad["error"]["message"]
 
 
 def test_plan_and_generate_count_the_same_unusable_lines(tmp_path, fake_server):
@@ -95,8 +114,8 @@ def test_plan_and_generate_count_the_same_unusable_lines(tmp_path, fake_server):
 
     good = [{"id": f"g{i}", "messages": [{"role": "user", "content": f"q{i}"}]} for i in range(4)]
     again = {"id": "g0", "messages": [{"role": "user", "content": "another question"}]}
-    result, out = generate(tmp_path, fake_server(), *good, again, {"prompt": "plain"})
+    result, out = generate(tmp_path, fake_server(), *good, again, {"question": "plain"})
     unusable_in_generate = len(read_lines(out, "errors"))
-    assert unusable_in_generate == 2, result.output  # the repeated id and the plain prompt
+    assert unusable_in_generate == 2, result.output  # the repeated id and the bare question
     sample = draw_sample(tmp_path / "p.jsonl", size=2)
     assert (sample.prompts, sample.bad_lines) == (4, unusable_in_generate)

@@ -202,6 +202,27 @@ def test_the_walkthrough_leaves_no_server_running(walkthrough):
     assert len(done) == len(REPLAYED) and not left
 
 
+@pytest.mark.model
+def test_the_walkthroughs_run_is_whole_and_its_export_supervises_every_row(walkthrough):
+    """The end-to-end checks beyond the printed text, on the same real run (the embedded
+    server, the model's own tokenizer and template): every prompt answered once, the seven
+    sources in check's report, a supervised token in every row `datasets` loads."""
+    import datasets
+
+    from regen.run.status import read_status
+
+    where, done, _ = walkthrough
+    assert len(done) == len(REPLAYED), "an earlier step failed"
+    count = read_status(where / "work" / "run")["count"]
+    assert (count["items"], count["completions"], count["errors"], count["left"]) == (20, 20, 0, 0)
+    check = next(run for command, run in done.items() if command.startswith("regen check"))
+    assert len(re.findall(r"^== source ", check.stdout, re.M)) == 7
+    train = datasets.load_dataset(str(where / "work" / "tokenized"))["train"]
+    assert len(train) > 0
+    for row in train:
+        assert sum(row["loss_mask"]) > 0 and len(row["input_ids"]) == len(row["loss_mask"])
+
+
 @pytest.mark.parametrize("where", SHOWN_IN)
 def test_every_walkthrough_command_is_replayed_or_says_why_not(where):
     commands = re.findall(r"^\$ (.*)$", SHOWN_IN[where](), re.M)
@@ -245,7 +266,8 @@ def test_a_periodic_progress_line_may_print_any_number_of_times_but_nothing_else
         " 0 in flight",
         "[2026-11-30 13:22:00] 19/20 (95.0%) 0.39 compl/s 39 tok/s ETA 0m02s errors 0 servers"
         " 1/1 up, 1 in flight",
-        "done: 12 new completions, 0 errors; output in work/run",
+        "done: 12 new completions, 0 errors; the run has 20 of 20 items, 0 left; output in"
+        " work/run",
     ]
     start, periodic, end = readme
     slow = periodic.replace("19/20 (95.0%)", "8/20 (40.0%)").replace("ETA 0m02s", "ETA ?")

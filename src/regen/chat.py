@@ -47,8 +47,9 @@ def canonical_role(label: Any, extra_aliases: dict[str, str] | None = None) -> s
         raise InputError(
             f"unknown role label {label!r}",
             kind="unknown_role",
-            hint=f"use one of {', '.join(ROLES)}, or map it with `regen prepare --role-map "
-            f"{key}=user` (or assistant/system/tool)",
+            hint=f"use one of {', '.join(ROLES)}, or map the label where regen prepare converts "
+            f"the file: `--role-map {key}=user` (or assistant/system/tool) on its command "
+            "line, `role_map:` in its recipe",
         )
     return role
 

@@ -1,5 +1,5 @@
 """The walkthrough's files, shipped in the package: `regen demo` writes them out, so that a
-`pip install regen` user can follow the README from a fresh directory (the recipe, its seven
+user with regen installed can follow the README from any fresh directory (the recipe, its seven
 small sources, a prompt file and the Grafana dashboard)."""
 
 from __future__ import annotations
@@ -45,3 +45,12 @@ def write_examples(dest: Path) -> list[Path]:
         target.write_bytes(source.read_bytes())
         written.append(target)
     return written
+
+
+def top_names(written: list[Path], dest: Path) -> list[str]:
+    """What `dest` holds now, one name per file or folder (`prepare/`), in the order written."""
+    names = []
+    for path in written:
+        first, *rest = path.relative_to(dest).parts
+        names.append(f"{first}/" if rest else first)
+    return list(dict.fromkeys(names))

@@ -62,6 +62,9 @@ class InputFileError(ConfigError):
     exit_code = 3
 
 
+RESUMES = "a run resumes where it stopped, nothing written is lost"
+
+
 class OutputError(RegenError):
     """The output dir cannot be written (disk full, read-only): free space or fix the mount,
     then the same command resumes with nothing lost."""
@@ -69,11 +72,12 @@ class OutputError(RegenError):
     exit_code = 6
 
     @classmethod
-    def writing(cls, folder: Path, exc: OSError) -> OutputError:
+    def writing(cls, folder: Path, exc: OSError, again: str = RESUMES) -> OutputError:
+        """`again`: what running the same command again does (a run resumes)."""
         return cls(
             f"cannot write to {folder}: {exc.strerror or exc}",
-            hint="free space (or make it writable, or fix the mount), then run the same "
-            "command again: a run resumes where it stopped, nothing written is lost",
+            hint=f"free space (or make it writable, or fix the mount), then run the same "
+            f"command again: {again}",
         )
 
 

@@ -1,8 +1,9 @@
 """Read a prompt file for `regen generate`: one JSON record a line, streamed.
 
-A record has an optional `id`, and `messages` (OpenAI style) or `conversations` (ShareGPT
-`from`/`value`, or role/content), plus optional `system`, `tools`, `sampling`, `source`,
-`meta` and `category` (what each top-level field means: `regen.prompt_fields`).
+A record has an optional `id`, and `messages` (OpenAI style), `conversations` (ShareGPT
+`from`/`value`, or role/content) or a plain `prompt` (one user turn), plus optional
+`system`, `tools`, `sampling`, `source`, `meta` and `category` (what each top-level field
+means: `regen.prompt_fields`).
 A line of an OpenAI/vLLM batch file (`custom_id`, `url`, `body`) is read too
 (`regen.batch_input`).
 A trailing assistant turn is the old answer being regenerated, so it is dropped. A line that
@@ -26,7 +27,14 @@ from regen.chat import normalise_messages
 from regen.errors import ConfigError, InputError
 from regen.format.part import WHOLE, Part
 from regen.jsonio import canonical, is_file, iter_lines
-from regen.prompt_fields import ignored_fields, no_turns_hint, with_category, with_system
+from regen.prompt_fields import (
+    ignored_fields,
+    no_turns_hint,
+    sampling_of,
+    turns_of,
+    with_category,
+    with_system,
+)
 from regen.records import BadLine, Finished, Prompt
 from regen.urls import is_url
 
@@ -84,8 +92,8 @@ def check_prompt_file(path: str | Path) -> None:
     if not is_url(path) and Path(path).is_dir():
         raise ConfigError(
             f"--prompts {path} is a directory; it takes one prompt file",
-            hint=f"pass a file inside it, or join them: regen prepare --source '{path}/*.jsonl' "
-            "-o prompts.jsonl",
+            hint=f"pass a file inside it, or join them: `regen prepare --source '{path}/*.jsonl' "
+            "-o prompts.jsonl`",
         )
     raise ConfigError(f"prompt file {path} does not exist", hint="check --prompts")
 
@@ -125,10 +133,10 @@ def _prompt_of(
         return None
     if is_finished is not None and plain_id and is_finished(str(given)):
         return Finished(str(given), line)
-    turns = record.get("messages", record.get("conversations"))
+    turns = turns_of(record)
     if turns is None:
         raise InputError(
-            "record has neither 'messages' nor 'conversations'",
+            "record has neither 'messages', 'conversations' nor 'prompt'",
             kind="no_messages",
             hint=no_turns_hint(record),
         )
@@ -140,7 +148,7 @@ def _prompt_of(
         line=line,
         messages=messages,
         tools=tools,
-        sampling=_sampling(record.get("sampling")),
+        sampling=_sampling(sampling_of(record)),
         samples=record.get("samples") if batch else None,
         asked_model=record.get("model") if batch else None,
         source=record.get("source") if isinstance(record.get("source"), dict) else None,

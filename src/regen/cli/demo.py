@@ -6,7 +6,7 @@ import click
 
 from regen.cli.options import Command
 from regen.cli.paths import OutputPath
-from regen.demo import write_examples
+from regen.demo import top_names, write_examples
 from regen.storage.destination import Destination
 
 
@@ -16,5 +16,6 @@ def demo(directory: Destination) -> None:
     """Write the README walkthrough's files (recipe, sources, prompts) into DIRECTORY."""
     with directory.local_folder() as folder:
         written = write_examples(folder)
-    click.echo(f"wrote {len(written)} files to {directory}/ (recipe.yaml, prepare/, prompts.jsonl)")
+        names = top_names(written, folder)
+    click.echo(f"wrote {len(written)} files to {directory}/ ({', '.join(names)})")
     click.echo(f"next: regen prepare {directory.join('recipe.yaml')} --output work/prompts.jsonl")

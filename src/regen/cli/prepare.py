@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 
 import click
 
@@ -70,8 +71,10 @@ def prepare(
         )
     base = load_recipe(recipe) if recipe else Recipe(sources=())
     extra = tuple(
-        parse_source({"path": p, "format": fmt, **_ask(total)}, f"--source {p}") for p in sources
-    )
+        replace(parse_source({"path": p, "format": fmt, **_ask(total)}, f"--source {p}"),
+                from_flags=True)
+        for p in sources
+    )  # fmt: skip
     merged = base.with_overrides(
         sources=base.sources + extra,
         total=total,

@@ -27,7 +27,8 @@ ENDED = {  # what a run that no process works on says of itself, by its last sta
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def status(output_dir: str, as_json: bool) -> None:
     """Show the run RUN (a directory or a bucket URL): progress, rates, ETA, servers,
-    errors, quality alarms; with --shard, each shard and the whole."""
+    errors, quality alarms; of a run generated in parts (`regen generate --shard I/N`),
+    each part and the whole."""
     info = read_status(output_dir)
     if as_json:
         click.echo(orjson.dumps(info, option=orjson.OPT_INDENT_2).decode())
@@ -83,14 +84,17 @@ def render(info: dict[str, Any]) -> list[str]:
 
 
 def finished_line(info: dict[str, Any]) -> str:
-    """The one count of finished items: the output files, which are the ledger."""
-    files, left = info["files"], info["eta"]["items"]
-    done = files["completions"] + files["errors"]
-    total = done + left
+    """The run's one count (`regen.run.counts`): finished items from the output files, which
+    are the ledger, and the unusable input lines among the errors once the input is counted."""
+    count = info["count"]
+    done = count["completions"] + count["errors"]
+    total = done + count["left"]
     share = f" ({100 * done / total:.1f}%)" if total else ""
+    unusable = count["unusable_lines"]
+    of_them = f" ({unusable} of them unusable input lines)" if unusable else ""
     return (
-        f"finished: {done} of {total} items{share}: {files['completions']} completions, "
-        f"{files['errors']} errors; {left} left"
+        f"finished: {done} of {total} items{share}: {count['completions']} completions, "
+        f"{count['errors']} errors{of_them}; {count['left']} left"
     )
 
 

@@ -24,6 +24,7 @@ import xxhash
 from regen import __version__
 from regen.errors import RunStateError
 from regen.jsonio import atomic_write_json, compression, count_lines, open_binary, read_json
+from regen.urls import is_url
 
 LOCK_NAME = ".manifest.lock"  # hidden: readers of the run ignore dot files
 
@@ -104,13 +105,19 @@ def _check_and_record(
     manifest = {
         "version": __version__,
         "created": previous["created"] if previous else session["started"],
-        "input": {"path": config["prompts"], **input_fp.as_dict()},
+        "input": {"path": _from_anywhere(config["prompts"]), **input_fp.as_dict()},
         "earlier_inputs": _earlier_inputs(previous, input_fp),
         "config": config,
         "sessions": [*(previous or {}).get("sessions", []), session],
     }
     atomic_write_json(path, manifest)
     return manifest
+
+
+def _from_anywhere(path: str) -> str:
+    """The prompt file as any shell finds it: `regen check` from another directory reads
+    it by this name (a bucket URL is that already)."""
+    return path if is_url(path) else os.path.abspath(path)
 
 
 @contextmanager

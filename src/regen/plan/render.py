@@ -12,9 +12,9 @@ def plan_lines(data: dict[str, Any], prompts_path: str) -> list[str]:
     lines = [
         f"prompts      {data['prompts']:,} in {prompts_path} ({data['bad_lines']} unusable lines)"
         f", {data['samples_per_prompt']} sample(s) each: {data['completions']:,} completions",
-        f"calibration  {cal['prompts']} prompts from {cal['strata']} strata (seed {cal['seed']})"
-        f" in {format_duration(cal['seconds'])}: {cal['completions']} answers, "
-        f"{cal['failed']} failed",
+        f"calibration  {cal['prompts']} prompts from {cal['strata']} strata "
+        f"(--sample-seed {cal['seed']}) in {format_duration(cal['seconds'])}: "
+        f"{cal['completions']} answers, {cal['failed']} failed",
         f"answers      mean {ans['mean']:.0f} tokens, P50 {ans['p50']:.0f}, P90 {ans['p90']:.0f}, "
         f"max {ans['max']:.0f}; {ans['hit_max_tokens_share']:.1%} hit max tokens",
     ]
@@ -89,7 +89,8 @@ def sweep_lines(data: dict[str, Any]) -> list[str]:
 
 def from_run_lines(data: dict[str, Any]) -> list[str]:
     lines = [
-        f"{data['output_dir']}: {data['finished']:,} finished, {data['remaining']:,} left "
+        f"{data['output_dir']}: {data['finished']:,} of {data['items']:,} items finished, "
+        f"{data['remaining']:,} left "
         f"({data['state'] or 'no snapshot'})",
         _time_left(data),
     ]

@@ -1,4 +1,5 @@
-"""meta.category: the dataset's own label where it has one, else a cheap heuristic.
+"""meta.category: the dataset's own label where it has one, else a cheap heuristic; every
+label in one naming scheme (`label_name`).
 
 The heuristic only has to make a skew visible (a "general" blend that is 77% code), not to
 be a classifier: it looks at the user text for code fences, keywords and maths notation.
@@ -46,6 +47,14 @@ MATH_MARKERS = (
 )
 ARITHMETIC_RE = re.compile(r"\d\s*[-+*/^=]\s*\d")
 HEAD = 2000  # characters of user text looked at: enough to classify, cheap on long prompts
+
+
+def label_name(label: str) -> str:
+    """One scheme for every category, a dataset's own ("Finance", "Data Science") as the
+    heuristic's (`tool_use`): lower case, words joined by `_`. A blend of sources then reads
+    `finance` beside `tool_use`, and export's per-domain configs are named the same."""
+    words = re.findall(r"[^\W_]+", label.lower())
+    return "_".join(words) or label.strip()
 
 
 def own_label(row: dict, field: str | None) -> str | None:

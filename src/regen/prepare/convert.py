@@ -69,7 +69,9 @@ class Converter:
     def meta(self, row: dict, converted: Converted) -> dict[str, Any]:
         label = self.spec.category or category.own_label(row, self.spec.category_field)
         meta: dict[str, Any] = {
-            "category": label or category.guess(converted.messages, converted.tools)
+            "category": category.label_name(label)
+            if label
+            else category.guess(converted.messages, converted.tools)
         }
         for key, value in row.items():
             if key not in converted.used and value is not None and key != "category":

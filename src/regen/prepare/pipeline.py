@@ -79,6 +79,9 @@ def _prepare_checked(
         return _prepare(recipe, output, rejects_path, report_path, names, log, on_row)
 
 
+ANEW = "prepare writes its files anew from the sources (or give -o another folder)"
+
+
 @contextmanager
 def _writable(folders: set[Path]) -> Iterator[None]:
     """A read-only or full output folder is a message naming it, not a traceback."""
@@ -88,7 +91,7 @@ def _writable(folders: set[Path]) -> Iterator[None]:
         folder = Path(exc.filename).parent if exc.filename else None
         if exc.errno not in UNWRITABLE_ERRNOS or folder not in folders:
             raise
-        raise OutputError.writing(folder, exc) from exc
+        raise OutputError.writing(folder, exc, again=ANEW) from exc
 
 
 def _prepare(
@@ -259,8 +262,10 @@ class SourceReader:
 
     def choose_adapter(self, rows: Iterator[Row]) -> tuple[Adapter, Iterator[Row]]:
         """The recipe's format, or the first row's shape; the reason goes in the report."""
+        flags = self.spec.from_flags
         if self.spec.format:
-            cls, reason = resolve(self.spec.format), "set in the recipe"
+            cls = resolve(self.spec.format)
+            reason = "given with --format" if flags else "set in the recipe"
         else:
             head = []
             first = None
@@ -276,7 +281,8 @@ class SourceReader:
                 raise ConfigError(
                     f"source {self.spec.name!r}: cannot tell the format from its first row "
                     f"(columns: {', '.join(keys) or 'none'})",
-                    hint="set format: sharegpt|openai|pairs|function_calling|traces",
+                    hint=("pass --format " if flags else "set format: ")
+                    + "sharegpt|openai|pairs|function_calling|traces",
                 )
             cls, reason = found
             reason = f"auto: {reason}"

@@ -71,6 +71,7 @@ class SourceSpec:
     role_map: dict[str, str] = field(default_factory=dict)
     category: str | None = None  # one fixed label for the whole source
     category_field: str | None = None  # dotted path of the dataset's own label
+    from_flags: bool = False  # a --source of the command line, not a source of a recipe
 
     @property
     def local_pattern(self) -> str:

@@ -44,15 +44,9 @@ def remaining(
 
 def from_status(info: dict) -> Remaining:
     """The estimate for a run as `regen status` reads it (`read_status`'s dict): items left
-    from the output files and the manifest (the ledger), rates from the last snapshot."""
-    config = info["manifest"]["config"]
-    total = info["manifest"]["input"]["lines"] * config["samples_per_prompt"]
+    from its one count (`regen.run.counts`), rates from the last snapshot."""
+    left = info["count"]["left"]
     progress = info["progress"]
-    if progress is not None and not info.get("shards"):
-        # the run's own count once its input pass is done: a batch file's `n` gives some
-        # prompts more samples than --samples-per-prompt
-        total = max(total, progress.get("total") or 0)
-    left = max(0, total - info["files"]["completions"] - info["files"]["errors"])
     if progress is None:
         return Remaining(left, None, None, None, None, None)
     session = progress["session"]

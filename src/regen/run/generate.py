@@ -30,6 +30,7 @@ from regen.jsonio import compression
 from regen.run import ledger as ledger_mod
 from regen.run.config import GenerateConfig
 from regen.run.conversation import RequestShape
+from regen.run.counts import session_count
 from regen.run.dispatcher import Dispatcher
 from regen.run.intake import Intake
 from regen.run.monitor import Monitor, Watched
@@ -243,13 +244,14 @@ class Run:
             raise self.fatal  # the CLI shows it and exits with its code
 
     def _record_session_end(self) -> None:
-        """The levels each server ran at, in the manifest: what the next session (or the next
-        run on this fleet) can start from, after progress.json is overwritten."""
+        """In the manifest, what outlives progress.json: the level each server ran at (where
+        the next session starts) and the input's count, if this session made one."""
         ended = {
             "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "state": str(self.stats.state),
             "completed": self.stats.completed,
             "servers": [{"url": s.url, **concurrency_of(s)} for s in self.servers],
+            "counted": session_count(self.stats, self.config.part, self.input_fp.xxh3_128),
         }
         try:
             record_session_end(self.layout.manifest, self.session, ended)
@@ -273,8 +275,7 @@ class Run:
         if await dispatcher.send(self.intake.items()):
             await asyncio.sleep(0)  # the last items' tasks run up to their request
             self.fleet.endgame.begin()  # every item has a slot: the drain starts
-            if self.intake.exact_total is not None:
-                self.stats.total = self.intake.exact_total  # None: the input was left early
+            self.intake.count_into(self.stats)
         await dispatcher.drain(self.config.limits.drain_timeout, self._draining)
 
     def _draining(self, in_flight: int) -> None:

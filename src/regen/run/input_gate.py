@@ -18,6 +18,7 @@ from regen.batch_input import batch_models
 from regen.errors import InputFileError
 from regen.inputs import read_prompts
 from regen.jsonio import iter_lines, open_binary
+from regen.prompt_fields import PLAIN_PROMPT_KEYS
 from regen.records import BadLine
 
 HEAD_LINES = 1000  # enough to judge a file, quick to read even from object storage
@@ -35,6 +36,7 @@ SHAPES = (
 YAML_KEY = re.compile(rb"^[A-Za-z_][\w-]*:(\s|$)")
 YAML = " (it looks like YAML, such as a `regen prepare` recipe)"
 PARQUET_MAGIC = b"PAR1"  # the first (and last) four bytes of every Parquet file
+CONVERTED = {"messages", "conversations", "conversation", "body", "request"}  # prepare reads
 
 
 def check_input(path: str | Path) -> None:
@@ -50,7 +52,8 @@ def check_input(path: str | Path) -> None:
     if lines == 0:
         raise InputFileError(
             f"the prompt file {path} is empty: there is nothing to generate",
-            hint=f"check --prompts; build a prompt file with `{convert_command(path)}`",
+            hint="check --prompts; `regen prepare --source DATA.jsonl -o prompts.jsonl` builds "
+            "a prompt file from a dataset",
         )
     if mostly_unusable(lines, usable):
         raise unusable_error(path, lines, usable, bad, f"of the first {lines}")
@@ -72,15 +75,14 @@ def unusable_error(
     if _is_parquet(path):  # its bytes read as lines of broken JSON: say what it is instead
         return InputFileError(
             f"{path} is a Parquet file; --prompts reads JSONL (one prompt per line)",
-            hint=f"convert it with `{convert_command(path)}` and pass that file to --prompts",
+            hint=_parquet_fix(path),
         )
     reasons = "; ".join(f"line {b.line}: {b.message}" for b in bad[:SHOWN])
-    shape = _shape(path)
-    command = convert_command(path, recipe=shape == YAML)
+    shape, fix = _shape(path)
     return InputFileError(
         f"{path} is not a prompt file{shape}: {lines - usable} {which} line(s) are "
         f"unusable ({reasons})",
-        hint=f"convert it with `{command}` and pass that file to --prompts",
+        hint=fix,
     )
 
 
@@ -90,23 +92,45 @@ def convert_command(path: str | Path, recipe: bool = False) -> str:
     return f"regen prepare --source {path} -o prompts.jsonl"
 
 
+def _converted(command: str) -> str:
+    return f"convert it with `{command}` and pass that file to --prompts"
+
+
+def _parquet_fix(path: str | Path) -> str:
+    """prepare reads a Parquet file by its name: one named otherwise is renamed first."""
+    if str(path).endswith(".parquet"):
+        return _converted(convert_command(path))
+    return f"rename it to end in .parquet, then {_converted(convert_command('NAME.parquet'))}"
+
+
+def _says_nothing(line: bytes) -> bool:
+    text = line.strip()
+    return not text or text.startswith(b"#") or text == b"---"
+
+
 def _is_parquet(path: str | Path) -> bool:
     with open_binary(path) as fh:
         return fh.read(4) == PARQUET_MAGIC
 
 
-def _shape(path: str | Path) -> str:
-    """' (it looks like ...)' from the first non-blank line, or '' when nothing stands out."""
-    first = next((line for _, line in iter_lines(path) if line.strip()), b"")
+def _shape(path: str | Path) -> tuple[str, str]:
+    """(' (it looks like ...)' or '', the fix) from the first line that says something. A
+    YAML file's comments and document start say nothing: a recipe opens with a comment as
+    often as not. The fix names `regen prepare` only for a shape it converts."""
+    first = next((line for _, line in iter_lines(path) if not _says_nothing(line)), b"")
     if YAML_KEY.match(first):
-        return YAML
+        return YAML, _converted(convert_command(path, recipe=True))
     try:
         record = orjson.loads(first)
     except orjson.JSONDecodeError:
-        return ""
+        record = None
     if not isinstance(record, dict):
-        return ""
+        return "", "--prompts takes JSONL: one JSON object a line, with its turns (see the reasons)"
     for keys, name in SHAPES:
         if keys <= record.keys():
-            return f" (it looks like {name})"
-    return ""
+            return f" (it looks like {name})", _converted(convert_command(path))
+    if CONVERTED.intersection(record) or any(
+        isinstance(record.get(k), str) for k in PLAIN_PROMPT_KEYS
+    ):
+        return "", _converted(convert_command(path))
+    return "", "give each line 'messages' (role/content), 'conversations' (from/value) or 'prompt'"

@@ -51,6 +51,7 @@ class Intake:
         self.stopped = stopped
         self.first_bad: list[BadLine] = []
         self.exact_total: int | None = None  # known once the whole input has been read
+        self.limited = False  # --limit left lines unread: the total is the trial's only
         self.planned = 0  # samples of the usable prompts read (a batch's n varies by record)
         # a batch file's `n` gives a prompt its own sample count, which neither the line map
         # nor the by-id shortcut knows: every line is read and judged by its own count
@@ -73,6 +74,7 @@ class Intake:
         outside = read = 0  # outside: lines a calibration sample leaves to the run
         for entry in read_prompts(self.prompts, is_finished, self.part, skip):
             if self.limit is not None and entry.line > self.limit:
+                self.limited = True
                 break  # --limit: a trial of the first lines; the rest stays pending
             self.lines += 1
             read += 1
@@ -103,6 +105,17 @@ class Intake:
                     yield WorkItem(entry, sample)  # type: ignore[arg-type]
         self.lines -= outside  # a calibration sample is its own job
         self.exact_total = self.planned + (self.lines - self.usable)
+
+    def count_into(self, stats: RunStats) -> None:
+        """The exact total into `stats` once the input pass is done (it was estimated from
+        the line count, blank lines included); the whole input's, not a --limit trial's or a
+        calibration sample's, is the run's count (`regen.run.counts`)."""
+        if self.exact_total is None:
+            return  # the input was left early
+        stats.total = self.exact_total
+        if self.only_lines is None and not self.limited:
+            stats.counted = True
+            stats.unusable_lines = self.lines - self.usable
 
     def _note(self, prompt: Prompt) -> None:
         if prompt.asked_model is not None:

@@ -63,7 +63,7 @@ def run_result(
         unusable = f" ({stats.bad_lines} of them unusable input lines)" if stats.bad_lines else ""
         message = (
             f"done: {stats.completed} new completions, {stats.failed + stats.bad_lines} "
-            f"errors{unusable}; output in {where}"
+            f"errors{unusable}; {_whole(stats)}output in {where}"
         )
         for note in (other_models_line(seen), end_game_line(stats.end_game)):
             if note:
@@ -76,6 +76,13 @@ def run_result(
         if fatal is not None:
             message = f"{fatal}\n{message}"
     return RunResult(where, exit_code, stats, message, already, repaired)
+
+
+def _whole(stats: RunStats) -> str:
+    """A resumed run's whole count beside this session's, as `regen status` says it."""
+    if not stats.finished_before:
+        return ""
+    return f"the run has {stats.finished} of {stats.total} items, {stats.remaining} left; "
 
 
 def other_models_line(seen: InputSeen) -> str | None:

@@ -26,6 +26,8 @@ RATE_WINDOWS = {"last_1m": 60.0, "last_5m": 300.0, "last_15m": 900.0}
 class RunStats:
     total: int  # (prompt, sample) pairs in the input, plus unusable lines
     finished_before: int  # already in the output files when this session started
+    counted: bool = False  # `total` is the whole input's, counted (see regen.run.counts)
+    unusable_lines: int | None = None  # of the whole input, once counted
     completed: int = 0
     failed: int = 0
     bad_lines: int = 0
@@ -104,6 +106,8 @@ def snapshot(
         "updated_unix": now,
         "started_unix": stats.started,
         "total": stats.total,
+        "total_counted": stats.counted,
+        "unusable_lines": stats.unusable_lines,
         "finished": stats.finished,
         "remaining": stats.remaining,
         "session": {

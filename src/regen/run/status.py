@@ -3,7 +3,7 @@
 One path for a directory and a bucket (`regen.storage.Store`): alive or not comes from the
 store (a local run's lock, a remote writer's heartbeat); progress and rates from the snapshot
 the run writes every few seconds; the finished counts from the output files themselves,
-which are the ledger.
+which are the ledger, and the items from the run's own count (`regen.run.counts`).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from regen.errors import ConfigError
 from regen.format.layout import COMPLETIONS, ERRORS
 from regen.format.manifest import manifest_summary
 from regen.run import eta
+from regen.run.counts import run_count
 from regen.run.parts_status import with_shards
 from regen.storage import open_store, require_runs
 
@@ -40,6 +41,8 @@ def read_status(location: str | Path) -> dict[str, Any]:
         "manifest": manifest_summary(manifest),
         "progress": progress,
     }
+    whole = None if info["shards"] else progress  # a sharded run's parts count their own
+    info["count"] = asdict(run_count(manifest, whole, info["files"]))
     info["eta"] = asdict(eta.from_status(info))
     return info
 

@@ -1,5 +1,7 @@
 """Instruction pairs: instruction/input/output (Alpaca), query/response (MetaMathQA),
-query/answer (CodeFeedback), question/answer (WebInstructSub), prompt/response.
+query/answer (CodeFeedback), question/answer (WebInstructSub), prompt/response; and the
+same prompt columns alone (`prompt`, `instruction`/`input`, `question`, `query`), a prompt
+set without answers.
 
 The answer column is the source's reference answer: it is not carried, since `generate`
 replaces it with the target model's own."""
@@ -8,6 +10,7 @@ from __future__ import annotations
 
 from regen.errors import InputError
 from regen.prepare.formats.base import Adapter, Converted
+from regen.prompt_fields import PLAIN_PROMPT_KEYS
 
 PAIRS = (
     ("instruction", "output"),
@@ -29,6 +32,9 @@ class InstructionPairs(Adapter):
         for prompt, answer in PAIRS:
             if isinstance(row.get(prompt), str) and answer in row:
                 return f"'{prompt}'/'{answer}' columns"
+        for prompt in PLAIN_PROMPT_KEYS:  # a prompt set without answers: generate writes them
+            if isinstance(row.get(prompt), str):
+                return f"the '{prompt}' column alone (prompts without answers)"
         return None
 
     def convert(self, row: dict) -> Converted:
