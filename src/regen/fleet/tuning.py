@@ -41,7 +41,12 @@ WINDOW_ENGINE, WINDOW_ANSWERS = 0.6, 1.0
 WINDOW_CLIMB, MIN_WINDOW_CLIMB = 0.25, 0.5  # while climbing, with the engine's counter
 MIN_STEPS = 16  # a window spans at least this many of the engine's decode steps,
 WORSE = 0.5  # unless its rate so far is under this share of the best level's
+MIN_ANSWERS = 16  # answers a window measured by them needs before it may close early
 SETTLE = 0.15  # of a request's time, after a change, before the window starts counting
+# ... when only the answers can be counted (no engine counter): the answers that finish
+# first after a change were mostly sent before it, at the old level, and a step up would
+# read as paying less than it does (or nothing, near the knee, where each answer slows)
+SETTLE_ANSWERS = 0.6
 KV_GROWTH = 0.6  # a running request holds its prompt and, on average, this much of its answer
 SCRAPE_TIMEOUT = 5.0
 
@@ -55,6 +60,7 @@ class _Tracker:
     counting_from: float = 0.0
     first: EngineLoad | None = None
     tokens_at: int = 0
+    answers_at: int = 0
     failed_at: int = 0
     busy: list[float] = field(default_factory=list)
     waiting: list[float] = field(default_factory=list)
@@ -119,9 +125,15 @@ class LiveConcurrency:
             return
         if now < tracker.counting_from:
             return
+        if not tracker.busy:  # the window starts counting: the answers from now on
+            tracker.tokens_at = server.stats.completion_tokens
+            tracker.answers_at = server.stats.completed
         tracker.busy.append(server.in_flight / max(1, server.limit))
         if now - tracker.counting_from < self._window(tracker):
-            if len(tracker.busy) % 4 == 0:  # the engine's queue, about once a second
+            if self._clearly_better(tracker, now):
+                self._close(tracker, now)
+                await self._open(tracker, now)
+            elif len(tracker.busy) % 4 == 0:  # the engine's queue, about once a second
                 await self._sample_engine(tracker)
             return
         await self._sample_engine(tracker)
@@ -145,6 +157,19 @@ class LiveConcurrency:
         if decoded is None or best <= 0 or now <= tracker.started:
             return False
         return decoded / (now - tracker.started) < WORSE * best
+
+    def _clearly_better(self, tracker: _Tracker, now: float) -> bool:
+        """Measured by its answers alone, a climbing level whose rate so far, over at least
+        MIN_ANSWERS of them, beats the last level's by BIG_GAIN: decided without waiting out
+        the window (the first answers after a step up were mostly sent below it, so a rate
+        read this early is, if anything, low; a whole window would be a request's time)."""
+        level, stats = tracker.level, tracker.server.stats
+        if tracker.first is not None or not level.climbing or level.best_rate <= 0:
+            return False
+        if stats.completed - tracker.answers_at < MIN_ANSWERS or now <= tracker.counting_from:
+            return False
+        rate = (stats.completion_tokens - tracker.tokens_at) / (now - tracker.counting_from)
+        return rate >= level.best_rate * (1 + concurrency.BIG_GAIN)
 
     def _steps(self, tracker: _Tracker) -> float:
         """Decode steps the engine ran in the window (its tokens over its batch); without
@@ -179,10 +204,12 @@ class LiveConcurrency:
     async def _open(self, tracker: _Tracker, now: float) -> None:
         server = tracker.server
         tracker.started = now
-        tracker.counting_from = now + SETTLE * server.stats.latency_ewma
+        tracker.first = await self._scrape(tracker)
+        counter = tracker.first is not None and tracker.first.generated is not None
+        settle = SETTLE if counter else SETTLE_ANSWERS
+        tracker.counting_from = now + settle * server.stats.latency_ewma
         tracker.busy, tracker.waiting, tracker.running = [], [], []
         tracker.went_down = False
-        tracker.first = await self._scrape(tracker)
         tracker.tokens_at = server.stats.completion_tokens
         tracker.failed_at = server.stats.failed
 
