@@ -20,7 +20,6 @@ is not a full one.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -28,6 +27,7 @@ from dataclasses import dataclass, field
 
 from regen.errors import PermanentError, RetryableError, ServerRefused
 from regen.fleet import concurrency
+from regen.fleet.engine_info import stated_limits
 from regen.fleet.engine_metrics import EngineLoad, parse
 from regen.fleet.server import Server
 
@@ -92,7 +92,7 @@ class LiveConcurrency:
             return
         for tracker in self._trackers:
             server = tracker.server
-            stated, tracker.kv_tokens = await _stated_limits(server)
+            stated, tracker.kv_tokens = await stated_limits(server, SCRAPE_TIMEOUT)
             tracker.level = concurrency.start(server.concurrency, stated, self.last.get(server.url))
             server.set_limit(tracker.level.limit, tracker.level.reason)
 
@@ -279,25 +279,6 @@ class LiveConcurrency:
         except RetryableError:
             pass  # busy or away for a moment: this sample is skipped
         return None
-
-
-async def _stated_limits(server: Server) -> tuple[int | None, int | None]:
-    """(requests run at once, KV cache tokens) as SGLang's /get_server_info states them;
-    vLLM states neither there (its max_num_seqs is in no endpoint; its cache size is in
-    /metrics, read with the first window), so it starts from concurrency.START."""
-    if server.engine.name != "sglang":
-        return None, None
-    with contextlib.suppress(RetryableError, PermanentError, ServerRefused):
-        info = await server.get("/get_server_info", SCRAPE_TIMEOUT)
-        if isinstance(info, dict):
-            return _positive(info.get("max_running_requests")), _positive(
-                info.get("max_total_num_tokens")
-            )
-    return None, None
-
-
-def _positive(value: object) -> int | None:
-    return int(value) if isinstance(value, int | float) and value > 0 else None
 
 
 def _mean(values: list[float]) -> float | None:
