@@ -12,7 +12,6 @@ of fake_engine.UNMET (issue 34): no /metrics, no running limit, output falling p
 cache; it is measured by the answers served (/stats), the others by the engines' counters.
 For each fleet, in one run:
 
-
 1. regen's defaults (live concurrency, cap 1024), and on the equal fleet the defaults with a
    cap far above the knee (`--concurrency-per-server 8192`); with `--before SRC`, also the
    defaults of the regen whose sources are at SRC (before and after, side by side);
@@ -25,7 +24,7 @@ counters) over the first 25 s after the first token, its ramp included and its t
 `whole`, the tokens of the answers served over the time from the first request to the last
 answer, the wall time a user waits. A fixed level whose steady rate is below 80% of the
 defaults' is cut after those 25 s (its `whole` is then its steady rate over the time it ran:
-in its favour); the others run to the end. Rates are the fake's tokens per wall second; only
+in its favour); the others, and every level of the unmet fleet, run to the end. Rates are the fake's tokens per wall second; only
 their ratios mean anything.
 
 Results: a table on stdout and `.bench/throughput.json`.
