@@ -13,8 +13,9 @@ level is filled at once (`made_room` wakes the requests waiting for a slot).
 
 Output tokens come from the engine's own counter where its /metrics has one (every token
 decoded in the window, not only the answers that happened to finish in it), else from the
-answers. A window in which the server went out of rotation is dropped: a server that died
-is not a full one.
+answers: such a window settles longer (SETTLE_ANSWERS), since the first answers back after a
+change were sent before it, and closes early once MIN_ANSWERS show a clear gain. A window
+in which the server went out of rotation is dropped: a server that died is not a full one.
 """
 
 from __future__ import annotations
