@@ -152,9 +152,10 @@ def _needed(window: Window) -> float:
 
 
 def _queue_tried(level: Level, rate: float) -> Level:
-    """One window at what the engine runs, down from a held level with a queue: stay if it
-    paid as much (the queue was only waiting), else back up, and leave the queue be."""
-    if rate >= level.best_rate * (1 - GAIN):
+    """One window at what the engine runs, down from a held level with a queue: stay unless
+    the queue clearly paid (QUEUED_GAIN, as a step up with a queue must: a noisy window is
+    no reason to keep requests waiting), else back up, and leave the queue be a while."""
+    if rate * (1 + QUEUED_GAIN) >= level.best_rate:
         return replace(level, best_rate=rate, best_limit=level.limit, ceiling=level.queue_from,
                        ceiling_age=0, queue_from=0, held=0, reason="queue")  # fmt: skip
     return replace(level, limit=level.queue_from, queue_from=0, queue_paid=CEILING_WINDOWS,
