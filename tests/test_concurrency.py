@@ -4,6 +4,7 @@ driven against fake engine curves; the engine /metrics parser; generate end to e
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -384,11 +385,13 @@ def test_a_queue_that_pays_nothing_is_left_for_what_runs_and_one_that_pays_is_ke
 
 
 def test_a_step_past_a_cliff_is_left_at_once_and_not_tried_again_soon():
-    """The unmet engine of issue 34 (no /metrics): output rises to 256 in flight and falls
-    15% past it, as its KV cache thrashes."""
+    """An engine without /metrics whose output rises to 256 in flight and falls by a third
+    past it (its KV cache thrashing), and one whose window past the top reads a little low
+    (noise, or a gentle fall): only the first is a cliff."""
 
     def kv_cliff(n: int):
-        return (1785.0 * min(n, 256) / 256 if n <= 256 else 1785.0 * 0.85), {}
+        past = max(0.0, (n - 256) / 256)
+        return 1785.0 * min(n, 256) / 256 * max(0.6, 1 - 1.4 * past), {}  # 320: -35%
 
     level = Level(limit=256, cap=1024, best_rate=1785.0, best_limit=256, climbing=False,
                   climbed=True)  # fmt: skip
@@ -400,3 +403,5 @@ def test_a_step_past_a_cliff_is_left_at_once_and_not_tried_again_soon():
     history = run_curve(kv_cliff, level, concurrency.CEILING_WINDOWS - 1)
     assert max(lv.limit for lv, _ in history) < 320
     assert sum(rate for _, rate in history) / len(history) >= 0.95 * 1785.0
+    probe = replace(level, limit=320, climbing=True, ceiling=None)
+    assert decide(probe, full(0.85 * 1785.0)).reason == "plateau"  # no ceiling for that

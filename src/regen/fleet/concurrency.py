@@ -40,7 +40,8 @@ from dataclasses import dataclass, replace
 
 GAIN = 0.04  # a step up must bring at least this much more output to count
 QUEUED_GAIN = 0.1  # ... or this much with a queue in the engine (a step paying 15% is taken)
-CLIFF = 0.1  # a step up that lost this much: past a cliff, a ceiling at once
+CLIFF = 0.25  # a step up that lost this much: past a cliff, a ceiling at once (a window
+# can read 10-20% low on a busy machine or a CPU engine: a plain plateau for those)
 BIG_GAIN = 0.3  # a step that brought this much: the next one doubles
 JUMP_GAIN = 0.7  # a doubling that brought this much (each request kept most of its speed:
 # the batch is still free, as on a GPU far below its knee) may jump to the stated cache
