@@ -22,7 +22,8 @@ through that queue (vLLM's CPU build does). So, one measurement window at a time
   once, and no higher than it for a while (`ceiling`);
 - hold at the best level once a step brings too little, and probe above it now and then
   (the workload changes: shorter answers fit more in the cache); a held level with a queue
-  in the engine tries what runs for one window, and stays there only if that paid as much;
+  in the engine tries what runs for one window, and stays there unless the queue paid
+  QUEUED_GAIN more;
 - back off on what only a full server does: preemptions once they cost output (back to the
   best level below; while the output holds up, the level stays but climbs no higher),
   timeouts or errors (x0.5); and stay under the level that brought them for a while.
