@@ -24,8 +24,8 @@ counters) over the first 25 s after the first token, its ramp included and its t
 `whole`, the tokens of the answers served over the time from the first request to the last
 answer, the wall time a user waits. A fixed level whose steady rate is below 80% of the
 defaults' is cut after those 25 s (its `whole` is then its steady rate over the time it ran:
-in its favour); the others, and every level of the unmet fleet, run to the end. Rates are the fake's tokens per wall second; only
-their ratios mean anything.
+in its favour); the others, and every level of the unmet fleet, run to the end. Rates are
+the fake's tokens per wall second; only their ratios mean anything.
 
 Results: a table on stdout and `.bench/throughput.json`.
 """
