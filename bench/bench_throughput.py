@@ -2,13 +2,19 @@
 
     .venv/bin/python bench/bench_throughput.py            # full (~25 min on 2 cores)
     .venv/bin/python bench/bench_throughput.py --quick    # fewer prompts and levels
+    .venv/bin/python bench/bench_throughput.py --fleets unmet --prompts 2000 \
+        --levels 128,256,512 --before OLD/src   # also the defaults of another checkout
 
 Against fake engines (`python -m regen.testing.fake_server --engine ...`, fake_engine.py):
 continuous batching on a scaled clock, decode time growing with the batch, a KV cache that
-preempts past its size, a waiting queue past max_running. For each fleet, in one run:
+preempts past its size, a waiting queue past max_running. The `unmet` fleet is four servers
+of fake_engine.UNMET (issue 34): no /metrics, no running limit, output falling past its KV
+cache; it is measured by the answers served (/stats), the others by the engines' counters.
+For each fleet, in one run:
 
 1. regen's defaults (live concurrency, cap 1024), and on the equal fleet the defaults with a
-   cap far above the knee (`--concurrency-per-server 8192`);
+   cap far above the knee (`--concurrency-per-server 8192`); with `--before SRC`, also the
+   defaults of the regen whose sources are at SRC (before and after, side by side);
 2. `--fixed-concurrency --concurrency-per-server N` for N = 1, 2, 4, ... 1024: the engine's
    throughput curve against concurrency.
 
@@ -18,8 +24,8 @@ counters) over the first 25 s after the first token, its ramp included and its t
 `whole`, the tokens of the answers served over the time from the first request to the last
 answer, the wall time a user waits. A fixed level whose steady rate is below 80% of the
 defaults' is cut after those 25 s (its `whole` is then its steady rate over the time it ran:
-in its favour); the others run to the end. Rates are the fake's tokens per wall second; only
-their ratios mean anything.
+in its favour); the others, and every level of the unmet fleet, run to the end. Rates are
+the fake's tokens per wall second; only their ratios mean anything.
 
 Results: a table on stdout and `.bench/throughput.json`.
 """
@@ -28,17 +34,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from bench_generate import BENCH_DIR, fleet, get_json, stop
+from regen.testing import fake_engine
 
 MODEL = "fake-model"
 STEADY_S = 25.0  # seconds after the first token over which the steady rate is measured
@@ -51,10 +60,15 @@ class Engine:
     tokens: int = 400
     jitter: float = 0.5
 
+    @property
+    def metrics(self) -> bool:
+        return self.curve.get("metrics", True)
+
     def args(self, port: int) -> list[str]:
+        dialect = ["--dialect", self.dialect] if self.dialect else []
         return [
             sys.executable, "-m", "regen.testing.fake_server", "--port", str(port),
-            "--engine", json.dumps(self.curve), "--dialect", self.dialect, "--model", MODEL,
+            "--engine", json.dumps(self.curve), *dialect, "--model", MODEL,
             "--tokens", str(self.tokens), "--tokens-jitter", str(self.jitter),
         ]  # fmt: skip
 
@@ -72,7 +86,8 @@ SMALL = Engine(
         "time_scale": 0.2,
     },
 )
-FLEETS = {"equal": [BIG, BIG], "mixed": [BIG, SMALL]}
+UNMET = Engine("", asdict(fake_engine.UNMET))  # the plain fake's wording, no /metrics
+FLEETS = {"equal": [BIG, BIG], "mixed": [BIG, SMALL], "unmet": [UNMET] * 4}
 
 
 def write_prompts(path: Path, count: int, words: int = 60) -> None:
@@ -84,18 +99,30 @@ def write_prompts(path: Path, count: int, words: int = 60) -> None:
 
 
 def generated(urls: list[str]) -> float:
-    """Decoded tokens so far, from the engines' counters."""
+    """Decoded tokens so far, from the engines' counters (an engine without /metrics: the
+    tokens of the answers it served)."""
     total = 0.0
     for url in urls:
-        with urllib.request.urlopen(url + "/metrics", timeout=5) as r:  # only 127.0.0.1
-            for line in r.read().decode().splitlines():
-                if line.startswith(("vllm:generation_tokens_total", "sglang:generation_tokens")):
-                    total += float(line.rsplit(" ", 1)[1])
+        try:
+            with urllib.request.urlopen(url + "/metrics", timeout=5) as r:  # only 127.0.0.1
+                text = r.read().decode()
+        except urllib.error.HTTPError as exc:
+            if exc.code != 404:
+                raise
+            total += get_json(url + "/stats")["tokens_served"]
+            continue
+        for line in text.splitlines():
+            if line.startswith(("vllm:generation_tokens_total", "sglang:generation_tokens")):
+                total += float(line.rsplit(" ", 1)[1])
     return total
 
 
-def one_run(specs: list[Engine], prompts: Path, work: Path, flags: list[str], limit: float):
-    """One `regen generate` on fresh servers, for at most `limit` seconds. Its rates:
+def one_run(
+    specs: list[Engine], prompts: Path, work: Path, flags: list[str], limit: float,
+    src: str | None = None,
+):  # fmt: skip
+    """One `regen generate` (the regen at `src`, else this one) on fresh servers, for at most
+    `limit` seconds. Its rates:
     `steady`, the output tokens/s over the first STEADY_S after its first token (the ramp
     counts, the tail does not); `whole`, over the whole run, from the first request to the
     last answer (the wall time a user waits), or, cut at `limit`, the steady rate over the
@@ -106,8 +133,9 @@ def one_run(specs: list[Engine], prompts: Path, work: Path, flags: list[str], li
             sys.executable, "-m", "regen", "generate", "--prompts", str(prompts),
             "--output-dir", str(out), "--display", "none", "--servers", *urls, *flags,
         ]  # fmt: skip
+        env = os.environ | ({"PYTHONPATH": src} if src else {})
         with open(work / "regen.log", "ab") as log:
-            proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log)
+            proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, env=env)
         t0, first, steady = time.monotonic(), None, None
         while proc.poll() is None and time.monotonic() - t0 < limit:
             time.sleep(0.2)
@@ -143,22 +171,32 @@ def _levels(out: Path) -> list[Any]:
     return [(s["concurrency"], s["concurrency_why"]) for s in snap.get("servers", [])]
 
 
-def sweep(name: str, specs: list[Engine], prompts: Path, work: Path, levels: list[int]) -> dict:
-    """regen's defaults first (their wall time bounds the rest), then each fixed level: cut
-    after STEADY_S unless it is a contender (its steady rate within 20% of the defaults'),
-    which runs to the end like the defaults (up to three times their time)."""
-    runs = {"defaults": []}
+def sweep(
+    name: str, specs: list[Engine], prompts: Path, work: Path, levels: list[int],
+    before: str | None = None,
+) -> dict:  # fmt: skip
+    """regen's defaults first (their wall time bounds the rest; with `before`, those of the
+    regen at that source folder too), then each fixed level: cut after STEADY_S unless it is
+    a contender (its steady rate within 20% of the defaults') or its fleet has no engine
+    counters; those run to the end like the defaults (up to three times their time)."""
+    runs: dict[str, tuple[list[str], str | None]] = {"defaults": ([], None)}
+    if before:
+        runs["defaults, before"] = ([], before)
     if name == "equal":
-        runs["defaults, cap 8192"] = ["--concurrency-per-server", "8192"]
+        runs["defaults, cap 8192"] = (["--concurrency-per-server", "8192"], None)
     rows: dict[str, Any] = {}
-    for label, flags in runs.items():
-        rows[label] = one_run(specs, prompts, work, flags, limit=900)
+    for label, (flags, src) in runs.items():
+        rows[label] = one_run(specs, prompts, work, flags, limit=900, src=src)
         _show(name, label, rows[label])
     took = rows["defaults"]["seconds"]
+    best_steady = rows["defaults"]["steady"]
+    counted = all(spec.metrics for spec in specs)  # by the engines' counters
     for level in levels:
         flags = ["--fixed-concurrency", "--concurrency-per-server", str(level)]
-        row = one_run(specs, prompts, work, flags, limit=STEADY_S + 2)
-        if row["steady"] >= 0.8 * rows["defaults"]["steady"]:
+        # A fleet measured by its answers has no steady rate in its first seconds (the first
+        # answers come late): every level runs to the end.
+        row = one_run(specs, prompts, work, flags, limit=STEADY_S + 2) if counted else None
+        if row is None or row["steady"] >= 0.8 * best_steady:
             row = one_run(specs, prompts, work, flags, limit=3 * took)
         rows[f"fixed {level}"] = row
         _show(name, f"fixed {level}", row)
@@ -180,20 +218,31 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--prompts", type=int, default=None)
+    parser.add_argument("--fleets", default=",".join(FLEETS), help="of " + ", ".join(FLEETS))
+    parser.add_argument("--levels", default=None, help="fixed levels, e.g. 128,256,512")
+    parser.add_argument(
+        "--before",
+        default=None,
+        metavar="SRC",
+        help="also run the defaults of the regen whose sources are at SRC",
+    )
     args = parser.parse_args()
     count = args.prompts or (1500 if args.quick else 4000)
     levels = [1, 8, 64, 128, 256, 1024] if args.quick else [2**k for k in range(11)]
+    if args.levels:
+        levels = [int(n) for n in args.levels.split(",")]
+    fleets = {name: FLEETS[name] for name in args.fleets.split(",")}
     BENCH_DIR.mkdir(exist_ok=True)
     work = BENCH_DIR / "throughput"
     work.mkdir(exist_ok=True)
     prompts = work / "prompts.jsonl"
     write_prompts(prompts, count)
     results = {"prompts": count, "levels": levels}
-    for name, specs in FLEETS.items():
+    for name, specs in fleets.items():
         print(f"{name} fleet ({len(specs)} servers), {count} prompts", flush=True)
-        results[name] = sweep(name, specs, prompts, work, levels)
+        results[name] = sweep(name, specs, prompts, work, levels, args.before)
     print("\nfleet   run                  steady tok/s  of best   whole tok/s  of best")
-    for name in FLEETS:
+    for name in fleets:
         r = results[name]
         steady, whole = r["best"]["steady"], r["best"]["whole"]
         print(f"{name:<7} best fixed ({steady[1]}; {whole[1]})  {steady[0]:>9.0f}"

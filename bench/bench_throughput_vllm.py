@@ -2,6 +2,8 @@
 
     .venv/bin/python bench/bench_throughput_vllm.py                  # both parts (~25 min)
     .venv/bin/python bench/bench_throughput_vllm.py --parts prefix   # one of sweep, prefix
+    .venv/bin/python bench/bench_throughput_vllm.py --parts whole --replicas 1 --eager \
+        --levels 32,128 --before OLD/src       # issue 34's case: whole runs, old and new
 
 Starts `regen serve --engine vllm --model embedded --device cpu --replicas 2` as a user
 would (the CPU build in .venv-vllm, the cores split between the replicas, 1 GiB of KV cache
@@ -14,6 +16,10 @@ sweep:  `regen generate --fixed-concurrency --concurrency-per-server N` for N = 
         engines' `vllm:generation_tokens_total`) from the moment the first one was, over its
         time, and over the second half of it. The run is then stopped (two SIGTERMs: its
         requests are abandoned, and vLLM aborts them) and the fleet waits idle for the next.
+whole:  whole runs to their end (--prompts prompts, --max-tokens each, of their own), for
+        each fixed level, regen's defaults and, with --before SRC, the defaults of the regen
+        at SRC: output tokens over the time from the run's first token to its exit, and the
+        levels the defaults went through.
 prefix: the prefix-cache hit rate, `vllm:prefix_cache_hits` / `vllm:prefix_cache_queries`
         (tokens) summed over the servers, of whole runs with 4 samples per prompt and with a
         shared ~1,500-token system prompt (a tool catalogue), `--dispatch least-loaded` and
@@ -43,13 +49,16 @@ VLLM_PYTHON = Path(os.environ.get("REGEN_VLLM_PYTHON", ROOT / ".venv-vllm/bin/py
 LEVELS = [2**k for k in range(11)]
 
 
-def serve(folder: Path) -> tuple[subprocess.Popen, list[str]]:
+def serve(
+    folder: Path, replicas: int = 2, eager: bool = False
+) -> tuple[subprocess.Popen, list[str]]:
     """`regen serve` in the foreground, until it says its servers answer."""
     fleet = folder / "FLEET.json"
     cmd = [
         sys.executable, "-m", "regen", "serve", "--engine", "vllm", "--model", "embedded",
-        "--device", "cpu", "--replicas", "2", "--python", str(VLLM_PYTHON), "--kv-cache-gib",
-        "1", "--context", "2048", "--fleet", str(fleet), "--startup-timeout", "1200",
+        "--device", "cpu", "--replicas", str(replicas), "--python", str(VLLM_PYTHON),
+        "--kv-cache-gib", "1", "--context", "2048", "--fleet", str(fleet),
+        "--startup-timeout", "1200", *(["--", "--enforce-eager"] if eager else []),
     ]  # fmt: skip
     log = folder / "serve.out"
     with open(log, "wb") as sink:
@@ -102,13 +111,17 @@ def write_prompts(path: Path, tag: str, count: int, system: str = "") -> None:
             fh.write(orjson.dumps({"id": f"{tag}-{i:05d}", "messages": messages}) + b"\n")
 
 
-def generate(prompts: Path, out: Path, urls: list[str], *flags: str) -> subprocess.Popen:
+def generate(
+    prompts: Path, out: Path, urls: list[str], *flags: str, src: str | None = None
+) -> subprocess.Popen:
+    """`regen generate` (the regen whose sources are at `src`, else this one)."""
     cmd = [
         sys.executable, "-m", "regen", "generate", "--prompts", str(prompts), "--output-dir",
         str(out), "--display", "none", "--servers", *urls, "--temperature", "0.7", *flags,
     ]  # fmt: skip
+    env = os.environ | ({"PYTHONPATH": src} if src else {})
     with open(out.parent / f"{out.name}.log", "wb") as log:
-        return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log)
+        return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, env=env)
 
 
 def measured(urls: list[str], proc: subprocess.Popen, seconds: float, out: Path):
@@ -182,6 +195,56 @@ def sweep(urls: list[str], work: Path, seconds: float, levels: list[int], longer
     return {"rows": rows, "best_fixed": best[1], "best_rate": best[0]}
 
 
+def whole_runs(urls: list[str], work: Path, args: argparse.Namespace) -> dict:
+    """Each fixed level, the defaults and the defaults before, to the end of their prompts."""
+    runs: dict[str, tuple[list[str], str | None]] = {
+        f"fixed {n}": (["--fixed-concurrency", "--concurrency-per-server", str(n)], None)
+        for n in (int(n) for n in args.levels.split(","))
+    }
+    runs["defaults"] = ([], None)
+    if args.before:
+        runs["defaults, before"] = ([], args.before)
+    rows = {}
+    for label, (flags, src) in runs.items():
+        tag = "w" + label.replace(" ", "").replace(",", "")
+        prompts, out = work / f"{tag}.jsonl", work / f"out-{tag}"
+        write_prompts(prompts, tag, args.prompts)
+        proc = generate(prompts, out, urls, "--max-output-tokens", str(args.max_tokens), *flags,
+                        src=src)  # fmt: skip
+        try:
+            rows[label] = to_the_end(urls, proc, out)
+        finally:
+            abandon(proc)
+        wait_idle(urls)
+        print(f"  {label:<18} {rows[label]['rate']:7.1f} tok/s over {rows[label]['seconds']:.0f}"
+              f" s  levels {rows[label]['trace']}", flush=True)  # fmt: skip
+    best = max((r["rate"], k) for k, r in rows.items() if k.startswith("fixed"))
+    for row in rows.values():
+        row["of_best"] = row["rate"] / best[0]
+    return {"rows": rows, "best_fixed": best[1], "best_rate": best[0]}
+
+
+def to_the_end(urls: list[str], proc: subprocess.Popen, out: Path) -> dict:
+    """Output tokens from the run's first to its exit, over that time; its levels on the way."""
+    base = metric(urls, "vllm:generation_tokens_total")
+    deadline = time.monotonic() + 1800
+    while metric(urls, "vllm:generation_tokens_total") == base:
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit(f"regen generate ended before a token ({proc.returncode})")
+        time.sleep(0.2)
+    started, trace = time.monotonic(), []
+    while proc.poll() is None and time.monotonic() < deadline:
+        levels = [n for n, _ in levels_of(out)]
+        if levels and (not trace or trace[-1][1] != levels):
+            trace.append((round(time.monotonic() - started), levels))
+        time.sleep(0.5)
+    if proc.returncode != 0:
+        raise SystemExit(f"regen generate failed ({proc.returncode}): {out}.log")
+    seconds = time.monotonic() - started
+    tokens = metric(urls, "vllm:generation_tokens_total") - base
+    return {"rate": tokens / seconds, "seconds": seconds, "trace": trace}
+
+
 def tool_catalogue(tokens: int = 1500) -> str:
     """A system prompt of about `tokens` tokens (SmolLM2's tokenizer) listing tools."""
     lines, k = ["You can call these tools. Answer in one line."], 0
@@ -228,13 +291,29 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=30.0, help="per fixed level")
     parser.add_argument("--defaults-seconds", type=float, default=120.0)
     parser.add_argument("--levels", default=",".join(map(str, LEVELS)))
+    parser.add_argument("--replicas", type=int, default=2)
+    parser.add_argument("--eager", action="store_true", help="serve with --enforce-eager")
+    parser.add_argument("--prompts", type=int, default=480, help="whole: prompts a run")
+    parser.add_argument("--max-tokens", type=int, default=64, help="whole: tokens an answer")
+    parser.add_argument(
+        "--before",
+        default=None,
+        metavar="SRC",
+        help="whole: also the defaults of the regen whose sources are at SRC",
+    )
     args = parser.parse_args()
     parts = args.parts.split(",")
     BENCH_DIR.mkdir(exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="regen-bench-vllm-", dir=BENCH_DIR))
-    proc, urls = serve(work)
+    proc, urls = serve(work, args.replicas, args.eager)
     results: dict = {}
     try:
+        if "whole" in parts:
+            print(f"whole runs: {args.replicas} vLLM CPU server(s), {args.prompts} prompts x "
+                  f"{args.max_tokens} tokens", flush=True)  # fmt: skip
+            results["whole"] = r = whole_runs(urls, work, args)
+            print(f"best fixed: {r['best_fixed']} at {r['best_rate']:.1f} tok/s; " + "; ".join(
+                f"{k} {v['of_best']:.3f}" for k, v in r["rows"].items()))  # fmt: skip
         if "sweep" in parts:
             print(f"sweep: 2 vLLM CPU servers, {args.seconds:.0f} s a level", flush=True)
             levels = [int(n) for n in args.levels.split(",")]

@@ -4,6 +4,7 @@ driven against fake engine curves; the engine /metrics parser; generate end to e
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -354,3 +355,56 @@ def test_a_sublinear_gain_doubles_but_never_jumps_to_the_cache():
     gpu = decide(first, full(150.0, kv_fit=900))
     gpu = decide(gpu, full(290.0, kv_fit=900))  # +93%: the batch is still free
     assert gpu.limit == 64 * concurrency.JUMP
+
+
+def test_a_queue_the_output_still_rises_through_is_climbed_through():
+    """vLLM's CPU build (issue 34): prompts wait for their turn in a step's token budget, a
+    queue at every level, and its output still rises to 128 in flight (fixed 32: 540 tok/s,
+    128: 738). The queue is a hint, not the verdict: doublings that pay are taken."""
+
+    def budgeted(n: int):
+        rate = 540.0 * min(n, 128) ** 0.225 / 32**0.225  # +17% a doubling, flat past 128
+        return rate, {"waiting": 0.4 * n, "running": 0.6 * n}
+
+    history = run_curve(budgeted, concurrency.start(cap=1024), 30)
+    reached = next(i for i, (level, _) in enumerate(history) if level.limit >= 128)
+    assert reached <= 4, [level.limit for level, _ in history]
+    late = [rate for _, rate in history[reached:]]
+    assert sum(late) / len(late) >= 0.9 * budgeted(128)[0]
+
+
+def test_a_queue_that_pays_nothing_is_left_for_what_runs_and_one_that_pays_is_kept():
+    held = Level(limit=128, cap=1024, best_rate=700.0, best_limit=128, climbing=False,
+                 climbed=True)  # fmt: skip
+    trial = decide(held, full(700.0, waiting=40.0, running=80.0))
+    assert (trial.limit, trial.reason) == (84, "queue")  # one window at what runs
+    stays = decide(trial, full(695.0, waiting=0.0, running=84.0))
+    assert (stays.limit, stays.reason, stays.ceiling) == (84, "queue", 128)  # it paid nothing
+    back = decide(trial, full(600.0, waiting=0.0, running=84.0))
+    assert (back.limit, back.reason) == (128, "queue pays")
+    for _ in range(5):  # and the queue is not tried again soon
+        back = decide(back, full(700.0, waiting=40.0, running=80.0))
+        assert back.limit >= 128
+
+
+def test_a_step_past_a_cliff_is_left_at_once_and_not_tried_again_soon():
+    """An engine without /metrics whose output rises to 256 in flight and falls by a third
+    past it (its KV cache thrashing), and one whose window past the top reads a little low
+    (noise, or a gentle fall): only the first is a cliff."""
+
+    def kv_cliff(n: int):
+        past = max(0.0, (n - 256) / 256)
+        return 1785.0 * min(n, 256) / 256 * max(0.6, 1 - 1.4 * past), {}  # 320: -35%
+
+    level = Level(limit=256, cap=1024, best_rate=1785.0, best_limit=256, climbing=False,
+                  climbed=True)  # fmt: skip
+    for _ in range(concurrency.PROBE_EVERY):
+        level = decide(level, full(1785.0))
+    assert (level.limit, level.reason) == (320, "probe")
+    level = decide(level, full(kv_cliff(320)[0]))
+    assert (level.limit, level.reason, level.ceiling) == (256, "cliff", 320)
+    history = run_curve(kv_cliff, level, concurrency.CEILING_WINDOWS - 1)
+    assert max(lv.limit for lv, _ in history) < 320
+    assert sum(rate for _, rate in history) / len(history) >= 0.95 * 1785.0
+    probe = replace(level, limit=320, climbing=True, ceiling=None)
+    assert decide(probe, full(0.85 * 1785.0)).reason == "plateau"  # no ceiling for that

@@ -6,11 +6,13 @@ here depends on how fast this machine is."""
 from __future__ import annotations
 
 import asyncio
+import urllib.error
 import urllib.request
+from dataclasses import replace
 
 import pytest
 
-from regen.testing.fake_engine import EngineCurve, FakeEngine
+from regen.testing.fake_engine import UNMET, EngineCurve, FakeEngine
 from regen.testing.fake_server import Behaviour
 
 FAST = EngineCurve(time_scale=0.001)
@@ -107,3 +109,30 @@ def test_sglang_states_its_limits_in_server_info(fake_server):
         info = resp.read().decode()
     assert '"max_running_requests":48' in info.replace(" ", "")
     assert '"max_total_num_tokens":12345' in info.replace(" ", "")
+
+
+def test_the_unmet_engine_serves_no_metrics_and_falls_past_its_kv_cache(fake_server):
+    """fake_engine.UNMET (issue 34): an engine regen has not met, whose load only its answers
+    show; its output rises to about 256 in flight and falls past what its cache holds."""
+    server = fake_server(Behaviour(engine=replace(UNMET, time_scale=0.001)))
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(server.url + "/metrics", timeout=5)
+    assert refused.value.code == 404
+
+    def rate(at_once: int) -> float:  # of the benches' mix: 60 words, 400 +- 50% tokens
+        engine = FakeEngine(replace(UNMET, time_scale=0.0))
+        queue = [([f"p{i}w{j}" for j in range(60)], 200 + (i * 7919) % 401)
+                 for i in range(6 * at_once)]  # fmt: skip
+
+        async def worker() -> None:
+            while queue:
+                await engine.generate(*queue.pop())
+
+        async def run() -> None:
+            await asyncio.gather(*(worker() for _ in range(at_once)))
+
+        asyncio.run(run())
+        return engine.counters.generation_tokens / engine.counters.clock
+
+    below, knee, past = rate(128), rate(256), rate(400)
+    assert knee > 1.05 * below and past < 0.9 * knee, (below, knee, past)

@@ -3,27 +3,35 @@
 A batch job wants the most output tokens per second, not the lowest latency. An engine's
 output rate rises with its running batch until the batch stops growing (its max running
 requests, or its KV cache full) and then flattens, or falls once requests are preempted
-and recomputed. So, one measurement window at a time:
+and recomputed. The verdict is always what a level pays: its output rate against the level
+below's. What an engine shows of its state (a waiting queue, a KV cache gauge, or no
+/metrics at all) is a hint that shapes the steps, never the verdict: an engine regen has
+not met may queue requests for their turn in a step's token budget and still gain output
+through that queue (vLLM's CPU build does). So, one measurement window at a time:
 
 - climb while the rate rises: by x2 while each step gains a lot, by x1.25 near the top
-  (and always, once a top was found: a later climb is a probe from it);
+  (and always, once a top was found: a later climb is a probe from it); a step counts when
+  it gains GAIN, or QUEUED_GAIN where the engine's queue stayed all window long (a hint that
+  it is full: a step that pays 15% is still taken, by doublings);
   when the very first step up does not pay, the start itself may be past the top (a CPU
   engine, whose output falls once its batch outgrows its cores): halve while that pays;
   where the engine states its KV cache size, the first climb jumps to about what it holds
   (`kv_fit`: its tokens over the mean request's) after two steps up that paid, the last a
   doubling that nearly doubled the output, so a GPU's knee is reached in a few windows;
-- hold at the best level once a step brings less than GAIN more, and probe above it now and
-  then (the workload changes: shorter answers fit more in the cache);
+- a level whose output fell by CLIFF or more from the level below is past a cliff: back at
+  once, and no higher than it for a while (`ceiling`);
+- hold at the best level once a step brings too little, and probe above it now and then
+  (the workload changes: shorter answers fit more in the cache); a held level with a queue
+  in the engine tries what runs for one window, and stays there unless the queue paid
+  QUEUED_GAIN more;
 - back off on what only a full server does: preemptions once they cost output (back to the
-  best level below; while the output holds up, the level stays but climbs no higher), a
-  waiting queue in the engine that stays beyond QUEUE_SHARE of what runs all window long
-  (down to what runs), timeouts or errors (x0.5); and stay under the level that brought
-  them for a while (`ceiling`).
+  best level below; while the output holds up, the level stays but climbs no higher),
+  timeouts or errors (x0.5); and stay under the level that brought them for a while.
 
 A window in which the server did not have `limit` requests in flight most of the time
 (the run is ending, the server just came back, a retry storm elsewhere) decides nothing:
 a slow or recovering server is never taken for a full one, and a fall in rate alone never
-lowers the level. The window is measured by `tuning.py`; nothing here does I/O.
+lowers a held level. The window is measured by `tuning.py`; nothing here does I/O.
 """
 
 from __future__ import annotations
@@ -32,6 +40,9 @@ import math
 from dataclasses import dataclass, replace
 
 GAIN = 0.04  # a step up must bring at least this much more output to count
+QUEUED_GAIN = 0.1  # ... or this much with a queue in the engine (a step paying 15% is taken)
+CLIFF = 0.25  # a step up that lost this much: past a cliff, a ceiling at once (a window
+# can read 10-20% low on a busy machine or a CPU engine: a plain plateau for those)
 BIG_GAIN = 0.3  # a step that brought this much: the next one doubles
 JUMP_GAIN = 0.7  # a doubling that brought this much (each request kept most of its speed:
 # the batch is still free, as on a GPU far below its knee) may jump to the stated cache
@@ -79,6 +90,8 @@ class Level:
     held: int = 0
     step: float = 2.0
     reason: str = "start"
+    queue_from: int = 0  # trying what runs, down from this held level (its rate: best_rate)
+    queue_paid: int = 0  # windows before a queue is tried again (it paid when last tried)
 
 
 def start(cap: int, stated: int | None = None, last: int | None = None) -> Level:
@@ -108,16 +121,47 @@ def _decide(level: Level, window: Window) -> Level:
         return _back_off(level, math.floor(level.limit * 0.5), "errors")
     if window.preemptions and window.busy >= BUSY:
         return _preempted(level, window.rate)
-    if _queue_full(window):
-        assert window.running is not None
-        return _back_off(level, math.ceil(window.running * (1 + QUEUE_SHARE / 2)), "queue")
     if window.busy < BUSY:
         return replace(level, reason="not full")
+    if level.queue_from:
+        return _queue_tried(level, window.rate)
     if level.descending:
         return _descend(level, window.rate)
     if level.climbing:
-        return _climb(level, window.rate, window.kv_fit)
-    return _hold(level, window.rate)
+        return _climb(level, window)
+    if _queue_full(window) and not level.queue_paid:
+        trial = _try_what_runs(level, window, level.limit, window.rate)
+        if trial is not None:
+            return trial
+    return _hold(replace(level, queue_paid=max(0, level.queue_paid - 1)), window.rate)
+
+
+def _try_what_runs(level: Level, window: Window, held: int, rate: float) -> Level | None:
+    """A queue all window long at `held` (its output: `rate`): is it worth anything? One
+    window at what the engine runs; `_queue_tried` judges it. None: it runs about as many."""
+    assert window.running is not None
+    runs = math.ceil(window.running * (1 + QUEUE_SHARE / 2))
+    if runs >= held:
+        return None
+    return replace(level, limit=runs, queue_from=held, best_rate=rate, best_limit=held,
+                   climbing=False, reason="queue")  # fmt: skip
+
+
+def _needed(window: Window) -> float:
+    """The gain a step up must bring to count: GAIN, or QUEUED_GAIN where the engine's queue
+    stayed all window (a hint that it may be full: the step must clearly pay)."""
+    return QUEUED_GAIN if _queue_full(window) else GAIN
+
+
+def _queue_tried(level: Level, rate: float) -> Level:
+    """One window at what the engine runs, down from a held level with a queue: stay unless
+    the queue clearly paid (QUEUED_GAIN, as a step up with a queue must: a noisy window is
+    no reason to keep requests waiting), else back up, and leave the queue be a while."""
+    if rate * (1 + QUEUED_GAIN) >= level.best_rate:
+        return replace(level, best_rate=rate, best_limit=level.limit, ceiling=level.queue_from,
+                       ceiling_age=0, queue_from=0, held=0, reason="queue")  # fmt: skip
+    return replace(level, limit=level.queue_from, queue_from=0, queue_paid=CEILING_WINDOWS,
+                   held=0, reason="queue pays")  # fmt: skip
 
 
 def _queue_full(window: Window) -> bool:
@@ -131,16 +175,29 @@ def _top(level: Level) -> int:
     return max(1, top)
 
 
-def _climb(level: Level, rate: float, kv_fit: int | None) -> Level:
-    if level.best_limit and rate < level.best_rate * (1 + GAIN):
+def _climb(level: Level, window: Window) -> Level:
+    rate, kv_fit, queued = window.rate, window.kv_fit, _queue_full(window)
+    if level.best_limit and rate < level.best_rate * (1 + _needed(window)):
         if not level.climbed and level.best_limit > 1 and level.ceiling is None:
             # The first step up did not pay: is the start past the top? Try half of it.
             half = max(1, level.best_limit // 2)
             return replace(level, limit=half, climbing=False, descending=True, reason="below")
+        if rate < level.best_rate * (1 - CLIFF) and level.limit > level.best_limit:
+            # Past a cliff: back at once, and probe no higher than this for a while.
+            return replace(level, limit=level.best_limit, climbing=False, held=0,
+                           ceiling=level.limit, ceiling_age=0, reason="cliff")  # fmt: skip
+        if queued and not level.queue_paid:  # a top with a queue: does the queue pay?
+            trial = _try_what_runs(level, window, level.best_limit, level.best_rate)
+            if trial is not None:
+                return trial
         # The last step did not pay: back to the best level, and hold there.
         return replace(level, limit=level.best_limit, climbing=False, held=0, reason="plateau")
     gained = rate / level.best_rate - 1 if level.best_rate else 1.0
-    step = 2.0 if gained >= BIG_GAIN and level.first_climb else 1.25  # past a top: no doubling
+    # Doublings while each gains a lot; then x1.25, and always past a top. With a queue in
+    # the engine, doublings while each pays QUEUED_GAIN: the engine admits what fits and the
+    # rest waits (no preemptions to fear), and a smaller step's gain would be lost in noise.
+    doubles = gained >= (QUEUED_GAIN if queued else BIG_GAIN)
+    step = 2.0 if doubles and level.first_climb else 1.25
     if level.ceiling is not None:
         step = min(step, 1.05)  # near a known edge: small steps
     higher = max(level.limit + 1, math.ceil(level.limit * step))
@@ -192,6 +249,7 @@ def _preempted(level: Level, rate: float) -> Level:
     """The KV cache is full: no higher than this. The level stays while its output holds up
     (a recompute can cost less than a smaller batch); it goes back to the best level below
     once its output falls under that level's, or down by x0.85 when none is known."""
+    level = replace(level, queue_from=0)  # a trial below a queue is over: this decides
     if level.climbing and level.limit > 1.3 * level.best_limit > 0:
         # A long step crossed the cache's edge: try halfway (geometrically), below it.
         middle = math.ceil(math.sqrt(level.best_limit * level.limit))
@@ -215,6 +273,7 @@ def _back_off(level: Level, lower: int, why: str) -> Level:
     lower = max(1, min(lower, level.limit - 1 if level.limit > 1 else 1))
     return replace(
         level,
+        queue_from=0,
         limit=lower,
         best_rate=0.0,
         best_limit=lower,

@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -30,13 +29,12 @@ from regen.fleet.endgame import EndGame
 from regen.fleet.overflow import room_left
 from regen.fleet.policy import HealthPolicy, RetryPolicy
 from regen.fleet.server import CHAT_PATH, Server
+from regen.fleet.slots import AFFINE_SCAN, WaitingLine
 from regen.fleet.watch import watch_health
 
-__all__ = ["Completed", "DispatchHalted", "Fleet", "HealthPolicy", "RetryPolicy"]
+__all__ = ["AFFINE_SCAN", "Completed", "DispatchHalted", "Fleet", "HealthPolicy", "RetryPolicy"]
 
 log = logging.getLogger("regen.fleet")
-
-AFFINE_SCAN = 256  # waiters looked through for one whose prefix a freed server holds
 
 
 class DispatchHalted(Exception):
@@ -70,10 +68,7 @@ class Fleet:
         self.all_down_since: float | None = None
         self.model: str | None = None  # once known, a server back from down must serve it
         self.halted = False
-        # Each waiter with the server its prefix prefers (None: any), so that a slot freed
-        # there goes to a request whose prefix it holds.
-        self._waiters: deque[tuple[asyncio.Future, Server | None]] = deque()
-        self._waiting = 0  # requests in `acquire` waiting for a slot
+        self.line = WaitingLine(affine)  # requests in `acquire` waiting for a slot
         self._sleepers: set[asyncio.Future] = set()
         self._retired: dict[Server, FleetUnavailable] = {}  # never coming back, and why
         self.endgame = EndGame(servers, self.release, self._copy_failed)
@@ -101,7 +96,7 @@ class Fleet:
             if self.halted:
                 raise DispatchHalted
             server = self._pick(order)
-            if server is not None and order and self._waiters and not woken:
+            if server is not None and order and len(self.line) and not woken:
                 # Affine, with requests already waiting: a slot freed on another server is
                 # theirs (one whose prefix it holds is woken for it); only our own takes us.
                 server = server if server is order[0] else None
@@ -112,32 +107,25 @@ class Fleet:
                 self.endgame.tick()
                 return server
             self._check_give_up()
-            waiter = asyncio.get_running_loop().create_future()
-            self._waiters.append((waiter, order[0] if order else None))
-            self._waiting += 1  # till it runs again, woken or not: no copy takes its slot
-            try:
-                with contextlib.suppress(TimeoutError):  # wake up to re-check health, give-up
-                    await asyncio.wait_for(waiter, timeout=1.0)
-            finally:
-                self._waiting -= 1
+            await self.line.wait(order[0] if order else None)  # woken, or to re-check health
             woken = True
 
     def release(self, server: Server) -> None:
         server.release()
-        self._wake(1, server)
-        self.endgame.released(offer=not self._waiting)  # a slot nobody waits for: a copy?
+        self.line.wake(1, server)
+        self.endgame.released(offer=not self.line.waiting)  # a slot nobody waits for: a copy?
 
     def made_room(self, server: Server, slots: int) -> None:
         """The server's limit rose by `slots`: as many waiters go now, not at their next
         release or time-out (a climb is judged by a window in which the new level runs)."""
-        self._wake(slots, server)
+        self.line.wake(slots, server)
 
     def halt(self) -> None:
         """The run stops: every request waiting for a slot or a backoff leaves now (with
         DispatchHalted); those on a server finish or are cut by the drain."""
         self.halted = True
         self.endgame.halt()
-        self._wake(len(self._waiters))
+        self.line.wake_all()
         for sleeper in self._sleepers:
             if not sleeper.done():
                 sleeper.set_result(None)
@@ -153,24 +141,6 @@ class Fleet:
             self._sleepers.discard(sleeper)
         if self.halted:
             raise DispatchHalted
-
-    def _wake(self, count: int, freed: Server | None = None) -> None:
-        """Wake `count` waiters, first one whose prefix prefers the server just `freed`
-        (looked for among the first AFFINE_SCAN), then in order."""
-        if freed is not None and self.affine and count:
-            for i, (waiter, prefers) in enumerate(self._waiters):
-                if i >= AFFINE_SCAN:
-                    break
-                if prefers is freed and not waiter.done():
-                    del self._waiters[i]
-                    waiter.set_result(None)
-                    count -= 1
-                    break
-        while self._waiters and count:
-            waiter, _ = self._waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(None)
-                count -= 1
 
     def _check_give_up(self) -> None:
         if len(self._retired) == len(self.servers):
@@ -291,14 +261,14 @@ class Fleet:
         server.bring_back()
         self.all_down_since = None
         self.on_event(f"server {server.name} {why}; back in rotation")
-        self._wake(len(self._waiters))
+        self.line.wake_all()
 
     def retire(self, server: Server, reason: FleetUnavailable) -> None:
         """Out for good (a process that keeps dying): no probe brings it back, and when every
         server is retired the run stops at once with `reason` instead of waiting."""
         self._retired[server] = reason
         self.take_out(server, reason.message.splitlines()[0], abort_in_flight=True)
-        self._wake(len(self._waiters))  # waiters re-check and see the fleet is gone
+        self.line.wake_all()  # waiters re-check and see the fleet is gone
 
     def is_retired(self, server: Server) -> bool:
         return server in self._retired

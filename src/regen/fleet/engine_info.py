@@ -12,10 +12,11 @@ cannot reproduce them, so such records say `seed_honoured: false`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.metadata
 from typing import Any
 
-from regen.errors import ServerError
+from regen.errors import PermanentError, RetryableError, ServerError, ServerRefused
 from regen.fleet.engine import UNKNOWN, EngineInfo
 from regen.fleet.engine_defaults import sglang_defaults
 from regen.fleet.server import Server
@@ -93,3 +94,22 @@ def fleet_engines(servers: list[Server]) -> list[dict[str, Any]]:
         if entry not in seen:
             seen.append(entry)
     return seen
+
+
+async def stated_limits(server: Server, timeout: float) -> tuple[int | None, int | None]:
+    """(requests run at once, KV cache tokens) as SGLang's /get_server_info states them;
+    vLLM states neither there (its max_num_seqs is in no endpoint; its cache size is in
+    /metrics), so live concurrency starts it from concurrency.START."""
+    if server.engine.name != "sglang":
+        return None, None
+    with contextlib.suppress(RetryableError, PermanentError, ServerRefused):
+        info = await server.get("/get_server_info", timeout)
+        if isinstance(info, dict):
+            return _positive(info.get("max_running_requests")), _positive(
+                info.get("max_total_num_tokens")
+            )
+    return None, None
+
+
+def _positive(value: object) -> int | None:
+    return int(value) if isinstance(value, int | float) and value > 0 else None

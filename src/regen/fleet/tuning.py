@@ -13,14 +13,14 @@ level is filled at once (`made_room` wakes the requests waiting for a slot).
 
 Output tokens come from the engine's own counter where its /metrics has one (every token
 decoded in the window, not only the answers that happened to finish in it), else from the
-answers. A window in which the server went out of rotation is dropped: a server that died
-is not a full one.
+answers: such a window settles longer (SETTLE_ANSWERS), since the first answers back after a
+change were sent before it, and closes early once MIN_ANSWERS show a clear gain. A window
+in which the server went out of rotation is dropped: a server that died is not a full one.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 from regen.errors import PermanentError, RetryableError, ServerRefused
 from regen.fleet import concurrency
+from regen.fleet.engine_info import stated_limits
 from regen.fleet.engine_metrics import EngineLoad, parse
 from regen.fleet.server import Server
 
@@ -41,7 +42,12 @@ WINDOW_ENGINE, WINDOW_ANSWERS = 0.6, 1.0
 WINDOW_CLIMB, MIN_WINDOW_CLIMB = 0.25, 0.5  # while climbing, with the engine's counter
 MIN_STEPS = 16  # a window spans at least this many of the engine's decode steps,
 WORSE = 0.5  # unless its rate so far is under this share of the best level's
+MIN_ANSWERS = 16  # answers a window measured by them needs before it may close early
 SETTLE = 0.15  # of a request's time, after a change, before the window starts counting
+# ... when only the answers can be counted (no engine counter): the answers that finish
+# first after a change were mostly sent before it, at the old level, and a step up would
+# read as paying less than it does (or nothing, near the knee, where each answer slows)
+SETTLE_ANSWERS = 0.6
 KV_GROWTH = 0.6  # a running request holds its prompt and, on average, this much of its answer
 SCRAPE_TIMEOUT = 5.0
 
@@ -55,6 +61,7 @@ class _Tracker:
     counting_from: float = 0.0
     first: EngineLoad | None = None
     tokens_at: int = 0
+    answers_at: int = 0
     failed_at: int = 0
     busy: list[float] = field(default_factory=list)
     waiting: list[float] = field(default_factory=list)
@@ -86,7 +93,7 @@ class LiveConcurrency:
             return
         for tracker in self._trackers:
             server = tracker.server
-            stated, tracker.kv_tokens = await _stated_limits(server)
+            stated, tracker.kv_tokens = await stated_limits(server, SCRAPE_TIMEOUT)
             tracker.level = concurrency.start(server.concurrency, stated, self.last.get(server.url))
             server.set_limit(tracker.level.limit, tracker.level.reason)
 
@@ -119,9 +126,15 @@ class LiveConcurrency:
             return
         if now < tracker.counting_from:
             return
+        if not tracker.busy:  # the window starts counting: the answers from now on
+            tracker.tokens_at = server.stats.completion_tokens
+            tracker.answers_at = server.stats.completed
         tracker.busy.append(server.in_flight / max(1, server.limit))
         if now - tracker.counting_from < self._window(tracker):
-            if len(tracker.busy) % 4 == 0:  # the engine's queue, about once a second
+            if self._clearly_better(tracker, now):
+                self._close(tracker, now)
+                await self._open(tracker, now)
+            elif len(tracker.busy) % 4 == 0:  # the engine's queue, about once a second
                 await self._sample_engine(tracker)
             return
         await self._sample_engine(tracker)
@@ -145,6 +158,19 @@ class LiveConcurrency:
         if decoded is None or best <= 0 or now <= tracker.started:
             return False
         return decoded / (now - tracker.started) < WORSE * best
+
+    def _clearly_better(self, tracker: _Tracker, now: float) -> bool:
+        """Measured by its answers alone, a climbing level whose rate so far, over at least
+        MIN_ANSWERS of them, beats the last level's by BIG_GAIN: decided without waiting out
+        the window (the first answers after a step up were mostly sent below it, so a rate
+        read this early is, if anything, low; a whole window would be a request's time)."""
+        level, stats = tracker.level, tracker.server.stats
+        if tracker.first is not None or not level.climbing or level.best_rate <= 0:
+            return False
+        if stats.completed - tracker.answers_at < MIN_ANSWERS or now <= tracker.counting_from:
+            return False
+        rate = (stats.completion_tokens - tracker.tokens_at) / (now - tracker.counting_from)
+        return rate >= level.best_rate * (1 + concurrency.BIG_GAIN)
 
     def _steps(self, tracker: _Tracker) -> float:
         """Decode steps the engine ran in the window (its tokens over its batch); without
@@ -179,10 +205,12 @@ class LiveConcurrency:
     async def _open(self, tracker: _Tracker, now: float) -> None:
         server = tracker.server
         tracker.started = now
-        tracker.counting_from = now + SETTLE * server.stats.latency_ewma
+        tracker.first = await self._scrape(tracker)
+        counter = tracker.first is not None and tracker.first.generated is not None
+        settle = SETTLE if counter else SETTLE_ANSWERS
+        tracker.counting_from = now + settle * server.stats.latency_ewma
         tracker.busy, tracker.waiting, tracker.running = [], [], []
         tracker.went_down = False
-        tracker.first = await self._scrape(tracker)
         tracker.tokens_at = server.stats.completion_tokens
         tracker.failed_at = server.stats.failed
 
@@ -252,25 +280,6 @@ class LiveConcurrency:
         except RetryableError:
             pass  # busy or away for a moment: this sample is skipped
         return None
-
-
-async def _stated_limits(server: Server) -> tuple[int | None, int | None]:
-    """(requests run at once, KV cache tokens) as SGLang's /get_server_info states them;
-    vLLM states neither there (its max_num_seqs is in no endpoint; its cache size is in
-    /metrics, read with the first window), so it starts from concurrency.START."""
-    if server.engine.name != "sglang":
-        return None, None
-    with contextlib.suppress(RetryableError, PermanentError, ServerRefused):
-        info = await server.get("/get_server_info", SCRAPE_TIMEOUT)
-        if isinstance(info, dict):
-            return _positive(info.get("max_running_requests")), _positive(
-                info.get("max_total_num_tokens")
-            )
-    return None, None
-
-
-def _positive(value: object) -> int | None:
-    return int(value) if isinstance(value, int | float) and value > 0 else None
 
 
 def _mean(values: list[float]) -> float | None:

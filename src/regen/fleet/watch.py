@@ -1,22 +1,35 @@
 """The fleet's health watch: probe servers that are out of rotation until they answer again,
-and check busy ones so a server that hangs is taken out and its requests move on."""
+and check busy ones so a server that hangs is taken out and its requests move on.
+
+It watches anything shaped as `Watched` (the dispatcher's Fleet is), so that it sits below
+the dispatcher and never imports it."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from regen.errors import PermanentError, RetryableError, ServerRefused
 from regen.fleet.engine import UNKNOWN
 from regen.fleet.engine_info import identify
+from regen.fleet.policy import HealthPolicy
 from regen.fleet.server import Server
 
-if TYPE_CHECKING:
-    from regen.fleet.dispatch import Fleet
+
+class Watched(Protocol):
+    """What the watch reads of a fleet and asks of it."""
+
+    servers: list[Server]
+    health: HealthPolicy
+    model: str | None  # once known, a server back from down must serve it
+
+    def is_retired(self, server: Server) -> bool: ...
+    def bring_back(self, server: Server, why: str) -> None: ...
+    def take_out(self, server: Server, why: str, abort_in_flight: bool) -> None: ...
 
 
-async def watch_health(fleet: Fleet) -> None:
+async def watch_health(fleet: Watched) -> None:
     """Run until cancelled: probe servers that are down, check live ones that are busy."""
     probes: set[asyncio.Task] = set()
     interval = fleet.health.liveness_interval
@@ -39,7 +52,7 @@ async def watch_health(fleet: Fleet) -> None:
             probe.cancel()
 
 
-async def _probe(fleet: Fleet, server: Server) -> None:
+async def _probe(fleet: Watched, server: Server) -> None:
     # Any HTTP answer, even an error status, means the server is up again; but one that
     # lists models must list ours (a server that rebooted with another model stays out).
     try:
@@ -57,7 +70,7 @@ async def _probe(fleet: Fleet, server: Server) -> None:
     fleet.bring_back(server, "answers again")
 
 
-async def _check_liveness(fleet: Fleet, server: Server) -> None:
+async def _check_liveness(fleet: Watched, server: Server) -> None:
     answered = True
     try:
         await server.alive(timeout=fleet.health.liveness_timeout)

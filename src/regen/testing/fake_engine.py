@@ -9,7 +9,9 @@ What it models, as vLLM's v1 scheduler and SGLang's do in substance:
   running one that cannot grow is preempted (the newest first) and later recomputed from
   scratch, which costs prefill time again: past that point more in flight means less output;
 - a prefix cache per server, in blocks of `block` tokens chained by hash (a block is cached
-  only with everything before it): prefill time is `prefill_s` per *uncached* prompt token.
+  only with everything before it): prefill time is `prefill_s` per *uncached* prompt token;
+- /metrics in the engine's names, or none at all (`metrics=False`: an engine regen has not
+  met, whose load it can only judge from the answers).
 
 Time is simulated: a step that takes `t` simulated seconds sleeps `t * time_scale` real
 seconds, and `ticks` decode steps run per sleep, so a GPU-like curve runs on two cores. All
@@ -33,6 +35,25 @@ class EngineCurve:
     block: int = 16
     time_scale: float = 0.1  # real seconds per simulated second
     ticks: int = 4  # decode steps simulated per sleep (cheap on the CPU)
+    metrics: bool = True  # serves /metrics (else a 404, as an engine without the endpoint)
+
+
+# An engine regen has not met (issue 34): no limit on running requests and so no queue, no
+# /metrics, a decode step that slows with every running request, and a KV cache that holds
+# about 290 requests of the benches' mix (60-word prompts, 400 +- 50% tokens: a running one
+# holds about 260) and recomputes past it, a prefill costing as much a token as a decode
+# (no spare compute). Output per engine second, 4,000 answers: 1,596 at 128 in flight,
+# 1,740 at 192, 1,785 at 256, then 1,515 at 320, 1,435 at 400, 1,447 at 512 (the newest
+# requests are preempted and prefilled again, over and over).
+UNMET = EngineCurve(
+    step_s=0.02,
+    per_seq_s=0.0004,
+    prefill_s=0.0004,
+    max_running=1_000_000,
+    kv_tokens=76_000,
+    time_scale=0.5,
+    metrics=False,
+)
 
 
 @dataclass(eq=False)

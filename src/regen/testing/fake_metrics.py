@@ -16,10 +16,15 @@ SGLang (SG:metrics/collector.py, sgl-project/sglang main): gauges `sglang:num_ru
 
 from __future__ import annotations
 
+from aiohttp import web
+
 from regen.testing.fake_engine import FakeEngine
 
 
 def metrics_text(dialect: str | None, engine: FakeEngine, model: str) -> str:
+    """The /metrics body; a 404 for an engine that serves none (`EngineCurve.metrics`)."""
+    if not engine.curve.metrics:
+        raise web.HTTPNotFound(text="no /metrics on this engine")
     if dialect == "sglang":
         return _sglang(engine, model)
     return _vllm(engine, model)
