@@ -10,7 +10,8 @@ import pytest
 from regen.errors import ConfigError
 from regen.score.accept import Ratio, Tally, first_miss, simulate
 from regen.score.compare import Paired, parse_ks
-from regen.score.ngram import NgramDraft
+from regen.score.ngram import NgramDraft, NgramSettings
+from regen.score.outcome import decode_counts
 
 
 def test_tau_by_hand():
@@ -91,11 +92,21 @@ def test_first_miss():
     assert first_miss("1110") == 3 and first_miss("111") is None and first_miss("0") == 0
 
 
-def test_ngram_guesses_from_the_latest_earlier_occurrence():
-    # at the second "1 2" the lookup of [1] (and [3 1]) finds what followed before
-    draft = NgramDraft(max_n=2)
-    assert draft.matches([1, 2, 3, 1, 2, 3, 1, 2, 4], 3) == "011110"
-    assert draft.matches([5, 6, 7], 1) == "00"
+def test_ngram_drafts_what_followed_the_earliest_longest_match_as_vllm_does():
+    # vLLM's prompt lookup, min 1 max 2, answer ids[3:] = 1 2 3 1 2 4. Before answer token 1
+    # (context 1 2 3 1) the longest earlier suffix is [1] at 0: draft [2 3 1], all right.
+    # Before token 2, [1 2] at 0..1: [3 1 2]; before 3, [2 3] at 1..2: [1 2 3], 2 right;
+    # before 5, [1 2] first at 0..1 again: the draft may run to the context's end (room 6).
+    draft = NgramDraft(NgramSettings(1, 2, "test"))
+    found = draft.lookup([1, 2, 3, 1, 2, 3, 1, 2, 4], 3)
+    assert decode_counts(found.room) == [0, 3, 3, 3, 3, 6]
+    assert decode_counts(found.right) == [0, 3, 3, 2, 1, 0]
+    row = found.steps(3)  # step at 1 accepts 3 (+ bonus) -> step at 5 accepts none
+    assert (row.steps, row.drafted, row.accepted, row.runs) == (2, 6, 3, (1, 0, 0, 1))
+    row = found.steps(1)  # steps at 1, 3 and 5 accept 1, 1 and 0
+    assert (row.steps, row.accepted, row.runs) == (3, 2, (1, 2))
+    none = draft.lookup([5, 6, 7], 1)  # no earlier n-gram: no draft, so no verify step
+    assert none.steps(3).steps == 0 and none.match() == "00"
 
 
 def test_parse_ks():

@@ -184,6 +184,13 @@ from regen.format.part import parse_part, part_from_env
     help="Store prompt/completion token ids (vLLM's return_token_ids).",
 )
 @option(
+    "--logprobs",
+    is_flag=True,
+    group=OUTPUT,
+    to="output.logprobs",
+    help="Store each answer token's logprob (for `regen score` at the run's temperature).",
+)
+@option(
     "--display",
     type=click.Choice(["auto", "live", "plain", "none"]),
     default="auto",

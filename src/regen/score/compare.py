@@ -14,7 +14,8 @@ from typing import Any
 
 from regen.check.record import SampleKey, key_of
 from regen.errors import ConfigError
-from regen.score.accept import Z95, simulate
+from regen.score.accept import Z95
+from regen.score.outcome import Outcome, from_line, steps_of, tokens_of
 from regen.score.results import draft_rows_file, read_rows
 
 
@@ -63,21 +64,23 @@ class Paired:
                 "difference": round(after - before, 4), "ci95_half_width": half}  # fmt: skip
 
 
-def baseline_rows(path: Path, name: str) -> tuple[str, dict[SampleKey, str]]:
-    """The match vectors of the earlier score's draft of this name (else its first draft)."""
+def baseline_rows(path: Path, name: str) -> tuple[str, dict[SampleKey, Outcome]]:
+    """The outcomes of the earlier score's draft of this name (else its first draft)."""
     name, rows_file = draft_rows_file(path, name, "--baseline")
-    return name, {key_of(r): r["match"] for r in read_rows(rows_file) if "match" in r}
+    rows = ((key_of(r), from_line(r)) for r in read_rows(rows_file))
+    return name, {key: outcome for key, outcome in rows if outcome is not None}
 
 
-def paired(rows_file: Path, before: dict[SampleKey, str], by: str, ks: list[int]) -> dict[str, Any]:
+def paired(rows_file: Path, before: dict[SampleKey, Outcome], by: str,
+           ks: list[int]) -> dict[str, Any]:  # fmt: skip
     groups: dict[str, dict[int, Paired]] = {}
     for line in read_rows(rows_file):
-        old = before.get(key_of(line))
-        if old is None or "match" not in line or len(old) != len(line["match"]):
+        old, new = before.get(key_of(line)), from_line(line)
+        if old is None or new is None or tokens_of(old) != tokens_of(new):
             continue  # only rows scored on the same tokens on both sides pair up
         for name in (line["groups"].get(by, "(none)"), "(overall)"):
             per_k = groups.setdefault(name, {k: Paired() for k in ks})
             for k in ks:
-                steps = (simulate(old, k).steps, simulate(line["match"], k).steps)
-                per_k[k].add(len(old), *steps)
+                steps = (steps_of(old, k).steps, steps_of(new, k).steps)
+                per_k[k].add(tokens_of(old), *steps)
     return {g: {str(k): p.to_json() for k, p in per_k.items()} for g, per_k in groups.items()}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -33,6 +34,9 @@ class FleetFile:
     servers: list[FleetServer]
     version: int = VERSION
     api_key_env: str | None = None  # the variable that holds the servers' key (never the key)
+    # vLLM's --speculative-config as the servers were started with it: `score --draft ngram`
+    # scores the same prompt lookup (its prompt_lookup_min/max)
+    speculative_config: dict[str, Any] | None = None
 
     @property
     def urls(self) -> list[str]:
@@ -64,3 +68,20 @@ class FleetFile:
         if not fleet.servers:
             raise ConfigError(f"fleet file {path} lists no server")
         return fleet
+
+
+def speculative_config(extra: list[str]) -> dict[str, Any] | None:
+    """The JSON of `--speculative-config JSON` (or `=JSON`) among an engine's arguments; None
+    when absent or not JSON (vLLM's dotted `--speculative-config.method` form is not read)."""
+    for i, arg in enumerate(extra):
+        name, eq, value = arg.partition("=")
+        if name.replace("_", "-") != "--speculative-config":
+            continue
+        if not eq and i + 1 < len(extra):
+            value = extra[i + 1]
+        try:
+            parsed = orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return None
+        return parsed if isinstance(parsed, dict) else None
+    return None
