@@ -173,8 +173,8 @@ def test_sampling_is_stratified_and_seeded(run, encoder, tmp_path):
 
 def test_cli_json_baseline_and_bad_input(run, requantized, tmp_path):
     runner = CliRunner()
-    first = runner.invoke(main, ["score", str(run), "--draft", "ngram", "--tokenizer",
-                                 "embedded", "--k", "3", "--json"])  # fmt: skip
+    first = runner.invoke(main, ["score", str(run), "--draft", "ngram", "--ngram-lookup", "1-3",
+                                 "--tokenizer", "embedded", "--k", "3", "--json"])  # fmt: skip
     assert first.exit_code == 0, first.output
     assert json.loads(first.output)["k"] == [3]
     before = tmp_path / "before.json"

@@ -80,9 +80,9 @@ def test_ratio_interval_by_hand():
 
 def test_paired_difference_by_hand():
     paired = Paired()
-    # (tokens, steps before, steps after): tau before 12/6 = 2, after 12/4 = 3
-    paired.add(6, 3, 2)
-    paired.add(6, 3, 2)
+    # (tokens, steps) before and after: tau before 12/6 = 2, after 12/4 = 3
+    paired.add((6, 3), (6, 2))
+    paired.add((6, 3), (6, 2))
     out = paired.to_json()
     assert (out["before"], out["after"], out["difference"]) == (2.0, 3.0, 1.0)
     assert out["ci95_half_width"] == 0.0  # identical rows: no spread

@@ -92,6 +92,9 @@ def _baseline(base: dict[str, Any], k: int) -> list[str]:
     rows = []
     for name, per_k in base["groups"].items():
         p = per_k[str(k)]
+        if p["difference"] is None:
+            rows.append([name, str(p["rows"]), "-", "-", "-"])
+            continue
         half = "" if p["ci95_half_width"] is None else f"±{p['ci95_half_width']:.2f}"
         rows.append([name, str(p["rows"]), f"{p['before']:.2f}", f"{p['after']:.2f}",
                      f"{p['difference']:+.2f}{half}"])  # fmt: skip
