@@ -92,6 +92,8 @@ def test_what_a_record_says_about_its_draw():
     vllm = {"meta": {"sampling": {"temperature": 0.7, "top_p": None}, "engine": {"name": "vllm"}}}
     assert drawn_at(vllm) == DrawnAt(0.7, None, None, "processed")
     assert drawn_at(vllm).logprobs_fit() is None
+    vllm["meta"]["speculative_decoding"] = {"num_spec_steps": 3}  # regen serve left it raw
+    assert "raw model" in drawn_at(vllm).logprobs_fit()
     llama = {"meta": {"sampling": {"temperature": None, "neutral": {"temperature": 1.0,
                                                                     "top_p": 1.0, "top_k": 0}},
                       "engine": {"name": "llamacpp"}}}  # fmt: skip

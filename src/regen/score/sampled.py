@@ -10,7 +10,8 @@ p and q must be the distributions the tokens are drawn from: after temperature, 
 top-p, in vLLM's order (vllm/v1/sample/sampler.py, ops/topk_topp_sampler.py). What each engine
 returns as a logprob (`KINDS`):
     vllm      processed, when started with --logprobs-mode processed_logprobs (regen serve
-              adds it; the default raw_logprobs is the model's own distribution)
+              adds it; the default raw_logprobs is the model's own distribution); a speculating
+              server is left raw (regen serve does not add it there: spec_metrics.py)
     sglang    after temperature, before top-k/top-p (sglang/srt/layers/sampler.py; unless
               SGLANG_RETURN_ORIGINAL_LOGPROB is set), so it is the drawn one without truncation
     llamacpp  llama-cpp-python: the raw model's (llama.py logits_to_logprobs over its scores),
@@ -48,8 +49,9 @@ class DrawnAt:
         if self.temperature is None:
             return "the answers were drawn at the server's default temperature, not recorded"
         if self.logprobs == "raw" and (self.temperature != 1 or self.truncated):
-            return ("the engine (llama-cpp-python) returns the raw model's logprobs, not those "
-                    f"at temperature {self.temperature} with top-k/top-p")  # fmt: skip
+            return ("the engine returned the raw model's logprobs (llama-cpp-python; vLLM "
+                    "without --logprobs-mode processed_logprobs, as on a speculating server), "
+                    f"not those at temperature {self.temperature} with top-k/top-p")  # fmt: skip
         if self.logprobs == "temperature" and self.truncated:
             return "the engine (SGLang) returns logprobs before top-k/top-p"
         return None
@@ -65,8 +67,11 @@ def drawn_at(raw: dict[str, Any]) -> DrawnAt:
     values = {**_dict(sampling.get("neutral")), **{k: v for k, v in sampling.items()
                                                    if v is not None}}  # fmt: skip
     engine = _dict(meta.get("engine")).get("name")
+    kind = KINDS.get(engine or "", "processed")
+    if engine == "vllm" and meta.get("speculative_decoding"):
+        kind = "raw"  # regen serve leaves a speculating vLLM in raw mode (spec_metrics.py)
     return DrawnAt(_number(values.get("temperature")), _number(values.get("top_p")),
-                   _whole(values.get("top_k")), KINDS.get(engine or "", "processed"))  # fmt: skip
+                   _whole(values.get("top_k")), kind)  # fmt: skip
 
 
 def _dict(value: Any) -> dict[str, Any]:

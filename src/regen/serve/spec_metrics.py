@@ -12,7 +12,11 @@ vLLM returns the raw model's logprobs by default (`--logprobs-mode raw_logprobs`
 temperature, top-k and top-p; a token is drawn from the processed distribution, and `score`'s
 estimate at the run's temperature needs that one: `processed_logprobs`
 (vllm/config/model.py LogprobsMode; vllm/v1/sample/sampler.py takes them after temperature
-and ops/topk_topp_sampler.py after top-k/top-p). regen adds it unless the user chose a mode.
+and ops/topk_topp_sampler.py after top-k/top-p). regen adds it unless the user chose a mode,
+or the server speculates: there the CPU build 0.32.0 turns the rejection sampler's target
+logits to NaN in that mode (measured: no draft accepted at temperature 0.7, and every request
+asking logprobs answered HTTP 400 "Out of range float values"), while n-gram and argmax
+drafts need no logprobs to be scored.
 """
 
 from __future__ import annotations
@@ -43,7 +47,8 @@ def with_spec_metrics(engine: str, python: str, extra: list[str]) -> list[str]:
     added = []
     if "--speculative-config" in names and FLAG not in names and version >= SINCE:
         added += [FLAG, "detailed"]
-    if LOGPROBS_FLAG not in names and version >= LOGPROBS_SINCE:
+    speculates = "--speculative-config" in names
+    if LOGPROBS_FLAG not in names and not speculates and version >= LOGPROBS_SINCE:
         added += [LOGPROBS_FLAG, PROCESSED]
     return [*extra, *added]
 
