@@ -51,6 +51,10 @@ def token_row(completion: Completion, encoder: Encoder, groups: dict[str, str]) 
     its logprobs do not match its answer tokens."""
     row = _ids_row(completion, encoder, groups)
     logprobs = completion.raw.get("logprobs")
+    if logprobs is not None and row.retokenized and len(logprobs) == row.answer_tokens - 1:
+        # the render closes the turn with the template's end-of-turn token, which the engine
+        # gave no logprob for (never generated, or a stop token it does not report)
+        row = replace(row, ids=row.ids[:-1])
     if logprobs is not None and len(logprobs) != row.answer_tokens:
         raise InputError(
             f"{completion.label}: {len(logprobs)} logprobs for {row.answer_tokens} answer tokens"
