@@ -3,6 +3,7 @@ out by hand (each comment shows the verify steps)."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -10,8 +11,16 @@ import pytest
 from regen.errors import ConfigError
 from regen.score.accept import Ratio, Tally, first_miss, simulate
 from regen.score.compare import Paired, parse_ks
-from regen.score.ngram import NgramDraft, NgramSettings
+from regen.score.ngram import (
+    DEFAULTS,
+    NgramDraft,
+    NgramSettings,
+    from_speculative_config,
+    ngram_settings,
+    parse_lookup,
+)
 from regen.score.outcome import decode_counts
+from regen.serve.fleetfile import speculative_config
 
 
 def test_tau_by_hand():
@@ -115,3 +124,23 @@ def test_parse_ks():
     for bad in ("0", "x", "40", ""):
         with pytest.raises(ConfigError):
             parse_ks(bad)
+
+
+def test_ngram_settings_come_from_the_flag_the_fleet_or_vllms_defaults(tmp_path):
+    # what regen serve keeps of its engine arguments, in both spellings vLLM takes
+    spec = '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}'
+    assert speculative_config(["--speculative-config", spec, "--x"])["prompt_lookup_max"] == 4
+    assert speculative_config([f"--speculative_config={spec}"])["method"] == "ngram"
+    assert speculative_config(["--speculative-config", "not json"]) is None
+    # vLLM's defaulting: one bound unset takes the other's value, both unset are 5
+    served = from_speculative_config({"method": "ngram", "prompt_lookup_max": 4})
+    assert (served.min_n, served.max_n) == (4, 4)
+    assert from_speculative_config({"method": "eagle3"}) is None
+    (tmp_path / "manifest.json").write_text(json.dumps({"config": {"speculative_config": {
+        "method": "ngram", "prompt_lookup_min": 2, "prompt_lookup_max": 4}}}))  # fmt: skip
+    assert (ngram_settings(tmp_path, None).min_n, ngram_settings(tmp_path, None).max_n) == (2, 4)
+    assert ngram_settings(tmp_path, "1-3") == NgramSettings(1, 3, "--ngram-lookup")
+    assert ngram_settings(tmp_path / "empty", None) == DEFAULTS
+    for bad in ("3-1", "x", "0-2"):
+        with pytest.raises(ConfigError, match=r"ngram-lookup|n-gram lookup"):
+            parse_lookup(bad)
