@@ -56,3 +56,8 @@ def test_the_embedded_model_as_its_own_sampling_draft(tmp_path):
     assert overall["top1_match"]["value"] >= 0.95
     tau = next(at for at in overall["by_k"] if at["k"] == K)["tau"]["value"]
     assert tau >= 0.9 * (K + 1), tau
+    text = CliRunner().invoke(main, ["score", str(out), "--draft", "embedded", "--tokenizer",
+                                     "embedded", "--k", str(K), "--all"])  # fmt: skip
+    assert "estimate: sampled, at temperature 1.0; the draft proposes by probabilistic" in (
+        text.output
+    )  # the table says which estimate it is (resumed: nothing is rescored)

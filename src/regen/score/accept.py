@@ -32,14 +32,15 @@ Z95 = 1.959964  # two-sided 95% normal quantile
 
 @dataclass(frozen=True)
 class RowSteps:
-    """One row's verify steps at draft length k."""
+    """One row's verify steps at draft length k (counts; expected counts, as floats, for a
+    draft that samples: outcome.expected_steps)."""
 
     k: int
-    tokens: int  # emitted by the verify steps: accepted drafts plus one bonus each
-    steps: int
-    drafted: int
-    accepted: int
-    runs: tuple[int, ...]  # steps by accepted tokens, index 0..k
+    tokens: float  # emitted by the verify steps: accepted drafts plus one bonus each
+    steps: float
+    drafted: float
+    accepted: float
+    runs: tuple[float, ...]  # steps by accepted tokens, index 0..k
     short: tuple[int, ...]  # tokens drafted by each step that drafted fewer than k
 
     @property
