@@ -31,17 +31,17 @@ def drawn(logits: np.ndarray, at: DrawnAt) -> np.ndarray:
 @pytest.mark.parametrize(("top_p", "top_k"), [(None, None), (0.9, None), (None, 5), (0.8, 8)])
 def test_the_target_as_its_own_draft_scores_k_plus_one(temperature, top_p, top_k):
     rng = np.random.default_rng(7)
-    logits = rng.normal(0, 3, size=(40, 32))
+    logits = rng.normal(0, 3, size=(150, 32))  # more rows than one block of drawn_logprobs
     at = DrawnAt(temperature, top_p, top_k)
     p = drawn(logits, at)
     answer = [rng.choice(32, p=row) for row in p]  # the run's own draws from the target
-    logp = np.log(p[np.arange(40), answer])
+    logp = np.log(p[np.arange(150), answer])
     accept = acceptances(drawn_logprobs(logits, answer, at), logp.tolist())
-    assert accept == pytest.approx([1.0] * 40)
+    assert accept == pytest.approx([1.0] * 150)
     for k in (1, 3, 5):
         row = steps_of(encode_accept(accept), k)
         full = row.runs[k]  # every step but one near the end accepts all k drafts
-        assert full >= row.steps - 1 and row.tau == pytest.approx(simulate("1" * 40, k).tau)
+        assert full >= row.steps - 1 and row.tau == pytest.approx(simulate("1" * 150, k).tau)
 
 
 def test_the_estimate_averages_to_the_overlap_of_p_and_q():

@@ -86,9 +86,22 @@ def _whole(value: Any) -> int | None:
     return int(value) if isinstance(value, int | float) else None
 
 
+ROWS_AT_ONCE = 64  # a block of [64, vocab] float64 arrays: 25 MB each for a 49K vocabulary
+
+
 def drawn_logprobs(logits: Any, tokens: Any, at: DrawnAt) -> Any:
     """log q(token) per row of `logits` ([rows, vocab]) under temperature, then top-k, then
-    top-p, as vLLM draws (a token cut by top-k/top-p gets -inf)."""
+    top-p, as vLLM draws (a token cut by top-k/top-p gets -inf); a block of rows at a time."""
+    import numpy as np
+
+    tokens = np.asarray(tokens)
+    return np.concatenate([
+        _drawn_block(logits[i : i + ROWS_AT_ONCE], tokens[i : i + ROWS_AT_ONCE], at)
+        for i in range(0, len(tokens), ROWS_AT_ONCE)
+    ]) if len(tokens) else np.zeros(0)  # fmt: skip
+
+
+def _drawn_block(logits: Any, tokens: Any, at: DrawnAt) -> Any:
     import numpy as np
 
     z = np.asarray(logits, dtype=np.float64) / float(at.temperature or 1.0)
@@ -106,7 +119,7 @@ def drawn_logprobs(logits: Any, tokens: Any, at: DrawnAt) -> Any:
         np.put_along_axis(keep, order, before < at.top_p, axis=1)
         logq = np.where(keep, logq, -np.inf)
         logq = logq - np.log(np.exp(logq).sum(axis=1, keepdims=True))
-    return logq[rows, np.asarray(tokens)]
+    return logq[rows, tokens]
 
 
 def acceptances(draft_logq: Any, target_logp: list[float]) -> list[float]:
