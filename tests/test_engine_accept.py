@@ -179,11 +179,16 @@ def test_serve_asks_a_speculating_vllm_for_its_per_request_metrics(tmp_path, ver
     python.chmod(0o755)
     spec = ["--speculative-config", '{"method": "ngram", "num_speculative_tokens": 3}']
     flag = ["--per-request-spec-decode-metrics", "detailed"]
+    processed = ["--logprobs-mode", "processed_logprobs"]  # logprobs of the drawn distribution
+    # ... but not where it speculates: the CPU build's rejection sampler goes NaN in that mode
     assert with_spec_metrics("vllm", str(python), spec) == (spec + flag if added else spec)
-    chosen = [*spec, "--per-request-spec-decode-metrics=summary"]
-    assert with_spec_metrics("vllm", str(python), chosen) == chosen  # the user's level stays
-    assert with_spec_metrics("vllm", str(python), ["--max-num-seqs", "8"]) == ["--max-num-seqs",
-                                                                                "8"]  # fmt: skip
+    chosen = [*spec, "--per-request-spec-decode-metrics=summary", "--logprobs-mode=raw_logits"]
+    assert with_spec_metrics("vllm", str(python), chosen) == chosen  # the user's choices stay
+    assert with_spec_metrics("vllm", str(python), ["--max-num-seqs", "8"]) == [
+        "--max-num-seqs",
+        "8",
+        *processed,
+    ]
     assert with_spec_metrics("sglang", str(python), spec) == spec
 
 

@@ -13,6 +13,7 @@ from regen.fleet.server import Timeouts
 from regen.run.config import Sampling
 from regen.run.generate import generate
 from regen.storage.lock import RunLock
+from regen.testing.fake_answers import fake_logprob
 
 
 def test_completions_pair_answers_with_prompts(tmp_path, fake_server):
@@ -260,6 +261,21 @@ def test_token_ids_are_stored_when_the_server_returns_them(tmp_path, fake_server
     unable = fake_server()
     with pytest.raises(ConfigError, match="do not return token ids"):
         run(tmp_path / "p.jsonl", tmp_path / "out2", [unable.url], return_token_ids=True)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
+def test_logprobs_are_asked_and_kept_one_per_answer_token(tmp_path, fake_server, stream):
+    server = fake_server(dialect="vllm")
+    write_prompts(tmp_path / "p.jsonl", 2)
+    result = run(tmp_path / "p.jsonl", tmp_path / "out", [server.url], logprobs=True,
+                 timeouts=Timeouts(request=10, connect=2, stream=stream))  # fmt: skip
+    assert result.exit_code == 0, result.message
+    assert all(b["logprobs"] is True and b["top_logprobs"] == 0 for b in server.requests)
+    for record in read_lines(tmp_path / "out", "completions"):
+        n = record["usage"]["completion_tokens"]
+        assert record["logprobs"] == [fake_logprob(i) for i in range(n)]
+    run(tmp_path / "p.jsonl", tmp_path / "plain", [server.url])  # not asked: not kept
+    assert "logprobs" not in read_lines(tmp_path / "plain", "completions")[0]
 
 
 def test_missing_prompt_file_and_unwritable_output_are_config_errors(tmp_path, fake_server):

@@ -17,7 +17,7 @@ from regen.cli import main
 from regen.embedded_model import default_model_path
 from regen.score import ScoreSettings, score_run
 from regen.score.llama_draft import LlamaDraft
-from regen.score.ngram import NgramDraft
+from regen.score.ngram import NgramDraft, NgramSettings
 from regen.score.results import read_rows
 from regen.score.rows import Selection
 
@@ -99,7 +99,8 @@ def identity_tau(n: int, k: int) -> float:
 
 def test_requantized_draft_scores_between_ngram_and_identity(run, identity, requantized,
                                                              encoder):  # fmt: skip
-    report = score(run, [NgramDraft(), requantized, identity], encoder)
+    lookup = NgramDraft(NgramSettings(1, 3, "test"))  # vLLM's 5-5 drafts little on short answers
+    report = score(run, [lookup, requantized, identity], encoder)
     ngram, requant, ident = (d["groups"] for d in report["drafts"])
     for category in PROMPTS:
         low, mid, high = (tau(g[category], 3) for g in (ngram, requant, ident))
@@ -172,8 +173,8 @@ def test_sampling_is_stratified_and_seeded(run, encoder, tmp_path):
 
 def test_cli_json_baseline_and_bad_input(run, requantized, tmp_path):
     runner = CliRunner()
-    first = runner.invoke(main, ["score", str(run), "--draft", "ngram", "--tokenizer",
-                                 "embedded", "--k", "3", "--json"])  # fmt: skip
+    first = runner.invoke(main, ["score", str(run), "--draft", "ngram", "--ngram-lookup", "1-3",
+                                 "--tokenizer", "embedded", "--k", "3", "--json"])  # fmt: skip
     assert first.exit_code == 0, first.output
     assert json.loads(first.output)["k"] == [3]
     before = tmp_path / "before.json"

@@ -3,6 +3,7 @@ out by hand (each comment shows the verify steps)."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -10,7 +11,16 @@ import pytest
 from regen.errors import ConfigError
 from regen.score.accept import Ratio, Tally, first_miss, simulate
 from regen.score.compare import Paired, parse_ks
-from regen.score.ngram import NgramDraft
+from regen.score.ngram import (
+    DEFAULTS,
+    NgramDraft,
+    NgramSettings,
+    from_speculative_config,
+    ngram_settings,
+    parse_lookup,
+)
+from regen.score.outcome import decode_counts
+from regen.serve.fleetfile import speculative_config
 
 
 def test_tau_by_hand():
@@ -79,9 +89,9 @@ def test_ratio_interval_by_hand():
 
 def test_paired_difference_by_hand():
     paired = Paired()
-    # (tokens, steps before, steps after): tau before 12/6 = 2, after 12/4 = 3
-    paired.add(6, 3, 2)
-    paired.add(6, 3, 2)
+    # (tokens, steps) before and after: tau before 12/6 = 2, after 12/4 = 3
+    paired.add((6, 3), (6, 2))
+    paired.add((6, 3), (6, 2))
     out = paired.to_json()
     assert (out["before"], out["after"], out["difference"]) == (2.0, 3.0, 1.0)
     assert out["ci95_half_width"] == 0.0  # identical rows: no spread
@@ -91,11 +101,21 @@ def test_first_miss():
     assert first_miss("1110") == 3 and first_miss("111") is None and first_miss("0") == 0
 
 
-def test_ngram_guesses_from_the_latest_earlier_occurrence():
-    # at the second "1 2" the lookup of [1] (and [3 1]) finds what followed before
-    draft = NgramDraft(max_n=2)
-    assert draft.matches([1, 2, 3, 1, 2, 3, 1, 2, 4], 3) == "011110"
-    assert draft.matches([5, 6, 7], 1) == "00"
+def test_ngram_drafts_what_followed_the_earliest_longest_match_as_vllm_does():
+    # vLLM's prompt lookup, min 1 max 2, answer ids[3:] = 1 2 3 1 2 4. Before answer token 1
+    # (context 1 2 3 1) the longest earlier suffix is [1] at 0: draft [2 3 1], all right.
+    # Before token 2, [1 2] at 0..1: [3 1 2]; before 3, [2 3] at 1..2: [1 2 3], 2 right;
+    # before 5, [1 2] first at 0..1 again: the draft may run to the context's end (room 6).
+    draft = NgramDraft(NgramSettings(1, 2, "test"))
+    found = draft.lookup([1, 2, 3, 1, 2, 3, 1, 2, 4], 3)
+    assert decode_counts(found.room) == [0, 3, 3, 3, 3, 6]
+    assert decode_counts(found.right) == [0, 3, 3, 2, 1, 0]
+    row = found.steps(3)  # step at 1 accepts 3 (+ bonus) -> step at 5 accepts none
+    assert (row.steps, row.drafted, row.accepted, row.runs) == (2, 6, 3, (1, 0, 0, 1))
+    row = found.steps(1)  # steps at 1, 3 and 5 accept 1, 1 and 0
+    assert (row.steps, row.accepted, row.runs) == (3, 2, (1, 2))
+    none = draft.lookup([5, 6, 7], 1)  # no earlier n-gram: no draft, so no verify step
+    assert none.steps(3).steps == 0 and none.match() == "00"
 
 
 def test_parse_ks():
@@ -104,3 +124,23 @@ def test_parse_ks():
     for bad in ("0", "x", "40", ""):
         with pytest.raises(ConfigError):
             parse_ks(bad)
+
+
+def test_ngram_settings_come_from_the_flag_the_fleet_or_vllms_defaults(tmp_path):
+    # what regen serve keeps of its engine arguments, in both spellings vLLM takes
+    spec = '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}'
+    assert speculative_config(["--speculative-config", spec, "--x"])["prompt_lookup_max"] == 4
+    assert speculative_config([f"--speculative_config={spec}"])["method"] == "ngram"
+    assert speculative_config(["--speculative-config", "not json"]) is None
+    # vLLM's defaulting: one bound unset takes the other's value, both unset are 5
+    served = from_speculative_config({"method": "ngram", "prompt_lookup_max": 4})
+    assert (served.min_n, served.max_n) == (4, 4)
+    assert from_speculative_config({"method": "eagle3"}) is None
+    (tmp_path / "manifest.json").write_text(json.dumps({"config": {"speculative_config": {
+        "method": "ngram", "prompt_lookup_min": 2, "prompt_lookup_max": 4}}}))  # fmt: skip
+    assert (ngram_settings(tmp_path, None).min_n, ngram_settings(tmp_path, None).max_n) == (2, 4)
+    assert ngram_settings(tmp_path, "1-3") == NgramSettings(1, 3, "--ngram-lookup")
+    assert ngram_settings(tmp_path / "empty", None) == DEFAULTS
+    for bad in ("3-1", "x", "0-2"):
+        with pytest.raises(ConfigError, match=r"ngram-lookup|n-gram lookup"):
+            parse_lookup(bad)

@@ -136,6 +136,8 @@ class Completion(msgspec.Struct, kw_only=True, omit_defaults=True):
     source: dict[str, Any] | None = None
     category: str | None = None
     token_ids: TokenIds | None = None
+    # with --logprobs: the logprob of each token of the (last) answer, as the engine gave it
+    logprobs: list[float] | None = None
     meta: RecordMeta
 
 

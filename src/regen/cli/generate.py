@@ -187,6 +187,13 @@ STAGING = "the shards wait there, on this machine, for their upload"
     help="Store prompt/completion token ids (vLLM's return_token_ids).",
 )
 @option(
+    "--logprobs",
+    is_flag=True,
+    group=OUTPUT,
+    to="output.logprobs",
+    help="Store each answer token's logprob (for `regen score` at the run's temperature).",
+)
+@option(
     "--display",
     type=click.Choice(["auto", "live", "plain", "none"]),
     default="auto",

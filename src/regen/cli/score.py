@@ -17,6 +17,7 @@ from regen.score.drafts import open_drafts, require_a_draft
 from regen.score.engine import FOLDER as ENGINE_FOLDER
 from regen.score.engine import engine_report
 from regen.score.holdout import ALL, HOLDOUT, SPLITS, Holdout
+from regen.score.ngram import ngram_settings
 from regen.score.replay import FOLDER as REPLAY_FOLDER
 from regen.score.replay import ReplayFleet, replay_report
 from regen.score.rows import GROUP_BY, Selection
@@ -31,6 +32,10 @@ DEFAULT_SAMPLE = 200
 @option("--draft", "drafts", multiple=True, metavar="D",
         help="A .gguf draft model, `ngram` (model-free baseline) or `embedded` (the demo "
         "model). Repeat to compare drafts side by side.")  # fmt: skip
+@option("--ngram-lookup", metavar="MIN-MAX",
+        help="The n-gram draft's shortest and longest lookup (vLLM's prompt_lookup_min/max) "
+        "[default: what the run's `regen serve` fleet speculated with, else vLLM's "
+        "5-5].")  # fmt: skip
 @option("--draft-servers", multiple=True, multi_value=True, metavar="URL...",
         help="Servers of a draft that return prompt log-probs (vLLM /v1/completions, "
         "SGLang /generate); retried and balanced like generate's fleet.")  # fmt: skip
@@ -74,9 +79,9 @@ DEFAULT_SAMPLE = 200
         help="An earlier score.json: the same rows, paired, before and after.")  # fmt: skip
 @option("--threads", type=int, default=2, show_default=True, help="CPU threads of a GGUF draft.")
 @option("--json", "as_json", is_flag=True, help="Print the report as JSON (for scripts).")
-def score(run, drafts, draft_servers, draft_api, api_key_env, from_engine, replay_servers, model,
-          tokenizer, chat_template, by, sample, score_all, seed, holdout, holdout_seed, split,
-          k_spec, baseline, threads, as_json) -> None:  # fmt: skip
+def score(run, drafts, ngram_lookup, draft_servers, draft_api, api_key_env, from_engine,
+          replay_servers, model, tokenizer, chat_template, by, sample, score_all, seed, holdout,
+          holdout_seed, split, k_spec, baseline, threads, as_json) -> None:  # fmt: skip
     """Score RUN's answers with a draft: tokens accepted per verify step, per group.
 
     Writes RUN/score/ (score.json, score.txt and each draft's per-row results, from which an
@@ -101,7 +106,14 @@ def score(run, drafts, draft_servers, draft_api, api_key_env, from_engine, repla
     settings = ScoreSettings(selection, ks, tokenizer, chat_template=chat_template)
     with (
         score_folder(run) as folder,
-        open_drafts(list(drafts), list(draft_servers), draft_api, threads, key) as opened,
+        open_drafts(
+            list(drafts),
+            list(draft_servers),
+            draft_api,
+            threads,
+            key,
+            ngram_settings(run, ngram_lookup),
+        ) as opened,
         row_progress("score") as on_row,
     ):
         report = score_run(run, opened, encoder, settings, folder, on_row=on_row)

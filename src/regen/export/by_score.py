@@ -53,7 +53,8 @@ class ScoreSelect:
         if max_acceptance is not None and not 0 <= max_acceptance <= 1:
             raise ConfigError("--max-acceptance must be between 0 and 1")
         name, rows_file = draft_rows_file(score_json, None, "--score")
-        acceptance = {key_of(r): r["acceptance"] for r in read_rows(rows_file) if "match" in r}
+        acceptance = {key_of(r): r["acceptance"] for r in read_rows(rows_file)
+                      if "skipped" not in r}  # fmt: skip
         return cls(acceptance, f"{name} ({rows_file})", max_acceptance, order)
 
     def reason_to_drop(self, completion: Completion) -> str | None:

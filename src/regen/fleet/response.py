@@ -24,6 +24,7 @@ class Generated:
     # this answer) when it runs with --per-request-spec-decode-metrics, or SGLang's counts in
     # the same shape (sglang_spec.py); None otherwise
     spec_decoding: dict[str, Any] | None = None
+    logprobs: list[float] | None = None  # asked with `logprobs: true`, one per answer token
 
     def assistant_message(self) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": self.content}
@@ -60,7 +61,27 @@ def parse_chat_response(data: Any, server: str) -> Generated:
         completion_token_ids=_first(choice, message, "token_ids")
         or choice.get("response_token_ids"),
         spec_decoding=_spec_decoding(data) or spec_from_sglext(data),
+        logprobs=token_logprobs(choice.get("logprobs"), server),
     )
+
+
+LOGPROB_DIGITS = 5  # p to 1e-5 relative: far below any acceptance figure's noise
+
+
+def token_logprobs(logprobs: Any, server: str) -> list[float] | None:
+    """`choices[0].logprobs.content[i].logprob`, the OpenAI shape vLLM
+    (chat_completion/protocol.py ChatCompletionLogProbs), SGLang (ChatCompletionTokenLogprob)
+    and llama-cpp-python (llama_chat_format.py) all answer in; None when not asked."""
+    if logprobs is None:
+        return None
+    try:
+        return [round(float(entry["logprob"]), LOGPROB_DIGITS) for entry in logprobs["content"]]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise PermanentError(
+            f"response logprobs are not choices[0].logprobs.content[].logprob: "
+            f"{str(logprobs)[:200]}",
+            server=server,
+        ) from exc
 
 
 def _spec_decoding(data: dict) -> dict[str, Any] | None:

@@ -31,6 +31,7 @@ class StreamAccumulator:
         self.token_ids: list[int] | None = None
         self.metrics: dict[str, Any] | None = None
         self.sglext: dict[str, Any] | None = None
+        self.logprobs: list[dict[str, Any]] | None = None  # each chunk's own, in order
         self.done = False
 
     def feed(self, raw: bytes) -> bool:
@@ -67,6 +68,9 @@ class StreamAccumulator:
             self._feed_delta(choice.get("delta") or {})
             if choice.get("token_ids") is not None:  # vLLM: this chunk's own ids
                 self.token_ids = (self.token_ids or []) + list(choice["token_ids"])
+            if (choice.get("logprobs") or {}).get("content") is not None:
+                self.logprobs = self.logprobs or []
+                self.logprobs.extend(choice["logprobs"]["content"])
             if choice.get("finish_reason"):
                 self.finish_reason = choice["finish_reason"]
         return True
@@ -102,6 +106,8 @@ class StreamAccumulator:
             message["tool_calls"] = [self.tool_calls[k] for k in sorted(self.tool_calls)]
         choice: dict[str, Any] = {"index": 0, "message": message}
         choice["finish_reason"] = self.finish_reason
+        if self.logprobs is not None:
+            choice["logprobs"] = {"content": self.logprobs}
         data: dict[str, Any] = {"choices": [choice], "usage": self.usage or {}}
         if self.token_ids is not None:
             choice["token_ids"] = self.token_ids

@@ -115,6 +115,7 @@ class OutputConfig:
     dir: str | Path  # a local directory or an fsspec URL such as s3://bucket/run
     compress: bool = False
     return_token_ids: bool = False
+    logprobs: bool = False  # each answer token's logprob, for `score` at the run's temperature
     shard_max_records: int = 20_000
     shard_max_bytes: int = 256 << 20
     staging_dir: Path | None = None  # for a bucket dir; None: under ~/.cache/regen
@@ -182,6 +183,7 @@ class GenerateConfig:
             "tool_divergence": self.input.tool_divergence,
             "tool_server": self.input.tool_server,
             "return_token_ids": self.output.return_token_ids,
+            "logprobs": self.output.logprobs,
             "concurrency_per_server": fleet.per_server_concurrency,
             "concurrency_control": "fixed" if fleet.fixed_concurrency else "live",
             "dispatch": fleet.dispatch,
@@ -194,7 +196,10 @@ class GenerateConfig:
             "shards": self.part.count,  # the same N on every resume (see manifest)
             # a batch file: sampling comes per record, and these are the models it names
             "batch_models": batch_models_in(self.input.prompts),
-        }
+            # what `regen serve` started the fleet with: `score --draft ngram` reads it
+            "speculative_config": (FleetFile.read(fleet.fleet_file).speculative_config
+                                   if fleet.fleet_file is not None else None),
+        }  # fmt: skip
 
 
 ENDPOINT_SUFFIXES = ("/chat/completions", "/completions", "/models")

@@ -32,6 +32,7 @@ class RequestShape:
     regenerate_turns: Literal["last", "all"] = "last"
     return_token_ids: bool = False
     tool_divergence: Literal["end", "splice"] = "end"
+    logprobs: bool = False
 
 
 @dataclass
@@ -140,6 +141,8 @@ def request_body(
         body["tools"] = tools
     if shape.return_token_ids:
         body["return_token_ids"] = True
+    if shape.logprobs:  # top_logprobs 0: llama-cpp-python returns none without the field
+        body["logprobs"], body["top_logprobs"] = True, 0
     return body
 
 
@@ -185,5 +188,5 @@ def completion_record(
     return Completion(
         id=prompt.id, sample=item.sample, messages=conv.history, tools=prompt.tools or None,
         finish_reason=last.finish_reason, usage=usage, source=prompt.source,
-        category=prompt.category, token_ids=token_ids, meta=meta,
+        category=prompt.category, token_ids=token_ids, logprobs=last.logprobs, meta=meta,
     )  # fmt: skip

@@ -139,12 +139,9 @@ class Run:
                 self.config, self.servers, self.fleet, embedded, self._event
             )
             work = self.config.input
-            self.shape = RequestShape(
-                self.model,
-                work.regenerate_turns,
-                self.config.output.return_token_ids,
-                work.tool_divergence,
-            )
+            out = self.config.output
+            self.shape = RequestShape(self.model, work.regenerate_turns, out.return_token_ids,
+                                      work.tool_divergence, out.logprobs)  # fmt: skip
             return await self._run()
         finally:
             for server in self.servers:

@@ -22,21 +22,25 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from regen.score.outcome import Outcome
 
 Z95 = 1.959964  # two-sided 95% normal quantile
 
 
 @dataclass(frozen=True)
 class RowSteps:
-    """One row's verify steps at draft length k."""
+    """One row's verify steps at draft length k (counts; expected counts, as floats, for a
+    draft that samples: outcome.expected_steps)."""
 
     k: int
-    tokens: int  # emitted by the verify steps: accepted drafts plus one bonus each
-    steps: int
-    drafted: int
-    accepted: int
-    runs: tuple[int, ...]  # steps by accepted tokens, index 0..k
+    tokens: float  # emitted by the verify steps: accepted drafts plus one bonus each
+    steps: float
+    drafted: float
+    accepted: float
+    runs: tuple[float, ...]  # steps by accepted tokens, index 0..k
     short: tuple[int, ...]  # tokens drafted by each step that drafted fewer than k
 
     @property
@@ -140,13 +144,18 @@ class AtK:
             "k": self.k,
             "tau": self.tau.to_json(),
             "acceptance_rate": self.rate.to_json(),
-            "verify_steps": self.steps,
+            "verify_steps": _whole(self.steps),
             "per_position": [
                 round(a / d, 4) if d else None
                 for a, d in zip(self.accepted_at, self.drafted_at, strict=True)
             ],
-            "accepted_runs": self.runs,
+            "accepted_runs": [_whole(r) for r in self.runs],
         }
+
+
+def _whole(value: float) -> float:
+    """A count, or an expected count (sampled acceptance) to two decimals."""
+    return value if isinstance(value, int) else round(value, 2)
 
 
 @dataclass
@@ -162,14 +171,17 @@ class Tally:
     def __post_init__(self) -> None:
         self.by_k = self.by_k or [AtK(k) for k in range(1, self.k_max + 1)]
 
-    def add(self, matches: str) -> None:
-        if not matches:
+    def add(self, outcome: Outcome) -> None:
+        from regen.score.outcome import hits_of, steps_of, tokens_of
+
+        n = tokens_of(outcome)
+        if not n:
             return
         self.rows += 1
-        self.tokens += len(matches)
-        self.match.add(matches.count("1"), len(matches))
+        self.tokens += n
+        self.match.add(hits_of(outcome), n)
         for at in self.by_k:
-            at.add(simulate(matches, at.k))
+            at.add(steps_of(outcome, at.k))
 
     def add_steps(self, row: RowSteps, answer_tokens: int) -> None:
         """A row whose verify steps the engine reported (no match vector: no top-1)."""

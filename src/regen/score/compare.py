@@ -14,7 +14,8 @@ from typing import Any
 
 from regen.check.record import SampleKey, key_of
 from regen.errors import ConfigError
-from regen.score.accept import Z95, simulate
+from regen.score.accept import Z95
+from regen.score.outcome import Outcome, from_line, steps_of, tokens_of
 from regen.score.results import draft_rows_file, read_rows
 
 
@@ -34,50 +35,57 @@ def parse_ks(spec: str) -> list[int]:
 
 @dataclass
 class Paired:
-    """Sums over paired rows of (tokens, steps before, steps after) and their products: the
-    difference's interval needs only these, so --all over 100K rows stays small."""
+    """Sums over paired rows of (tokens before, steps before, tokens after, steps after) and
+    their products: the difference's interval needs only these, so --all over 100K rows stays
+    small. Each side's tokens are what its own verify steps emitted, so before and after are
+    the tau the report shows (an n-gram draft makes no step where nothing matches)."""
 
     n: int = 0
-    sums: list[float] = field(default_factory=lambda: [0.0] * 3)
-    products: list[list[float]] = field(default_factory=lambda: [[0.0] * 3 for _ in range(3)])
+    sums: list[float] = field(default_factory=lambda: [0.0] * 4)
+    products: list[list[float]] = field(default_factory=lambda: [[0.0] * 4 for _ in range(4)])
 
-    def add(self, tokens: int, before: int, after: int) -> None:
-        row = (tokens, before, after)
+    def add(self, before: tuple[float, float], after: tuple[float, float]) -> None:
+        row = (*before, *after)
         self.n += 1
-        for i in range(3):
+        for i in range(4):
             self.sums[i] += row[i]
-            for j in range(3):
+            for j in range(4):
                 self.products[i][j] += row[i] * row[j]
 
     def to_json(self) -> dict[str, Any]:
-        n, (t, b, a) = self.n, self.sums
-        before, after = t / b, t / a
-        # each row's share of (after - before), linearised: c . (tokens, before, after)
-        c = (n / a - n / b, before * n / b, -after * n / a)
+        n, (tb, b, ta, a) = self.n, self.sums
+        if not (a and b):  # a side with no verify step (an n-gram that never matched)
+            return {"rows": n, "before": None, "after": None, "difference": None,
+                    "ci95_half_width": None}  # fmt: skip
+        before, after = tb / b, ta / a
+        # each row's share of (after - before), linearised: c . (tb, b, ta, a)
+        c = (-n / b, before * n / b, n / a, -after * n / a)
         half = None
         if n > 1:
             var = sum(c[i] * c[j] * (self.products[i][j] - self.sums[i] * self.sums[j] / n)
-                      for i in range(3) for j in range(3)) / (n - 1)  # fmt: skip
+                      for i in range(4) for j in range(4)) / (n - 1)  # fmt: skip
             half = round(Z95 * math.sqrt(max(var, 0.0) / n), 4)
         return {"rows": n, "before": round(before, 4), "after": round(after, 4),
                 "difference": round(after - before, 4), "ci95_half_width": half}  # fmt: skip
 
 
-def baseline_rows(path: Path, name: str) -> tuple[str, dict[SampleKey, str]]:
-    """The match vectors of the earlier score's draft of this name (else its first draft)."""
+def baseline_rows(path: Path, name: str) -> tuple[str, dict[SampleKey, Outcome]]:
+    """The outcomes of the earlier score's draft of this name (else its first draft)."""
     name, rows_file = draft_rows_file(path, name, "--baseline")
-    return name, {key_of(r): r["match"] for r in read_rows(rows_file) if "match" in r}
+    rows = ((key_of(r), from_line(r)) for r in read_rows(rows_file))
+    return name, {key: outcome for key, outcome in rows if outcome is not None}
 
 
-def paired(rows_file: Path, before: dict[SampleKey, str], by: str, ks: list[int]) -> dict[str, Any]:
+def paired(rows_file: Path, before: dict[SampleKey, Outcome], by: str,
+           ks: list[int]) -> dict[str, Any]:  # fmt: skip
     groups: dict[str, dict[int, Paired]] = {}
     for line in read_rows(rows_file):
-        old = before.get(key_of(line))
-        if old is None or "match" not in line or len(old) != len(line["match"]):
+        old, new = before.get(key_of(line)), from_line(line)
+        if old is None or new is None or tokens_of(old) != tokens_of(new):
             continue  # only rows scored on the same tokens on both sides pair up
         for name in (line["groups"].get(by, "(none)"), "(overall)"):
             per_k = groups.setdefault(name, {k: Paired() for k in ks})
             for k in ks:
-                steps = (simulate(old, k).steps, simulate(line["match"], k).steps)
-                per_k[k].add(len(old), *steps)
+                was, now = steps_of(old, k), steps_of(new, k)
+                per_k[k].add((was.tokens, was.steps), (now.tokens, now.steps))
     return {g: {str(k): p.to_json() for k, p in per_k.items()} for g, per_k in groups.items()}

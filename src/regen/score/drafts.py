@@ -3,7 +3,8 @@
 --draft PATH.gguf   a GGUF model on the embedded llama.cpp (llama_draft.py)
 --draft embedded    the embedded demo model (SmolLM2-135M): the identity draft when the
                     target is the embedded model too, a test oracle
---draft ngram       the model-free prompt-lookup baseline (ngram.py)
+--draft ngram       vLLM's n-gram drafter (prompt lookup, ngram.py), with the settings
+                    the run's fleet served with, else --ngram-lookup or vLLM's defaults
 --draft-servers URL a draft served by a fleet returning prompt log-probs (fleet_draft.py)
 """
 
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from regen.errors import ConfigError
+from regen.score.ngram import DEFAULTS, NgramSettings
 from regen.score.tokens import Sink, TokenRow
 
 
@@ -35,17 +37,18 @@ class Draft(Protocol):
         ...
 
     def run(self, rows: Iterable[TokenRow], sink: Sink) -> None:
-        """Score every row, handing each match vector to `sink` (in any order)."""
+        """Score every row, handing each outcome to `sink` (in any order)."""
         ...
 
     def close(self) -> None: ...
 
 
-def open_draft(spec: str, *, threads: int = 2, n_ctx: int | None = None) -> Draft:
+def open_draft(spec: str, *, threads: int = 2, n_ctx: int | None = None,
+               ngram: NgramSettings = DEFAULTS) -> Draft:  # fmt: skip
     if spec == "ngram":
         from regen.score.ngram import NgramDraft
 
-        return NgramDraft()
+        return NgramDraft(ngram)
     from regen.score.llama_draft import DEFAULT_CONTEXT, LlamaDraft
 
     if spec == "embedded":
@@ -75,10 +78,15 @@ def require_a_draft(specs: list[str], servers: list[str]) -> None:
 
 @contextlib.contextmanager
 def open_drafts(
-    specs: list[str], servers: list[str], api: str, threads: int, api_key: str | None = None
+    specs: list[str],
+    servers: list[str],
+    api: str,
+    threads: int,
+    api_key: str | None = None,
+    ngram: NgramSettings = DEFAULTS,
 ) -> Iterator[list[Draft]]:
     """Every draft named on the command line, closed on exit (a GGUF holds its memory).
-    `api_key`: the draft servers'."""
+    `api_key`: the draft servers'; `ngram`: the n-gram drafter's lookup."""
     require_a_draft(specs, servers)
     drafts: list[Draft] = []
     try:
@@ -87,7 +95,7 @@ def open_drafts(
 
             drafts.append(FleetDraft(servers, api, api_key=api_key))
         for spec in specs:
-            drafts.append(open_draft(spec, threads=threads))
+            drafts.append(open_draft(spec, threads=threads, ngram=ngram))
         yield drafts
     finally:
         for draft in drafts:

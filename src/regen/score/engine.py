@@ -24,6 +24,7 @@ from regen.jsonio import atomic_write_bytes
 from regen.score.accept import RowSteps, Tally
 from regen.score.report import OVERALL, DraftScore, ScoreReport
 from regen.score.rows import Selection, answer_length, completions, groups_of, pick
+from regen.score.sampled import drawn_at
 from regen.storage import open_store
 
 FOLDER = "engine"
@@ -76,6 +77,7 @@ def _tally(draft: DraftScore, rows: list[Completion], k: int, by: str) -> list[d
             draft.skipped[NO_METRICS if spec is None else "other_k"] += 1
             continue
         steps, tokens = row_steps(spec), answer_length(completion) or 0
+        draft.temperatures.add(drawn_at(completion.raw).temperature)
         for group in (groups.get(by) or "(none)", OVERALL):
             draft.groups.setdefault(group, Tally(k)).add_steps(steps, tokens)
             _count(counters.setdefault(group, Counter()), spec)

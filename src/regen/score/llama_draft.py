@@ -13,7 +13,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from regen.errors import ConfigError
+from regen.errors import ConfigError, InputError
+from regen.score.outcome import Accept, encode_accept
+from regen.score.sampled import DrawnAt, acceptances, drawn_logprobs
 from regen.score.tokens import Sink, TokenRow
 from regen.score.vocab import check_vocab
 
@@ -64,9 +66,25 @@ class LlamaDraft:
             guesses.extend(np.argmax(logits[max(start - 1 - at, 0) :], axis=1).tolist())
         return "".join("1" if g == t else "0" for g, t in zip(guesses, ids[start:], strict=True))
 
+    def accepts(self, ids: Sequence[int], start: int, logprobs: list[float],
+                drawn: DrawnAt) -> Accept:  # fmt: skip
+        """min(1, q(x)/p(x)) per answer token, q the draft's distribution at the answer's
+        sampling (sampled.py), p the target's from the run's logprobs."""
+        logq: list[float] = []
+        for at, logits in forward(self.llm, ids[:-1], start - 1):
+            first = max(start - 1 - at, 0)
+            tokens = ids[at + first + 1 : at + len(logits) + 1]
+            logq.extend(drawn_logprobs(logits[first:], tokens, drawn).tolist())
+        return encode_accept(acceptances(logq, logprobs))
+
     def run(self, rows: Iterable[TokenRow], sink: Sink) -> None:
         for row in rows:
-            sink(row, self.matches(row.ids, row.start))
+            if row.drawn.greedy or row.logprobs is None:  # its argmax: exact at temperature 0
+                sink(row, self.matches(row.ids, row.start))
+            elif (why := row.drawn.logprobs_fit()) is not None:
+                sink(row, InputError(f"{row.label}: {why}", kind="logprobs_not_drawn"))
+            else:
+                sink(row, self.accepts(row.ids, row.start, row.logprobs, row.drawn))
 
     def close(self) -> None:
         self.llm.close()

@@ -9,6 +9,7 @@ from typing import Any
 
 from regen.check.record import key_of
 from regen.score.accept import Tally
+from regen.score.outcome import Accept, from_line
 from regen.score.results import read_rows
 from regen.score.rows import Selection
 
@@ -33,10 +34,24 @@ class DraftScore:
     earlier: bool = False  # scored by an earlier `regen score`, kept in the report
     # --from-engine: per group, the sums vLLM's /metrics keeps over the same answers
     engine_counters: dict[str, dict[str, int]] | None = None
+    temperatures: set = field(default_factory=set)  # the answers were drawn at (None: unknown)
+    sampling_draft: int = 0  # rows scored as a draft sampling from its q (not its argmax)
+
+    def estimate(self) -> dict[str, Any]:
+        """Which estimate the figures are: `greedy` when every answer was drawn at temperature
+        0, else `sampled`, at the temperature(s) the answers were drawn at."""
+        temps = sorted(self.temperatures, key=lambda t: (t is None, t or 0.0))
+        sampled = any(t != 0 for t in temps)
+        return {
+            "estimate": "sampled" if sampled else "greedy",
+            "temperature": temps[0] if len(temps) == 1 else (temps or None),
+            "draft_sampling": "probabilistic" if self.sampling_draft else "greedy",
+        }
 
     def to_json(self, ks: list[int]) -> dict[str, Any]:
         return {
             "name": self.name,
+            **self.estimate(),
             "identity": self.identity,
             "rows_file": str(self.rows_file),
             "scored_now": self.scored_now,
@@ -112,9 +127,12 @@ def pool(run: str, drafts: list[DraftScore], selection: Selection, ks: list[int]
                 draft.skipped[line["skipped"]] += 1
                 continue
             group = line["groups"].get(selection.by, "(none)")
-            draft.groups.setdefault(group, Tally(k_max)).add(line["match"])
-            overall.add(line["match"])
+            outcome = from_line(line)
+            draft.groups.setdefault(group, Tally(k_max)).add(outcome)
+            overall.add(outcome)
             draft.retokenized += bool(line["retokenized"])
+            draft.temperatures.add(line.get("temperature", 0.0))  # older rows: greedy only
+            draft.sampling_draft += isinstance(outcome, Accept)
         draft.groups = dict(sorted(draft.groups.items(), key=lambda kv: (kv[0] == OVERALL, kv[0])))
     return ScoreReport(run, selection.by, ks, selection.per_group, selection.seed, drafts,
                        invalid, selection.split_json())  # fmt: skip

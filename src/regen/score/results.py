@@ -17,7 +17,7 @@ import orjson
 
 from regen.check.record import SampleKey, key_of
 from regen.errors import ConfigError, OutputError
-from regen.score.accept import first_miss, simulate
+from regen.score.outcome import Lookup, Outcome, hits_of, steps_of, to_fields, tokens_of
 from regen.score.tokens import TokenRow
 
 ROWS = "rows.jsonl"
@@ -33,18 +33,23 @@ def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:48] or "draft"
 
 
-def row_line(row: TokenRow, matches: str) -> dict[str, Any]:
-    miss = first_miss(matches)
+def row_line(row: TokenRow, outcome: Outcome) -> dict[str, Any]:
+    """A scored row: its figures, what they hold for (the temperature the answer was drawn at)
+    and the outcome itself, from which any k is replayed."""
+    n = tokens_of(outcome)
+    match = outcome.match() if isinstance(outcome, Lookup) else outcome
+    miss = match.find("0") if isinstance(match, str) else -1  # a sampling draft has no miss
     return {
         "id": row.id,
         "sample": row.sample,
         "groups": row.groups,
-        "tokens": len(matches),
+        "tokens": n,
         "retokenized": row.retokenized,
-        "acceptance": round(matches.count("1") / len(matches), 4) if matches else None,
-        "first_miss": miss,
-        "tau": [round(simulate(matches, k).tau, 4) for k in range(1, TAU_K + 1)],
-        "match": matches,
+        "temperature": row.drawn.temperature,
+        "acceptance": round(hits_of(outcome) / n, 4) if n else None,
+        "first_miss": miss if miss >= 0 else None,
+        "tau": [round(steps_of(outcome, k).tau, 4) for k in range(1, TAU_K + 1)],
+        **to_fields(outcome),
     }
 
 

@@ -13,6 +13,7 @@ import orjson
 from regen.check.encode import Encoder
 from regen.errors import ConfigError, InputError
 from regen.score.drafts import Draft
+from regen.score.outcome import Outcome
 from regen.score.place import SCORE_JSON
 from regen.score.report import DraftScore, ScoreReport, pool
 from regen.score.results import ROWS, RowsFile, folder_for, row_line, skipped_line
@@ -41,12 +42,12 @@ class _Pass:
     scored: int = 0
     invalid: Counter = field(default_factory=Counter)
 
-    def sink(self, row: TokenRow, matches: str | InputError) -> None:
-        if isinstance(matches, InputError):
-            why = matches.message
-            self.rows.append(skipped_line((row.id, row.sample), row.groups, matches.kind, why))
+    def sink(self, row: TokenRow, outcome: Outcome | InputError) -> None:
+        if isinstance(outcome, InputError):
+            why = outcome.message
+            self.rows.append(skipped_line((row.id, row.sample), row.groups, outcome.kind, why))
             return
-        self.rows.append(row_line(row, matches))
+        self.rows.append(row_line(row, outcome))
         self.scored += 1
         if self.on_row is not None:
             self.on_row(self.rows.folder.name)

@@ -13,7 +13,7 @@ def render_text(report: ScoreReport) -> str:
     out = [f"regen score {data['run']}  (by {data['by']}; " + _sampled(data) + ")"]
     for draft in data["drafts"]:
         when = "  (scored by an earlier regen score)" if draft["earlier"] else ""
-        head = f"draft {draft['name']}  ({draft['rows_file']}){when}"
+        head = f"draft {draft['name']}  ({draft['rows_file']}){when}\n{_estimate(draft)}"
         out += ["", head, *_table(draft, data["k"])]
         out += _detail(draft, max(data["k"]))
         if draft["skipped"]:
@@ -28,6 +28,15 @@ def render_text(report: ScoreReport) -> str:
         out.append("unreadable records: " + _counts(data["invalid_records"]))
     out += ["", *(f"note: {n}" for n in data["notes"])] if data["notes"] else []
     return "\n".join(out)
+
+
+def _estimate(draft: dict[str, Any]) -> str:
+    """Which estimate the figures are (score.md: greedy or sampled, at which temperature)."""
+    if draft.get("estimate") != "sampled":
+        return "estimate: greedy (answers drawn at temperature 0)"
+    temperature = draft.get("temperature")
+    at = "the server's default" if temperature is None else f"temperature {temperature}"
+    return f"estimate: sampled, at {at}; the draft proposes by {draft.get('draft_sampling')}"
 
 
 def _sampled(data: dict[str, Any]) -> str:
@@ -92,6 +101,9 @@ def _baseline(base: dict[str, Any], k: int) -> list[str]:
     rows = []
     for name, per_k in base["groups"].items():
         p = per_k[str(k)]
+        if p["difference"] is None:
+            rows.append([name, str(p["rows"]), "-", "-", "-"])
+            continue
         half = "" if p["ci95_half_width"] is None else f"±{p['ci95_half_width']:.2f}"
         rows.append([name, str(p["rows"]), f"{p['before']:.2f}", f"{p['after']:.2f}",
                      f"{p['difference']:+.2f}{half}"])  # fmt: skip

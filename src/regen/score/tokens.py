@@ -8,11 +8,16 @@ characters), so every row says which it is and the report counts them.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from regen.check.encode import Encoder
 from regen.check.record import Completion, sample_label
 from regen.errors import InputError
+from regen.score.sampled import GREEDY_DEFAULT, DrawnAt, drawn_at
+
+if TYPE_CHECKING:
+    from regen.score.outcome import Outcome
 
 
 @dataclass(frozen=True)
@@ -25,6 +30,8 @@ class TokenRow:
     start: int
     groups: dict[str, str]
     retokenized: bool
+    drawn: DrawnAt = GREEDY_DEFAULT
+    logprobs: list[float] | None = None  # the target's, one per answer token (--logprobs)
 
     @property
     def label(self) -> str:
@@ -35,12 +42,29 @@ class TokenRow:
         return len(self.ids) - self.start
 
 
-# a draft hands each row's match vector to this, or why the row cannot be scored
-Sink = Callable[[TokenRow, "str | InputError"], None]
+# a draft hands each row's outcome (outcome.py) to this, or why the row cannot be scored
+Sink = Callable[[TokenRow, "Outcome | InputError"], None]
 
 
 def token_row(completion: Completion, encoder: Encoder, groups: dict[str, str]) -> TokenRow:
-    """Raises InputError when the row cannot be tokenised (the template cannot render it)."""
+    """Raises InputError when the row cannot be tokenised (the template cannot render it) or
+    its logprobs do not match its answer tokens."""
+    row = _ids_row(completion, encoder, groups)
+    logprobs = completion.raw.get("logprobs")
+    if logprobs is not None and row.retokenized and len(logprobs) == row.answer_tokens - 1:
+        # the render closes the turn with the template's end-of-turn token, which the engine
+        # gave no logprob for (never generated, or a stop token it does not report)
+        row = replace(row, ids=row.ids[:-1])
+    if logprobs is not None and len(logprobs) != row.answer_tokens:
+        raise InputError(
+            f"{completion.label}: {len(logprobs)} logprobs for {row.answer_tokens} answer tokens"
+            + (" (re-tokenised: generate with --return-token-ids)" if row.retokenized else ""),
+            kind="logprobs_mismatch",
+        )
+    return replace(row, drawn=drawn_at(completion.raw), logprobs=logprobs)
+
+
+def _ids_row(completion: Completion, encoder: Encoder, groups: dict[str, str]) -> TokenRow:
     stored = _stored(completion)
     if stored is not None and stored[0] is not None:
         prompt, answer = stored

@@ -7,6 +7,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -74,6 +75,9 @@ class FleetFile:
     api_key_env: str | None = None  # the variable that holds the servers' key (never the key)
     supervisor: FleetSupervisor | None = None  # with --restart-dead
     stopped_at: str | None = None  # UTC time the fleet was stopped on purpose (--stop, Ctrl-C)
+    # vLLM's --speculative-config as the servers were started with it: `score --draft ngram`
+    # scores the same prompt lookup (its prompt_lookup_min/max)
+    speculative_config: dict[str, Any] | None = None
 
     @property
     def urls(self) -> list[str]:
@@ -108,3 +112,20 @@ class FleetFile:
         if not fleet.servers:
             raise ConfigError(f"fleet file {path} lists no server")
         return fleet
+
+
+def speculative_config(extra: list[str]) -> dict[str, Any] | None:
+    """The JSON of `--speculative-config JSON` (or `=JSON`) among an engine's arguments; None
+    when absent or not JSON (vLLM's dotted `--speculative-config.method` form is not read)."""
+    for i, arg in enumerate(extra):
+        name, eq, value = arg.partition("=")
+        if name.replace("_", "-") != "--speculative-config":
+            continue
+        if not eq and i + 1 < len(extra):
+            value = extra[i + 1]
+        try:
+            parsed = orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return None
+        return parsed if isinstance(parsed, dict) else None
+    return None

@@ -20,7 +20,7 @@ from regen.serve import cpus
 from regen.serve import gpus as gpu_mod
 from regen.serve.auth import serve_key
 from regen.serve.engines import ENGINES, Device, Engine
-from regen.serve.fleetfile import FleetFile, FleetServer
+from regen.serve.fleetfile import FleetFile, FleetServer, speculative_config
 from regen.serve.process import LaunchSpec, ServerProcess
 
 
@@ -153,8 +153,9 @@ def fleet_file(spec: ServeSpec, processes: list[ServerProcess]) -> FleetFile:
     ]  # fmt: skip
     key_env = serve_key(spec.engine, spec.extra, spec.api_key_env).env
     return FleetFile(
-        spec.engine, spec.model, processes[0].spec.model_name, servers, api_key_env=key_env
-    )
+        spec.engine, spec.model, processes[0].spec.model_name, servers, api_key_env=key_env,
+        speculative_config=speculative_config(spec.extra),
+    )  # fmt: skip
 
 
 ENGINE_VENVS = {"vllm": Path(".venv-vllm")}  # what scripts/bootstrap.sh --test makes

@@ -69,6 +69,11 @@ def chat_response(
             choice["prompt_token_ids"], choice["response_token_ids"] = prompt_ids, completion_ids
         else:  # VL:entrypoints/openai/chat_completion/protocol.py:128,155
             data["prompt_token_ids"], choice["token_ids"] = prompt_ids, completion_ids
+    if body.get("logprobs"):  # the OpenAI shape all three engines answer in
+        choice["logprobs"] = {"content": [
+            {"token": f"t{i}", "logprob": fake_logprob(i), "bytes": None, "top_logprobs": []}
+            for i in range(tokens)
+        ]}  # fmt: skip
     return data
 
 
@@ -78,6 +83,9 @@ def _add_sglext(data: dict[str, Any], body: dict[str, Any], tokens: int, k: int)
     details = sglang_details(tokens, k)
     if body.get("return_spec_tokens_details") and details is not None:
         data["sglext"] = {"spec_tokens_details": details}
+def fake_logprob(i: int) -> float:
+    """The fake answer's logprob at token i: a known pattern a test can check."""
+    return -0.25 * (i % 4)
 
 
 def stream_events(data: dict[str, Any]) -> list[dict[str, Any]]:
@@ -110,6 +118,8 @@ def stream_events(data: dict[str, Any]) -> list[dict[str, Any]]:
         _spread_token_ids(events[:-1], data["prompt_token_ids"], choice["token_ids"])
     if data.get("sglext"):  # SGLang: a chunk of its own before the usage chunk
         events.append({"choices": [], "sglext": data["sglext"]})
+    if "logprobs" in choice:
+        _spread_logprobs(events[:-1], choice["logprobs"]["content"])
     last: dict[str, Any] = {"choices": [], "usage": data["usage"]}
     if data.get("metrics"):  # on the final usage chunk, without its null timings
         last["metrics"] = {k: v for k, v in data["metrics"].items() if v is not None}
@@ -123,3 +133,10 @@ def _spread_token_ids(events: list[dict], prompt_ids: list[int], ids: list[int])
     for n, event in enumerate(events):
         start = (n - 1) * step if n else 0
         event["choices"][0]["token_ids"] = ids[start : start + step] if n else []
+
+
+def _spread_logprobs(events: list[dict], entries: list[dict]) -> None:
+    """Each chunk after the role's carries its share, as `choices[].logprobs.content`."""
+    step = -(-len(entries) // max(1, len(events) - 1))
+    for n, event in enumerate(events[1:]):
+        event["choices"][0]["logprobs"] = {"content": entries[n * step : (n + 1) * step]}

@@ -1,0 +1,63 @@
+"""`generate --logprobs` on the embedded llama.cpp server (llama-cpp-python, SmolLM2-135M) and
+`score` of its answers with the same model as the draft: at regen's neutral settings
+(temperature 1, no truncation) the server's raw logprobs are those of the distribution each
+token was drawn from, so the target as its own draft accepts (nearly) every token."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+from click.testing import CliRunner
+
+from gen_helpers import read_lines
+from regen.cli import main
+
+EXAMPLES = Path(__file__).parent.parent / "examples" / "prompts.jsonl"
+K = 3
+
+pytestmark = pytest.mark.model
+
+
+def test_the_embedded_model_as_its_own_sampling_draft(tmp_path):
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "regen", "generate", "--prompts", str(EXAMPLES),
+               "--output-dir", str(out), "--max-output-tokens", "32", "--logprobs",
+               "--display", "none"]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    records = read_lines(out, "completions")
+    assert records
+    for record in records:
+        assert len(record["logprobs"]) == record["usage"]["completion_tokens"]
+        assert all(lp <= 0 for lp in record["logprobs"])
+    # one example asks temperature 0.2: the raw logprobs are not of its draw, so it is skipped
+    lowered = [r for r in records if r["meta"]["sampling"]["temperature"] == 0.2]
+    assert len(lowered) == 1
+    cli = CliRunner().invoke(main, ["score", str(out), "--draft", "embedded", "--tokenizer",
+                                    "embedded", "--k", str(K), "--all", "--json"])  # fmt: skip
+    assert cli.exit_code == 0, cli.output
+    draft = orjson.loads(cli.output)["drafts"][0]
+    assert (draft["estimate"], draft["temperature"], draft["draft_sampling"]) == (
+        "sampled",
+        1.0,
+        "probabilistic",
+    )
+    overall = draft["groups"]["(overall)"]
+    # rows re-tokenised from text can split differently from the server's tokens: those are
+    # skipped with the reason, never scored against misaligned logprobs
+    assert draft["skipped"].get("logprobs_not_drawn") == 1
+    assert set(draft["skipped"]) <= {"logprobs_mismatch", "logprobs_not_drawn"}
+    assert overall["rows"] >= len(records) / 2
+    # min(1, q/p) with q = p: 1 wherever the batched pass and the server's decoding agree
+    assert overall["top1_match"]["value"] >= 0.95
+    tau = next(at for at in overall["by_k"] if at["k"] == K)["tau"]["value"]
+    assert tau >= 0.9 * (K + 1), tau
+    text = CliRunner().invoke(main, ["score", str(out), "--draft", "embedded", "--tokenizer",
+                                     "embedded", "--k", str(K), "--all"])  # fmt: skip
+    assert "estimate: sampled, at temperature 1.0; the draft proposes by probabilistic" in (
+        text.output
+    )  # the table says which estimate it is (resumed: nothing is rescored)
