@@ -13,6 +13,7 @@ from regen.cli.export_options import command_line, dataset_options, selection_op
 from regen.cli.hints import Choice, tokenizer_hint
 from regen.cli.options import Command, option
 from regen.cli.rowbar import row_progress
+from regen.cli.worker_options import worker_options, workers_of
 from regen.errors import ConfigError
 from regen.export import Filters, export_run, make_format
 from regen.export.by_score import ORDERS, ScoreSelect
@@ -86,6 +87,7 @@ OTHER_NAMES = {"axolotl": AXOLOTL, "llama-factory": LLAMA_FACTORY, "llamafactory
     type=PATH,
     help="score.json to select by (default: the first run's score/score.json).",
 )
+@worker_options
 def export(output_dirs, out, fmt, file_type, reasoning, merge_into, report, overwrite,
            **o) -> None:  # fmt: skip
     """Export the runs RUN... to --output-dir DIR, loadable with datasets.load_dataset(DIR)."""
@@ -107,6 +109,7 @@ def export(output_dirs, out, fmt, file_type, reasoning, merge_into, report, over
     )
     target = make_format(fmt, reasoning, o["supervise"])
     limits = parse_limits(o["limits"])
+    workers = workers_of(o)
     with row_progress("export") as on_row:
         summary = export_run(
             output_dirs,
@@ -125,6 +128,7 @@ def export(output_dirs, out, fmt, file_type, reasoning, merge_into, report, over
             by_score=ScoreSelect.requested(
                 output_dirs, o["max_acceptance"], o["order"], o["score_json"]
             ),
+            workers=workers,
         )
     hub = None
     if o["push_to_hub"]:

@@ -16,21 +16,32 @@ import multiprocessing
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
+from itertools import chain, islice
 from typing import Any
 
 from regen.errors import ConfigError
 from regen.parallel import InProcess, Work, Workers, call_installed, cores, install
 
 IN_FLIGHT = 3  # items per worker handed out ahead: none waits, memory stays bounded
+SMALL = 8  # fewer items than this are done in this process
 
 
 class LocalWorkers:
     """`count` processes on this machine."""
 
-    def __init__(self, count: int) -> None:
-        self.count = count
+    def __init__(self, count: int, small: int = SMALL) -> None:
+        self.count, self.small = count, small
 
     def map(self, state: Any, work: Work, items: Iterable[Any]) -> Iterator[Any]:
+        """A run of a few batches is done here: starting processes would cost more."""
+        it = iter(items)
+        first = list(islice(it, self.small))
+        if len(first) < self.small:
+            yield from InProcess().map(state, work, first)
+            return
+        yield from self._pool_map(state, work, chain(first, it))
+
+    def _pool_map(self, state: Any, work: Work, items: Iterable[Any]) -> Iterator[Any]:
         context = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(self.count, mp_context=context, initializer=install,
                                  initargs=(state,)) as pool:  # fmt: skip
