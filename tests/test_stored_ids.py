@@ -25,10 +25,7 @@ from regen.export import Filters, export_run, make_format
 def engine_ids(tok, rec: dict) -> dict:
     """The ids an engine stores: its prompt (rendered with the generation prompt) and what it
     generated, through its stop token (vLLM keeps the stop token in the ids)."""
-    completion = Completion.of(rec)
-    kwargs = (
-        {} if completion.thinking == "auto" else {"enable_thinking": completion.thinking == "on"}
-    )
+    kwargs = template_kwargs(Completion.of(rec))
     messages = rec["messages"]
     prompt = tok.apply_chat_template(messages[:-1], tokenize=False, add_generation_prompt=True,
                                      **kwargs)  # fmt: skip
