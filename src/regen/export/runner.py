@@ -74,7 +74,8 @@ def export_run(
     writer = SplitWriter(out_dir, file_type)
     run = _Pass(fmt, summary, dedup, writer, fraction, split_seed)
     held = by_score.holder(out_dir) if by_score and by_score.order == "hard-first" else None
-    job = _job(fmt, encoder, filters, judge=tally is not None, count_tokens=count_tokens)
+    job = _job(fmt, encoder, filters, judge=tally is not None, count_tokens=count_tokens,
+               columnar=file_type == "parquet")  # fmt: skip
     try:
         for item in flat_map(workers, job, prepare_lines, read_run_lines(dirs, on_row)):
             summary.read += 1
@@ -136,13 +137,13 @@ def _validate(fmt: Format, encoder: Encoder | None, filters: Filters, file_type:
 
 
 def _job(fmt: Format, encoder: Encoder | None, filters: Filters, *, judge: bool,
-         count_tokens: bool) -> ExportJob:  # fmt: skip
+         count_tokens: bool, columnar: bool) -> ExportJob:  # fmt: skip
     """What each worker is handed once. A target that needs regen's render of each row
     (to compare with the trainer's) is re-tokenised; the others take a sample's ids and mask
     from its stored token ids where they cover it (`regen check` guards that they agree)."""
     if encoder is not None:
         encoder = encoder.with_stored_ids(not needs_render(fmt))
-    return ExportJob(fmt, encoder, filters, judge, count_tokens)
+    return ExportJob(fmt, encoder, filters, judge, count_tokens, columnar)
 
 
 def _labels(item: Prepared) -> Completion:
