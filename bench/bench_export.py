@@ -22,11 +22,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_check import default_tokenizer, synthetic
+from bench_check import cpu_seconds, default_tokenizer, synthetic
 from regen.check import Encoder
 from regen.check.record import Completion
 from regen.check.render import generation_prompt
-from regen.executors.pool import workers_for
 from regen.export import Filters, export_run, make_format
 from regen.export.publish import Publish, finish
 from regen.jsonio import dumps_line
@@ -53,17 +52,21 @@ def engine_ids(encoder: Encoder, record: dict) -> dict:
     return {"prompt": enc.input_ids[:start], "completion": enc.input_ids[start:end]}
 
 
-def cpu_seconds() -> float:
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)  # workers, once they have exited
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+def spread(workers: int) -> dict:
+    """`workers=` for export_run; {} for a tree from before workers (`--before`: one
+    process, the Rust tokenizer's threads on every core), to measure it side by side."""
+    try:
+        from regen.executors.pool import workers_for
+    except ImportError:
+        return {}
+    return {"workers": workers_for(workers)}
 
 
 def one(run: Path, out: Path, encoder: Encoder, workers: int, vocab: bool) -> tuple[float, float]:
     wall, cpu = time.perf_counter(), cpu_seconds()
     summary = export_run([run], out, make_format("tokenized"), encoder=encoder,
                          filters=Filters(), file_type="parquet", check_limits={},
-                         count_tokens=vocab, workers=workers_for(workers))  # fmt: skip
+                         count_tokens=vocab, **spread(workers))  # fmt: skip
     if vocab:
         finish(out, summary, encoder, Publish(runs=[str(run)], draft_vocab_size=32000))
     return time.perf_counter() - wall, cpu_seconds() - cpu
