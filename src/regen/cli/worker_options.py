@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from regen.executors.pool import workers_for
-from regen.parallel import Workers
+from regen.parallel import Workers, cores
 
 
 def worker_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -30,6 +30,8 @@ def worker_options(command: Callable[..., Any]) -> Callable[..., Any]:
     )(command)  # fmt: skip
 
 
-def workers_of(options: dict[str, Any]) -> Workers:
-    """The workers the options ask for (taken out of `options`)."""
-    return workers_for(options.pop("workers"), options.pop("executor"), options.pop("ray_address"))
+def workers_of(options: dict[str, Any], per_worker: int = 1) -> Workers:
+    """The workers the options ask for (taken out of `options`); without --workers, as many
+    as the cores hold when each worker uses `per_worker` of them (a GGUF draft's threads)."""
+    count = options.pop("workers") or max(1, cores() // max(1, per_worker))
+    return workers_for(count, options.pop("executor"), options.pop("ray_address"))

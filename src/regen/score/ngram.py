@@ -27,6 +27,14 @@ class NgramDraft:
     def identity(self) -> str:
         return f"ngram:{self.min_n}-{self.max_n}"
 
+    @property
+    def recipe(self) -> NgramDraft:
+        """A worker's copy (score/spread.py): this draft holds nothing but its settings."""
+        return self
+
+    def open(self) -> NgramDraft:
+        return self
+
     def matches(self, ids: Sequence[int], start: int) -> str:
         """The match vector over ids[start:]: for each, whether the guess from ids[:i] is it."""
         last: dict[tuple[int, ...], int] = {}  # n-gram -> index just after its latest end
