@@ -138,14 +138,8 @@ def test_the_engines_own_ids_export_as_the_template_renders_them(real_vllm, tmp_
     from them and finds it equal to the re-tokenised one, and an export from the ids is the
     same bytes as one that re-tokenises (the ids stripped from the run)."""
     write_prompts(tmp_path / "p.jsonl", 4)
-    done = generate(
-        real_vllm,
-        tmp_path / "p.jsonl",
-        tmp_path / "run",
-        "--return-token-ids",
-        "--temperature",
-        "0",
-    )
+    extra = ("--return-token-ids", "--temperature", "0")
+    done = generate(real_vllm, tmp_path / "p.jsonl", tmp_path / "run", *extra)
     assert done.returncode == 0, done.stdout + done.stderr
     checked = regen("check", str(tmp_path / "run"), "--tokenizer", "embedded",
                     "--json", str(tmp_path / "check.json"))  # fmt: skip
