@@ -16,10 +16,11 @@ import multiprocessing
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from itertools import chain, islice
 from typing import Any
 
-from regen.errors import ConfigError
+from regen.errors import ConfigError, RegenError
 from regen.parallel import InProcess, Work, Workers, call_installed, cores, install
 
 IN_FLIGHT = 3  # items per worker handed out ahead: none waits, memory stays bounded
@@ -53,6 +54,12 @@ class LocalWorkers:
                         yield pending.popleft().result()
                 while pending:
                     yield pending.popleft().result()
+            except BrokenProcessPool as exc:
+                raise RegenError(
+                    f"a worker process died ({exc})",
+                    hint="the system may have stopped it for memory: rerun with fewer "
+                    "--workers; nothing was published",
+                ) from exc
             finally:
                 for future in pending:
                     future.cancel()
