@@ -5,8 +5,8 @@ process and its workers, and the peak local disk taken beside the export's own o
 
 The run is bench_check's synthetic completions (~2,600 tokens each) in `--shards` committed
 shards. While the export runs, a thread samples every 0.2 s the RSS of this process and of
-its children (the workers) and the bytes used on the filesystems of the temporary and cache
-directories, less the export's output; the peaks are printed with the run's size.
+its children (the workers) and the bytes they have written to storage less the export's own
+output; the peaks are printed with the run's size.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import shutil
 import tempfile
 import threading
 import time
@@ -37,31 +36,32 @@ MIB = 2**20
 
 
 class Peaks(threading.Thread):
+    """Every 0.2 s: the RSS of this process and its workers, and the bytes they have caused
+    to be written to storage (`/proc/PID/io`), less the export's own output."""
+
     def __init__(self, out_dir: Path) -> None:
         super().__init__(daemon=True)
         self.out_dir, self.rss, self.disk, self.done = out_dir, 0, 0, threading.Event()
-        self.base = used_disk()
-        # the S3 server is not part of the export
-        self.aside = {p.pid for p in psutil.Process().children(recursive=True)}
+        me = psutil.Process()
+        self.aside = {p.pid for p in me.children(recursive=True)}  # the S3 server
+        self.before = me.io_counters().write_bytes
+        self.written: dict[int, int] = {}
 
     def run(self) -> None:
         me = psutil.Process()
         while not self.done.is_set():
-            procs = [me, *(p for p in me.children(recursive=True) if p.pid not in self.aside)]
             rss = 0
-            for p in procs:
+            for p in [me, *(p for p in me.children(recursive=True) if p.pid not in self.aside)]:
                 with contextlib.suppress(psutil.NoSuchProcess):  # a worker that just ended
                     rss += p.memory_info().rss
+                    self.written[p.pid] = p.io_counters().write_bytes
             output = sum(f.stat().st_size for f in self.out_dir.rglob("*") if f.is_file())
             self.rss = max(self.rss, rss)
-            self.disk = max(self.disk, used_disk() - self.base - output)
+            self.disk = max(self.disk, self.wrote() - output)
             time.sleep(0.2)
 
-
-def used_disk() -> int:
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    folders = {tempfile.gettempdir(), str(cache if cache.exists() else Path.home())}
-    return sum(shutil.disk_usage(f).used for f in folders)
+    def wrote(self) -> int:
+        return sum(self.written.values()) - self.before
 
 
 def main() -> None:
@@ -100,7 +100,8 @@ def main() -> None:
     print(f"{rows} rows in {args.shards} shards ({size / MIB:.0f} MiB, largest shard "
           f"{size / args.shards / MIB:.0f} MiB), {args.workers} workers: {took:.1f} s; "
           f"peak RSS (process + workers) {peaks.rss / MIB:.0f} MiB; peak local disk beside "
-          f"the output {max(0, peaks.disk) / MIB:.1f} MiB")  # fmt: skip
+          f"the output {max(0, peaks.disk) / MIB:.1f} MiB (written in all "
+          f"{peaks.wrote() / MIB:.0f} MiB)")  # fmt: skip
 
 
 if __name__ == "__main__":

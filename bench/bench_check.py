@@ -75,13 +75,11 @@ def baseline(tok, records: Iterator[dict]) -> int:
     return total
 
 
-def cpu_seconds() -> float:
-    """User + system time of this process and of its workers once they have exited."""
-    own, kids = (
-        resource.getrusage(resource.RUSAGE_SELF),
-        resource.getrusage(resource.RUSAGE_CHILDREN),
-    )
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+def cpu_seconds(who: int | None = None) -> float:
+    """User + system time of this process and of its workers once they have exited (`who`:
+    resource.RUSAGE_SELF or RUSAGE_CHILDREN alone)."""
+    kinds = [who] if who is not None else [resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN]
+    return sum(u.ru_utime + u.ru_stime for u in map(resource.getrusage, kinds))
 
 
 def spread(workers: str | None) -> dict:
