@@ -1,6 +1,7 @@
 """Throughput of `regen check` on synthetic completions, and a per-prefix baseline.
 
     .venv/bin/python bench/bench_check.py --samples 100000 [--tokenizer PATH] [--baseline]
+        [--workers 1,2]
 
 Completions are generated in memory (~2,600 tokens each: a short prompt and a long answer;
 SmolLM2's template has no reasoning slot, so the answer carries all the text), so the figure
@@ -11,6 +12,10 @@ The baseline masks the way prefix-tokenising trainers do: for every assistant tu
 the rendered conversation up to the turn (with the generation prompt) and up to its end, and
 mark the tokens between the two lengths. That is three tokeniser calls per single-turn sample
 instead of one, each on one text at a time.
+
+`--workers 1,2` times `check` with each number of workers side by side, with the CPU time
+(this process's and its workers') beside the wall time: samples per CPU-second is the
+figure a machine shared with other work does not move.
 """
 
 from __future__ import annotations
@@ -70,6 +75,22 @@ def baseline(tok, records: Iterator[dict]) -> int:
     return total
 
 
+def cpu_seconds(who: int | None = None) -> float:
+    """User + system time of this process and of its workers once they have exited (`who`:
+    resource.RUSAGE_SELF or RUSAGE_CHILDREN alone)."""
+    kinds = [who] if who is not None else [resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN]
+    return sum(u.ru_utime + u.ru_stime for u in map(resource.getrusage, kinds))
+
+
+def spread(workers: str | None) -> dict:
+    """`workers=` for check; {} for the default, and for a tree from before workers."""
+    try:
+        from regen.executors.pool import workers_for
+    except ImportError:
+        return {}
+    return {} if workers is None else {"workers": workers_for(int(workers))}
+
+
 def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
@@ -80,16 +101,20 @@ def main() -> None:
     ap.add_argument("--words", type=int, default=2_500, help="words per sample (~1 token each)")
     ap.add_argument("--tokenizer", default=None)
     ap.add_argument("--baseline", action="store_true", help="also time the per-prefix baseline")
+    ap.add_argument("--workers", default="", help="worker counts to time side by side: 1,2")
     args = ap.parse_args()
 
     encoder = Encoder.load(args.tokenizer or default_tokenizer())
     tokens = len(encoder.encode(probe(args.words)).input_ids)
-    start = time.perf_counter()
-    report = check_completions(synthetic(args.samples, args.words), encoder, StatOptions(), {})
-    took = time.perf_counter() - start
-    print(f"check:    {args.samples} samples x ~{tokens} tokens in {took:.1f}s = "
-          f"{args.samples / took:.0f} samples/s; peak RSS {peak_rss_mib():.0f} MiB; "
-          f"mask p50 {report.overall.to_json()['mask_sum']['p50']}")  # fmt: skip
+    for workers in args.workers.split(",") if args.workers else [None]:
+        start, cpu = time.perf_counter(), cpu_seconds()
+        report = check_completions(synthetic(args.samples, args.words), encoder, StatOptions(),
+                                   {}, **spread(workers))  # fmt: skip
+        took, cpu = time.perf_counter() - start, cpu_seconds() - cpu
+        print(f"check (workers {workers or 'default'}): {args.samples} samples x ~{tokens} "
+              f"tokens in {took:.1f}s = {args.samples / took:.0f} samples/s, {cpu:.1f} s CPU "
+              f"= {args.samples / cpu:.0f}/CPU-s; peak RSS {peak_rss_mib():.0f} MiB; "
+              f"mask p50 {report.overall.to_json()['mask_sum']['p50']}")  # fmt: skip
     if args.baseline:
         start = time.perf_counter()
         baseline(encoder.tok, synthetic(args.samples, args.words))

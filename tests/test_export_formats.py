@@ -495,20 +495,19 @@ def test_hard_first_keeps_rows_on_disk_not_in_memory(tmp_path):
     (acceptance, order, offset) per row in memory, read back lowest acceptance first."""
     import tracemalloc
 
-    from regen.check.record import Completion
     from regen.export.by_score import HeldAside
 
     acceptance = {f"r{i}": (i * 37 % 100) / 100 for i in range(200)}
-    held = HeldAside(lambda c: acceptance.get(c.id, 2.0), tmp_path)
+    held = HeldAside(lambda key: acceptance.get(key[0], 2.0), tmp_path)
     tracemalloc.start()
     for i in range(200):  # 200 rows of 250 KB: 50 MB of rows
         raw = {"id": f"r{i}", "sample": 0, "messages": [{"role": "user", "content": "x" * 250_000}]}
-        held.add(Completion(raw), None)
+        held.add((raw["id"], 0), raw)
         del raw
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     assert peak < 5 * 2**20, f"{peak / 2**20:.1f} MB held while adding"
-    order = [c.id for c, _ in held.hardest_first()]
+    order = [raw["id"] for raw in held.hardest_first()]
     held.close()
     assert order == sorted(acceptance, key=lambda rid: (acceptance[rid], int(rid[1:])))
     assert not list(tmp_path.iterdir())  # the file never had a name

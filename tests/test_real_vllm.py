@@ -133,6 +133,36 @@ def test_score_with_the_real_prompt_logprobs_of_a_self_draft(real_vllm, tmp_path
     assert overall["top1_match"]["value"] >= 0.95, overall["top1_match"]
 
 
+def test_the_engines_own_ids_export_as_the_template_renders_them(real_vllm, tmp_path):
+    """A real engine's stored ids (SmolLM2's real ChatML template): check builds every sample
+    from them and finds it equal to the re-tokenised one, and an export from the ids is the
+    same bytes as one that re-tokenises (the ids stripped from the run)."""
+    write_prompts(tmp_path / "p.jsonl", 4)
+    extra = ("--return-token-ids", "--temperature", "0")
+    done = generate(real_vllm, tmp_path / "p.jsonl", tmp_path / "run", *extra)
+    assert done.returncode == 0, done.stdout + done.stderr
+    checked = regen("check", str(tmp_path / "run"), "--tokenizer", "embedded",
+                    "--json", str(tmp_path / "check.json"))  # fmt: skip
+    report = json.loads((tmp_path / "check.json").read_text())
+    assert report["overall"]["token_ids"] == {"checked": 4, "mismatched": 0}, checked.stdout
+    plain = tmp_path / "plain" / "completions"
+    plain.mkdir(parents=True)
+    for shard in (tmp_path / "run" / "completions").glob("*.jsonl"):
+        rows = [json.loads(line) for line in shard.read_text().splitlines() if line.strip()]
+        assert all(r["token_ids"]["prompt"] for r in rows)
+        (plain / shard.name).write_text(
+            "".join(json.dumps({k: v for k, v in r.items() if k != "token_ids"}) + "\n"
+                    for r in rows))  # fmt: skip
+    outs = []
+    for name in ("run", "plain"):
+        out = tmp_path / f"out-{name}"
+        exported = regen("export", str(tmp_path / name), "-o", str(out), "--format",
+                         "speculators", "--tokenizer", "embedded")  # fmt: skip
+        assert exported.returncode == 0, exported.stdout + exported.stderr
+        outs.append({p.name: p.read_bytes() for p in sorted(out.rglob("*.jsonl"))})
+    assert outs[0] == outs[1] and outs[0]
+
+
 def _seeded_load(fleet: RealFleet, requests: int) -> list[int]:
     """`requests` seeded chats at once, as a busy generate sends them; their statuses."""
     statuses: list[int] = []

@@ -281,3 +281,18 @@ def test_a_served_draft_with_another_vocabulary_is_refused(run, tmp_path):
         score(run, [FleetDraft([server.url], "vllm")], other, tmp_path)
     # refused on the first answer, before any row was written
     assert not [r for f in tmp_path.glob("vllm-fleet-*/rows.jsonl") for r in read_rows(f)]
+
+
+def test_rows_are_the_same_scored_in_one_process_or_two_workers(run, requantized, encoder,
+                                                                 tmp_path):  # fmt: skip
+    """A GGUF draft and the n-gram draft, each row scored in whichever worker: the rows file
+    is the same bytes as one process's (each worker runs the draft with the same threads)."""
+    from regen.executors.pool import LocalWorkers
+
+    files = []
+    for name, workers in (("one", None), ("two", LocalWorkers(2, small=1))):
+        report = score(run, [requantized, NgramDraft()], encoder, tmp_path / name,
+                       workers=workers)  # fmt: skip
+        files.append([Path(d["rows_file"]).read_bytes() for d in report["drafts"]])
+        assert [d["groups"]["(overall)"]["rows"] for d in report["drafts"]] == [ROWS, ROWS]
+    assert files[0] == files[1]

@@ -5,6 +5,8 @@ Modules (the tokenizer loader is regen.tokenizer, shared with prepare and export
     render.py    render with the template; find each assistant turn by diffing renders
     mask.py      tokenise once, map character ranges to a loss mask
     encode.py    Encoder: completions -> (input_ids, mask), shared with `regen export`
+    stored.py    the same from the token ids the engine stored, without re-tokenising
+    work.py      what a worker does with a batch of lines; tally.py folds the results
     sample.py    the per-sample facts; stats.py counts them; rules.py judges them
     runner.py    the library entry point; report_*.py, charts.py, show.py present the result
 """

@@ -51,13 +51,13 @@ def _last(c: Completion, role: str) -> str:
 def echo_prompt(c: Completion) -> bool:
     """The answer contains the whole last user message verbatim."""
     prompt = _norm(_last(c, "user"))
-    return len(prompt) >= ECHO_MIN_CHARS and prompt in _norm(c.answer)
+    return len(prompt) >= ECHO_MIN_CHARS and prompt in c.answer_words
 
 
 def echo_system(c: Completion) -> bool:
     """The answer starts by repeating the system prompt."""
     system = _norm(_last(c, "system"))[:80]
-    return len(system) >= ECHO_MIN_CHARS and _norm(c.answer).startswith(system)
+    return len(system) >= ECHO_MIN_CHARS and c.answer_words.startswith(system)
 
 
 def bad_tool_call(c: Completion) -> bool:
@@ -114,7 +114,7 @@ def answer_key(c: Completion) -> int:
 
 def prefix_key(c: Completion) -> int | None:
     """The hash of a long answer's first characters (near-duplicates), None for short ones."""
-    text = _norm(c.answer)
+    text = c.answer_words
     if len(text) < NEAR_MIN_CHARS:
         return None
     return xxhash.xxh64_intdigest(text[:NEAR_PREFIX].encode())

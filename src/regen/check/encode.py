@@ -15,7 +15,8 @@ from regen.check.render import (
     generation_prompt,
     render_turns,
 )
-from regen.check.template import template_flags
+from regen.check.stored import Tail, covered, from_stored_ids, template_tail
+from regen.check.template import no_generation_prompt, template_flags
 from regen.errors import ConfigError, InputError
 from regen.tokenizer import load_tokenizer
 
@@ -29,8 +30,11 @@ class Encoder:
     specials: frozenset[int]
     template_tokens: str = "train"
     supervise: str = "regenerated"  # or "all": see check/mask.py
-    # the generation prompt per thinking mode: a property of the template, rendered once
+    # build a sample from its stored token ids where they cover it (check/stored.py)
+    stored_ids: bool = False
+    # the generation prompt and the turn's tail per thinking mode: facts of the template
     _prompts: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+    _tails: dict[str, Tail | None] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def load(
@@ -40,19 +44,24 @@ class Encoder:
         chat_template: str | None = None,
         template_tokens: str = "train",
         supervise: str = "regenerated",
+        stored_ids: bool = False,
     ) -> Encoder:
         if template_tokens not in TEMPLATE_TOKENS:
             raise ConfigError(f"--template-tokens must be one of {', '.join(TEMPLATE_TOKENS)}")
         if supervise not in SUPERVISE:
             raise ConfigError(f"--supervise must be one of {', '.join(SUPERVISE)}")
         tok = load_tokenizer(tokenizer, chat_template=chat_template)
-        return cls(tok, special_ids(tok), template_tokens, supervise)
+        return cls(tok, special_ids(tok), template_tokens, supervise, stored_ids)
 
     @classmethod
     def of(
-        cls, tok: Any, template_tokens: str = "train", supervise: str = "regenerated"
-    ) -> Encoder:
-        return cls(tok, special_ids(tok), template_tokens, supervise)
+        cls, tok: Any, template_tokens: str = "train", supervise: str = "regenerated",
+        stored_ids: bool = False,
+    ) -> Encoder:  # fmt: skip
+        return cls(tok, special_ids(tok), template_tokens, supervise, stored_ids)
+
+    def with_stored_ids(self, stored_ids: bool) -> Encoder:
+        return replace(self, stored_ids=stored_ids, _prompts={}, _tails={})
 
     def encode(self, completion: Completion) -> Encoded:
         """One completion; raises InputError when its mask cannot be built."""
@@ -62,18 +71,24 @@ class Encoder:
         return result
 
     def encode_batch(self, completions: list[Completion]) -> list[Encoded | InputError]:
-        rendered: list[Rendered | InputError] = []
-        for completion in completions:
+        """Each completion's encoding: from its stored ids when `stored_ids` and they cover
+        it, else rendered and tokenised (one tokeniser call for the batch)."""
+        from_ids: dict[int, Encoded | InputError] = {}
+        rendered: list[Rendered | InputError | None] = []
+        for n, completion in enumerate(completions):
             try:
-                rendered.append(render_turns(self.tok, completion))
+                enc = self.from_ids(completion) if self.stored_ids else None
+                if enc is not None:
+                    from_ids[n] = enc
+                rendered.append(render_turns(self.tok, completion) if enc is None else None)
             except InputError as err:
                 rendered.append(err)
         good = [r for r in rendered if isinstance(r, Rendered)]
         tokens = iter(tokenize_all(self.tok, [r.text for r in good]) if good else [])
         out: list[Encoded | InputError] = []
-        for completion, item in zip(completions, rendered, strict=True):
-            if isinstance(item, InputError):
-                out.append(item)
+        for n, (completion, item) in enumerate(zip(completions, rendered, strict=True)):
+            if item is None or isinstance(item, InputError):
+                out.append(from_ids[n] if item is None else item)
                 continue
             ids, offsets = next(tokens)
             try:
@@ -101,6 +116,20 @@ class Encoder:
             except InputError:
                 return generation_prompt(self.tok, completion, probe=False)
         return self._prompts[mode]
+
+    def from_ids(self, completion: Completion) -> Encoded | None:
+        """The encoding from the stored ids, or None when they do not cover the sample."""
+        if not covered(completion, self.template_tokens, self.supervise):
+            return None
+        mode = completion.thinking
+        if mode not in self._tails:
+            self._tails[mode] = template_tail(self.tok, self.specials, completion)
+        tail = self._tails[mode]
+        if tail is None:
+            return None
+        flags = ("no_generation_prompt",) if no_generation_prompt(
+            self.generation_prompt(completion)) else ()  # fmt: skip
+        return from_stored_ids(completion, tail, self.specials, flags)
 
     def stream(
         self, completions: Iterable[Completion]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from regen.errors import InputError
@@ -89,6 +90,11 @@ class Completion:
     @property
     def answer(self) -> str:
         return self.final.get("content") or ""
+
+    @cached_property
+    def answer_words(self) -> str:
+        """The answer with its whitespace runs as single spaces (asked by several checks)."""
+        return " ".join(self.answer.split())
 
     @property
     def reasoning(self) -> str:

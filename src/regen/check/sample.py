@@ -70,10 +70,16 @@ def result_of(
     specials: frozenset[int],
     degenerate_at: int,
     template_flags: tuple[str, ...] = (),
+    stored_agree: bool | None = None,
 ) -> SampleResult:
+    """`stored_agree`: whether the sample built from its stored ids equals this one (None
+    when the stored ids do not cover it: then the final turn is compared with them)."""
     start, end = enc.final_generated
     own_start, own_end = enc.final_own
     facts = describe(completion)
+    matched = stored_agree
+    if matched is None:
+        matched = ids_match(enc.input_ids[start:end], completion.completion_ids, specials)
     return SampleResult(
         **facts,
         degenerate=is_degenerate(facts["answer_empty"], enc, degenerate_at),
@@ -83,7 +89,7 @@ def result_of(
         longest_run=enc.longest_run,
         output_tokens=end - start,
         own_tokens=own_end - own_start,
-        ids_match=ids_match(enc.input_ids[start:end], completion.completion_ids, specials),
+        ids_match=matched,
     )
 
 

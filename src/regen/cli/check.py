@@ -17,6 +17,7 @@ from regen.cli.hints import tokenizer_hint
 from regen.cli.options import Command
 from regen.cli.paths import OutputPath, local_file
 from regen.cli.rowbar import row_progress
+from regen.cli.worker_options import worker_options, workers_of
 from regen.errors import ConfigError
 from regen.jsonio import is_file
 from regen.score.html import acceptance_section
@@ -80,9 +81,10 @@ HTML_SAMPLES = 10  # failing samples per rule the HTML report lists
     default=0,
     help="Print N samples with supervised tokens marked: samples of the failing rules first.",
 )
+@worker_options
 def check(output_dirs, tokenizer, chat_template, template_tokens, supervise, max_length,
           degenerate_at, min_run, limits, json_path, html_path, per_sample,
-          show) -> None:  # fmt: skip
+          show, **spread) -> None:  # fmt: skip
     """Tokenise the runs RUN... with the target's template, report, and exit 1 if a rule fails.
     A prompt file in place of the runs: check its tool traces (no tokenizer needed)."""
     thresholds = parse_limits(limits)
@@ -97,7 +99,8 @@ def check(output_dirs, tokenizer, chat_template, template_tokens, supervise, max
     kept = max(show, HTML_SAMPLES if html_path else 0)  # the HTML lists failing samples too
     with row_progress("check") as on_row, local_file(per_sample) as per_sample_path:
         report = check_run(output_dirs, encoder, opts, thresholds, show=kept,
-                           per_sample=per_sample_path, on_row=on_row)  # fmt: skip
+                           per_sample=per_sample_path, on_row=on_row,
+                           workers=workers_of(spread))  # fmt: skip
     color = sys.stdout.isatty()
     for completion, enc, rules in by_sample(report.shown[:show]):
         click.echo(render_sample(completion, enc, color=color, rule=", ".join(rules)) + "\n")

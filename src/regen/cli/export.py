@@ -14,6 +14,7 @@ from regen.cli.hints import Choice, tokenizer_hint
 from regen.cli.options import Command, option
 from regen.cli.paths import InputPath, OutputPath
 from regen.cli.rowbar import row_progress
+from regen.cli.worker_options import worker_options, workers_of
 from regen.errors import ConfigError
 from regen.export import ExportSummary, Filters, export_run, make_format
 from regen.export.by_score import ORDERS, ScoreSelect
@@ -93,6 +94,7 @@ OTHER_NAMES = {"axolotl": AXOLOTL, "llama-factory": LLAMA_FACTORY, "llamafactory
     type=InputPath(),
     help="score.json to select by (default: the first run's score/score.json).",
 )
+@worker_options
 def export(output_dirs, out: Destination, merge_into, report, **o) -> None:
     """Export the runs RUN... to --output-dir DIR, loadable with datasets.load_dataset(DIR)."""
     require_runs(output_dirs)  # before the tokenizer loads
@@ -136,6 +138,7 @@ def _export(output_dirs, out: Path, named: Destination, merge_into: Path | None,
     )
     target = make_format(fmt, reasoning, o["supervise"])
     limits = parse_limits(o["limits"])
+    workers = workers_of(o)
     with row_progress("export") as on_row:
         summary = export_run(
             output_dirs,
@@ -156,6 +159,7 @@ def _export(output_dirs, out: Path, named: Destination, merge_into: Path | None,
                 output_dirs, o["max_acceptance"], o["order"], o["score_json"]
             ),
             holdout=Holdout(o["holdout"], o["holdout_seed"]) if o["holdout"] is not None else None,
+            workers=workers,
         )
     hub = None
     if o["push_to_hub"]:

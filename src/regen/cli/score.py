@@ -9,6 +9,7 @@ from regen.cli.hints import tokenizer_hint
 from regen.cli.options import Command, option
 from regen.cli.paths import InputPath, OutputPath
 from regen.cli.rowbar import row_progress
+from regen.cli.worker_options import worker_options, workers_of
 from regen.errors import ConfigError
 from regen.fleet.openai_env import resolve_api_key
 from regen.score import ScoreSettings, score_folder, score_run, score_where, write_report
@@ -79,9 +80,10 @@ DEFAULT_SAMPLE = 200
         help="An earlier score.json: the same rows, paired, before and after.")  # fmt: skip
 @option("--threads", type=int, default=2, show_default=True, help="CPU threads of a GGUF draft.")
 @option("--json", "as_json", is_flag=True, help="Print the report as JSON (for scripts).")
+@worker_options
 def score(run, drafts, ngram_lookup, draft_servers, draft_api, api_key_env, from_engine,
           replay_servers, model, tokenizer, chat_template, by, sample, score_all, seed, holdout,
-          holdout_seed, split, k_spec, baseline, threads, as_json) -> None:  # fmt: skip
+          holdout_seed, split, k_spec, baseline, threads, as_json, **spread) -> None:  # fmt: skip
     """Score RUN's answers with a draft: tokens accepted per verify step, per group.
 
     Writes RUN/score/ (score.json, score.txt and each draft's per-row results, from which an
@@ -116,7 +118,9 @@ def score(run, drafts, ngram_lookup, draft_servers, draft_api, api_key_env, from
         ) as opened,
         row_progress("score") as on_row,
     ):
-        report = score_run(run, opened, encoder, settings, folder, on_row=on_row)
+        workers = workers_of(spread, per_worker=threads)  # a GGUF draft runs --threads each
+        report = score_run(run, opened, encoder, settings, folder, on_row=on_row,
+                           workers=workers)  # fmt: skip
         if baseline:
             report.attach_baseline(baseline)
         json_path, text_path = write_report(report, folder)

@@ -69,7 +69,7 @@ class ScoreSelect:
 
     def holder(self, folder: Path) -> HeldAside:
         """Where --order hard-first keeps the rows until all are read (a file in `folder`)."""
-        return HeldAside(lambda c: self.acceptance.get(c.key, 2.0), folder)
+        return HeldAside(lambda key: self.acceptance.get(key, 2.0), folder)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -87,24 +87,24 @@ class HeldAside:
     Memory holds only (acceptance, read order, offset) per row, not the rows and their
     encodings: a million rows cost tens of MB, not the run's size."""
 
-    def __init__(self, acceptance: Callable[[Completion], float], folder: Path) -> None:
+    def __init__(self, acceptance: Callable[[SampleKey], float], folder: Path) -> None:
         self.acceptance = acceptance
         # open for the object's life, closed by close() (export's finally); never named on disk
         self.file = tempfile.TemporaryFile(dir=folder, prefix=".hard-first-")  # noqa: SIM115
         self.index: list[tuple[float, int, int]] = []
 
-    def add(self, completion: Completion, enc: Any) -> None:
+    def add(self, key: SampleKey, item: Any) -> None:
+        """`item`: what to give back for the sample `key` (a prepared row)."""
         offset = self.file.tell()
-        pickle.dump((completion.raw, enc), self.file, protocol=pickle.HIGHEST_PROTOCOL)
-        self.index.append((self.acceptance(completion), len(self.index), offset))
+        pickle.dump(item, self.file, protocol=pickle.HIGHEST_PROTOCOL)
+        self.index.append((self.acceptance(key), len(self.index), offset))
 
-    def hardest_first(self) -> Iterator[tuple[Completion, Any]]:
+    def hardest_first(self) -> Iterator[Any]:
         """By acceptance, lowest first; ties and unscored rows (last) in read order."""
         self.index.sort()
         for _, _, offset in self.index:
             self.file.seek(offset)
-            raw, enc = pickle.load(self.file)  # our own bytes, written above in this process
-            yield Completion(raw), enc
+            yield pickle.load(self.file)  # our own bytes, written above in this process
 
     def close(self) -> None:
         self.file.close()

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -57,7 +58,7 @@ class _Shard:
         if not rows:
             return
         schema = self._parquet.schema if self._parquet else None
-        table = pa.Table.from_pylist(rows, schema=schema)
+        table = arrow_table(rows, schema)
         if self._parquet is None:
             self._parquet = pq.ParquetWriter(self.path, table.schema)
         self._parquet.write_table(table)
@@ -80,6 +81,32 @@ class _Shard:
                 self._jsonl.flush()
                 os.fsync(self._jsonl.fileno())
             self._jsonl.close()
+
+
+def arrow_table(rows: list[dict[str, Any]], schema: pa.Schema | None) -> pa.Table:
+    """`pa.Table.from_pylist(rows, schema)`, with the columns whose every value is an int64
+    array (the token columns workers hand over: export/work.py) built in one copy each:
+    Arrow converts a list or an array inside a row value by value. Same table, same file."""
+    names = list(rows[0])
+    arrays = [k for k in names if all(_int_array(row.get(k)) for row in rows)]
+    if not arrays:
+        return pa.Table.from_pylist(rows, schema=schema)
+    rest = [{k: v for k, v in row.items() if k not in arrays} for row in rows]
+    rest_schema = None if schema is None else pa.schema([f for f in schema if f.name not in arrays])
+    table = pa.Table.from_pylist(rest, schema=rest_schema)
+    for name in arrays:
+        values = [row[name] for row in rows]
+        offsets = np.zeros(len(values) + 1, dtype=np.int32)
+        np.cumsum([len(v) for v in values], out=offsets[1:])
+        column = pa.ListArray.from_arrays(pa.array(offsets), pa.array(np.concatenate(values)))
+        if schema is not None:
+            column = column.cast(schema.field(name).type)
+        table = table.add_column(names.index(name), name, column)
+    return table
+
+
+def _int_array(value: Any) -> bool:
+    return isinstance(value, np.ndarray) and value.dtype == np.int64 and value.ndim == 1
 
 
 class SplitWriter:

@@ -43,7 +43,10 @@ class Deduper:
     def classify(self, row: dict[str, Any]) -> str:
         """One of: added, replaced, skipped_same (same id, sample and content),
         skipped_duplicate_id (the same id and sample twice), skipped_duplicate_content."""
-        name, content = self.key(row), content_key(row)
+        return self.classify_key(self.key(row), content_key(row))
+
+    def classify_key(self, name: SampleKey, content: int) -> str:
+        """The same, for a row whose (id, sample) and content key are already known."""
         if name in self.seen:
             return "skipped_duplicate_id"
         self.seen.add(name)

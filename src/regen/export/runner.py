@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from regen.check.encode import Encoder
-from regen.check.mask import Encoded
 from regen.check.record import Completion
-from regen.check.runner import Tally, read_runs
+from regen.check.runner import read_run_lines
 from regen.check.stats import StatOptions
-from regen.errors import ConfigError, InputError
+from regen.check.tally import Tally
+from regen.errors import ConfigError
 from regen.export.by_score import ScoreSelect
 from regen.export.files import (
     DEFAULT,
@@ -23,14 +26,14 @@ from regen.export.files import (
     mark_output,
     read_rows,
 )
-from regen.export.format_base import named
 from regen.export.formats import Format
+from regen.export.holdout_split import draw_holdout, validate_holdout
 from regen.export.merge import Deduper
 from regen.export.select import TRAIN, Filters, split_of
-from regen.export.summary import TEMPLATE_DROPS, ExportSummary, export_warnings
-from regen.jsonio import canonical
-from regen.score.holdout import HeldOut, Holdout, prompts_of
-from regen.storage import open_store
+from regen.export.summary import ExportSummary, export_warnings
+from regen.export.work import ExportJob, Prepared, needs_render, prepare_lines
+from regen.parallel import Workers, flat_map
+from regen.score.holdout import HeldOut, Holdout
 
 
 def export_run(
@@ -51,6 +54,7 @@ def export_run(
     by_score: ScoreSelect | None = None,
     holdout: Holdout | None = None,
     out_name: str | None = None,
+    workers: Workers | None = None,
 ) -> ExportSummary:
     """Write the runs' completions to `out_dir` as `fmt`, one config per domain. An existing
     export there, or any other non-empty directory, is refused unless `overwrite` (or
@@ -58,9 +62,11 @@ def export_run(
     rows written (after the filters), from the same encodings; `count_tokens` counts
     supervised token ids (the draft vocabulary). `holdout` writes a `holdout` split of the
     prompts it draws (score/holdout.py), which `score --holdout` draws again. `out_name`: how
-    the summary names the export's place (a bucket URL when `out_dir` is its local stand-in)."""
+    the summary names the export's place (a bucket URL when `out_dir` is its local stand-in).
+    `workers` prepare the rows (None: this process); the files are the same bytes whatever
+    their number."""
     _validate(fmt, encoder, filters, file_type, eval_fraction, count_tokens)
-    _validate_holdout(fmt, holdout, merge_into)
+    validate_holdout(fmt, holdout, merge_into)
     into_itself = merge_into is not None and merge_into.resolve() == out_dir.resolve()
     claim_output(out_dir, overwrite=overwrite, merging=into_itself)
     dirs = list(output_dirs)
@@ -75,26 +81,29 @@ def export_run(
         dedup = Deduper.over((fmt.upgrade(r) for _, _, r in read_rows(merge_into)), fmt.key)
     fraction = eval_fraction if fmt.is_training_set else 0.0
     writer = SplitWriter(out_dir, file_type)
-    drawn, unanswered = _draw(holdout, dirs)
+    drawn, unanswered = draw_holdout(holdout, dirs)
     summary.holdout = drawn.to_json() if drawn is not None else None
-    run = _Pass(fmt, encoder, summary, dedup, writer, fraction, split_seed, count_tokens, drawn)
+    run = _Pass(fmt, summary, dedup, writer, fraction, split_seed, drawn)
     held = by_score.holder(out_dir) if by_score and by_score.order == "hard-first" else None
+    job = _job(fmt, encoder, filters, judge=tally is not None, count_tokens=count_tokens,
+               columnar=file_type == "parquet")  # fmt: skip
     try:
-        for completion, enc in _encoded(read_runs(dirs, on_row), encoder, summary):
-            reason = filters.reason_to_drop(completion, enc)
+        for item in flat_map(workers, job, prepare_lines, read_run_lines(dirs, on_row)):
+            summary.read += 1
+            reason = item.dropped
             if not reason and by_score is not None:
-                reason = by_score.reason_to_drop(completion)
+                reason = by_score.reason_to_drop(_labels(item))
             if reason:
                 summary.dropped[reason] += 1
                 continue
-            if tally is not None and encoder is not None and enc is not None:
-                tally.feed(completion, enc, encoder)  # judged as exported: after the filters
+            if tally is not None and item.result is not None:
+                tally.add(item.result)  # judged as exported: after the filters
             if held is not None:
-                held.add(completion, enc)  # written below, hardest first
+                held.add(item.key, item)  # written below, hardest first
             else:
-                run.emit(completion, enc)
-        for completion, enc in held.hardest_first() if held is not None else ():
-            run.emit(completion, enc)
+                run.emit(item)
+        for item in held.hardest_first() if held is not None else ():
+            run.emit(item)
         for row in fmt.extra_rows(dirs):
             run.writer.write(DEFAULT, TRAIN, row)
         for config, _, row in read_rows(merge_into) if merge_into else ():
@@ -102,6 +111,7 @@ def export_run(
         committed = run.writer.commit()
         summary.files = [f"{where}/{p.relative_to(out_dir).as_posix()}" for p in committed]
         summary.schema = run.writer.schema
+        summary.masked_tokens = run.masked_counts()
     except BaseException:
         run.writer.abort()
         raise
@@ -138,46 +148,34 @@ def _validate(fmt: Format, encoder: Encoder | None, filters: Filters, file_type:
         raise ConfigError("--val-fraction must be in [0, 1)")
 
 
-def _validate_holdout(fmt: Format, holdout: Holdout | None, merge_into: Path | None) -> None:
-    if holdout is None:
-        return
-    if not fmt.is_training_set:
-        raise ConfigError(f"--format {fmt.name} writes one file with no splits: no --holdout")
-    if merge_into is not None:
-        raise ConfigError(
-            "--holdout with --merge-into: the split is drawn over the runs' prompts, and the "
-            "earlier export's rows were split without them",
-            hint="export the runs together in one call (regen export RUN1 RUN2 ...)",
-        )
+def _job(fmt: Format, encoder: Encoder | None, filters: Filters, *, judge: bool,
+         count_tokens: bool, columnar: bool) -> ExportJob:  # fmt: skip
+    """What each worker is handed once. A target that needs regen's render of each row
+    (to compare with the trainer's) is re-tokenised; the others take a sample's ids and mask
+    from its stored token ids where they cover it (`regen check` guards that they agree)."""
+    if encoder is not None:
+        encoder = encoder.with_stored_ids(not needs_render(fmt))
+    return ExportJob(fmt, encoder, filters, judge, count_tokens, columnar)
 
 
-def _draw(holdout: Holdout | None, dirs: list) -> tuple[HeldOut | None, list[str]]:
-    """The held-out split, drawn per run as `score RUN --holdout` draws it, and a warning for
-    each run that has not answered every prompt of its prompt file."""
-    if holdout is None:
-        return None, []
-    parts, notes = [], []
-    for run in dirs:
-        part = holdout.draw(prompts_of(read_runs([run])))
-        lines = ((open_store(run).read_manifest() or {}).get("input") or {}).get("lines")
-        parts.append(part)
-        notes += [n for n in [part.unanswered(str(run), lines)] if n]
-    return HeldOut.union(parts), notes
+def _labels(item: Prepared) -> Completion:
+    """What the score selection asks of a row: its (id, sample) and its category."""
+    prompt_id, sample = item.key
+    return Completion({"id": prompt_id, "sample": sample, "category": item.category})
 
 
 @dataclass
 class _Pass:
-    """One export pass: each kept completion becomes a row in its domain and split."""
+    """One export pass: each kept row goes to its domain and split, in read order."""
 
     fmt: Format
-    encoder: Encoder | None
     summary: ExportSummary
     dedup: Deduper
     writer: SplitWriter
     fraction: float
     seed: int
-    count_tokens: bool
     held: HeldOut | None = None
+    masked: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     def split(self, prompt_id: str) -> str:
         """A held-out prompt's rows go to `holdout`; the others to train or validation."""
@@ -185,20 +183,18 @@ class _Pass:
             return self.held.split_of(prompt_id)
         return split_of(prompt_id, self.fraction, self.seed)
 
-    def emit(self, completion: Completion, enc: Encoded | None) -> None:
+    def emit(self, item: Prepared) -> None:
         summary, fmt = self.summary, self.fmt
-        _note(summary, fmt, completion, enc, self.count_tokens)
-        row = fmt.row(completion, enc)
-        problem = fmt.problem(row)
-        if problem:
-            summary.trainer_skips.setdefault(problem, []).append(named(completion))
-        differs = _render_differs(fmt, row, enc, self.encoder)
-        if differs:
-            summary.render_differs.setdefault(differs, []).append(named(completion))
-        outcome = self.dedup.classify(row)
+        assert item.row is not None and item.notes is not None
+        self._note(item)
+        if item.problem:
+            summary.trainer_skips.setdefault(item.problem, []).append(item.named)
+        if item.differs:
+            summary.render_differs.setdefault(item.differs, []).append(item.named)
+        outcome = self.dedup.classify_key(fmt.key(item.row), item.content)
         summary.outcomes[outcome] += 1
         if outcome in ("added", "replaced"):
-            self.writer.write(_config(fmt, completion.category), self.split(completion.id), row)
+            self.writer.write(_config(fmt, item.category), self.split(item.key[0]), item.row)
 
     def keep(self, config: str, row: dict[str, Any]) -> None:
         """A row of the earlier export (--merge-into) that no new row replaced, in today's
@@ -209,61 +205,32 @@ class _Pass:
             self.summary.kept_existing += 1
             self.writer.write(_config(self.fmt, config), self.split(prompt_id), row)
 
+    def _note(self, item: Prepared) -> None:
+        """What the summary and the card say about the exported rows."""
+        summary, notes = self.summary, item.notes
+        assert notes is not None
+        summary.with_reasoning += notes.with_reasoning
+        summary.template_dropped.update(notes.template_dropped)
+        summary.without_system += notes.without_system
+        summary.sampling[notes.sampling] += 1
+        summary.thinking[notes.thinking] += 1
+        summary.with_source_turns += notes.with_source_turns
+        if notes.masked is not None:
+            ids, counts = notes.masked
+            if len(ids) and ids[-1] >= len(self.masked):
+                grown = np.zeros(int(ids[-1]) + 1, dtype=np.int64)
+                grown[: len(self.masked)] = self.masked
+                self.masked = grown
+            self.masked[ids] += counts
 
-def _render_differs(fmt: Format, row: dict, enc: Encoded | None,
-                    encoder: Encoder | None) -> str | None:  # fmt: skip
-    """For the conversation target rendered by the trainer (SpecForge): does its render of
-    the row differ from regen's tokenised one? Only known with a tokenizer."""
-    check = getattr(fmt, "render_differs", None)
-    if check is None or enc is None or encoder is None:
-        return None
-    return check(row, enc, encoder.tok)
+    def masked_counts(self) -> Counter:
+        """Supervised token id -> count, as the draft vocabulary reads it."""
+        ids = np.flatnonzero(self.masked)
+        return Counter(dict(zip(ids.tolist(), self.masked[ids].tolist(), strict=True)))
 
 
 def _config(fmt: Format, domain: str) -> str:
     return config_name(domain) if fmt.per_domain else DEFAULT
-
-
-def _note(summary: ExportSummary, fmt: Format, completion: Completion, enc: Encoded | None,
-          count_tokens: bool) -> None:  # fmt: skip
-    """What the summary and the card say about the exported rows."""
-    summary.with_reasoning += bool(completion.reasoning.strip())
-    if enc is not None and fmt.needs_tokenizer:
-        summary.template_dropped.update(f for f in enc.flags if f in TEMPLATE_DROPS)
-    summary.without_system += completion.messages[0].get("role") != "system"
-    summary.sampling[canonical((completion.raw.get("meta") or {}).get("sampling"))] += 1
-    summary.thinking[completion.thinking] += 1
-    written = completion.regenerated
-    summary.with_source_turns += any(
-        m.get("role") == "assistant" and i not in written for i, m in enumerate(completion.messages)
-    )
-    if count_tokens and enc is not None:
-        for start, end in enc.spans:
-            summary.masked_tokens.update(enc.input_ids[start:end])
-
-
-def _encoded(
-    records: Iterable[dict], encoder: Encoder | None, summary: ExportSummary
-) -> Iterator[tuple[Completion, Encoded | None]]:
-    """Readable completions with their encoding; unusable ones are counted as dropped (and,
-    never exported, not judged: the card's check is over the rows the export holds)."""
-
-    def valid() -> Iterator[Completion]:
-        for raw in records:
-            summary.read += 1
-            try:
-                yield Completion.of(raw)
-            except InputError as err:
-                summary.dropped[err.kind] += 1
-
-    if encoder is None:
-        yield from ((c, None) for c in valid())
-        return
-    for completion, enc in encoder.stream(valid()):
-        if isinstance(enc, InputError):
-            summary.dropped[enc.kind] += 1  # an all-zero mask is never exported
-            continue
-        yield completion, enc
 
 
 __all__ = ["FILE_TYPES", "ExportSummary", "export_run"]

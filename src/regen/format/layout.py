@@ -92,13 +92,19 @@ def is_progress(name: str) -> bool:
 
 
 def iter_shard(path: Path) -> Iterator[dict]:
+    for line in iter_shard_lines(path):
+        yield orjson.loads(line)
+
+
+def iter_shard_lines(path: Path) -> Iterator[bytes]:
+    """The shard's finished lines, unparsed (a torn last line is not finished)."""
     pending: bytes | None = None
     for _, line in iter_lines(path):
         if pending is not None:
-            yield orjson.loads(pending)
+            yield pending
         pending = line if line.strip() else None
     if pending is not None and _ends_with_newline(path):
-        yield orjson.loads(pending)
+        yield pending
 
 
 def _ends_with_newline(path: Path) -> bool:

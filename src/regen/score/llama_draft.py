@@ -10,6 +10,7 @@ so no row sees another.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,18 @@ from regen.score.tokens import Sink, TokenRow
 from regen.score.vocab import check_vocab
 
 DEFAULT_CONTEXT = 4096
+
+
+@dataclass(frozen=True)
+class GGUFRecipe:
+    """What a worker needs to open the same draft (score/spread.py)."""
+
+    path: str
+    n_ctx: int
+    threads: int
+
+    def open(self) -> LlamaDraft:
+        return LlamaDraft(Path(self.path), n_ctx=self.n_ctx, threads=self.threads)
 
 
 class LlamaDraft:
@@ -36,6 +49,7 @@ class LlamaDraft:
         self.path = path
         self.name = path.stem
         self.n_ctx = n_ctx
+        self.recipe = GGUFRecipe(str(path), n_ctx, threads)
         try:
             self.llm = Llama(model_path=str(path), n_ctx=n_ctx, n_threads=threads,
                              verbose=False)  # fmt: skip

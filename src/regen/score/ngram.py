@@ -90,6 +90,14 @@ class NgramDraft:
     def identity(self) -> str:
         return f"vllm-ngram:{self.settings.min_n}-{self.settings.max_n}"
 
+    @property
+    def recipe(self) -> NgramDraft:
+        """A worker's copy (score/spread.py): this draft holds nothing but its settings."""
+        return self
+
+    def open(self) -> NgramDraft:
+        return self
+
     def lookup(self, ids: Sequence[int], start: int) -> Lookup:
         """Per answer position p (ids[start:]): the tokens a draft there can hold (0: no
         match, no draft) and how many of them, from the first, are the answer's own."""

@@ -11,17 +11,21 @@ from pathlib import Path
 import orjson
 
 from regen.check.encode import Encoder
+from regen.check.record import Completion
 from regen.errors import ConfigError, InputError
+from regen.parallel import Workers, flat_map
 from regen.score.drafts import Draft
 from regen.score.outcome import Outcome
 from regen.score.place import SCORE_JSON
 from regen.score.report import DraftScore, ScoreReport, pool
 from regen.score.results import ROWS, RowsFile, folder_for, row_line, skipped_line
-from regen.score.rows import Selection, completions, groups_of, pick
-from regen.score.tokens import TokenRow, token_row
+from regen.score.rows import Selection, completions, pick
+from regen.score.spread import ScoreJob, row_or_skip, score_rows
+from regen.score.tokens import TokenRow
 from regen.storage import Store, open_store
 
 RowHook = Callable[[str], None]
+ROWS_PER_ITEM = 4  # a draft's forward pass per row: a few rows keep every worker busy
 
 
 @dataclass
@@ -64,7 +68,10 @@ def score_run(
     score_dir: Path,
     *,
     on_row: RowHook | None = None,
+    workers: Workers | None = None,
 ) -> ScoreReport:
+    """`workers`: who tokenises and runs a draft that can run in a worker (None: this
+    process); the rows file is the same whatever their number."""
     store = open_store(run)
     if not store.shard_names("completions"):
         raise ConfigError(
@@ -85,7 +92,7 @@ def score_run(
         rows = RowsFile(folder_for(score_dir, draft.name, identity), identity)
         scan = _Pass(rows, on_row)
         try:
-            draft.run(_todo(store, selection, encoder, draft, scan), scan.sink)
+            _score(store, selection, encoder, draft, scan, workers)
         finally:
             rows.close()
         invalid = scan.invalid
@@ -122,26 +129,40 @@ def earlier_drafts(score_dir: Path, now: list[DraftScore], settings: ScoreSettin
     return kept
 
 
+def _score(store: Store, selection: Selection, encoder: Encoder, draft: Draft, scan: _Pass,
+           workers: Workers | None) -> None:  # fmt: skip
+    """Every row still to score through the draft, in workers when the draft can run there."""
+    recipe = getattr(draft, "recipe", None)
+    if workers is None or workers.count == 1 or recipe is None:
+        draft.run(_todo(store, selection, encoder, draft, scan), scan.sink)
+        return
+    raws = (c.raw for c in _wanted(store, selection, scan))
+    job = ScoreJob(encoder, recipe)
+    for outcome in flat_map(workers, job, score_rows, raws, size=ROWS_PER_ITEM):
+        if isinstance(outcome, dict):
+            scan.rows.append(outcome)
+        else:
+            scan.sink(*outcome)
+
+
+def _wanted(store: Store, selection: Selection, scan: _Pass) -> Iterator[Completion]:
+    """The chosen rows not already in the results file."""
+    done = scan.rows.done()
+    for completion in completions(store.iter_records("completions"), scan.bad):
+        if completion.key not in done and selection.wants(completion.key):
+            yield completion
+
+
 def _todo(store: Store, selection: Selection, encoder: Encoder, draft: Draft,
           scan: _Pass) -> Iterator[TokenRow]:  # fmt: skip
     """The rows still to score: chosen, not already in the results file, tokenisable and short
     enough for the draft (the others get a `skipped` line, so they are counted, not lost)."""
-    done = scan.rows.done()
-    for completion in completions(store.iter_records("completions"), scan.bad):
-        key = completion.key
-        if key in done or not selection.wants(key):
-            continue
-        groups = groups_of(completion)
-        try:
-            row = token_row(completion, encoder, groups)
-        except InputError as err:
-            scan.rows.append(skipped_line(key, groups, err.kind, err.message))
-            continue
-        if not draft.fits(row):
-            why = f"{len(row.ids)} tokens do not fit the draft's context"
-            scan.rows.append(skipped_line(key, groups, "too_long", why))
-            continue
-        yield row
+    for completion in _wanted(store, selection, scan):
+        row = row_or_skip(completion, encoder, draft)
+        if isinstance(row, TokenRow):
+            yield row
+        else:
+            scan.rows.append(row)
 
 
 def write_report(report: ScoreReport, folder: Path) -> tuple[Path, Path]:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from regen.errors import UNWRITABLE_ERRNOS, ConfigError, OutputError
-from regen.format.layout import COMPLETIONS, OutputLayout, is_progress, iter_shard
+from regen.format.layout import COMPLETIONS, OutputLayout, is_progress, iter_shard, iter_shard_lines
 from regen.format.names import written_by
 from regen.format.sidecar import read_sidecar, sidecar_path
 from regen.format.state import heartbeat_stale, is_final
@@ -52,6 +52,10 @@ class LocalStore(Store):
 
     def iter_records(self, kind: str = COMPLETIONS) -> Iterator[dict]:
         return self.layout.iter_records(kind)
+
+    def iter_lines(self, kind: str = COMPLETIONS) -> Iterator[bytes]:
+        for path in self.layout.shard_files(kind):
+            yield from iter_shard_lines(path)
 
     def count(self, kind: str) -> int:
         """Whole lines in the shards of `kind` (sidecars make sealed shards cheap to count)."""

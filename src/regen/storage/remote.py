@@ -33,6 +33,7 @@ from regen.storage.shards import (
     KINDS,
     adopt,
     list_kind,
+    read_lines,
     read_records,
     read_sidecars,
     sidecar_count,
@@ -78,6 +79,10 @@ class BucketStore(Store):
     def iter_records(self, kind: str = COMPLETIONS) -> Iterator[dict]:
         for name in self.shard_names(kind):
             yield from read_records(self.bucket, kind, name)
+
+    def iter_lines(self, kind: str = COMPLETIONS) -> Iterator[bytes]:
+        for name in self.shard_names(kind):
+            yield from read_lines(self.bucket, kind, name)
 
     def count(self, kind: str) -> int:
         names = self.shard_names(kind)

@@ -116,6 +116,20 @@ def read_records(bucket: Bucket, kind: str, name: str) -> Iterator[dict]:
     yield from _parse(data, name, bucket)
 
 
+def read_lines(bucket: Bucket, kind: str, name: str) -> Iterator[bytes]:
+    """One committed shard's lines, unparsed: it is fetched whole, once."""
+    data = bucket.get_bytes(f"{kind}/{name}")
+    if data is None:
+        raise RunStateError(
+            f"{bucket.url_of(kind + '/' + name)} vanished while being read",
+            hint="another process removed it; rerun the command",
+        )
+    if name.endswith(ZST_SUFFIX):
+        reader = zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=True)
+        data = reader.read()
+    yield from (line for line in data.split(b"\n") if line.strip())
+
+
 def _parse(data: bytes, name: str, bucket: Bucket) -> Iterator[dict]:
     if name.endswith(ZST_SUFFIX):
         reader = zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=True)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import orjson
 import xxhash
 
 from regen.format.layout import COMPLETIONS, OutputLayout
@@ -72,6 +73,11 @@ class Store(ABC):
     @abstractmethod
     def iter_records(self, kind: str = COMPLETIONS) -> Iterator[dict]:
         """Every finished record of `kind`, in shard order."""
+
+    def iter_lines(self, kind: str = COMPLETIONS) -> Iterator[bytes]:
+        """The same records as lines of JSON, unparsed: for workers that parse them."""
+        for record in self.iter_records(kind):
+            yield orjson.dumps(record)
 
     @abstractmethod
     def count(self, kind: str) -> int:

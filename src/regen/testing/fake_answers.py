@@ -83,6 +83,8 @@ def _add_sglext(data: dict[str, Any], body: dict[str, Any], tokens: int, k: int)
     details = sglang_details(tokens, k)
     if body.get("return_spec_tokens_details") and details is not None:
         data["sglext"] = {"spec_tokens_details": details}
+
+
 def fake_logprob(i: int) -> float:
     """The fake answer's logprob at token i: a known pattern a test can check."""
     return -0.25 * (i % 4)

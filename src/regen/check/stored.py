@@ -1,0 +1,103 @@
+"""Token ids and loss mask from the ids the engine stored (`generate --return-token-ids`).
+
+A run with stored ids already holds the sample's tokens: the prompt as the engine tokenised
+its render (generation prompt included) and the answer as the engine generated it. When the
+final turn is the only supervised one and the mask starts at the generation prompt's end
+(`--template-tokens train`), those ids cover the sample but for what the template appends
+after the turn's text (`<|im_end|>\\n` in ChatML), which is the same for every sample of a
+thinking mode and is tokenised once. So the sample is
+
+    input_ids = prompt ids + answer ids (less a trailing stop token) + the template's tail
+    loss mask = 0 over the prompt, 1 over the answer and the tail through its end-of-turn token
+
+with no render and no tokeniser call. Whether that equals what the template renders is what
+`regen check` asks of every sample that has stored ids (the token_mismatch rule): it builds
+both and names the samples where they differ (a template that trims the answer, an engine
+that tokenised differently).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from regen.check.mask import Encoded
+from regen.check.record import Completion
+from regen.check.render import PROBE, template_kwargs
+from regen.errors import InputError
+
+
+@dataclass(frozen=True)
+class Tail:
+    """What the template writes after a final assistant turn's text, as tokens."""
+
+    ids: tuple[int, ...]
+    supervised: int  # leading tokens the mask trains: whitespace through the end-of-turn token
+    closed: bool  # whether it has that end-of-turn (special) token
+
+
+def template_tail(tok: Any, specials: frozenset[int], completion: Completion) -> Tail | None:
+    """The tail for this sample's thinking mode, from a probe conversation (None when the
+    template cannot render the probe: the sample is then re-tokenised)."""
+    messages = [{"role": "user", "content": "?"}, {"role": "assistant", "content": PROBE}]
+    try:
+        text = tok.apply_chat_template(messages, tokenize=False, **template_kwargs(completion))
+    except Exception:  # jinja2 raises many types; such a template is re-tokenised per sample
+        return None
+    if PROBE not in text:
+        return None
+    tail = text[text.rindex(PROBE) + len(PROBE) :]
+    enc = tok(tail, add_special_tokens=False, return_offsets_mapping=True)
+    ids, offsets = enc["input_ids"], enc["offset_mapping"]
+    k = 0  # as mask.py walks a turn's end: whitespace tokens, then the special one
+    while k < len(ids) and ids[k] not in specials and not tail[slice(*offsets[k])].strip():
+        k += 1
+    closed = k < len(ids) and ids[k] in specials
+    return Tail(tuple(ids), k + 1 if closed else 0, closed)
+
+
+def covered(completion: Completion, template_tokens: str, supervise: str) -> bool:
+    """Do the stored ids cover this sample exactly: ids of a non-empty prompt and of the
+    answer, the final turn the only one trained, and the mask from the generation prompt?"""
+    ids = completion.raw.get("token_ids")
+    if template_tokens != "train" or not isinstance(ids, dict):
+        return False
+    if not ids.get("prompt") or not isinstance(ids.get("completion"), list):
+        return False
+    assistant = [i for i, m in enumerate(completion.messages) if m.get("role") == "assistant"]
+    trained = assistant if supervise == "all" else completion.regenerated
+    return len(trained) == 1
+
+
+def from_stored_ids(
+    completion: Completion, tail: Tail, specials: frozenset[int], flags: tuple[str, ...] = ()
+) -> Encoded:
+    """The sample's tokens and mask from its stored ids (call when `covered`). `flags`: the
+    template checks known without a render (the generation prompt's)."""
+    stored = completion.raw["token_ids"]
+    prompt, answer = list(stored["prompt"]), list(stored["completion"])
+    if answer and answer[-1] in specials:
+        answer.pop()  # the stop token, stored by some engines: the tail has the template's
+    start = len(prompt)
+    end = start + len(answer) + tail.supervised
+    if end == start:
+        raise InputError(
+            f"{completion.label}: the loss mask is all zero (no answer token stored)",
+            kind="empty_mask",
+            hint="check that --tokenizer/--chat-template belong to the target model",
+        )
+    written = completion.regenerated
+    source_turns = sum(
+        m.get("role") == "assistant" and i not in written for i, m in enumerate(completion.messages)
+    )
+    unterminated = 0 if tail.closed else 1
+    return Encoded(
+        prompt + answer + list(tail.ids), [(start, end)], (start, end), [], "",
+        (start, start + len(answer)), unterminated,
+        flags + (("unterminated_turn",) if unterminated else ()), source_turns,
+    )  # fmt: skip
+
+
+def agrees(stored: Encoded, retokenised: Encoded) -> bool:
+    """The guard: the same token ids and the same trained positions."""
+    return stored.input_ids == retokenised.input_ids and stored.spans == retokenised.spans

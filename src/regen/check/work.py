@@ -1,0 +1,68 @@
+"""What a worker does with a batch of a run's lines for `check`: parse, encode, judge.
+
+Everything here depends on the sample alone, so it runs in any worker (`regen.parallel`);
+what depends on all samples (duplicates, the counts, the verdict) is folded in read order by
+`Tally` in the calling process. With stored token ids the sample is also built from them
+(check/stored.py) and the two must agree: the token_mismatch rule is that guard.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from regen.check.encode import Encoder
+from regen.check.mask import Encoded
+from regen.check.record import Completion
+from regen.check.sample import SampleResult, failed, invalid, result_of
+from regen.check.stored import agrees
+from regen.errors import InputError
+
+
+@dataclass(frozen=True)
+class CheckJob:
+    encoder: Encoder
+    degenerate_at: int
+
+
+def parse(line: bytes) -> Completion | SampleResult:
+    """A readable completion, or the result that counts the line as unusable."""
+    try:
+        raw: Any = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        err = InputError(f"a completion line is not valid JSON: {exc}", kind="bad_json")
+        return invalid({}, err)
+    try:
+        return Completion.of(raw)
+    except InputError as err:
+        return invalid(raw, err)
+
+
+def check_lines(job: CheckJob, lines: list[bytes]) -> list[tuple[SampleResult, bool]]:
+    """One result per line, in order, and whether the line was a completion at all."""
+    parsed = [parse(line) for line in lines]
+    completions = [p for p in parsed if isinstance(p, Completion)]
+    encoded = iter(job.encoder.encode_batch(completions) if completions else [])
+    out = []
+    for item in parsed:
+        if isinstance(item, SampleResult):
+            out.append((item, False))
+        else:
+            out.append((judge_one(job, item, next(encoded)), True))
+    return out
+
+
+def judge_one(job: CheckJob, completion: Completion, enc: Encoded | InputError) -> SampleResult:
+    encoder = job.encoder
+    if isinstance(enc, InputError):
+        return failed(completion, enc.kind, enc.message)
+    matched = None
+    if not encoder.stored_ids:  # the guard: built from the stored ids too, they must agree
+        try:
+            stored = encoder.from_ids(completion)
+            matched = None if stored is None else agrees(stored, enc)
+        except InputError:
+            matched = False
+    return result_of(completion, enc, encoder.specials, job.degenerate_at, enc.flags, matched)

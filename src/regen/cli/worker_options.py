@@ -1,0 +1,37 @@
+"""`--workers`, `--executor` and `--ray-address`: how check, export and score spread rows.
+
+One decorator, so the three verbs say the same thing, and one call that turns the options
+into the `Workers` the library functions take (regen.executors.pool)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from regen.executors.pool import workers_for
+from regen.parallel import Workers, cores
+
+
+def worker_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    command = click.option(
+        "--ray-address", metavar="ADDR",
+        help="With --executor ray: the cluster [default: a new local one].",
+    )(command)  # fmt: skip
+    command = click.option(
+        "--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+        help="local: --workers processes here; ray: --workers actors on a Ray cluster.",
+    )(command)  # fmt: skip
+    return click.option(
+        "--workers", type=click.IntRange(min=1), metavar="N",
+        help="Processes that encode rows [default: every core]; the output is the same "
+        "whatever N.",
+    )(command)  # fmt: skip
+
+
+def workers_of(options: dict[str, Any], per_worker: int = 1) -> Workers:
+    """The workers the options ask for (taken out of `options`); without --workers, as many
+    as the cores hold when each worker uses `per_worker` of them (a GGUF draft's threads)."""
+    count = options.pop("workers") or max(1, cores() // max(1, per_worker))
+    return workers_for(count, options.pop("executor"), options.pop("ray_address"))

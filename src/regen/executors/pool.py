@@ -1,0 +1,131 @@
+"""Workers for the row-by-row verbs (check, export, score): local processes or Ray actors.
+
+The same seam as a generation run's executors: `--executor local` (the default) runs
+`--workers N` processes on this machine, `--executor ray` runs N actors on a Ray cluster
+(`--ray-address`, or a local one), for a run bigger than a node. Either way the verb sees a
+`regen.parallel.Workers`: results come back in the order the rows were read, and at most a
+few items per worker are in flight, so memory does not grow with the run.
+
+Local workers are started with `spawn`: a fresh interpreter that is handed the state once,
+never a fork of a process that holds threads (the progress bar's) and a tokenizer's pool.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from collections import deque
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from itertools import chain, islice
+from typing import Any
+
+from regen.errors import ConfigError, RegenError
+from regen.parallel import InProcess, Work, Workers, call_installed, cores, install
+
+IN_FLIGHT = 3  # items per worker handed out ahead: none waits, memory stays bounded
+SMALL = 8  # fewer items than this are done in this process
+
+
+class LocalWorkers:
+    """`count` processes on this machine."""
+
+    def __init__(self, count: int, small: int = SMALL) -> None:
+        self.count, self.small = count, small
+
+    def map(self, state: Any, work: Work, items: Iterable[Any]) -> Iterator[Any]:
+        """A run of a few batches is done here: starting processes would cost more."""
+        it = iter(items)
+        first = list(islice(it, self.small))
+        if len(first) < self.small:
+            yield from InProcess().map(state, work, first)
+            return
+        yield from self._pool_map(state, work, chain(first, it))
+
+    def _pool_map(self, state: Any, work: Work, items: Iterable[Any]) -> Iterator[Any]:
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(self.count, mp_context=context, initializer=install,
+                                 initargs=(state,)) as pool:  # fmt: skip
+            pending: deque[Future] = deque()
+            try:
+                for item in items:
+                    pending.append(pool.submit(call_installed, work, item))
+                    if len(pending) >= self.count * IN_FLIGHT:
+                        yield pending.popleft().result()
+                while pending:
+                    yield pending.popleft().result()
+            except BrokenProcessPool as exc:
+                raise RegenError(
+                    f"a worker process died ({exc})",
+                    hint="the system may have stopped it for memory: rerun with fewer "
+                    "--workers; nothing was published",
+                ) from exc
+            finally:
+                for future in pending:
+                    future.cancel()
+
+
+class RayWorkers:
+    """`count` actors on the Ray cluster at `address` (None: start a local one), each handed
+    the state once; the items travel through Ray's object store."""
+
+    def __init__(self, count: int, address: str | None = None) -> None:
+        self.count, self.address = count, address
+
+    def map(self, state: Any, work: Work, items: Iterable[Any]) -> Iterator[Any]:
+        try:
+            import ray
+            from ray.util import ActorPool
+        except ImportError as exc:
+            raise ConfigError(
+                "--executor ray needs Ray", hint="pip install 'regen[ray]' (Ray 2.x)"
+            ) from exc
+        started_here = not ray.is_initialized()
+        if started_here:
+            ray.init(address=self.address, log_to_driver=False)
+        try:
+            holder = ray.remote(num_cpus=1)(_Holder)
+            shared = ray.put(state)
+            pool = ActorPool([holder.remote(shared) for _ in range(self.count)])
+            in_flight = 0
+            for item in items:
+                pool.submit(lambda actor, it: actor.run.remote(work, it), item)
+                in_flight += 1
+                if in_flight >= self.count * IN_FLIGHT:
+                    yield pool.get_next()
+                    in_flight -= 1
+            while pool.has_next():
+                yield pool.get_next()
+        finally:
+            if started_here:
+                ray.shutdown()
+
+
+class _Holder:
+    """A Ray actor: the state, then work items one at a time."""
+
+    def __init__(self, state: Any) -> None:
+        import os
+
+        os.environ["TOKENIZERS_PARALLELISM"] = "false"
+        self.state = state
+
+    def run(self, work: Work, item: Any) -> Any:
+        return work(self.state, item)
+
+
+def workers_for(count: int | None, executor: str = "local", address: str | None = None) -> Workers:
+    """What `--workers N --executor E --ray-address A` ask for: None is every core here."""
+    if count is not None and count < 1:
+        raise ConfigError(f"--workers {count}: at least 1")
+    if executor == "ray":
+        return RayWorkers(count or cores(), address)
+    if executor != "local":
+        raise ConfigError(f"--executor {executor!r} is not known", hint="use local or ray")
+    if address is not None:
+        raise ConfigError("--ray-address is for --executor ray", hint="add --executor ray")
+    count = count or cores()
+    return InProcess() if count == 1 else LocalWorkers(count)
+
+
+__all__ = ["LocalWorkers", "RayWorkers", "workers_for"]

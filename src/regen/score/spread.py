@@ -1,0 +1,64 @@
+"""`score`'s rows over workers: each worker tokenises its rows and runs its own copy of the
+draft on them, and the results come back in read order (regen.parallel), so the rows file
+and the report are the same whatever the number of workers.
+
+A draft that runs in a worker is given by a recipe (`Draft.recipe`): a GGUF draft's path,
+context and threads (each worker loads the model once; the same threads as in one process,
+so its arithmetic, and its guesses, are the same), the n-gram draft itself. A draft served
+by a fleet has none: its rows are already spread over the servers, and stay in this process.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Union
+
+from regen.check.encode import Encoder
+from regen.check.record import Completion
+from regen.errors import InputError
+from regen.score.results import skipped_line
+from regen.score.rows import groups_of
+from regen.score.tokens import TokenRow, token_row
+
+if TYPE_CHECKING:
+    from regen.score.outcome import Outcome
+
+Skipped = dict[str, Any]  # a rows-file line saying why a row is not scored
+Scored = Union["Outcome", InputError]  # what a draft hands its sink (outcome.py), or why not
+
+
+@dataclass(frozen=True)
+class ScoreJob:
+    encoder: Encoder
+    recipe: Any  # has open() -> Draft
+
+
+_opened: dict[Any, Any] = {}  # recipe -> the draft, opened once per worker
+
+
+def row_or_skip(completion: Completion, encoder: Encoder, draft: Any) -> TokenRow | Skipped:
+    """The row's tokens, or the line that says why it cannot be scored (counted, not lost)."""
+    key, groups = completion.key, groups_of(completion)
+    try:
+        row = token_row(completion, encoder, groups)
+    except InputError as err:
+        return skipped_line(key, groups, err.kind, err.message)
+    if not draft.fits(row):
+        why = f"{len(row.ids)} tokens do not fit the draft's context"
+        return skipped_line(key, groups, "too_long", why)
+    return row
+
+
+def score_rows(job: ScoreJob, raws: list[dict]) -> list[Skipped | tuple[TokenRow, Scored]]:
+    """For each completion: its skipped line, or its row and the draft's outcome."""
+    draft = _opened.get(job.recipe)
+    if draft is None:
+        draft = _opened[job.recipe] = job.recipe.open()
+    out: list[Skipped | tuple[TokenRow, Scored]] = []
+    for raw in raws:
+        row = row_or_skip(Completion(raw), job.encoder, draft)
+        if isinstance(row, TokenRow):
+            draft.run([row], lambda r, matches: out.append((r, matches)))
+        else:
+            out.append(row)
+    return out

@@ -1,0 +1,113 @@
+"""check and export spread over workers: the same rows, reports and bytes whatever their
+number (one in this process, two local processes, two Ray actors), and only the order in
+which rows were read decides what is written."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "check"))
+import checkfix
+
+from regen.check import Encoder, StatOptions, check_run
+from regen.executors.pool import LocalWorkers, workers_for
+from regen.export import Filters, export_run, make_format
+from regen.parallel import InProcess
+
+SUMMARY_PATHS = ("out_dir", "files")
+
+
+def run_of(tmp_path: Path) -> Path:
+    """Two shards of mixed samples: healthy, defective, unreadable, duplicate."""
+    first = [*checkfix.healthy(30), {"id": "broken", "messages": []}]
+    second = [
+        *checkfix.healthy(20, "code"),
+        checkfix.completion("empty", "", reasoning="", thinking="on"),
+        checkfix.completion("dup", "The capital of France is Paris; this is web answer 3 "
+                            "with more words.", thinking="on", reasoning="r"),
+        checkfix.completion("cut", "Half an answ", finish="length", category="math"),
+    ]  # fmt: skip
+    run = checkfix.write_run(tmp_path / "run", first)
+    checkfix.write_run(run, second, shard="00001.jsonl")
+    with open(run / "completions" / "00001.jsonl", "a") as fh:
+        fh.write("{not json\n")
+    return run
+
+
+def files_of(out: Path) -> dict[str, bytes]:
+    return {p.relative_to(out).as_posix(): p.read_bytes()
+            for p in sorted(out.rglob("*")) if p.is_file()}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("fmt", "file_type"),
+    [("tokenized", "parquet"), ("specforge-tokenized", "jsonl"), ("specforge", "jsonl")],
+)
+def test_export_writes_the_same_bytes_with_one_or_two_workers(tmp_path, fmt, file_type):
+    run = run_of(tmp_path)
+    encoder = Encoder.of(checkfix.load("qwen"))
+    outs, summaries = [], []
+    for name, workers in (("one", InProcess()), ("two", LocalWorkers(2, small=1))):
+        out = tmp_path / name
+        summary = export_run([run], out, make_format(fmt), encoder=encoder,
+                             filters=Filters(drop_truncated=True), eval_fraction=0.3,
+                             file_type=file_type, check_limits={}, count_tokens=True,
+                             workers=workers)  # fmt: skip
+        outs.append(files_of(out / "data"))
+        summaries.append({k: v for k, v in summary.to_json().items() if k not in SUMMARY_PATHS})
+        assert summary.masked_tokens and summary.check is not None
+    assert outs[0] == outs[1] and len(outs[0]) >= 2
+    assert summaries[0] == summaries[1]
+    assert summaries[0]["dropped"] == {"bad_messages": 1, "bad_json": 1, "truncated": 1}
+
+
+def test_check_reports_the_same_with_one_or_two_workers(tmp_path):
+    run = run_of(tmp_path)
+    encoder = Encoder.of(checkfix.load("qwen"))
+    reports, per_samples = [], []
+    for name, workers in (("one", InProcess()), ("two", LocalWorkers(2, small=1))):
+        per_sample = tmp_path / f"{name}.jsonl"
+        report = check_run([run], encoder, StatOptions(), {}, show=3, per_sample=per_sample,
+                           workers=workers)  # fmt: skip
+        reports.append(report.to_json())
+        per_samples.append(per_sample.read_bytes())
+        assert [(c.id, rule) for c, _, rule in report.shown][:1] == [("empty", "degenerate")]
+    assert reports[0] == reports[1] and per_samples[0] == per_samples[1]
+    assert per_samples[0].count(b"\n") == 55  # every line, the unreadable ones too
+
+
+def test_workers_options_are_checked():
+    assert isinstance(workers_for(1), InProcess)
+    assert workers_for(3).count == 3
+    with pytest.raises(Exception, match="--ray-address is for --executor ray"):
+        workers_for(2, "local", "127.0.0.1:6379")
+
+
+def test_check_on_ray_actors_reports_as_one_process(tmp_path):
+    run = run_of(tmp_path)
+    tok = str(checkfix.qwen_style_dir())
+    ray_tmp = tempfile.mkdtemp(prefix="rt", dir="/tmp")  # short: Ray's socket paths are long
+    env = {**os.environ, "RAY_TMPDIR": ray_tmp, "RAY_USAGE_STATS_ENABLED": "0"}
+    reports = []
+    try:
+        for name, extra in (("one", ["--workers", "1"]), ("ray", ["--executor", "ray",
+                                                                   "--workers", "2"])):  # fmt: skip
+            report = tmp_path / f"{name}.json"
+            done = subprocess.run(
+                [sys.executable, "-m", "regen", "check", str(run), "--tokenizer", tok,
+                 "--json", str(report), *extra],
+                capture_output=True, text=True, timeout=240, env=env,
+            )  # fmt: skip
+            assert done.returncode == 1, done.stdout + done.stderr[-3000:]  # the defects fail
+            reports.append(json.loads(report.read_text()))
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    assert reports[0] == reports[1]
