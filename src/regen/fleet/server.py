@@ -184,8 +184,8 @@ class Server(Rotation):
         stream = StreamAccumulator(self.name)
         loop = asyncio.get_running_loop()
         last_data = loop.time()
-        async for line in resp.content:
-            if stream.feed(line):
+        async for data in resp.content.iter_any():  # all that came: lines split in bulk
+            if stream.feed_bytes(data):
                 last_data = loop.time()
             elif loop.time() - last_data > self.timeouts.stall:
                 raise RequestTimeout(
@@ -193,6 +193,7 @@ class Server(Rotation):
                     "(only keep-alive comments)",
                     server=self.name,
                 )
+        stream.end()
         return stream.response()
 
     async def alive(self, timeout: float) -> None:
