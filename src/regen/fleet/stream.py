@@ -152,7 +152,7 @@ class StreamAccumulator:
         choice["finish_reason"] = self.finish_reason
         data: dict[str, Any] = {"choices": [choice], "usage": self.usage or {}}
         if self.token_ids is not None:
-            choice["token_ids"] = self.token_ids.tolist()  # the record's list, built once
+            choice["token_ids"] = self.token_ids  # compact to the record (records.encode_line)
             data["prompt_token_ids"] = self.prompt_token_ids
         if self.metrics is not None:
             data["metrics"] = self.metrics
