@@ -16,9 +16,10 @@ in every chunk, usage at the end.
    reaped child from the kernel (getrusage of children), less the same command with nothing
    to do (start-up: imports, preflight, ledger), over the tokens received.
 2. memory: 8 servers x 512 streams of 16K-token answers (8 tokens an event: the memory per
-   token is the same, the bench 8x shorter); regen's RSS is sampled with the tokens in flight
-   (sent by the servers, not yet in a finished answer). Bytes per token = (RSS - RSS with
-   every stream open and no token yet) / tokens in flight, at the most tokens in flight.
+   token is the same, the bench 8x shorter). regen's RSS with every stream open before the
+   first token (its idle size), then with every answer held by its server 15/16 of the way
+   (so every token sent has been read: none waits in a socket): bytes per token in flight =
+   (held - idle) / tokens in flight. And the peak RSS over the run, answers' ends included.
 
 Results: a table on stdout and `.bench/stream.json`.
 """
@@ -29,6 +30,8 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -39,7 +42,7 @@ import orjson
 import psutil
 
 from bench_generate import BENCH_DIR, run_regen, stop, write_prompts
-from sse_helpers import SseFleet, regen_cmd
+from sse_helpers import PeakRss, SseFleet, regen_cmd, wait
 
 COST_CASES = [(500, 4_000), (16_000, 64), (32_000, 32)]  # (tokens an answer, answers)
 STREAMS = 8  # per server in the cost part: 64 at once
@@ -90,6 +93,7 @@ def client_runs(work: Path, fleet: SseFleet, count: int, srcs: dict[str, str]) -
     bare = [sys.executable, __file__, "--bare", str(count), *urls]
     runs = {"bare": (bare, [*bare[:3], "0", *urls])}
     for name, src in srcs.items():
+        shutil.rmtree(work / f"out-{name}", ignore_errors=True)
         cmd = regen_cmd(src, prompts, work / f"out-{name}", urls, STREAMS)
         runs[name] = (cmd, cmd)  # the same command again has nothing left to do
     out: dict[str, float] = {}
@@ -119,34 +123,41 @@ def bench_cost(work: Path, srcs: dict[str, str], scale: float, per_event: int) -
 
 
 # -- 2. memory ---------------------------------------------------------------------------
+FIRST_TOKEN_S = 10.0  # every stream open, no token yet: the process's idle size
+HOLD_S = 20.0  # answers pause near their end: every token sent is then read
+
+
 def bench_memory(work: Path, src: str, streams: int, tokens: int, per_event: int) -> dict:
-    prompts = work / "memory-prompts.jsonl"
-    write_prompts(prompts, 8 * streams)
+    """RSS with every stream open and no token, then with every answer held 15/16 of the way
+    (the client has read all that was sent), and the peak over the whole run."""
+    prompts, total = work / "memory-prompts.jsonl", 8 * streams
+    write_prompts(prompts, total)
+    hold_at = tokens * 15 // 16
     fleet = SseFleet(8, slots=streams, tokens=tokens, tokens_per_event=per_event,
-                     events_per_write=4, first_token_s=8.0)  # fmt: skip
-    with fleet as urls:
+                     events_per_write=4, first_token_s=FIRST_TOKEN_S, hold_at=hold_at,
+                     hold_s=HOLD_S)  # fmt: skip
+    shutil.rmtree(work / "memory-out", ignore_errors=True)
+    with fleet as urls, open(work / "memory.log", "wb") as log:
         cmd = regen_cmd(src, prompts, work / "memory-out", urls, streams)
-        with open(work / "memory.log", "wb") as log:
-            proc = psutil.Popen(cmd, stdout=log, stderr=log)
-        samples = []
+        child = subprocess.Popen(cmd, stdout=log, stderr=log)
+        proc = psutil.Process(child.pid)
+        peak = PeakRss(proc)
         try:
-            while proc.poll() is None:
-                rss = sum(p.memory_info().rss for p in [proc, *proc.children(recursive=True)])
-                sent, done = fleet.total("tokens_sent"), fleet.total("tokens_done")
-                samples.append((sent - done, rss, fleet.total("running")))
-                time.sleep(0.25)
-        except psutil.Error:
-            pass
+            wait(lambda: fleet.total("running") == total, 60, "every stream open")
+            time.sleep(1.0)
+            idle = proc.memory_info().rss
+            wait(lambda: fleet.total("held") == total, 900, "every answer held")
+            time.sleep(HOLD_S / 4)  # what the sockets still hold is read
+            held, stats = proc.memory_info().rss, fleet.stats()
+            child.wait(timeout=900)
         finally:
-            stop(proc)
-    opened = [rss for flight, rss, running in samples if running == 8 * streams and not flight]
-    idle = max(opened) if opened else min(rss for _, rss, _ in samples)
-    most, rss_then, _ = max(samples)
-    return {"streams": 8 * streams, "tokens_an_answer": tokens, "tokens_per_event": per_event,
-            "idle_rss_mb": round(idle / 2**20, 1),
-            "peak_rss_mb": round(max(r for _, r, _ in samples) / 2**20, 1),
-            "most_tokens_in_flight": most, "rss_then_mb": round(rss_then / 2**20, 1),
-            "bytes_per_token": round((rss_then - idle) / max(most, 1), 2)}  # fmt: skip
+            stop(child)
+    in_flight = sum(s["tokens_sent"] - s["tokens_done"] for s in stats)
+    return {"streams": total, "tokens_an_answer": tokens, "tokens_per_event": per_event,
+            "idle_rss_mb": round(idle / 2**20, 1), "held_rss_mb": round(held / 2**20, 1),
+            "tokens_in_flight": in_flight, "expected_in_flight": total * hold_at,
+            "bytes_per_token": round((held - idle) / max(in_flight, 1), 2),
+            "peak_rss_mb": round(peak.stop() / 2**20, 1)}  # fmt: skip
 
 
 def parse_args() -> argparse.Namespace:

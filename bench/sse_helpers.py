@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -67,3 +68,25 @@ def wait(until: Any, timeout: float, what: str) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError(f"{what}: not after {timeout:.0f} s")
         time.sleep(0.5)
+
+
+class PeakRss:
+    """A process's peak RSS, sampled every 50 ms by a thread."""
+
+    def __init__(self, proc: psutil.Process) -> None:
+        self.proc, self.peak = proc, 0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        while not self._done.wait(0.05):
+            try:
+                self.peak = max(self.peak, self.proc.memory_info().rss)
+            except psutil.Error:
+                return  # it exited
+
+    def stop(self) -> int:
+        self._done.set()
+        self._thread.join(timeout=5)
+        return self.peak

@@ -30,6 +30,7 @@ import orjson
 from regen.testing.sse_http import HttpConnection, Reply
 
 MODEL = "fake-model"
+IDLE_STEP_S = 0.005  # how often an engine with nothing ready to send looks again
 POOL = 251  # distinct token events, cycled (a prime: no pattern with the answer's length)
 WORDS = [" the", " of", " and", " to", " a", " in", " is", " that", " for", " it", " é", " 🙂"]
 
@@ -75,18 +76,31 @@ class Events:
     def token(self, n: int, reasoning: bool) -> bytes:
         return (self.reasoning if reasoning else self.content)[n % POOL]
 
+    def answer_start(self, serial: int) -> bytes:
+        """The first content event names its answer: answers differ, as real ones do (the
+        client's repeated-answer alarm reads their heads)."""
+        ids = [7] * self.per_event
+        return _framed(self._chunk({"content": f"Answer {serial}."}, None, ids))
+
 
 class Answer:
     """One answer being decoded: where it is, and the connection it goes out on."""
 
-    __slots__ = ("conn", "events", "held", "prompt", "ready_at", "sent", "steps")
+    __slots__ = ("conn", "events", "held", "prompt", "ready_at", "sent", "serial", "steps")
 
     def __init__(
-        self, conn: HttpConnection, events: Events, tokens: int, prompt: int, ready_at: float
+        self,
+        conn: HttpConnection,
+        events: Events,
+        tokens: int,
+        prompt: int,
+        ready_at: float,
+        serial: int,
     ) -> None:
         self.conn, self.events, self.prompt = conn, events, prompt
         self.ready_at = ready_at  # its first token (the prompt's prefill before it)
         self.held = False
+        self.serial = serial
         self.steps = max(1, math.ceil(tokens / events.per_event))  # events to send
         self.sent = 0
         conn.send_head()
@@ -97,7 +111,12 @@ class Answer:
         ev, start = self.events, self.sent
         stop = min(self.steps, start + events_per_write)
         thinking = self.steps * 3 // 4
-        self.conn.write(b"".join(ev.token(n, n < thinking) for n in range(start, stop)))
+        self.conn.write(
+            b"".join(
+                ev.answer_start(self.serial) if n == thinking else ev.token(n, n < thinking)
+                for n in range(start, stop)
+            )
+        )
         self.sent = stop
         if stop == self.steps:
             self.conn.write(ev.last(self.prompt, self.steps * ev.per_event))
@@ -141,8 +160,10 @@ class Engine:
         tokens = min(self.answer_length(body), int(request.get("max_tokens") or 10**9))
         if not request.get("stream"):  # a probe (regen's preflight): answered at once
             return Reply(200, _whole_answer(tokens))
-        ready_at = asyncio.get_running_loop().time() + self.args.first_token_s
-        self.waiting.append(Answer(conn, self.events, tokens, 16, ready_at))
+        prefill = self.args.first_token_s if tokens > 1 else 0.0  # a client's probe: at once
+        ready_at = asyncio.get_running_loop().time() + prefill
+        serial = self.stats["requests"]
+        self.waiting.append(Answer(conn, self.events, tokens, 16, ready_at, serial))
         self._wake.set()
         return None
 
@@ -155,7 +176,8 @@ class Engine:
             started = loop.time()
             while self.waiting and len(self.running) < self.args.slots:
                 self.running.append(self.waiting.popleft())
-            self.stats["tokens_sent"] += self._step(started, writes)
+            sent = self._step(started, writes)
+            self.stats["tokens_sent"] += sent
             self.stats["steps"] += 1
             if any(a.done or a.conn.closed for a in self.running):
                 finished = [a for a in self.running if a.done]
@@ -167,8 +189,8 @@ class Engine:
                 await self._wake.wait()
                 due = loop.time()
                 continue
-            due += interval
-            if loop.time() > due + interval:  # over a step behind: this process is too busy
+            due += interval if sent else max(interval, IDLE_STEP_S)  # none ready: no spinning
+            if interval and loop.time() > due + interval:  # over a step behind: too busy
                 self.stats["late_steps"] += 1
                 due = loop.time()
             await asyncio.sleep(max(0.0, due - loop.time()))
