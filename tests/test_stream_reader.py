@@ -4,12 +4,19 @@ many tokens an event carries, a few bytes a token while it grows, and every faul
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
+import time
 import tracemalloc
+import urllib.request
 
 import orjson
 import pytest
 
+from gen_helpers import assert_exactly_once, run, write_prompts
 from regen.errors import Overloaded, ServerFault, TransportError
+from regen.fleet.embedded import free_port
+from regen.fleet.server import Timeouts
 from regen.fleet.stream import StreamAccumulator
 
 PIECES = ["Hé", "llo", " wörld", " 🙂", "\n", " the", " end"]  # multi-byte, emoji, newline
@@ -130,3 +137,47 @@ def test_a_stream_without_a_finish_reason_is_broken_off():
     cut = cut[: cut.rindex(b"\n\n") + 2]
     with pytest.raises(TransportError, match="ended early"):
         read(cut, [5, 50])
+
+
+@pytest.fixture
+def sse_fleet():
+    """The benchmarks' streaming engines (regen.testing.sse_fleet) on two ports, 3 tokens an
+    event (a speculating engine's chunks), HTTP chunked transfer; stopped by pid."""
+    ports = [free_port(), free_port()]
+    args = ["--ports", *map(str, ports), "--tokens", "300", "--tokens-per-event", "3",
+            "--events-per-write", "5"]  # fmt: skip
+    proc = subprocess.Popen([sys.executable, "-m", "regen.testing.sse_fleet", *args])
+    urls = [f"http://127.0.0.1:{port}" for port in ports]
+    try:
+        for url in urls:
+            wait_for(url)
+        yield urls
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def wait_for(url: str) -> None:
+    for _ in range(100):
+        try:
+            urllib.request.urlopen(url + "/v1/models", timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise TimeoutError(f"{url} did not come up")
+
+
+def test_a_run_reads_every_token_of_a_speculating_engines_stream(tmp_path, sse_fleet):
+    ids = write_prompts(tmp_path / "p.jsonl", 6)
+    timeouts = Timeouts(request=60, connect=5, stall=10, stream=True)
+    result = run(
+        tmp_path / "p.jsonl", tmp_path / "out", sse_fleet, timeouts=timeouts,
+        return_token_ids=True,
+    )  # fmt: skip
+    completions, errors = assert_exactly_once(tmp_path / "out", ids)
+    assert result.exit_code == 0 and not errors
+    for record in completions:
+        answer = record["messages"][-1]
+        assert len(record["token_ids"]["completion"]) == 300 == record["usage"]["completion_tokens"]
+        assert record["token_ids"]["prompt"] == list(range(16))
+        assert answer["content"].startswith("Answer ") and "🙂" in answer["reasoning_content"]
