@@ -24,7 +24,7 @@ import msgspec
 
 from regen.errors import ServerFault, TransportError
 from regen.fleet.http_errors import event_error
-from regen.fleet.stream_events import Chunk, Delta, decode_event
+from regen.fleet.stream_events import Chunk, decode_event
 
 
 class StreamAccumulator:
@@ -91,41 +91,45 @@ class StreamAccumulator:
             ) from exc
         if chunk.error is not None:
             raise event_error(chunk.error, self.server)
-        self._take(chunk)
+        if chunk.usage or chunk.metrics or chunk.prompt_token_ids is not None:
+            self._take_extras(chunk)
+        # the per-token part, written out in one function: it runs once an event
+        for choice in chunk.choices or ():
+            delta = choice.delta
+            if delta is not None:
+                if delta.content:
+                    self.content += delta.content.encode()
+                reasoning = delta.reasoning_content or delta.reasoning
+                if reasoning:
+                    self.reasoning += reasoning.encode()
+                if delta.tool_calls:
+                    self._add_tool_calls(delta.tool_calls)
+            if choice.token_ids is not None:  # vLLM: this chunk's own ids
+                if self.token_ids is None:
+                    self.token_ids = array("i")
+                try:
+                    self.token_ids.extend(choice.token_ids)
+                except OverflowError as exc:
+                    raise self._bad_id(choice.token_ids) from exc
+            if choice.finish_reason:
+                self.finish_reason = choice.finish_reason
 
-    def _take(self, chunk: Chunk) -> None:
+    def _take_extras(self, chunk: Chunk) -> None:
         if chunk.usage:
             self.usage = chunk.usage
         if chunk.metrics:  # vLLM: per-request metrics ride on the final usage chunk
             self.metrics = chunk.metrics
         if chunk.prompt_token_ids is not None:  # vLLM: in the first chunk
             self.prompt_token_ids = chunk.prompt_token_ids
-        for choice in chunk.choices or ():
-            if choice.delta is not None:
-                self._feed_delta(choice.delta)
-            if choice.token_ids is not None:  # vLLM: this chunk's own ids
-                self._add_ids(choice.token_ids)
-            if choice.finish_reason:
-                self.finish_reason = choice.finish_reason
 
-    def _add_ids(self, ids: list[int]) -> None:
-        if self.token_ids is None:
-            self.token_ids = array("i")
-        try:
-            self.token_ids.extend(ids)
-        except OverflowError as exc:
-            raise ServerFault(
-                f"a stream event has a token id outside 32 bits: {max(ids, key=abs)}",
-                server=self.server,
-            ) from exc
+    def _bad_id(self, ids: list[int]) -> ServerFault:
+        return ServerFault(
+            f"a stream event has a token id outside 32 bits: {max(ids, key=abs)}",
+            server=self.server,
+        )
 
-    def _feed_delta(self, delta: Delta) -> None:
-        if delta.content:
-            self.content += delta.content.encode()
-        reasoning = delta.reasoning_content or delta.reasoning
-        if reasoning:
-            self.reasoning += reasoning.encode()
-        for part in delta.tool_calls or ():
+    def _add_tool_calls(self, parts: list[dict[str, Any]]) -> None:
+        for part in parts:
             call = self.tool_calls.setdefault(
                 part.get("index", len(self.tool_calls)),
                 {"id": None, "type": "function", "function": {"name": "", "arguments": ""}},
