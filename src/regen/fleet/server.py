@@ -27,7 +27,7 @@ from regen.fleet.engine_defaults import with_neutral
 from regen.fleet.http_errors import API_CONTENT_TYPES, aborted_answer, decode_body, map_errors
 from regen.fleet.rotation import Rotation
 from regen.fleet.stats import LATENCY_BUCKETS, ServerStats
-from regen.fleet.stream import StreamAccumulator
+from regen.fleet.stream import StallWatch, StreamAccumulator
 
 CHAT_PATH = "/v1/chat/completions"
 # Where a busy server is asked whether it is alive, by engine (else /v1/models). Every route
@@ -178,21 +178,28 @@ class Server(Rotation):
                 return await self._read_stream(resp)
 
     async def _read_stream(self, resp: aiohttp.ClientResponse) -> Any:
-        """Only data events count as progress. Silence is cut by the socket's read timeout;
-        a server that sends nothing but keep-alive comments (vLLM's --sse-keep-alive-interval)
-        while its engine hangs is cut here, at the first comment past the stall timeout."""
+        """Only data events count as progress. Silence is cut by one stall timer a stream
+        (aiohttp's read timeout, which waited for the headers, would re-arm a timer at every
+        read: a tenth of a streamed token's cost); a server that sends nothing but keep-alive
+        comments (vLLM's --sse-keep-alive-interval) while its engine hangs is cut here, at
+        the first comment past the stall timeout."""
+        if resp.connection is not None:
+            resp.connection.protocol.read_timeout = None  # type: ignore[union-attr]
         stream = StreamAccumulator(self.name)
         loop = asyncio.get_running_loop()
-        last_data = loop.time()
-        async for data in resp.content.iter_any():  # all that came: lines split in bulk
-            if stream.feed_bytes(data):
-                last_data = loop.time()
-            elif loop.time() - last_data > self.timeouts.stall:
-                raise RequestTimeout(
-                    f"the response stream stalled: no data for {self.timeouts.stall:.0f}s "
-                    "(only keep-alive comments)",
-                    server=self.name,
-                )
+        watch = StallWatch(resp.content, self.timeouts.stall, self.name)
+        try:
+            async for data in resp.content.iter_any():  # all that came: lines split in bulk
+                if stream.feed_bytes(data):
+                    watch.last_data = loop.time()
+                elif loop.time() - watch.last_data > self.timeouts.stall:
+                    raise RequestTimeout(
+                        f"the response stream stalled: no data for {self.timeouts.stall:.0f}s "
+                        "(only keep-alive comments)",
+                        server=self.name,
+                    )
+        finally:
+            watch.cancel()
         stream.end()
         return stream.response()
 

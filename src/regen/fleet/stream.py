@@ -17,12 +17,13 @@ is kept as UTF-8 bytes and ids as 32-bit integers until the answer is whole.
 
 from __future__ import annotations
 
+import asyncio
 from array import array
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
-from regen.errors import ServerFault, TransportError
+from regen.errors import RequestTimeout, ServerFault, TransportError
 from regen.fleet.http_errors import event_error
 from regen.fleet.stream_events import Chunk, decode_event
 
@@ -166,3 +167,32 @@ class StreamAccumulator:
 def _text(utf8: bytearray) -> str:
     # pieces were whole strings, so their bytes join into valid UTF-8
     return utf8.decode()
+
+
+class _Reader(Protocol):
+    def set_exception(self, exc: BaseException) -> None: ...
+
+
+class StallWatch:
+    """Cuts a stream silent for `stall` seconds: the reader's next read raises. One timer for
+    the stream, moved on only when it fires, where a read timeout costs a timer every read."""
+
+    def __init__(self, reader: _Reader, stall: float, server: str) -> None:
+        self.reader, self.stall, self.server = reader, stall, server
+        self._loop = asyncio.get_running_loop()
+        self.last_data = self._loop.time()  # the owner sets it at every data event
+        self._timer = self._loop.call_later(stall, self._check)
+
+    def _check(self) -> None:
+        silent = self._loop.time() - self.last_data
+        if silent < self.stall:
+            self._timer = self._loop.call_later(self.stall - silent, self._check)
+            return
+        self.reader.set_exception(
+            RequestTimeout(
+                f"the response stream stalled: nothing for {self.stall:.0f}s", server=self.server
+            )
+        )
+
+    def cancel(self) -> None:
+        self._timer.cancel()
