@@ -36,6 +36,11 @@ CHAT_PATH = "/v1/chat/completions"
 # server generating long answers would miss every check; its OpenAPI page takes no lock.
 LIVENESS_PATHS = {"llamacpp": "/openapi.json"}
 
+# Bytes aiohttp buffers a connection (twice this before it stops reading the socket). Its
+# default, 64 KiB, held up to 128 KiB a stream whenever the client fell behind: with 4,096
+# streams, half a GB freed later in holes the answers' growing buffers could not reuse.
+READ_BUFFER = 2**14
+
 __all__ = ["CHAT_PATH", "LATENCY_BUCKETS", "Server", "ServerStats", "Timeouts"]
 
 
@@ -79,7 +84,9 @@ class Server(Rotation):
             if self.api_key:
                 headers["Authorization"] = f"Bearer {self.api_key}"
             connector = aiohttp.TCPConnector(limit=self.concurrency + 8, ttl_dns_cache=300)
-            self._session = aiohttp.ClientSession(connector=connector, headers=headers)
+            self._session = aiohttp.ClientSession(
+                connector=connector, headers=headers, read_bufsize=READ_BUFFER
+            )
         return self._session
 
     async def close(self) -> None:
