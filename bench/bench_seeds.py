@@ -60,6 +60,14 @@ def failed_requests(out: Path) -> int | None:
     return sum(server["failed"] for server in progress["servers"])
 
 
+def client_cmd(src: str, prompts: Path, out: Path, urls: list[str], slots: int) -> list[str]:
+    """regen from `src`, or with src "bare" the bare aiohttp+orjson client of bench_stream."""
+    if src != "bare":
+        return regen_cmd(src, prompts, out, urls, slots)
+    bare = str(Path(__file__).parent / "bench_stream.py")
+    return [sys.executable, bare, "--bare-streams", str(slots), "--bare", str(PROMPTS), *urls]
+
+
 def measure(src: str, window: float, work: Path, slots: int) -> dict[str, Any]:
     prompts, out = work / "prompts.jsonl", work / "out"
     write_prompts(prompts, PROMPTS)
@@ -69,7 +77,8 @@ def measure(src: str, window: float, work: Path, slots: int) -> dict[str, Any]:
                      sigma=0.9, max_tokens=32_768)  # fmt: skip
     with fleet as urls, open(work / "regen.log", "wb") as log:
         started = time.monotonic()
-        child = subprocess.Popen(regen_cmd(src, prompts, out, urls, slots), stdout=log, stderr=log)
+        cmd = client_cmd(src, prompts, out, urls, slots)
+        child = subprocess.Popen(cmd, stdout=log, stderr=log)
         proc = psutil.Process(child.pid)
         peak = PeakRss(proc)
         try:
@@ -107,12 +116,14 @@ def measure(src: str, window: float, work: Path, slots: int) -> dict[str, Any]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="a 20-s window instead of 60 s")
-    ap.add_argument("--src", default=SRC, help="run regen from this src/ (an older tree)")
+    ap.add_argument("--src", default=SRC, help="regen from this src/ (an older tree); 'bare': "
+                    "the bare aiohttp+orjson client instead")  # fmt: skip
     ap.add_argument("--slots", type=int, default=SLOTS, help="per server (the rate stays)")
     args = ap.parse_args()
     work = BENCH_DIR / "seeds-work"
     work.mkdir(parents=True, exist_ok=True)
-    row = measure(str(Path(args.src).resolve()), 20.0 if args.quick else 60.0, work, args.slots)
+    src = args.src if args.src == "bare" else str(Path(args.src).resolve())
+    row = measure(src, 20.0 if args.quick else 60.0, work, args.slots)
     results = {"command": " ".join(sys.argv), "src": args.src, "cpus": os.cpu_count(),
                "load_avg_at_end": os.getloadavg(), **row}  # fmt: skip
     targets = [("fraction_of_ideal", ">=", 0.98), ("client_cores_at_30k", "<=", 0.3),

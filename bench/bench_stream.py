@@ -167,6 +167,7 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--baseline-src", help="also run regen from this src/ (an older tree)")
     ap.add_argument("--tokens-per-event", type=int, default=1, help="cost part")
     ap.add_argument("--bare", nargs="+", help=argparse.SUPPRESS)  # COUNT URL...: the client
+    ap.add_argument("--bare-streams", type=int, default=STREAMS, help=argparse.SUPPRESS)
     return ap.parse_args()
 
 
@@ -174,7 +175,7 @@ def main() -> None:
     args = parse_args()
     if args.bare:
         count, urls = int(args.bare[0]), args.bare[1:]
-        print(asyncio.run(bare_client(urls, count, STREAMS)) if count else 0)
+        print(asyncio.run(bare_client(urls, count, args.bare_streams)) if count else 0)
         return
     here = str(Path(__file__).resolve().parent.parent / "src")
     srcs = {"regen": here}
