@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from regen.run.progress import RunStats
-from regen.run.quality import QualityMonitor, Thresholds
+from regen.run.quality import QualityMonitor, Thresholds, answer_key
 
 
 def test_eta_comes_from_token_rate_and_tokens_per_item():
@@ -69,3 +69,28 @@ def test_status_and_live_view_name_the_figure_in_words():
 
     text = quality_rates_text(QualityMonitor().rates())
     assert "repeated answers 0.0%" in text and "_" not in text
+
+
+def test_an_answer_key_reads_the_head_of_a_long_answer_as_the_whole_would():
+    """A 32K-token answer is keyed from its head (flat cost), to the same key as from the whole,
+    whatever the whitespace: runs of it, at the start, across the head's end, or everywhere."""
+    import re
+
+    def whole(content: str) -> str:
+        return re.sub(r"\s+", " ", content.strip().lower())[:80]
+
+    cases = [
+        "Word " * 20_000,
+        "\n\n  " + "Mixed\tCase  text " * 5_000,
+        " " * 5_000 + "late start " * 100,
+        "a" + " " * 400 + "b" * 100,
+        "x " * 159 + "   \n" * 1000 + "y",
+        " \t " * 10_000,
+        "short answer  ",
+        "İ" * 500,
+    ]
+    for content in cases:
+        assert answer_key(content) == whole(content), content[:30]
+    monitor = QualityMonitor(Thresholds(min_samples=1))
+    monitor.observe(" " * 100_000, "   ", "stop", thinking=True)
+    assert monitor.rates()["empty"] == 1.0 and monitor.rates()["missing_reasoning"] == 1.0

@@ -63,3 +63,27 @@ def test_a_stalled_stream_is_cut_and_retried(tmp_path, fake_server, dialect):
     assert not errors and result.exit_code == 0
     assert any(r["meta"]["attempts"] == 2 for r in completions)
     assert time.monotonic() - started < 120
+
+
+@pytest.mark.parametrize("write_size", [3, 50])
+def test_a_stream_cut_anywhere_by_the_socket_reads_the_same(tmp_path, fake_server, write_size):
+    """Events split across reads (3-byte writes) or several in one read: the same records,
+    ids and all, as the server's non-streamed answers."""
+    plain_server = fake_server(reasoning="split", answer=with_tool_call, dialect="vllm")
+    server = fake_server(
+        reasoning="split", answer=with_tool_call, dialect="vllm", stream_write_size=write_size
+    )
+    ids = write_prompts(tmp_path / "p.jsonl", 4)
+    run(tmp_path / "p.jsonl", tmp_path / "plain", [plain_server.url], return_token_ids=True)
+    run(
+        tmp_path / "p.jsonl", tmp_path / "streamed", [server.url], timeouts=STREAM,
+        return_token_ids=True,
+    )  # fmt: skip
+    plain = {r["id"]: r for r in read_lines(tmp_path / "plain", "completions")}
+    streamed, errors = assert_exactly_once(tmp_path / "streamed", ids)
+    assert not errors
+    for record in streamed:
+        expected = plain[record["id"]]
+        assert record["messages"] == expected["messages"]
+        assert record["token_ids"] == expected["token_ids"]
+        assert record["token_ids"]["completion"] == [*range(100, 108)]

@@ -9,6 +9,7 @@ records are typed structs written with `encode_line` and read back with `decode_
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -106,7 +107,7 @@ class TokenIds(msgspec.Struct):
     """With --return-token-ids: the ids the server tokenised and generated, as it said."""
 
     prompt: list[int] | None
-    completion: list[int]
+    completion: list[int]  # from a stream, an array('i') until it is encoded
 
 
 class RecordMeta(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -154,7 +155,16 @@ class ErrorRecord(msgspec.Struct, kw_only=True):
 
 Record = Completion | ErrorRecord
 
-_encoder = msgspec.json.Encoder()
+
+def _plain(value: Any) -> Any:
+    """What msgspec does not encode itself: a streamed answer's ids, kept as an array('i')
+    (4 bytes a token) until this moment."""
+    if isinstance(value, array):
+        return value.tolist()
+    raise NotImplementedError(f"cannot encode {type(value).__name__} in a record")
+
+
+_encoder = msgspec.json.Encoder(enc_hook=_plain)
 _completions = msgspec.json.Decoder(Completion)
 _errors = msgspec.json.Decoder(ErrorRecord)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +20,8 @@ class Generated:
     prompt_tokens: int | None
     completion_tokens: int | None
     prompt_token_ids: list[int] | None = None
-    completion_token_ids: list[int] | None = None
+    # a list, or from a stream an array('i'): 4 bytes a token until the record is encoded
+    completion_token_ids: Sequence[int] | None = None
     # vLLM's per-request `metrics.speculative_decoding` (the serving drafter's acceptance on
     # this answer) when it runs with --per-request-spec-decode-metrics, or SGLang's counts in
     # the same shape (sglang_spec.py); None otherwise

@@ -29,7 +29,7 @@ from regen.fleet.http_errors import API_CONTENT_TYPES, aborted_answer, decode_bo
 from regen.fleet.rotation import Rotation
 from regen.fleet.sglang_spec import asking_for_spec_details
 from regen.fleet.stats import LATENCY_BUCKETS, ServerStats
-from regen.fleet.stream import StreamAccumulator
+from regen.fleet.stream import StallWatch, StreamAccumulator
 
 CHAT_PATH = "/v1/chat/completions"
 # Where a busy server is asked whether it is alive, by engine (else /v1/models). Every route
@@ -37,6 +37,11 @@ CHAT_PATH = "/v1/chat/completions"
 # lock each generation holds to its end (llama_cpp/server/app.py, get_llama_proxy), so a
 # server generating long answers would miss every check; its OpenAPI page takes no lock.
 LIVENESS_PATHS = {"llamacpp": "/openapi.json"}
+
+# Bytes aiohttp buffers a connection (twice this before it stops reading the socket). Its
+# default, 64 KiB, held up to 128 KiB a stream whenever the client fell behind: with 4,096
+# streams, half a GB freed later in holes the answers' growing buffers could not reuse.
+READ_BUFFER = 2**14
 
 __all__ = ["CHAT_PATH", "LATENCY_BUCKETS", "Server", "ServerStats", "Timeouts"]
 
@@ -81,7 +86,9 @@ class Server(Rotation):
             if self.api_key:
                 headers["Authorization"] = f"Bearer {self.api_key}"
             connector = aiohttp.TCPConnector(limit=self.concurrency + 8, ttl_dns_cache=300)
-            self._session = aiohttp.ClientSession(connector=connector, headers=headers)
+            self._session = aiohttp.ClientSession(
+                connector=connector, headers=headers, read_bufsize=READ_BUFFER
+            )
         return self._session
 
     async def close(self) -> None:
@@ -184,21 +191,29 @@ class Server(Rotation):
                 return await self._read_stream(resp)
 
     async def _read_stream(self, resp: aiohttp.ClientResponse) -> Any:
-        """Only data events count as progress. Silence is cut by the socket's read timeout;
-        a server that sends nothing but keep-alive comments (vLLM's --sse-keep-alive-interval)
-        while its engine hangs is cut here, at the first comment past the stall timeout."""
+        """Only data events count as progress. Silence is cut by one stall timer a stream
+        (aiohttp's read timeout, which waited for the headers, would re-arm a timer at every
+        read: a tenth of a streamed token's cost); a server that sends nothing but keep-alive
+        comments (vLLM's --sse-keep-alive-interval) while its engine hangs is cut here, at
+        the first comment past the stall timeout."""
+        if resp.connection is not None:
+            resp.connection.protocol.read_timeout = None  # type: ignore[union-attr]
         stream = StreamAccumulator(self.name)
         loop = asyncio.get_running_loop()
-        last_data = loop.time()
-        async for line in resp.content:
-            if stream.feed(line):
-                last_data = loop.time()
-            elif loop.time() - last_data > self.timeouts.stall:
-                raise RequestTimeout(
-                    f"the response stream stalled: no data for {self.timeouts.stall:.0f}s "
-                    "(only keep-alive comments)",
-                    server=self.name,
-                )
+        watch = StallWatch(resp.content, self.timeouts.stall, self.name)
+        try:
+            async for data in resp.content.iter_any():  # all that came: lines split in bulk
+                if stream.feed_bytes(data):
+                    watch.last_data = loop.time()
+                elif loop.time() - watch.last_data > self.timeouts.stall:
+                    raise RequestTimeout(
+                        f"the response stream stalled: no data for {self.timeouts.stall:.0f}s "
+                        "(only keep-alive comments)",
+                        server=self.name,
+                    )
+        finally:
+            watch.cancel()
+        stream.end()
         return stream.response()
 
     async def alive(self, timeout: float) -> None:

@@ -14,6 +14,7 @@ from collections import Counter, deque
 from dataclasses import dataclass
 
 _SPACES = re.compile(r"\s+")
+_LEADING = re.compile(r"\s*")
 
 
 @dataclass(frozen=True)
@@ -40,9 +41,23 @@ class Alarm:
         )
 
 
+KEY_CHARS = 80
+_HEAD_CHARS = 4 * KEY_CHARS  # enough for the key unless whitespace runs eat most of it
+
+
 def answer_key(content: str) -> str:
-    """Normalised answer prefix: answers equal under it are 'the same answer'."""
-    return _SPACES.sub(" ", content.strip().lower())[:80]
+    """Normalised answer prefix: answers equal under it are 'the same answer'. Read from the
+    answer's head only: a 32K-token answer costs what a short one does."""
+    head = content[: _HEAD_CHARS + _LEADING.match(content).end()]  # type: ignore[union-attr]
+    if len(head) < len(content):
+        key = _SPACES.sub(" ", head.lstrip().lower())
+        if len(key) > KEY_CHARS:  # only the head's last character can differ from the whole's
+            return key[:KEY_CHARS]
+    return _SPACES.sub(" ", content.strip().lower())[:KEY_CHARS]
+
+
+def _blank(text: str) -> bool:
+    return not text or text.isspace()  # without copying a long answer to strip it
 
 
 class QualityMonitor:
@@ -53,9 +68,9 @@ class QualityMonitor:
         self._sums = {"empty": 0, "length": 0, "missing_reasoning": 0, "thinking": 0}
 
     def observe(self, content: str, reasoning: str | None, finish: str | None, thinking: bool):
-        empty = not content.strip()
+        empty = _blank(content)
         length = finish == "length"
-        missing = (not (reasoning or "").strip()) if thinking else None
+        missing = _blank(reasoning or "") if thinking else None
         entry = (empty, length, missing, answer_key(content))
         self._window.append(entry)
         self._count(entry, +1)

@@ -3,6 +3,9 @@ the SSE events of a stream, shaped the way SGLang and vLLM shape them."""
 
 from __future__ import annotations
 
+import math
+import zlib
+from statistics import NormalDist
 from typing import Any
 
 from regen.testing.dialects import DIALECTS
@@ -142,3 +145,28 @@ def _spread_logprobs(events: list[dict], entries: list[dict]) -> None:
     step = -(-len(entries) // max(1, len(events) - 1))
     for n, event in enumerate(events[1:]):
         event["choices"][0]["logprobs"] = {"content": entries[n * step : (n + 1) * step]}
+
+
+def prompt_words(body: dict[str, Any]) -> list[str]:
+    """The fake engine's prompt tokens: the words of every message, in order (a shared
+    system prompt or an earlier turn is then a shared prefix, as with a real tokenizer)."""
+    words: list[str] = []
+    for message in body.get("messages", []):
+        content = message.get("content")
+        words.append(f"<{message.get('role')}>")
+        words.extend(content.split() if isinstance(content, str) else ["[blocks]"])
+    return words
+
+
+def answer_tokens(content: str, tokens: int, jitter: float = 0.0, sigma: float = 0.0) -> int:
+    """An answer's length in tokens, decided by a hash of the answer so that every client
+    (and the benchmark's own arithmetic) sees the same work: `tokens`, or uniform within
+    tokens*(1±jitter), or log-normal with median `tokens` and `sigma`."""
+    unit = zlib.crc32(content.encode()) / 0xFFFFFFFF  # in [0, 1]
+    if sigma:
+        z = NormalDist().inv_cdf(min(max(unit, 1e-9), 1 - 1e-9))
+        return max(1, round(tokens * math.exp(sigma * z)))
+    jitter = min(max(jitter, 0.0), 1.0)
+    if not jitter:
+        return tokens
+    return max(1, round(tokens * (1 - jitter + 2 * jitter * unit)))

@@ -49,6 +49,7 @@ class Behaviour:
     context: int = 32768  # the context length a dialect checks prompt + max_tokens against
     deterministic: bool = False  # SGLang's --enable-deterministic-inference
     keep_alive: float | None = None  # a stalled stream sends `: keep-alive` this often (vLLM)
+    stream_write_size: int = 0  # a stream's bytes in writes of this size (0: one per event)
     # A batching engine on a scaled clock instead of `slots` and `seconds_per_token`: decode
     # time grows with the batch, a KV cache with preemption, a prefix cache, /metrics.
     engine: EngineCurve | None = None

@@ -5,6 +5,9 @@ served at once; the rest queue, as in a real engine) and a service time per outp
 and a script of faults: 500s, 429 with Retry-After, a connection reset in the middle of the
 response, a hang. Answers are deterministic functions of the request, so tests can check
 what was stored. Run one as a process with `python -m regen.testing.fake_server`.
+
+Its parts: what it answers (fake_answers.py), how it streams it (fake_stream.py), its faults
+(fake_faults.py), a batching engine's clock (fake_engine.py) and /metrics (fake_metrics.py).
 """
 
 from __future__ import annotations
@@ -13,31 +16,22 @@ import argparse
 import asyncio
 import contextlib
 import itertools
-import math
 import time
-import zlib
-from statistics import NormalDist
 from typing import Any
 
 import orjson
 from aiohttp import web
 
 from regen.testing.auth import bearer_auth
-from regen.testing.fake_answers import chat_response, stream_events, text_response
+from regen.testing.fake_answers import answer_tokens, chat_response, prompt_words, text_response
 from regen.testing.fake_behaviour import Behaviour, echo_answer
 from regen.testing.fake_engine import EngineCurve, FakeEngine
-from regen.testing.fake_faults import (
-    cut_short,
-    dialect_of,
-    fault_response,
-    refusal,
-    room,
-    stream_error_event,
-)
+from regen.testing.fake_faults import cut_short, dialect_of, fault_response, refusal, room
 from regen.testing.fake_metrics import metrics_text
+from regen.testing.fake_stream import reset_midway, send_stream
 from regen.testing.loop_thread import LoopThread
 
-__all__ = ["Behaviour", "FakeServer", "echo_answer"]
+__all__ = ["Behaviour", "FakeEngine", "FakeServer", "answer_tokens", "echo_answer"]
 
 
 class FakeServer:
@@ -159,57 +153,18 @@ class FakeServer:
                 await asyncio.sleep(delay)
             data = chat_response(self.behaviour, body, answer, tokens)
             if body.get("stream"):
-                return await self._stream(request, data, fault)
+                response, whole = await send_stream(request, self.behaviour, data, fault)
+                self.served += whole
+                self.tokens_served += whole * data["usage"]["completion_tokens"]
+                return response
             payload = orjson.dumps(data)
             if fault == "reset":
-                return await self._reset_midway(request, payload)
+                return await reset_midway(request, payload)
             self.served += 1
             self.tokens_served += tokens
             self.last_served_at = time.time()
             self.served_at.append(self.last_served_at)
             return web.Response(body=payload, content_type="application/json")
-
-    async def _stream(self, request: web.Request, data: dict, fault: str) -> web.StreamResponse:
-        """Send `data` as SSE chunks the way SGLang and vLLM do. Faults: `stall` stops halfway
-        (sending keep-alive comments if the behaviour says so), `stream_error` sends an error
-        event and [DONE] halfway, `done_early` sends [DONE] without the finish reason."""
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await response.prepare(request)
-        events = stream_events(data)
-        for i, event in enumerate(events):
-            if i == (len(events) - 2) // 2:
-                if fault == "stall":
-                    await self._stall(response)
-                if fault == "stream_error":
-                    await response.write(b"data: " + orjson.dumps(stream_error_event()) + b"\n\n")
-                    break
-            if fault == "done_early" and i == len(events) - 2:
-                break  # the chunk with the finish reason never comes
-            await response.write(b"data: " + orjson.dumps(event) + b"\n\n")
-        await response.write(b"data: [DONE]\n\n")
-        whole = fault not in ("stream_error", "done_early")
-        self.served += whole
-        self.tokens_served += whole * data["usage"]["completion_tokens"]
-        return response
-
-    async def _stall(self, response: web.StreamResponse) -> None:
-        """Send nothing more, or only SSE comments (vLLM's --sse-keep-alive-interval:
-        VL:entrypoints/serve/utils/sse_keep_alive.py), for an hour."""
-        interval = self.behaviour.keep_alive
-        if interval is None:
-            await asyncio.sleep(3600)
-        for _ in range(int(3600 / interval) if interval else 0):
-            await response.write(b": keep-alive\n\n")
-            await asyncio.sleep(interval)
-
-    async def _reset_midway(self, request: web.Request, payload: bytes) -> web.StreamResponse:
-        response = web.StreamResponse(headers={"Content-Length": str(len(payload))})
-        response.content_type = "application/json"
-        await response.prepare(request)
-        await response.write(payload[: len(payload) // 2])
-        assert request.transport is not None
-        request.transport.abort()
-        return response
 
     # -- lifecycle -----------------------------------------------------------------------
     def app(self) -> web.Application:
@@ -248,31 +203,6 @@ class FakeServer:
     def stop(self) -> None:
         """Stop serving; connections in flight are cut, like a killed server."""
         self._background.stop()
-
-
-def prompt_words(body: dict[str, Any]) -> list[str]:
-    """The fake engine's prompt tokens: the words of every message, in order (a shared
-    system prompt or an earlier turn is then a shared prefix, as with a real tokenizer)."""
-    words: list[str] = []
-    for message in body.get("messages", []):
-        content = message.get("content")
-        words.append(f"<{message.get('role')}>")
-        words.extend(content.split() if isinstance(content, str) else ["[blocks]"])
-    return words
-
-
-def answer_tokens(content: str, tokens: int, jitter: float = 0.0, sigma: float = 0.0) -> int:
-    """An answer's length in tokens, decided by a hash of the answer so that every client
-    (and the benchmark's own arithmetic) sees the same work: `tokens`, or uniform within
-    tokens*(1±jitter), or log-normal with median `tokens` and `sigma`."""
-    unit = zlib.crc32(content.encode()) / 0xFFFFFFFF  # in [0, 1]
-    if sigma:
-        z = NormalDist().inv_cdf(min(max(unit, 1e-9), 1 - 1e-9))
-        return max(1, round(tokens * math.exp(sigma * z)))
-    jitter = min(max(jitter, 0.0), 1.0)
-    if not jitter:
-        return tokens
-    return max(1, round(tokens * (1 - jitter + 2 * jitter * unit)))
 
 
 def main() -> None:
