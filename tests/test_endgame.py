@@ -97,6 +97,21 @@ def test_a_copy_that_comes_first_is_the_one_line_written(tmp_path, fake_server):
     assert f"{end_game['copies_started']} copies of slow requests" in shown
 
 
+def test_the_drain_starts_when_the_last_request_has_a_server_slot(tmp_path, fake_server):
+    """Live concurrency lets the cap (256) be in flight in the run while the server's level
+    takes far fewer at once: the drain is the batch's tail, not the whole run (it was: a
+    47-s run ended with a 46-s drain)."""
+    server = fake_server(Behaviour(slots=4, seconds_per_token=0.01))
+    ids = write_prompts(tmp_path / "p.jsonl", 120)
+    started = time.monotonic()
+    result = run(tmp_path / "p.jsonl", tmp_path / "out", [server.url], concurrency=256)
+    wall = time.monotonic() - started
+    assert result.exit_code == 0, result.message
+    assert_exactly_once(tmp_path / "out", ids)
+    drain = progress(tmp_path / "out")["end_game"]["drain"]
+    assert drain["finished"] and 0 < drain["seconds"] < 0.5 * wall, (drain, wall)
+
+
 def test_a_copy_that_loses_is_never_written(tmp_path, fake_server):
     seen = Sightings()
     # A copy on the fast server is made to run 400 tokens (2 s): the original comes first.

@@ -25,7 +25,7 @@ def test_base_url_names_the_server_and_the_key_is_sent_but_never_printed(tmp_pat
     assert result.exit_code == 0, result.output
     assert "api key     $OPENAI_API_KEY" in result.output
     assert "sk-secret-123" not in result.output
-    assert f"in flight: {server.url}" in result.output
+    assert f"per server (live concurrency picks the level): {server.url}" in result.output
     assert_exactly_once(tmp_path / "run", ids)
     manifest = (tmp_path / "run" / "manifest.json").read_text()
     assert "sk-secret-123" not in manifest

@@ -72,6 +72,7 @@ class Fleet:
         self._sleepers: set[asyncio.Future] = set()
         self._retired: dict[Server, FleetUnavailable] = {}  # never coming back, and why
         self.endgame = EndGame(servers, self.release, self._copy_failed)
+        self._all_sent = False  # every item has its request (see all_sent)
 
     # -- slots ---------------------------------------------------------------------------
     def _pick(self, order: list[Server] | None = None) -> Server | None:
@@ -105,10 +106,23 @@ class Fleet:
                 server.stats.affinity_sends += order is not None and server is not self._pick()
                 server.claim()
                 self.endgame.tick()
+                self._begin_when_placed()
                 return server
             self._check_give_up()
             await self.line.wait(order[0] if order else None)  # woken, or to re-check health
             woken = True
+
+    def all_sent(self) -> None:
+        """Every item has its request: copies may take idle slots from now on, and the drain
+        is measured from when none of them waits for a server's slot any more (under live
+        concurrency the run lets the caps be in flight, far more than the levels take)."""
+        self.endgame.begin()
+        self._all_sent = True
+        self._begin_when_placed()
+
+    def _begin_when_placed(self) -> None:
+        if self._all_sent and not self.line.waiting:
+            self.endgame.placed()
 
     def release(self, server: Server) -> None:
         server.release()

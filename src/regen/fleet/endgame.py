@@ -97,10 +97,15 @@ class EndGame:
         return slots + per_s * times * max(latencies)
 
     def begin(self) -> None:
+        """Every item is sent to the fleet (some may still wait for a server's slot)."""
         self.armed = self.begun = True
         self._unsent = 0
-        capacity = sum(s.limit for s in self.servers if s.available)
-        self.drain.begin(time.monotonic(), capacity, self._in_flight())
+
+    def placed(self) -> None:
+        """Every request has a server's slot: the drain starts (once)."""
+        if self.drain.started is None:
+            capacity = sum(s.limit for s in self.servers if s.available)
+            self.drain.begin(time.monotonic(), capacity, self._in_flight())
 
     def halt(self) -> None:
         """The run stops: copies are cancelled (the originals finish or are cut by the

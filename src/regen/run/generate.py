@@ -271,7 +271,7 @@ class Run:
         dispatcher = Dispatcher(capacity, self.stop, self.worker.process, self._fail)
         if await dispatcher.send(self.intake.items()):
             await asyncio.sleep(0)  # the last items' tasks run up to their request
-            self.fleet.endgame.begin()  # every item has a slot: the drain starts
+            self.fleet.all_sent()  # the drain starts once every request has a server slot
             self.intake.count_into(self.stats)
         await dispatcher.drain(self.config.limits.drain_timeout, self._draining)
 
