@@ -14,6 +14,7 @@ from regen.cli import main
 from regen.fleet.server import Timeouts
 from regen.metrics import SnapshotCollector
 from regen.score.engine import row_steps
+from regen.score.replay import PROBE_TOKENS
 from regen.serve.spec_metrics import with_spec_metrics
 from regen.testing.fake_spec import spec_decoding
 
@@ -157,19 +158,39 @@ def test_replay_sends_the_prompts_greedy_to_a_speculating_fleet(tmp_path, fake_s
     args = ["score", str(tmp_path / "out"), "--replay-servers", fleet.url, "--all", "--json"]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
-    assert len(fleet.requests) == 4
+    assert len(fleet.requests) == 1 + 4  # a short probe, then the four prompts
+    assert fleet.requests[0]["max_tokens"] == PROBE_TOKENS
     for body in fleet.requests:
         assert body["temperature"] == 0.0
         assert body["messages"][-1]["role"] == "user"  # the prompt, not its old answer
     lengths = sorted(r["usage"]["completion_tokens"] for r in original.values())
-    assert sorted(body["max_tokens"] for body in fleet.requests) == lengths
+    assert sorted(body["max_tokens"] for body in fleet.requests[1:]) == lengths
     draft = orjson.loads(result.output)["drafts"][0]
     assert set(draft["groups"]) == {"chat", "code", "(overall)"}
     replayed = read_lines(tmp_path / "out/score/replay/run", "completions")
     steps = sum(r["meta"]["speculative_decoding"]["num_spec_steps"] for r in replayed)
     assert draft["groups"]["(overall)"]["by_k"][0]["verify_steps"] == steps
     again = CliRunner().invoke(main, args)  # a second call goes on from the replayed answers
-    assert again.exit_code == 0 and len(fleet.requests) == 4
+    assert again.exit_code == 0 and len(fleet.requests) == 5  # (and needs no probe)
+
+
+def test_replay_refuses_a_server_that_does_not_speculate_after_one_short_request(
+    tmp_path, fake_server
+):
+    categorised(tmp_path / "p.jsonl", 4)
+    spec = fake_server(dialect="vllm", spec_tokens=3, answer=long_answer)
+    run(tmp_path / "p.jsonl", tmp_path / "out", [spec.url])
+    plain = fake_server(dialect="vllm", answer=long_answer)  # serves with no drafter
+    args = ["score", str(tmp_path / "out"), "--replay-servers", spec.url, plain.url, "--all"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2, result.output
+    assert f"{plain.url} answered without speculative-decoding metrics" in result.output
+    assert "--speculative-config" in result.output and "Traceback" not in result.output
+    assert [b["max_tokens"] for b in plain.requests] == [PROBE_TOKENS]  # nothing else sent
+    assert len(spec.requests) == 4 + 1  # the run, then its own probe
+    assert not (tmp_path / "out/score/replay/run").exists()
+    probes = tmp_path / "out/score/replay/probe"  # each server's answer, kept to look at
+    assert [len(read_lines(probes / n / "run", "completions")) for n in ("0", "1")] == [1, 1]
 
 
 @pytest.mark.parametrize(("version", "added"), [("0.32.0", True), ("0.31.2", False)])

@@ -73,7 +73,8 @@ def test_from_engine_and_replay_tabulate_an_sglang_fleet(tmp_path, fake_server):
     replay = ["score", str(tmp_path / "out"), "--replay-servers", fleet.url, "--all", "--json"]
     replayed = CliRunner().invoke(main, replay)
     assert replayed.exit_code == 0, replayed.output
-    assert len(fleet.requests) == 12 and all(b["temperature"] == 0.0 for b in fleet.requests[6:])
+    assert len(fleet.requests) == 13  # the run's 6, a probe, the replay's 6
+    assert all(b["temperature"] == 0.0 for b in fleet.requests[6:])
     overall = orjson.loads(replayed.output)["drafts"][0]["groups"]["(overall)"]["by_k"][0]
     answers = read_lines(tmp_path / "out/score/replay/run", "completions")
     assert overall["verify_steps"] == sum(

@@ -19,6 +19,7 @@ from regen.cli import main
 from regen.fleet.engine_metrics import spec_decode_counters
 from regen.fleet.server import Timeouts
 from regen.run.sampling import Sampling
+from regen.score.replay import PROBE_TOKENS
 
 pytestmark = pytest.mark.timeout(1500)  # the first test may wait for the fleets' start
 # Prompts whose answers repeat the prompt, so that n-gram lookup drafts and hits.
@@ -89,6 +90,15 @@ def test_replay_of_a_runs_prompts_on_the_speculating_fleet(tmp_path, real_vllm, 
     cli = CliRunner().invoke(main, args)
     assert cli.exit_code == 0, cli.output
     delta = since(before, counters(real_vllm))
+    probe = read_lines(tmp_path / "out/score/replay/probe/0/run", "completions")
+    assert len(probe) == 1 and probe[0]["usage"]["completion_tokens"] <= PROBE_TOKENS
+    spec = probe[0]["meta"]["speculative_decoding"]  # the probe's steps are the server's too
+    delta["num_drafts"] -= spec["num_spec_steps"]
+    delta["num_draft_tokens"] -= spec["num_draft_tokens"]
+    delta["num_accepted_tokens"] -= spec["num_accepted_draft_tokens"]
+    for j, steps in enumerate(spec["acceptance_histogram"]):
+        for position in range(j):
+            delta[f"accepted_at_{position}"] -= steps
     draft = orjson.loads(cli.output)["drafts"][0]
     assert_counted(draft, delta)
     assert set(draft["groups"]) == {"copy", "list", "(overall)"}

@@ -119,7 +119,9 @@ def test_from_run_gives_the_eta_that_status_shows(tmp_path, fake_server):
 
 def test_sweep_recommends_the_knee(tmp_path, fake_server):
     # The server batches 4 requests; a client sending 8 only queues there: no more throughput.
-    server = fake_server(slots=4, seconds_per_token=0.008, answer=lambda body: {
+    # Each answer takes 0.8 s so that the client's own time around a request (outside the
+    # server's slot, which 8 in flight would overlap) stays far below the knee's 10% band.
+    server = fake_server(slots=4, seconds_per_token=0.016, answer=lambda body: {
         **mixed_lengths(body), "tokens": 50})  # fmt: skip
     write_prompts(tmp_path / "p.jsonl", 40)
     config = quick_config(tmp_path / "p.jsonl", tmp_path / "o", [server.url])

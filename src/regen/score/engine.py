@@ -89,7 +89,12 @@ def _tally(draft: DraftScore, rows: list[Completion], k: int, by: str) -> list[d
 
 
 def _spec(completion: Completion) -> dict[str, Any] | None:
-    meta = completion.raw.get("meta")
+    return spec_of(completion.raw)
+
+
+def spec_of(raw: dict[str, Any]) -> dict[str, Any] | None:
+    """A stored record's engine-reported speculative-decoding counts, if it has them."""
+    meta = raw.get("meta")
     spec = meta.get("speculative_decoding") if isinstance(meta, dict) else None
     return spec if isinstance(spec, dict) and "num_spec_tokens" in spec else None
 

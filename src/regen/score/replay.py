@@ -6,11 +6,14 @@ the engine. So each chosen row's prompt (its conversation before the answer) is 
 temperature 0 and with the answer's own length as max_tokens, to a fleet that speculates and
 reports its per-request metrics (vLLM `--per-request-spec-decode-metrics`); the answers land in
 an ordinary run under RUN/score/replay/ (resumable like any run), and `--from-engine`'s table
-is built from them.
+is built from them. Before that, each server answers one short request (kept under probe/),
+so that a server which does not speculate (or does not report it) is named at once, not after
+the whole replay.
 """
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,12 +25,14 @@ from regen.errors import ConfigError, InputError
 from regen.jsonio import atomic_write_bytes
 from regen.run.config import build_config
 from regen.run.generate import generate
-from regen.score.engine import engine_report
+from regen.score.engine import engine_report, spec_of
 from regen.score.report import ScoreReport
 from regen.score.rows import Selection, answer_length, completions, pick
 from regen.storage import open_store
 
 FOLDER = "replay"
+PROBES = "probe"  # under FOLDER: one short answer per server, asked before the replay
+PROBE_TOKENS = 16  # enough verify steps for any drafter to report, cheap on any server
 
 
 @dataclass(frozen=True)
@@ -42,12 +47,9 @@ def replay_report(run: str | Path, fleet: ReplayFleet, selection: Selection,
     folder = score_dir / FOLDER
     selection = pick(open_store(run), selection)  # the replayed prompts: this split's rows
     prompts = _write_prompts(run, selection, folder / "prompts.jsonl")
-    config = build_config({
-        "input.prompts": prompts, "output.dir": folder / "run", "fleet.servers": fleet.servers,
-        "fleet.model": fleet.model, "fleet.api_key_env": fleet.api_key_env,
-        "sampling.temperature": 0.0, "display.mode": "none",
-    })  # fmt: skip
-    result = generate(config)
+    if not _has_spec_answers(folder / "run"):  # a replay going on has shown it speculates
+        _probe(fleet, prompts, folder / PROBES)
+    result = generate(_config(fleet, fleet.servers, prompts, folder / "run"))
     if result.exit_code != 0:
         raise ConfigError(
             f"replaying the prompts did not finish: {result.message}",
@@ -56,6 +58,48 @@ def replay_report(run: str | Path, fleet: ReplayFleet, selection: Selection,
     report = engine_report(folder / "run", Selection(selection.by, None, selection.seed), folder)
     report.split = selection.split_json()  # the replay run holds only the chosen rows
     return report
+
+
+def _config(fleet: ReplayFleet, servers: tuple[str, ...], prompts: Path, out: Path):
+    return build_config({
+        "input.prompts": prompts, "output.dir": out, "fleet.servers": servers,
+        "fleet.model": fleet.model, "fleet.api_key_env": fleet.api_key_env,
+        "sampling.temperature": 0.0, "display.mode": "none",
+    })  # fmt: skip
+
+
+def _probe(fleet: ReplayFleet, prompts: Path, folder: Path) -> None:
+    """One short answer from each server, alone (kept under probe/N): refuse the replay if one
+    carries no speculative-decoding metrics. Always fresh: a server may have been restarted."""
+    first = orjson.loads(prompts.read_bytes().split(b"\n", 1)[0])
+    first["sampling"] = {"max_tokens": PROBE_TOKENS}
+    if folder.exists():
+        shutil.rmtree(folder)
+    for n, server in enumerate(fleet.servers):
+        probe = folder / str(n)
+        probe.mkdir(parents=True)
+        atomic_write_bytes(probe / "prompt.jsonl", orjson.dumps(first) + b"\n")
+        result = generate(_config(fleet, (server,), probe / "prompt.jsonl", probe / "run"))
+        if result.exit_code != 0:
+            raise ConfigError(
+                f"{server} did not answer a probe request: {result.message}",
+                hint="check the server (regen serve --status), then retry",
+            )
+        if not _has_spec_answers(probe / "run"):
+            raise ConfigError(
+                f"{server} answered without speculative-decoding metrics: it does not "
+                "speculate, or does not report it per request",
+                hint="serve with a drafter: vLLM with --speculative-config and "
+                "--per-request-spec-decode-metrics detailed (regen serve --engine vllm "
+                "passes it), or SGLang with --speculative-algorithm",
+            )
+
+
+def _has_spec_answers(run: Path) -> bool:
+    if not (run / "completions").is_dir():
+        return False
+    store = open_store(run)
+    return any(spec_of(raw) is not None for raw in store.iter_records("completions"))
 
 
 def _write_prompts(run: str | Path, selection: Selection, path: Path) -> Path:
