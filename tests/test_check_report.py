@@ -225,3 +225,25 @@ def test_the_report_calls_sources_by_their_recipe_names(tmp_path, monkeypatch):
     by_source = chromium_dom(tmp_path, html).split("By source")[1].split("</table>")[0]
     names = [re.sub(r"<wbr>", "", n) for n in re.findall(r'<th class="name">(.*?)</th>', by_source)]
     assert sorted(names) == sorted({*report["sources"], "(overall)"})
+
+
+def test_output_tokens_are_the_engines_count_that_the_cap_bounds(tmp_path):
+    # Capped at 64 by the engine: its count is what the cap bounds; the templated span of the
+    # turn adds the closing tokens, which read as over the cap (the new user's 259 of 256).
+    long = " ".join(f"word{i}" for i in range(200))
+    capped = [checkfix.completion(f"c{i}", long, finish="length", completion_tokens=64)
+              for i in range(3)]  # fmt: skip
+    ids = {"prompt": [1, 2, 3], "completion": list(range(5, 45))}  # the engine's own: 40
+    stored = [checkfix.completion("ids", long, token_ids=ids, completion_tokens=64)]
+    history = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello."},
+               {"role": "user", "content": "Count."}]  # fmt: skip
+    turns = [
+        checkfix.completion("turns", long, history=history, regenerated=2, completion_tokens=30)
+    ]  # the last request's 30, not 60
+    _, report = run_check(tmp_path / "a", capped + stored + turns)
+    counted = report["overall"]["output_tokens"]
+    assert (counted["min"], counted["max"], counted["mean"]) == (30, 64, 52.4), counted
+    # where the row does not say: the answer's own text re-tokenised, without the template
+    _, bare = run_check(tmp_path / "b", [checkfix.completion("bare", long)])
+    own = bare["overall"]["output_tokens"]["max"]
+    assert 200 <= own < bare["overall"]["mask_sum"]["max"]  # the mask holds the closing tokens

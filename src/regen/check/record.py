@@ -123,6 +123,20 @@ class Completion:
         return str(self.raw.get("category") or NO_SOURCE)
 
     @property
+    def final_answer_tokens(self) -> int | None:
+        """The final answer's length as the engine counted it, the figure its max_tokens cap
+        bounds: its stored ids, else the last request's usage (`meta.turns`, when the row
+        took several), else the row's; None where the row does not say."""
+        ids = self.completion_ids
+        if ids is not None:
+            return len(ids)
+        turns = (self.raw.get("meta") or {}).get("turns")
+        usage = turns[-1].get("usage") if isinstance(turns, list) and turns else None
+        usage = usage if isinstance(usage, dict) else self.raw.get("usage")
+        tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
+        return tokens if isinstance(tokens, int) and tokens >= 0 else None
+
+    @property
     def completion_ids(self) -> list[int] | None:
         ids = self.raw.get("token_ids")
         if isinstance(ids, dict) and isinstance(ids.get("completion"), list):

@@ -87,10 +87,17 @@ def result_of(
         n_tokens=len(enc.input_ids),
         mask_sum=enc.mask_sum,
         longest_run=enc.longest_run,
-        output_tokens=end - start,
+        # as the engine counted it (a cap of 256 reads 256), not the templated span, which
+        # adds the turn's closing tokens; re-tokenised only where the row does not say
+        output_tokens=_answer_tokens(completion, own_end - own_start),
         own_tokens=own_end - own_start,
         ids_match=matched,
     )
+
+
+def _answer_tokens(completion: Completion, re_tokenised: int) -> int:
+    counted = completion.final_answer_tokens
+    return re_tokenised if counted is None else counted
 
 
 def is_degenerate(answer_empty: bool, enc: Encoded | None, degenerate_at: int) -> bool:
