@@ -31,6 +31,11 @@ from pathlib import Path
 from regen.check import Encoder, StatOptions, check_completions
 from regen.check.record import Completion
 
+try:  # imported before any timing: it loads the executors (and generate's modules) once
+    from regen.executors.pool import workers_for
+except ImportError:  # a tree from before workers
+    workers_for = None
+
 VOCAB = """the of and to in is that for it as with was on be by this are or from at which
 model token answer reason because therefore compute value function result step first second
 then finally number equation solve prove given assume consider"""
@@ -84,11 +89,9 @@ def cpu_seconds(who: int | None = None) -> float:
 
 def spread(workers: str | None) -> dict:
     """`workers=` for check; {} for the default, and for a tree from before workers."""
-    try:
-        from regen.executors.pool import workers_for
-    except ImportError:
+    if workers is None or workers_for is None:
         return {}
-    return {} if workers is None else {"workers": workers_for(int(workers))}
+    return {"workers": workers_for(int(workers))}
 
 
 def peak_rss_mib() -> float:
@@ -107,9 +110,10 @@ def main() -> None:
     encoder = Encoder.load(args.tokenizer or default_tokenizer())
     tokens = len(encoder.encode(probe(args.words)).input_ids)
     for workers in args.workers.split(",") if args.workers else [None]:
+        options = spread(workers)
         start, cpu = time.perf_counter(), cpu_seconds()
         report = check_completions(synthetic(args.samples, args.words), encoder, StatOptions(),
-                                   {}, **spread(workers))  # fmt: skip
+                                   {}, **options)  # fmt: skip
         took, cpu = time.perf_counter() - start, cpu_seconds() - cpu
         print(f"check (workers {workers or 'default'}): {args.samples} samples x ~{tokens} "
               f"tokens in {took:.1f}s = {args.samples / took:.0f} samples/s, {cpu:.1f} s CPU "

@@ -27,6 +27,18 @@ def _norm(text: str) -> str:
     return " ".join(text.split())
 
 
+def words_prefix(text: str, n: int) -> str:
+    """`_norm(text)[:n]`, normalising only as much of `text` as that takes (an answer runs to
+    tens of thousands of characters; these checks read its first few hundred). The
+    normalised head of a text is a prefix of the normalised text, and no longer than it."""
+    size = n
+    while True:
+        head = _norm(text[:size])
+        if len(head) >= n or size >= len(text):
+            return head[:n]
+        size *= 2
+
+
 def output_text(c: Completion) -> str:
     return f"{c.reasoning}\n{c.answer}".strip()
 
@@ -51,13 +63,17 @@ def _last(c: Completion, role: str) -> str:
 def echo_prompt(c: Completion) -> bool:
     """The answer contains the whole last user message verbatim."""
     prompt = _norm(_last(c, "user"))
-    return len(prompt) >= ECHO_MIN_CHARS and prompt in c.answer_words
+    if len(prompt) < ECHO_MIN_CHARS:
+        return False
+    # each word of the prompt is in the raw answer when the prompt is in the normalised one:
+    # the longest word, looked for first, rules most answers out without normalising them
+    return max(prompt.split(" "), key=len) in c.answer and prompt in c.answer_words
 
 
 def echo_system(c: Completion) -> bool:
     """The answer starts by repeating the system prompt."""
     system = _norm(_last(c, "system"))[:80]
-    return len(system) >= ECHO_MIN_CHARS and c.answer_words.startswith(system)
+    return len(system) >= ECHO_MIN_CHARS and words_prefix(c.answer, len(system)) == system
 
 
 def bad_tool_call(c: Completion) -> bool:
@@ -114,7 +130,7 @@ def answer_key(c: Completion) -> int:
 
 def prefix_key(c: Completion) -> int | None:
     """The hash of a long answer's first characters (near-duplicates), None for short ones."""
-    text = c.answer_words
+    text = words_prefix(c.answer, NEAR_MIN_CHARS)
     if len(text) < NEAR_MIN_CHARS:
         return None
     return xxhash.xxh64_intdigest(text[:NEAR_PREFIX].encode())
