@@ -1,6 +1,6 @@
 """The per-row shortcuts check and export take for speed give exactly what the plain
-definitions give: character offsets read token by token, and content rules that normalise
-only the head of an answer."""
+definitions give: character offsets read token by token, content rules that normalise only
+the head of an answer, token columns held and hashed as int64 arrays."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import sys
 from bisect import bisect_left
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "check"))
@@ -18,6 +19,8 @@ import checkfix
 from regen.check.content import echo_prompt, echo_system, prefix_key, words_prefix
 from regen.check.mask import TokenOffsets, _Starts, tokenize_all
 from regen.check.record import Completion
+from regen.export.merge import content_key
+from regen.export.work import as_arrays, int64_array
 
 PIECES = ["word", "naïve", "漢字", "😀", "a" * 40, " ", "  ", "\n", "\t", "\n\n ", "<|im_end|>"]
 
@@ -86,3 +89,13 @@ def test_token_offsets_read_one_by_one_equal_the_tokenizers_list(name):
         for char in range(len(text) + 2):
             assert bisect_left(_Starts(offsets), char) == bisect_left(starts, char)
         assert pickle.loads(pickle.dumps(offsets)) == expected
+
+
+def test_an_exported_rows_token_arrays_hash_and_hold_what_its_lists_do():
+    row = {"id": "a", "sample": 0, "input_ids": [1, 70_000, 3, 2**40], "loss_mask": [0, 1, 1, 1],
+           "attention_mask": [1, 1, 1, 1], "source": "s", "category": "c", "tools": []}  # fmt: skip
+    arrays = as_arrays(row)
+    assert content_key(arrays) == content_key(row)  # dedup and --merge-into see one key
+    for name in ("input_ids", "loss_mask", "attention_mask"):
+        assert arrays[name].dtype == np.int64 and arrays[name].tolist() == row[name]
+    assert int64_array([-1, 255, 256]).tolist() == [-1, 255, 256]  # outside a mask's bytes

@@ -19,6 +19,7 @@ LOOP_MIN_CHARS = 1024  # shorter texts cannot hold a loop worth flagging
 LOOP_WINDOW = 4096  # loops run to the end of the text: judge its tail
 LOOP_RATIO = 0.10  # compressed/raw below this is a loop (prose ~0.4, code ~0.3)
 ECHO_MIN_CHARS = 32  # a prompt shorter than this is often quoted legitimately
+ECHO_WORDS = 8  # an echo's candidates: answers holding the prompt's 8 longest words
 NEAR_PREFIX = 256  # near-duplicates share this many leading characters...
 NEAR_MIN_CHARS = 512  # ...of a text at least this long
 
@@ -66,8 +67,10 @@ def echo_prompt(c: Completion) -> bool:
     if len(prompt) < ECHO_MIN_CHARS:
         return False
     # each word of the prompt is in the raw answer when the prompt is in the normalised one:
-    # the longest word, looked for first, rules most answers out without normalising them
-    return max(prompt.split(" "), key=len) in c.answer and prompt in c.answer_words
+    # a few of its longest words, looked for first, rule most answers out without
+    # normalising them
+    longest = sorted(set(prompt.split(" ")), key=len, reverse=True)[:ECHO_WORDS]
+    return all(word in c.answer for word in longest) and prompt in c.answer_words
 
 
 def echo_system(c: Completion) -> bool:
