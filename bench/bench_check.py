@@ -15,7 +15,9 @@ instead of one, each on one text at a time.
 
 `--workers 1,2` times `check` with each number of workers side by side, with the CPU time
 (this process's and its workers') beside the wall time: samples per CPU-second is the
-figure a machine shared with other work does not move.
+figure a machine shared with other work does not move. The samples are then written to a
+run on disk first and read back as `regen check RUN` does (before, they were made up inside
+the timed pass, by the calling process, beside the workers).
 """
 
 from __future__ import annotations
@@ -24,12 +26,20 @@ import argparse
 import importlib.util
 import random
 import resource
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from regen.check import Encoder, StatOptions, check_completions
+import orjson
+
+from regen.check import CheckReport, Encoder, StatOptions, check_completions, check_run
 from regen.check.record import Completion
+
+try:  # imported before any timing: it loads the executors (and generate's modules) once
+    from regen.executors.pool import workers_for
+except ImportError:  # a tree from before workers
+    workers_for = None
 
 VOCAB = """the of and to in is that for it as with was on be by this are or from at which
 model token answer reason because therefore compute value function result step first second
@@ -84,11 +94,9 @@ def cpu_seconds(who: int | None = None) -> float:
 
 def spread(workers: str | None) -> dict:
     """`workers=` for check; {} for the default, and for a tree from before workers."""
-    try:
-        from regen.executors.pool import workers_for
-    except ImportError:
+    if workers is None or workers_for is None:
         return {}
-    return {} if workers is None else {"workers": workers_for(int(workers))}
+    return {"workers": workers_for(int(workers))}
 
 
 def peak_rss_mib() -> float:
@@ -106,21 +114,42 @@ def main() -> None:
 
     encoder = Encoder.load(args.tokenizer or default_tokenizer())
     tokens = len(encoder.encode(probe(args.words)).input_ids)
-    for workers in args.workers.split(",") if args.workers else [None]:
-        start, cpu = time.perf_counter(), cpu_seconds()
-        report = check_completions(synthetic(args.samples, args.words), encoder, StatOptions(),
-                                   {}, **spread(workers))  # fmt: skip
-        took, cpu = time.perf_counter() - start, cpu_seconds() - cpu
-        print(f"check (workers {workers or 'default'}): {args.samples} samples x ~{tokens} "
-              f"tokens in {took:.1f}s = {args.samples / took:.0f} samples/s, {cpu:.1f} s CPU "
-              f"= {args.samples / cpu:.0f}/CPU-s; peak RSS {peak_rss_mib():.0f} MiB; "
-              f"mask p50 {report.overall.to_json()['mask_sum']['p50']}")  # fmt: skip
+    with tempfile.TemporaryDirectory() as tmp:
+        run = written(Path(tmp), args.samples, args.words) if args.workers else None
+        for workers in args.workers.split(",") if args.workers else [None]:
+            options = spread(workers)
+            start, cpu = time.perf_counter(), cpu_seconds()
+            if run is None:
+                report = check_completions(synthetic(args.samples, args.words), encoder,
+                                           StatOptions(), {}, **options)  # fmt: skip
+            else:
+                report = check_run([run], encoder, StatOptions(), {}, **options)
+            took, cpu = time.perf_counter() - start, cpu_seconds() - cpu
+            show(workers, args.samples, tokens, took, cpu, report)
     if args.baseline:
         start = time.perf_counter()
         baseline(encoder.tok, synthetic(args.samples, args.words))
         took = time.perf_counter() - start
         print(f"baseline: {args.samples} samples in {took:.1f}s = {args.samples / took:.0f} "
               f"samples/s (per-prefix re-tokenisation)")  # fmt: skip
+
+
+def written(root: Path, samples: int, words: int) -> Path:
+    """The synthetic samples as a run on disk, read back as `regen check RUN` reads it (so
+    making them up is not timed, nor done by the calling process beside the workers)."""
+    (root / "completions").mkdir(parents=True)
+    with open(root / "completions" / "00000.jsonl", "wb") as fh:
+        for record in synthetic(samples, words):
+            fh.write(orjson.dumps(record) + b"\n")
+    return root
+
+
+def show(workers: str | None, samples: int, tokens: int, took: float, cpu: float,
+         report: CheckReport) -> None:  # fmt: skip
+    print(f"check (workers {workers or 'default'}): {samples} samples x ~{tokens} "
+          f"tokens in {took:.1f}s = {samples / took:.0f} samples/s, {cpu:.1f} s CPU "
+          f"= {samples / cpu:.0f}/CPU-s; peak RSS {peak_rss_mib():.0f} MiB; "
+          f"mask p50 {report.overall.to_json()['mask_sum']['p50']}")  # fmt: skip
 
 
 def probe(words: int) -> Completion:

@@ -30,6 +30,11 @@ from regen.export import Filters, export_run, make_format
 from regen.export.publish import Publish, finish
 from regen.jsonio import dumps_line
 
+try:  # imported before any timing: it loads the executors (and generate's modules) once
+    from regen.executors.pool import workers_for
+except ImportError:  # a tree from before workers (`--before`)
+    workers_for = None
+
 
 def write_run(root: Path, samples: int, words: int = 2500, encoder: Encoder | None = None) -> Path:
     """The synthetic run; with `encoder`, each line carries the ids an engine would store."""
@@ -55,19 +60,16 @@ def engine_ids(encoder: Encoder, record: dict) -> dict:
 def spread(workers: int) -> dict:
     """`workers=` for export_run; {} for a tree from before workers (`--before`: one
     process, the Rust tokenizer's threads on every core), to measure it side by side."""
-    try:
-        from regen.executors.pool import workers_for
-    except ImportError:
-        return {}
-    return {"workers": workers_for(workers)}
+    return {} if workers_for is None else {"workers": workers_for(workers)}
 
 
 def one(run: Path, out: Path, encoder: Encoder, workers: int, vocab: bool) -> tuple[float, ...]:
     """Wall seconds, CPU seconds in all, CPU seconds of this (the folding) process."""
+    options = spread(workers)
     wall, cpu, own = time.perf_counter(), cpu_seconds(), cpu_seconds(resource.RUSAGE_SELF)
     summary = export_run([run], out, make_format("tokenized"), encoder=encoder,
                          filters=Filters(), file_type="parquet", check_limits={},
-                         count_tokens=vocab, **spread(workers))  # fmt: skip
+                         count_tokens=vocab, **options)  # fmt: skip
     if vocab:
         finish(out, summary, encoder, Publish(runs=[str(run)], draft_vocab_size=32000))
     own = cpu_seconds(resource.RUSAGE_SELF) - own

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import re
+import threading
 
 from click.testing import CliRunner
 from rich.console import Console
@@ -111,8 +112,11 @@ def test_row_bar_counts_every_row_of_a_run(tmp_path, fake_server):
         "--servers", fake_server().url, "--display", "none",
     ])  # fmt: skip
     assert gen.exit_code == 0, gen.output
+    threads = threading.active_count()
     with row_progress("check", enabled=True) as on_row:
         assert on_row is not None
+        # drawn as rows come, by no thread: check's workers can be copies of this process
+        assert threading.active_count() == threads
         rows = list(read_runs([tmp_path / "run"], on_row))
         bar = on_row.bar  # type: ignore[attr-defined]
         (task,) = bar.tasks

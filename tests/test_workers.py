@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,8 @@ sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "check"))
 import checkfix
 
 from regen.check import Encoder, StatOptions, check_run
-from regen.executors.pool import LocalWorkers, workers_for
+from regen.check.work import check_lines
+from regen.executors.pool import LocalWorkers, worker_context, workers_for
 from regen.export import Filters, export_run, make_format
 from regen.parallel import InProcess
 
@@ -82,6 +84,26 @@ def test_check_reports_the_same_with_one_or_two_workers(tmp_path):
         assert [(c.id, rule) for c, _, rule in report.shown][:1] == [("empty", "degenerate")]
     assert reports[0] == reports[1] and per_samples[0] == per_samples[1]
     assert per_samples[0].count(b"\n") == 55  # every line, the unreadable ones too
+
+
+def test_workers_are_copies_of_this_process_unless_another_thread_runs(tmp_path):
+    """No other Python thread: the workers are forks of this process (no second of imports
+    each). With one (a bucket's I/O loop, say), forks of a clean server, and the same report."""
+    alone = threading.active_count() == 1
+    assert (worker_context(check_lines).get_start_method() == "fork") == alone
+    run = run_of(tmp_path)
+    encoder = Encoder.of(checkfix.load("qwen"))
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait, daemon=True)
+    other.start()
+    try:
+        assert worker_context(check_lines).get_start_method() == "forkserver"
+        served = check_run([run], encoder, StatOptions(), {}, workers=LocalWorkers(2, small=1))
+    finally:
+        stop.set()
+        other.join(timeout=10)
+    here = check_run([run], encoder, StatOptions(), {}, workers=InProcess())
+    assert served.to_json() == here.to_json() and here.to_json()["overall"]["samples"] == 55
 
 
 def test_workers_options_are_checked():

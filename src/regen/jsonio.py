@@ -37,8 +37,10 @@ def loads(data: bytes | str) -> Any:
 
 
 def canonical(obj: Any) -> bytes:
-    """Key-sorted compact JSON: the same value always gives the same bytes (used for hashing)."""
-    return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
+    """Key-sorted compact JSON: the same value always gives the same bytes (used for hashing).
+    A numpy integer array is written as the list of its values (an exported row's token
+    columns, held as arrays, hash as their lists do)."""
+    return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS | orjson.OPT_SERIALIZE_NUMPY)
 
 
 def open_binary(path: str | os.PathLike) -> io.BufferedIOBase:

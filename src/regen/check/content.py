@@ -19,12 +19,25 @@ LOOP_MIN_CHARS = 1024  # shorter texts cannot hold a loop worth flagging
 LOOP_WINDOW = 4096  # loops run to the end of the text: judge its tail
 LOOP_RATIO = 0.10  # compressed/raw below this is a loop (prose ~0.4, code ~0.3)
 ECHO_MIN_CHARS = 32  # a prompt shorter than this is often quoted legitimately
+ECHO_WORDS = 8  # an echo's candidates: answers holding the prompt's 8 longest words
 NEAR_PREFIX = 256  # near-duplicates share this many leading characters...
 NEAR_MIN_CHARS = 512  # ...of a text at least this long
 
 
 def _norm(text: str) -> str:
     return " ".join(text.split())
+
+
+def words_prefix(text: str, n: int) -> str:
+    """`_norm(text)[:n]`, normalising only as much of `text` as that takes (an answer runs to
+    tens of thousands of characters; these checks read its first few hundred). The
+    normalised head of a text is a prefix of the normalised text, and no longer than it."""
+    size = n
+    while True:
+        head = _norm(text[:size])
+        if len(head) >= n or size >= len(text):
+            return head[:n]
+        size *= 2
 
 
 def output_text(c: Completion) -> str:
@@ -51,13 +64,19 @@ def _last(c: Completion, role: str) -> str:
 def echo_prompt(c: Completion) -> bool:
     """The answer contains the whole last user message verbatim."""
     prompt = _norm(_last(c, "user"))
-    return len(prompt) >= ECHO_MIN_CHARS and prompt in c.answer_words
+    if len(prompt) < ECHO_MIN_CHARS:
+        return False
+    # each word of the prompt is in the raw answer when the prompt is in the normalised one:
+    # a few of its longest words, looked for first, rule most answers out without
+    # normalising them
+    longest = sorted(set(prompt.split(" ")), key=len, reverse=True)[:ECHO_WORDS]
+    return all(word in c.answer for word in longest) and prompt in c.answer_words
 
 
 def echo_system(c: Completion) -> bool:
     """The answer starts by repeating the system prompt."""
     system = _norm(_last(c, "system"))[:80]
-    return len(system) >= ECHO_MIN_CHARS and c.answer_words.startswith(system)
+    return len(system) >= ECHO_MIN_CHARS and words_prefix(c.answer, len(system)) == system
 
 
 def bad_tool_call(c: Completion) -> bool:
@@ -114,7 +133,7 @@ def answer_key(c: Completion) -> int:
 
 def prefix_key(c: Completion) -> int | None:
     """The hash of a long answer's first characters (near-duplicates), None for short ones."""
-    text = c.answer_words
+    text = words_prefix(c.answer, NEAR_MIN_CHARS)
     if len(text) < NEAR_MIN_CHARS:
         return None
     return xxhash.xxh64_intdigest(text[:NEAR_PREFIX].encode())

@@ -18,7 +18,7 @@ counts the turns it trains that the target did not write (check's `source_turns_
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,7 +70,51 @@ def tokenize_all(tok: Any, texts: Sequence[str]) -> list[tuple[list[int], list[t
     if backend is None or backend.truncation is not None or backend.padding is not None:
         enc = tok(list(texts), add_special_tokens=False, return_offsets_mapping=True)
         return list(zip(enc["input_ids"], enc["offset_mapping"], strict=True))
-    return [(e.ids, e.offsets) for e in backend.encode_batch(list(texts), add_special_tokens=False)]
+    encodings = backend.encode_batch(list(texts), add_special_tokens=False)
+    return [(e.ids, TokenOffsets(e)) for e in encodings]
+
+
+class TokenOffsets(Sequence):
+    """A tokenised text's character offsets, asked of the tokenizer's encoding token by token.
+    The mask reads a few dozen of a sample's thousands (a binary search per turn boundary);
+    turning them all into Python tuples cost more than half of the tokeniser call itself."""
+
+    def __init__(self, encoding: Any) -> None:
+        self._encoding, self._count = encoding, len(encoding)
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, k):  # type: ignore[override]  # an int, or a slice as a list
+        if isinstance(k, slice):
+            return [self[i] for i in range(*k.indices(self._count))]
+        if k < 0:
+            k += self._count
+        if not 0 <= k < self._count:
+            raise IndexError(k)
+        return self._encoding.token_to_chars(k)
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        return iter(self._encoding.offsets)  # the whole list: one conversion
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    def __reduce__(self):  # pickled as the plain list it stands for
+        return list, (list(self),)
+
+
+class _Starts:
+    """Each token's first character, for a binary search, without building the list."""
+
+    def __init__(self, offsets: Sequence[tuple[int, int]]) -> None:
+        self.offsets = offsets
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def __getitem__(self, k: int) -> int:
+        return self.offsets[k][0]
 
 
 def build_mask(
@@ -117,7 +161,7 @@ class _Locator:
 
     def __init__(self, ids: list[int], offsets: list[tuple[int, int]], specials, text: str):
         self.ids, self.offsets, self.specials, self.text = ids, offsets, specials, text
-        self.starts = [o[0] for o in offsets]
+        self.starts = _Starts(offsets)
 
     def token_at(self, char: int) -> int:
         return bisect_left(self.starts, char)

@@ -71,12 +71,12 @@ class Completion:
     def tools(self) -> list | None:
         return self.raw.get("tools") or None
 
-    @property
+    @cached_property  # asked a dozen times a row by the checks; the record is read-only
     def final(self) -> dict:
         """The last assistant message: the one this line's generation produced."""
         return next(m for m in reversed(self.messages) if m.get("role") == "assistant")
 
-    @property
+    @cached_property
     def regenerated(self) -> frozenset[int]:
         """Indices of the assistant messages the target wrote. A run regenerates the last
         assistant turn, or (`--regenerate-turns all`) every one, and records each request in

@@ -42,7 +42,7 @@ class RowBar:
         self.verb = verb
         self.bar = Progress(
             SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), RowRate(),
-            TimeElapsedColumn(), console=console,
+            TimeElapsedColumn(), console=console, auto_refresh=False,
         )  # fmt: skip
         self.label: str | None = None
         self.task: TaskID | None = None
@@ -63,8 +63,11 @@ class RowBar:
             self.drawn = now
 
     def flush(self) -> None:
+        """Drawn from here, as rows come, not by a thread of its own: a process without
+        threads can start its workers as copies of itself (regen.executors.pool)."""
         if self.task is not None:
             self.bar.update(self.task, completed=self.count)
+            self.bar.refresh()
 
 
 @contextlib.contextmanager

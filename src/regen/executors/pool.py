@@ -6,13 +6,22 @@ The same seam as a generation run's executors: `--executor local` (the default) 
 `regen.parallel.Workers`: results come back in the order the rows were read, and at most a
 few items per worker are in flight, so memory does not grow with the run.
 
-Local workers are started with `spawn`: a fresh interpreter that is handed the state once,
-never a fork of a process that holds threads (the progress bar's) and a tokenizer's pool.
+Local workers are copies of this process (`fork`) when it runs no other Python thread: they
+start in milliseconds with the state, the tokenizer and the libraries already loaded, where a
+fresh interpreter took a second of CPU each to import transformers and unpickle the tokenizer
+(most of a short run's gain on a small machine). The native pools such a process holds
+(OpenBLAS's, jemalloc's, the Rust tokenizer's) reset themselves in a copy, and the
+tokenizer's is off in a worker. A process with another Python thread (a bucket's I/O loop)
+is never copied, since a lock that thread held would stay locked in the copy: its workers
+are forked from a clean server process that has imported the libraries once (`forkserver`)
+and are handed the state once.
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import sys
+import threading
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -21,7 +30,7 @@ from itertools import chain, islice
 from typing import Any
 
 from regen.errors import ConfigError, RegenError
-from regen.parallel import InProcess, Work, Workers, call_installed, cores, install
+from regen.parallel import InProcess, Work, Workers, call_installed, cores, install, one_core
 
 IN_FLIGHT = 3  # items per worker handed out ahead: none waits, memory stays bounded
 SMALL = 8  # fewer items than this are done in this process
@@ -43,9 +52,10 @@ class LocalWorkers:
         yield from self._pool_map(state, work, chain(first, it))
 
     def _pool_map(self, state: Any, work: Work, items: Iterable[Any]) -> Iterator[Any]:
-        context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(self.count, mp_context=context, initializer=install,
-                                 initargs=(state,)) as pool:  # fmt: skip
+        context = worker_context(work)
+        # one_core: the copies are made with the tokenizer's threads off (no fork warning)
+        with one_core(), ProcessPoolExecutor(self.count, mp_context=context, initializer=install,
+                                             initargs=(state,)) as pool:  # fmt: skip
             pending: deque[Future] = deque()
             try:
                 for item in items:
@@ -63,6 +73,20 @@ class LocalWorkers:
             finally:
                 for future in pending:
                     future.cancel()
+
+
+def worker_context(work: Work) -> multiprocessing.context.BaseContext:
+    """fork when that is safe (Linux, no other Python thread here), else a fork server that
+    preloads the work's module and the tokenizer's library (transformers, when this process
+    has it: the state then holds one of its tokenizers)."""
+    if sys.platform == "linux" and threading.active_count() == 1:
+        return multiprocessing.get_context("fork")
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    preload = [work.__module__, "regen.parallel"]
+    context.set_forkserver_preload(preload + ["transformers"] * ("transformers" in sys.modules))
+    return context
 
 
 class RayWorkers:
