@@ -22,11 +22,12 @@ class LoadSource:
         self.metrics = True  # the engine answers /metrics (until it does not)
         self.by_stream = False  # the last load's token counter was the streams' events
 
-    async def stream_if_uncounted(self) -> None:
+    async def stream_if_uncounted(self, start: int) -> None:
         """Before the first request: an engine that counts no tokens has its answers
-        streamed (where the request allows it: see Server.post), to count them as they come."""
+        streamed (where the request allows it: see Server.post), to count them as they come,
+        if its level has room to climb from `start` (else there is no climb to measure)."""
         load = await self.read()
-        if load is None or load.generated is None:
+        if (load is None or load.generated is None) and self.server.concurrency > start:
             self.server.stream_to_measure = True
 
     async def read(self) -> EngineLoad | None:

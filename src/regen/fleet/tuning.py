@@ -103,7 +103,7 @@ class LiveConcurrency:
             stated, tracker.kv_tokens = await stated_limits(server, SCRAPE_TIMEOUT)
             tracker.level = concurrency.start(server.concurrency, stated, self.last.get(server.url))
             server.set_limit(tracker.level.limit, tracker.level.reason)
-            await tracker.source.stream_if_uncounted()
+            await tracker.source.stream_if_uncounted(tracker.level.limit)
 
     async def run(self) -> None:
         """Until cancelled."""
