@@ -13,6 +13,9 @@ from regen.fleet.engine_metrics import EngineLoad, parse
 from regen.fleet.server import Server, ServerStats
 
 SCRAPE_TIMEOUT = 5.0
+# Engines whose streams carry no usage (llama-cpp-python's server has no `stream_options`):
+# their answers are not streamed to measure (a plain answer counts its tokens).
+NO_STREAMED_USAGE = frozenset({"llamacpp"})
 KV_GROWTH = 0.6  # a running request holds its prompt and, on average, this much of its answer
 
 
@@ -27,7 +30,9 @@ class LoadSource:
         streamed (where the request allows it: see Server.post), to count them as they come,
         if its level has room to climb from `start` (else there is no climb to measure)."""
         load = await self.read()
-        if (load is None or load.generated is None) and self.server.concurrency > start:
+        if self.server.engine.name in NO_STREAMED_USAGE or self.server.concurrency <= start:
+            return
+        if load is None or load.generated is None:
             self.server.stream_to_measure = True
 
     async def read(self) -> EngineLoad | None:

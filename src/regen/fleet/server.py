@@ -231,7 +231,12 @@ class Server(Rotation):
         finally:
             watch.cancel()
         stream.end()
-        return stream.response()
+        answer = stream.response()
+        if self.stream_to_measure and not (stream.usage or {}).get("completion_tokens"):
+            # An engine that streams no usage (llama-cpp-python's server): its answers go
+            # back to plain ones, which carry it; live concurrency then reads the answers.
+            self.stream_to_measure = False
+        return answer
 
     async def alive(self, timeout: float) -> None:
         """Answer a health check, or raise as `models` does."""
