@@ -25,7 +25,7 @@ from regen.errors import (
 from regen.fleet.engine import UNKNOWN, EngineInfo
 from regen.fleet.engine_defaults import with_neutral
 from regen.fleet.history_fields import with_history_fields
-from regen.fleet.http_errors import API_CONTENT_TYPES, aborted_answer, decode_body, map_errors
+from regen.fleet.http_errors import aborted_answer, decode_body, map_errors
 from regen.fleet.rotation import Rotation
 from regen.fleet.sglang_spec import asking_for_spec_details
 from regen.fleet.stats import LATENCY_BUCKETS, ServerStats
@@ -196,7 +196,9 @@ class Server(Rotation):
                 async with self.session().post(
                     self.url + path, data=orjson.dumps(body), timeout=timeout
                 ) as resp:
-                    if resp.status >= 400 or resp.content_type not in API_CONTENT_TYPES:
+                    if resp.status >= 400 or resp.content_type != "text/event-stream":
+                        # an error, a login page, or a whole JSON body (a server that does
+                        # not stream, a gateway's status page): read as without a stream
                         return decode_body(resp, await resp.read(), self.name)
                     return await self._read_stream(resp, stream)
         finally:
