@@ -25,7 +25,7 @@ from regen.errors import (
 from regen.fleet.engine import UNKNOWN, EngineInfo
 from regen.fleet.engine_defaults import with_neutral
 from regen.fleet.history_fields import with_history_fields
-from regen.fleet.http_errors import API_CONTENT_TYPES, aborted_answer, decode_body, map_errors
+from regen.fleet.http_errors import aborted_answer, decode_body, map_errors
 from regen.fleet.rotation import Rotation
 from regen.fleet.sglang_spec import asking_for_spec_details
 from regen.fleet.stats import LATENCY_BUCKETS, ServerStats
@@ -66,6 +66,9 @@ class Server(Rotation):
     api_key: str | None = None
     timeouts: Timeouts = field(default_factory=Timeouts)
     engine: EngineInfo = UNKNOWN  # which engine answers (see engine_info.py)
+    # Live concurrency streams the answers of an engine that counts no tokens of its own, to
+    # see tokens arrive while answers are in flight (tuning.py), where the request allows it.
+    stream_to_measure: bool = False
     _session: aiohttp.ClientSession | None = None
     _requests: set[asyncio.Task] = field(default_factory=set)
 
@@ -112,7 +115,11 @@ class Server(Rotation):
             name = self.engine.name
             body = with_history_fields(name, with_neutral(name, body))
             body = asking_for_spec_details(name, body)
-        streamed = self.timeouts.stream and path == CHAT_PATH
+        streamed = path == CHAT_PATH and (
+            self.timeouts.stream
+            # token ids are not streamed by every engine (SGLang refuses them in a stream)
+            or (self.stream_to_measure and not body.get("return_token_ids"))
+        )
         post = self._post_stream if streamed else self._post_json
         request = asyncio.ensure_future(post(path, body))
         self._requests.add(request)
@@ -182,15 +189,23 @@ class Server(Rotation):
             sock_connect=self.timeouts.connect,
             sock_read=self.timeouts.stall,
         )
-        with map_errors(self.name, self.timeouts.request, stall=self.timeouts.stall):
-            async with self.session().post(
-                self.url + path, data=orjson.dumps(body), timeout=timeout
-            ) as resp:
-                if resp.status >= 400 or resp.content_type not in API_CONTENT_TYPES:
-                    return decode_body(resp, await resp.read(), self.name)
-                return await self._read_stream(resp)
+        stream = StreamAccumulator(self.name)
+        self.stats.awaiting_first += 1
+        try:
+            with map_errors(self.name, self.timeouts.request, stall=self.timeouts.stall):
+                async with self.session().post(
+                    self.url + path, data=orjson.dumps(body), timeout=timeout
+                ) as resp:
+                    if resp.status >= 400 or resp.content_type != "text/event-stream":
+                        # an error, a login page, or a whole JSON body (a server that does
+                        # not stream, a gateway's status page): read as without a stream
+                        return decode_body(resp, await resp.read(), self.name)
+                    return await self._read_stream(resp, stream)
+        finally:
+            if not stream.started:
+                self.stats.awaiting_first -= 1
 
-    async def _read_stream(self, resp: aiohttp.ClientResponse) -> Any:
+    async def _read_stream(self, resp: aiohttp.ClientResponse, stream: StreamAccumulator) -> Any:
         """Only data events count as progress. Silence is cut by one stall timer a stream
         (aiohttp's read timeout, which waited for the headers, would re-arm a timer at every
         read: a tenth of a streamed token's cost); a server that sends nothing but keep-alive
@@ -198,13 +213,17 @@ class Server(Rotation):
         the first comment past the stall timeout."""
         if resp.connection is not None:
             resp.connection.protocol.read_timeout = None  # type: ignore[union-attr]
-        stream = StreamAccumulator(self.name)
         loop = asyncio.get_running_loop()
         watch = StallWatch(resp.content, self.timeouts.stall, self.name)
         try:
             async for data in resp.content.iter_any():  # all that came: lines split in bulk
-                if stream.feed_bytes(data):
+                events = stream.feed_bytes(data)
+                if events:
                     watch.last_data = loop.time()
+                    self.stats.streamed_events += events
+                    if not stream.started:
+                        stream.started = True
+                        self.stats.awaiting_first -= 1
                 elif loop.time() - watch.last_data > self.timeouts.stall:
                     raise RequestTimeout(
                         f"the response stream stalled: no data for {self.timeouts.stall:.0f}s "
@@ -214,7 +233,12 @@ class Server(Rotation):
         finally:
             watch.cancel()
         stream.end()
-        return stream.response()
+        answer = stream.response()
+        if self.stream_to_measure and not (stream.usage or {}).get("completion_tokens"):
+            # An engine that streams no usage (llama-cpp-python's server): its answers go
+            # back to plain ones, which carry it; live concurrency then reads the answers.
+            self.stream_to_measure = False
+        return answer
 
     async def alive(self, timeout: float) -> None:
         """Answer a health check, or raise as `models` does."""

@@ -26,6 +26,12 @@ class ServerStats:
     latency_sum: float = 0.0
     spec_steps: int = 0  # verify steps of the engine's drafter, over the answers it reported
     spec_accepted: int = 0  # draft tokens those steps accepted
+    # Data events of streamed answers received so far, answers in flight included: live
+    # concurrency's measure of an engine that counts no tokens of its own (an event is a
+    # token on vLLM and SGLang by default, several with speculative decoding; a level's
+    # events/s against another's is what it reads).
+    streamed_events: int = 0
+    awaiting_first: int = 0  # streamed requests sent whose first data event has not come
 
     @property
     def acceptance_length(self) -> float | None:

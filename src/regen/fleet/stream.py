@@ -42,29 +42,30 @@ class StreamAccumulator:
         self.sglext: dict[str, Any] | None = None
         self.logprobs: array[float] | None = None  # one per answer token, when asked
         self.done = False
+        self.started = False  # its first data event came (the server's owner notes it)
         self._partial: list[bytes] = []  # the start of a line the socket has not ended yet
 
-    def feed_bytes(self, data: bytes) -> bool:
+    def feed_bytes(self, data: bytes) -> int:
         """Take what the socket gave (any number of lines, the last one maybe cut short);
-        True when a data event was among them (progress)."""
+        the data events among them (progress, when not 0)."""
         if self._partial:
             if b"\n" not in data:  # still the same line: joined once it ends, not each time
                 self._partial.append(data)
-                return False
+                return 0
             data = b"".join(self._partial) + data
             self._partial.clear()
         lines = data.split(b"\n")
         tail = lines.pop()
         if tail:
             self._partial.append(tail)
-        progress = False
+        events = 0
         for line in lines:
             if line[:5] == b"data:":
                 self._feed_data(line[5:])
-                progress = True
+                events += 1
             elif line[:1] not in (b"", b"\r", b":") and self.feed(line):
-                progress = True  # an unusual line (leading spaces): the careful path
-        return progress
+                events += 1  # an unusual line (leading spaces): the careful path
+        return events
 
     def end(self) -> None:
         """The socket closed: a last line without its newline still counts."""

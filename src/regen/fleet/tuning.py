@@ -13,9 +13,12 @@ level is filled at once (`made_room` wakes the requests waiting for a slot).
 
 Output tokens come from the engine's own counter where its /metrics has one (every token
 decoded in the window, not only the answers that happened to finish in it), else from the
-answers: such a window settles longer (SETTLE_ANSWERS), since the first answers back after a
-change were sent before it, and closes early once MIN_ANSWERS show a clear gain. A window
-in which the server went out of rotation is dropped: a server that died is not a full one.
+events of its streamed answers (load_source.py: such an engine's answers are streamed), a
+window of which starts counting once a new level's requests have their first tokens and
+spans MIN_EVENTS events a stream; else from the answers: such a window settles longer
+(SETTLE_ANSWERS), since the first answers back after a change were sent before it, and
+closes early once MIN_ANSWERS show a clear gain. A window in which the server went out of
+rotation is dropped: a server that died is not a full one.
 """
 
 from __future__ import annotations
@@ -26,10 +29,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from regen.errors import PermanentError, RetryableError, ServerRefused
 from regen.fleet import concurrency
 from regen.fleet.engine_info import stated_limits
-from regen.fleet.engine_metrics import EngineLoad, parse
+from regen.fleet.engine_metrics import EngineLoad
+from regen.fleet.load_source import SCRAPE_TIMEOUT, LoadSource, kv_fit
 from regen.fleet.server import Server
 
 log = logging.getLogger("regen.fleet")
@@ -42,23 +45,23 @@ WINDOW_ENGINE, WINDOW_ANSWERS = 0.6, 1.0
 WINDOW_CLIMB, MIN_WINDOW_CLIMB = 0.25, 0.5  # while climbing, with the engine's counter
 MIN_STEPS = 16  # a window spans at least this many of the engine's decode steps,
 WORSE = 0.5  # unless its rate so far is under this share of the best level's
+MIN_EVENTS = 4  # by the streams: events a stream in the window (they come in bursts)
 MIN_ANSWERS = 16  # answers a window measured by them needs before it may close early
 SETTLE = 0.15  # of a request's time, after a change, before the window starts counting
 # ... when only the answers can be counted (no engine counter): the answers that finish
 # first after a change were mostly sent before it, at the old level, and a step up would
 # read as paying less than it does (or nothing, near the knee, where each answer slows)
 SETTLE_ANSWERS = 0.6
-KV_GROWTH = 0.6  # a running request holds its prompt and, on average, this much of its answer
-SCRAPE_TIMEOUT = 5.0
+SETTLE_FIRST, FIRST_SHARE = 0.5, 0.1  # measured by its streams: see _prefilling
 
 
 @dataclass
 class _Tracker:
     server: Server
     level: concurrency.Level
-    metrics: bool = True  # the engine answers /metrics (until it does not)
     started: float = 0.0
     counting_from: float = 0.0
+    measured_from: float = 0.0  # when `first` was taken
     first: EngineLoad | None = None
     tokens_at: int = 0
     answers_at: int = 0
@@ -70,6 +73,10 @@ class _Tracker:
     last: EngineLoad | None = None
     kv_tokens: int | None = None  # what the engine states its KV cache holds
     decoding: bool = False  # the engine's counter has shown its first tokens
+    source: LoadSource = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.source = LoadSource(self.server)
 
 
 class LiveConcurrency:
@@ -96,6 +103,7 @@ class LiveConcurrency:
             stated, tracker.kv_tokens = await stated_limits(server, SCRAPE_TIMEOUT)
             tracker.level = concurrency.start(server.concurrency, stated, self.last.get(server.url))
             server.set_limit(tracker.level.limit, tracker.level.reason)
+            await tracker.source.stream_if_uncounted(tracker.level.limit)
 
     async def run(self) -> None:
         """Until cancelled."""
@@ -124,11 +132,16 @@ class LiveConcurrency:
             if now - tracker.started >= MIN_WINDOW:
                 await self._open(tracker, now)
             return
-        if now < tracker.counting_from:
+        if now < tracker.counting_from or self._prefilling(tracker, now):
             return
         if not tracker.busy:  # the window starts counting: the answers from now on
             tracker.tokens_at = server.stats.completion_tokens
             tracker.answers_at = server.stats.completed
+            if tracker.source.by_stream:
+                # Events from now on: a step up's new requests are prefilled first, and
+                # their streams are silent meanwhile (an engine's own counter still counts
+                # the running batch's tokens through a prefill chunked among them).
+                tracker.first, tracker.measured_from = await tracker.source.read(), now
         tracker.busy.append(server.in_flight / max(1, server.limit))
         if now - tracker.counting_from < self._window(tracker):
             if self._clearly_better(tracker, now):
@@ -138,10 +151,26 @@ class LiveConcurrency:
                 await self._sample_engine(tracker)
             return
         await self._sample_engine(tracker)
-        if self._steps(tracker) < MIN_STEPS and not self._clearly_worse(tracker, now):
+        if tracker.source.by_stream:
+            if self._steps(tracker) < MIN_EVENTS:
+                return  # too few events yet (a prefill stall, a starved loop): no verdict
+        elif self._steps(tracker) < MIN_STEPS and not self._clearly_worse(tracker, now):
             return  # too few engine steps yet to judge (a CPU engine, a prefill stall)
         self._close(tracker, now)
         await self._open(tracker, now)
+
+    @staticmethod
+    def _prefilling(tracker: _Tracker, now: float) -> bool:
+        """Measured by its streams: a new level's requests still wait for their first token
+        (a step up has them prefilled first, the batch stalled meanwhile): the window starts
+        counting once most are decoding, or after SETTLE_FIRST of a request's time (two
+        MIN_WINDOWs before the first answer gives one)."""
+        server = tracker.server
+        if not tracker.source.by_stream or tracker.busy:
+            return False
+        if now - tracker.started >= max(2 * MIN_WINDOW, SETTLE_FIRST * server.stats.latency_ewma):
+            return False
+        return server.stats.awaiting_first > max(1.0, FIRST_SHARE * server.limit)
 
     @staticmethod
     def _decoded(tracker: _Tracker) -> float | None:
@@ -155,9 +184,9 @@ class LiveConcurrency:
         """Under half the best level's rate so far: a level past a CPU engine's cliff is left
         without waiting out its slow steps."""
         decoded, best = self._decoded(tracker), tracker.level.best_rate
-        if decoded is None or best <= 0 or now <= tracker.started:
+        if decoded is None or best <= 0 or now <= tracker.measured_from:
             return False
-        return decoded / (now - tracker.started) < WORSE * best
+        return decoded / (now - tracker.measured_from) < WORSE * best
 
     def _clearly_better(self, tracker: _Tracker, now: float) -> bool:
         """Measured by its answers alone, a climbing level whose rate so far, over at least
@@ -173,8 +202,9 @@ class LiveConcurrency:
         return rate >= level.best_rate * (1 + concurrency.BIG_GAIN)
 
     def _steps(self, tracker: _Tracker) -> float:
-        """Decode steps the engine ran in the window (its tokens over its batch); without
-        its counter, as many as needed (the window is then whole request times)."""
+        """Decode steps the engine ran in the window (its tokens over its batch; by the
+        streams, events a stream); without a counter, as many as needed (the window is then
+        whole request times)."""
         decoded = self._decoded(tracker)
         if decoded is None:
             return float("inf")
@@ -187,7 +217,7 @@ class LiveConcurrency:
             return True
         if tracker.first is None or tracker.first.generated is None:
             return False
-        load = await self._scrape(tracker)
+        load = await tracker.source.read()
         if load is None or load.generated is None or load.generated <= tracker.first.generated:
             return False
         tracker.decoding = True
@@ -204,8 +234,8 @@ class LiveConcurrency:
 
     async def _open(self, tracker: _Tracker, now: float) -> None:
         server = tracker.server
-        tracker.started = now
-        tracker.first = await self._scrape(tracker)
+        tracker.started = tracker.measured_from = now
+        tracker.first = await tracker.source.read()
         counter = tracker.first is not None and tracker.first.generated is not None
         settle = SETTLE if counter else SETTLE_ANSWERS
         tracker.counting_from = now + settle * server.stats.latency_ewma
@@ -233,7 +263,7 @@ class LiveConcurrency:
     def _measure(self, tracker: _Tracker, now: float) -> concurrency.Window:
         first, last, server = tracker.first, tracker.last, tracker.server
         engine = first is not None and last is not None
-        seconds = now - tracker.started if engine else now - tracker.counting_from
+        seconds = now - tracker.measured_from if engine else now - tracker.counting_from
         tokens = self._decoded(tracker)
         if tokens is None:
             tokens = server.stats.completion_tokens - tracker.tokens_at
@@ -255,31 +285,15 @@ class LiveConcurrency:
 
     @staticmethod
     def _kv_fit(tracker: _Tracker) -> int | None:
-        """Requests the stated KV cache holds at the mix answered so far."""
-        stats = tracker.server.stats
         kv = tracker.kv_tokens or (tracker.last.kv_tokens if tracker.last else None)
-        if not kv or not stats.completed:
-            return None
-        held = (stats.prompt_tokens + KV_GROWTH * stats.completion_tokens) / stats.completed
-        return int(kv / held) if held > 0 else None
+        return kv_fit(kv, tracker.server.stats)
 
     async def _sample_engine(self, tracker: _Tracker) -> None:
-        load = await self._scrape(tracker)
+        load = await tracker.source.read()
         tracker.last = load
         if load is not None and load.waiting is not None and load.running is not None:
             tracker.waiting.append(load.waiting)
             tracker.running.append(load.running)
-
-    async def _scrape(self, tracker: _Tracker) -> EngineLoad | None:
-        if not tracker.metrics:
-            return None
-        try:
-            return parse(await tracker.server.get_text("/metrics", SCRAPE_TIMEOUT))
-        except (PermanentError, ServerRefused):
-            tracker.metrics = False  # no /metrics here (a 404): measure from the answers
-        except RetryableError:
-            pass  # busy or away for a moment: this sample is skipped
-        return None
 
 
 def _mean(values: list[float]) -> float | None:

@@ -93,6 +93,7 @@ class FakeEngine:
     _loop: asyncio.Task | None = None
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
     _prefill_owed: float = 0.0
+    _tick: asyncio.Future | None = None
 
     @property
     def kv_used(self) -> int:
@@ -105,6 +106,10 @@ class FakeEngine:
     async def generate(self, prompt_tokens: list[str], wanted: int) -> int:
         """Queue one request; return once `wanted` tokens are decoded. Prompt tokens are
         words: only equal leading blocks of words share cache."""
+        return await self.wait(self.submit(prompt_tokens, wanted))
+
+    def submit(self, prompt_tokens: list[str], wanted: int) -> _Request:
+        """Queue one request (its `generated` grows as it decodes; `wait` for its end)."""
         if self._loop is None or self._loop.done():
             self._loop = asyncio.ensure_future(self._run())
         done = asyncio.get_running_loop().create_future()
@@ -115,13 +120,22 @@ class FakeEngine:
         # its prefill is paid in the next tick.
         self._prefill_owed += self._admit()
         self._wake.set()
+        return request
+
+    async def wait(self, request: _Request) -> int:
         try:
-            return await done
+            return await request.done
         finally:  # a client that went away is aborted, as the engines do
             if request in self.waiting:
                 self.waiting.remove(request)
             if request in self.running:
                 self.running.remove(request)
+
+    def next_tick(self) -> asyncio.Future:
+        """Done after the engine's next simulated tick (a stream sends what it decoded)."""
+        if self._tick is None or self._tick.done():
+            self._tick = asyncio.get_running_loop().create_future()
+        return self._tick
 
     async def _run(self) -> None:
         while True:
@@ -131,6 +145,8 @@ class FakeEngine:
             seconds, self._prefill_owed = self._decode() + self._prefill_owed, 0.0
             self.counters.clock += seconds
             await asyncio.sleep(seconds * self.curve.time_scale)
+            if self._tick is not None and not self._tick.done():
+                self._tick.set_result(None)
 
     def _admit(self) -> float:
         """Move waiting requests into the batch while their prompt fits; prefill time."""
@@ -197,6 +213,9 @@ class FakeEngine:
             else:
                 still.append(request)
         self.running = still
+
+
+Job = _Request  # what `submit` returns: a request's progress (`generated` of `wanted`)
 
 
 def _block_hashes(tokens: list[str], block: int) -> list[int]:

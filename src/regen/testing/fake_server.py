@@ -28,7 +28,7 @@ from regen.testing.fake_behaviour import Behaviour, echo_answer
 from regen.testing.fake_engine import EngineCurve, FakeEngine
 from regen.testing.fake_faults import cut_short, dialect_of, fault_response, refusal, room
 from regen.testing.fake_metrics import metrics_text
-from regen.testing.fake_stream import reset_midway, send_stream
+from regen.testing.fake_stream import reset_midway, send_paced, send_stream
 from regen.testing.loop_thread import LoopThread
 
 __all__ = ["Behaviour", "FakeEngine", "FakeServer", "answer_tokens", "echo_answer"]
@@ -147,24 +147,33 @@ class FakeServer:
             if tokens < wanted:  # cut off by max_tokens, as an engine reports it
                 answer = {**answer, "finish_reason": "length"}
             delay = self.behaviour.base_latency + tokens * self.behaviour.seconds_per_token
+            data = chat_response(self.behaviour, body, answer, tokens)
+            if self.engine is not None and body.get("stream") and fault == "ok":
+                # streamed as it decodes, as an engine does
+                job = self.engine.submit(words, tokens)
+                response = await send_paced(request, data, self.engine, job)
+                self._served(tokens)
+                return response
             if self.engine is not None:
                 await self.engine.generate(words, tokens)
             elif delay:
                 await asyncio.sleep(delay)
-            data = chat_response(self.behaviour, body, answer, tokens)
             if body.get("stream"):
                 response, whole = await send_stream(request, self.behaviour, data, fault)
-                self.served += whole
-                self.tokens_served += whole * data["usage"]["completion_tokens"]
+                if whole:
+                    self._served(data["usage"]["completion_tokens"])
                 return response
             payload = orjson.dumps(data)
             if fault == "reset":
                 return await reset_midway(request, payload)
-            self.served += 1
-            self.tokens_served += tokens
-            self.last_served_at = time.time()
-            self.served_at.append(self.last_served_at)
+            self._served(tokens)
             return web.Response(body=payload, content_type="application/json")
+
+    def _served(self, tokens: int) -> None:
+        self.served += 1
+        self.tokens_served += tokens
+        self.last_served_at = time.time()
+        self.served_at.append(self.last_served_at)
 
     # -- lifecycle -----------------------------------------------------------------------
     def app(self) -> web.Application:

@@ -5,6 +5,7 @@ finish reason, a connection reset."""
 from __future__ import annotations
 
 import asyncio
+from asyncio import FIRST_COMPLETED
 from typing import Any
 
 import orjson
@@ -12,6 +13,7 @@ from aiohttp import web
 
 from regen.testing.fake_answers import stream_events
 from regen.testing.fake_behaviour import Behaviour
+from regen.testing.fake_engine import FakeEngine, Job
 from regen.testing.fake_faults import stream_error_event
 
 
@@ -41,6 +43,31 @@ async def send_stream(
     await send(b"data: [DONE]\n\n")
     await send.flush()
     return response, fault not in ("stream_error", "done_early")
+
+
+async def send_paced(
+    request: web.Request, data: dict[str, Any], engine: FakeEngine, job: Job
+) -> web.StreamResponse:
+    """Send `data` as SSE chunks while the engine decodes `job`: a chunk goes out once the
+    job has decoded its share of the answer, as a real engine streams (a client sees tokens
+    arriving while the answer grows, and none while the job waits or is recomputed)."""
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await response.prepare(request)
+    events = [b"data: " + orjson.dumps(event) + b"\n\n" for event in stream_events(data)]
+    finished = asyncio.ensure_future(engine.wait(job))
+    sent = 0
+    try:
+        while not finished.done():
+            await asyncio.wait([finished, engine.next_tick()], return_when=FIRST_COMPLETED)
+            due = min(len(events) - 1, len(events) * job.generated // job.wanted)
+            if due > sent:
+                await response.write(b"".join(events[sent:due]))
+                sent = due
+        await finished
+    finally:
+        finished.cancel()  # the client went away: the engine drops the job
+    await response.write(b"".join(events[sent:]) + b"data: [DONE]\n\n")
+    return response
 
 
 class _Sender:
