@@ -13,7 +13,7 @@ test:
 	.venv/bin/ruff check src tests bench
 	.venv/bin/lint-imports
 	NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet
-	.venv/bin/pytest -n 2 --dist loadgroup
+	.venv/bin/pytest
 
 lint:
 	scripts/bootstrap.sh --dev

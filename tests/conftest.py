@@ -25,26 +25,6 @@ from regen.fleet.embedded import free_port
 from regen.testing.fake_server import Behaviour, FakeServer
 from regen.testing.moto_server import moto_server
 
-# Under pytest-xdist (`make test` runs two workers, --dist loadgroup): a test file runs whole
-# on one worker, so a module's fixture (a walkthrough replayed, a GGUF draft loaded) is built
-# once; every test that needs a real vLLM fleet runs on one worker, which starts the fleets
-# once, as the serial suite does; the local Ray instances of two files never start side by side.
-SHARED_BY_FILES = {
-    "test_ray_executor.py": "ray",
-    "test_workers.py": "ray",
-    "test_dialect_conformance.py": "real-vllm",
-}  # asks for it by name
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if "real_vllm_fleets" in getattr(item, "fixturenames", ()):
-            group = "real-vllm"
-        else:
-            group = SHARED_BY_FILES.get(item.path.name, item.path.name)
-        item.add_marker(pytest.mark.xdist_group(group))
-
 
 @pytest.fixture(autouse=True)
 def no_openai_environment(monkeypatch: pytest.MonkeyPatch) -> None:
