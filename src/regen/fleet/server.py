@@ -234,9 +234,10 @@ class Server(Rotation):
             watch.cancel()
         stream.end()
         answer = stream.response()
-        if self.stream_to_measure and not (stream.usage or {}).get("completion_tokens"):
+        if self.stream_to_measure and (stream.usage or {}).get("completion_tokens") is None:
             # An engine that streams no usage (llama-cpp-python's server): its answers go
             # back to plain ones, which carry it; live concurrency then reads the answers.
+            # (An empty answer, usage 0, is not that.)
             self.stream_to_measure = False
         return answer
 
