@@ -7,14 +7,22 @@ user stops one (anything left running fails the session, and is killed by pid).
                        prefill off as regen serves it on CPU, and n-gram speculative decoding
                        (SPEC: regen serve adds the per-request acceptance flag itself)
     real_vllm_pair     the shared fleet and one with chunked prefill on (the seeded crash)
+    real_vllm_qwen3_style  a fleet with a Qwen3-style template that keeps the reasoning of
+                       the current tool loop, and a reasoning parser that makes every answer
+                       reasoning (both are server flags)
     real_vllm_fleets   the factory: `fleets.start("name", *engine_args)` for a fleet of one's
                        own; fleets started in the same test session share nothing
 
 Every fleet here runs `--enforce-eager`: vLLM 0.32's CPU build fails to load its own compile
 cache ("'function' object has no attribute 'finalize_loading'") and compiles the model again
 at every start, 1.5 to 4 minutes on two cores, restarts included; eager, a start takes about
-40 s, and what the tests check (regen's side of the wire) is the same. Several fleets asked
-for together start together (`start_many`). Registered from conftest (pytest_plugins).
+40 s, and what the tests check (regen's side of the wire) is the same.
+
+A start is one to two minutes of the suite's two cores, most of it one core's imports. So the
+fleets the collected tests will ask for start at the end of collection, in the background (the
+pair first, then the others once it answers), and the modules that use them run last: by then
+they answer, their starts overlapped by the tests before (conftest calls `prelaunch` and
+`real_vllm_modules_last`).
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -44,6 +53,20 @@ START_TIMEOUT = 900.0
 K = 3  # draft tokens per step of the shared fleet's n-gram speculation
 SPEC = {"method": "ngram", "num_speculative_tokens": K, "prompt_lookup_max": 3}
 EAGER = "--enforce-eager"  # see above: the start, not the engine, is what it changes
+TEMPLATES = Path(__file__).parent / "fixtures" / "templates"
+# The fleets the session fixtures serve, by name, with their engine arguments.
+PAIR = {
+    "shared": ("--speculative-config", json.dumps(SPEC)),
+    "chunked": ("--enable-chunked-prefill", "--max-num-batched-tokens", "256"),
+}
+QWEN3_STYLE_ARGS = (
+    "--chat-template", str(TEMPLATES / "qwen3_style.jinja"),
+    "--reasoning-parser-plugin", str(TEMPLATES / "all_reasoning.py"),
+    "--reasoning-parser", "all_reasoning",
+)  # fmt: skip
+QWEN3_STYLE = {"qwen3-style": QWEN3_STYLE_ARGS}
+# The session fixtures that need fleets, and which (real_vllm is the pair's "shared").
+FLEETS_OF = {"real_vllm": PAIR, "real_vllm_pair": PAIR, "real_vllm_qwen3_style": QWEN3_STYLE}
 
 
 @dataclass
@@ -129,15 +152,19 @@ class RealFleet:
 
 
 class Fleets:
-    def __init__(self, root: Path) -> None:
-        self.root = root
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = root  # made at the first launch: a run without real vLLM makes none
         self.started: list[RealFleet] = []
+        self.prelaunching: threading.Thread | None = None
 
     def launch(self, name: str, *engine_args: str, replicas: int = 1) -> RealFleet:
         """Start `regen serve` (returns at once; `ready()` waits)."""
+        if self.root is None:
+            self.root = Path(tempfile.mkdtemp(prefix="regen-real-vllm-"))
         folder = self.root / name
         folder.mkdir(parents=True)
-        env = {**os.environ, "VLLM_API_KEY": KEY}
+        env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+        env["VLLM_API_KEY"] = KEY
         command = [
             sys.executable, "-m", "regen", "serve", "--engine", "vllm", "--model", "embedded",
             "--device", "cpu", "--replicas", str(replicas), "--python", str(VLLM_PYTHON),
@@ -162,45 +189,101 @@ class Fleets:
         return self.ready(self.launch(name, *engine_args, replicas=replicas))
 
     def start_many(self, specs: dict[str, tuple[str, ...]]) -> dict[str, RealFleet]:
-        launched = {name: self.launch(name, *args) for name, args in specs.items()}
+        """The fleets of `specs`, answering: those launched already (`prelaunch`) are waited
+        for, the others started together."""
+        if self.prelaunching is not None:
+            self.prelaunching.join(timeout=START_TIMEOUT)
+        known = {fleet.name: fleet for fleet in self.started}
+        launched = {name: known.get(name) or self.launch(name, *specs[name]) for name in specs}
         return {name: self.ready(fleet) for name, fleet in launched.items()}
+
+    def prelaunch(self, batches: list[dict[str, tuple[str, ...]]]) -> None:
+        """Launch the batches in the background, each once the one before answers (two
+        starts at once is what two cores carry); a start that fails is reported by the
+        fixture that waits for it (`ready` reads its output)."""
+
+        def launch_in_turn() -> None:
+            for batch in batches:
+                fleets = [self.launch(name, *args) for name, args in batch.items()]
+                for fleet in fleets:
+                    try:
+                        self.ready(fleet)
+                    except AssertionError:
+                        return  # said again, with the output, by the fixture's ready()
+
+        self.prelaunching = threading.Thread(target=launch_in_turn, daemon=True)
+        self.prelaunching.start()
 
     def stop_all(self) -> None:
         """Every fleet is stopped, even after one that --stop left running (said at the end)."""
+        if self.prelaunching is not None:
+            self.prelaunching.join(timeout=START_TIMEOUT)
         failed: list[AssertionError] = []
-        for fleet in self.started:
+        while self.started:
             try:
-                fleet.stop()
+                self.started.pop().stop()
             except AssertionError as err:
                 failed.append(err)
         if failed:
             raise AssertionError("; ".join(map(str, failed)))
 
 
+SESSION_FLEETS = Fleets()  # the session fixtures' fleets, prelaunched or not
+
+
+def fixtures_asked_for(items: list[pytest.Item]) -> set[str]:
+    """The fixtures the items use, with `real_vllm` for those marked as asking at run time."""
+    names = {name for item in items for name in item.fixturenames}
+    marked = any(item.get_closest_marker("real_vllm") for item in items)
+    return names | {"real_vllm"} if marked else names
+
+
+def prelaunch(fixturenames: set[str]) -> None:
+    """Start the session fleets these fixtures will ask for, the pair first."""
+    batches = [spec for spec in (PAIR, QWEN3_STYLE) if fixturenames & _users_of(spec)]
+    if batches:
+        SESSION_FLEETS.prelaunch(batches)
+
+
+def real_vllm_modules_last(items: list[pytest.Item]) -> None:
+    """Reorder `items` in place: the modules with a test on a session fleet run last, in
+    their order, so that their fleets started while the others ran. Whole modules move,
+    so that no module's fixtures are set up twice."""
+    late = {item.module for item in items if _uses_a_fleet(item)}
+    items.sort(key=lambda item: item.module in late)
+
+
+def _uses_a_fleet(item: pytest.Item) -> bool:
+    users = set(FLEETS_OF) | {"real_vllm_fleets"}
+    return bool(users & set(item.fixturenames)) or item.get_closest_marker("real_vllm") is not None
+
+
+def _users_of(spec: dict[str, tuple[str, ...]]) -> set[str]:
+    return {fixture for fixture, needs in FLEETS_OF.items() if needs is spec}
+
+
 @pytest.fixture(scope="session")
 def real_vllm_fleets() -> Iterator[Fleets]:
-    fleets = Fleets(Path(tempfile.mkdtemp(prefix="regen-real-vllm-")))
     try:
-        yield fleets
+        yield SESSION_FLEETS
     finally:
-        fleets.stop_all()
+        SESSION_FLEETS.stop_all()
 
 
 @pytest.fixture(scope="session")
 def real_vllm_pair(real_vllm_fleets: Fleets) -> dict[str, RealFleet]:
-    """The shared fleet and one with chunked prefill back on (the seeded crash), started
-    together so the run waits for one start, not two."""
-    return real_vllm_fleets.start_many(
-        {
-            "shared": ("--speculative-config", json.dumps(SPEC)),
-            "chunked": ("--enable-chunked-prefill", "--max-num-batched-tokens", "256"),
-        }
-    )
+    """The shared fleet and one with chunked prefill back on (the seeded crash)."""
+    return real_vllm_fleets.start_many(PAIR)
 
 
 @pytest.fixture(scope="session")
 def real_vllm(real_vllm_pair: dict[str, RealFleet]) -> RealFleet:
     return real_vllm_pair["shared"]
+
+
+@pytest.fixture(scope="session")
+def real_vllm_qwen3_style(real_vllm_fleets: Fleets) -> RealFleet:
+    return real_vllm_fleets.start_many(QWEN3_STYLE)["qwen3-style"]
 
 
 def json_post(
