@@ -19,10 +19,9 @@ at every start, 1.5 to 4 minutes on two cores, restarts included; eager, a start
 40 s, and what the tests check (regen's side of the wire) is the same.
 
 A start is one to two minutes of the suite's two cores, most of it one core's imports. So the
-fleets the collected tests will ask for start at the end of collection, in the background (the
-pair first, then the others once it answers), and the modules that use them run last: by then
-they answer, their starts overlapped by the tests before (conftest calls `prelaunch` and
-`real_vllm_modules_last`).
+session fleets the collected tests will ask for start as warm-ups (tests/warmups.py) at the end
+of collection, the pair first, and the modules that use a fleet run last: by then the fleets
+answer, their starts overlapped by the tests before (conftest, `real_vllm_modules_last`).
 """
 
 from __future__ import annotations
@@ -34,7 +33,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -44,6 +42,7 @@ from pathlib import Path
 
 import pytest
 
+import warmups
 from regen.serve.control import is_our_process
 from regen.serve.fleetfile import FleetFile
 
@@ -65,8 +64,8 @@ QWEN3_STYLE_ARGS = (
     "--reasoning-parser", "all_reasoning",
 )  # fmt: skip
 QWEN3_STYLE = {"qwen3-style": QWEN3_STYLE_ARGS}
-# The session fixtures that need fleets, and which (real_vllm is the pair's "shared").
-FLEETS_OF = {"real_vllm": PAIR, "real_vllm_pair": PAIR, "real_vllm_qwen3_style": QWEN3_STYLE}
+# The fixtures of the fleets (a module with a test on one runs last).
+FLEET_FIXTURES = {"real_vllm", "real_vllm_pair", "real_vllm_qwen3_style", "real_vllm_fleets"}
 
 
 @dataclass
@@ -155,15 +154,16 @@ class Fleets:
     def __init__(self, root: Path | None = None) -> None:
         self.root = root  # made at the first launch: a run without real vLLM makes none
         self.started: list[RealFleet] = []
-        self.prelaunching: threading.Thread | None = None
 
-    def launch(self, name: str, *engine_args: str, replicas: int = 1) -> RealFleet:
+    def launch(
+        self, name: str, *engine_args: str, replicas: int = 1, env: dict[str, str] | None = None
+    ) -> RealFleet:
         """Start `regen serve` (returns at once; `ready()` waits)."""
         if self.root is None:
             self.root = Path(tempfile.mkdtemp(prefix="regen-real-vllm-"))
         folder = self.root / name
         folder.mkdir(parents=True)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+        env = {k: v for k, v in (env or os.environ).items() if not k.startswith("OPENAI_")}
         env["VLLM_API_KEY"] = KEY
         command = [
             sys.executable, "-m", "regen", "serve", "--engine", "vllm", "--model", "embedded",
@@ -188,36 +188,16 @@ class Fleets:
     def start(self, name: str, *engine_args: str, replicas: int = 1) -> RealFleet:
         return self.ready(self.launch(name, *engine_args, replicas=replicas))
 
-    def start_many(self, specs: dict[str, tuple[str, ...]]) -> dict[str, RealFleet]:
-        """The fleets of `specs`, answering: those launched already (`prelaunch`) are waited
-        for, the others started together."""
-        if self.prelaunching is not None:
-            self.prelaunching.join(timeout=START_TIMEOUT)
-        known = {fleet.name: fleet for fleet in self.started}
-        launched = {name: known.get(name) or self.launch(name, *specs[name]) for name in specs}
+    def start_many(
+        self, specs: dict[str, tuple[str, ...]], env: dict[str, str] | None = None
+    ) -> dict[str, RealFleet]:
+        """The fleets of `specs`, started together."""
+        launched = {name: self.launch(name, *args, env=env) for name, args in specs.items()}
         return {name: self.ready(fleet) for name, fleet in launched.items()}
-
-    def prelaunch(self, batches: list[dict[str, tuple[str, ...]]]) -> None:
-        """Launch the batches in the background, each once the one before answers (two
-        starts at once is what two cores carry); a start that fails is reported by the
-        fixture that waits for it (`ready` reads its output)."""
-
-        def launch_in_turn() -> None:
-            for batch in batches:
-                fleets = [self.launch(name, *args) for name, args in batch.items()]
-                for fleet in fleets:
-                    try:
-                        self.ready(fleet)
-                    except AssertionError:
-                        return  # said again, with the output, by the fixture's ready()
-
-        self.prelaunching = threading.Thread(target=launch_in_turn, daemon=True)
-        self.prelaunching.start()
 
     def stop_all(self) -> None:
         """Every fleet is stopped, even after one that --stop left running (said at the end)."""
-        if self.prelaunching is not None:
-            self.prelaunching.join(timeout=START_TIMEOUT)
+        warmups.stop()  # a start under way ends first
         failed: list[AssertionError] = []
         while self.started:
             try:
@@ -232,17 +212,17 @@ SESSION_FLEETS = Fleets()  # the session fixtures' fleets, prelaunched or not
 
 
 def fixtures_asked_for(items: list[pytest.Item]) -> set[str]:
-    """The fixtures the items use, with `real_vllm` for those marked as asking at run time."""
+    """The fixtures the items use, with the pair for those marked as asking at run time."""
     names = {name for item in items for name in item.fixturenames}
     marked = any(item.get_closest_marker("real_vllm") for item in items)
-    return names | {"real_vllm"} if marked else names
+    return names | {"real_vllm_pair"} if marked else names
 
 
-def prelaunch(fixturenames: set[str]) -> None:
-    """Start the session fleets these fixtures will ask for, the pair first."""
-    batches = [spec for spec in (PAIR, QWEN3_STYLE) if fixturenames & _users_of(spec)]
-    if batches:
-        SESSION_FLEETS.prelaunch(batches)
+# The session fleets start as warm-ups (tests/warmups.py), the pair first.
+warmups.register("real_vllm_pair", lambda env: SESSION_FLEETS.start_many(PAIR, env))
+warmups.register(
+    "real_vllm_qwen3_style", lambda env: SESSION_FLEETS.start_many(QWEN3_STYLE, env)["qwen3-style"]
+)
 
 
 def real_vllm_modules_last(items: list[pytest.Item]) -> None:
@@ -254,12 +234,8 @@ def real_vllm_modules_last(items: list[pytest.Item]) -> None:
 
 
 def _uses_a_fleet(item: pytest.Item) -> bool:
-    users = set(FLEETS_OF) | {"real_vllm_fleets"}
-    return bool(users & set(item.fixturenames)) or item.get_closest_marker("real_vllm") is not None
-
-
-def _users_of(spec: dict[str, tuple[str, ...]]) -> set[str]:
-    return {fixture for fixture, needs in FLEETS_OF.items() if needs is spec}
+    marked = item.get_closest_marker("real_vllm") is not None
+    return marked or bool(FLEET_FIXTURES & set(item.fixturenames))
 
 
 @pytest.fixture(scope="session")
@@ -273,7 +249,7 @@ def real_vllm_fleets() -> Iterator[Fleets]:
 @pytest.fixture(scope="session")
 def real_vllm_pair(real_vllm_fleets: Fleets) -> dict[str, RealFleet]:
     """The shared fleet and one with chunked prefill back on (the seeded crash)."""
-    return real_vllm_fleets.start_many(PAIR)
+    return warmups.result("real_vllm_pair")
 
 
 @pytest.fixture(scope="session")
@@ -283,7 +259,7 @@ def real_vllm(real_vllm_pair: dict[str, RealFleet]) -> RealFleet:
 
 @pytest.fixture(scope="session")
 def real_vllm_qwen3_style(real_vllm_fleets: Fleets) -> RealFleet:
-    return real_vllm_fleets.start_many(QWEN3_STYLE)["qwen3-style"]
+    return warmups.result("real_vllm_qwen3_style")
 
 
 def json_post(
