@@ -162,7 +162,7 @@ def test_the_engines_metrics_are_read_in_both_dialects():
 def test_generate_finds_a_level_above_the_old_default_and_shows_it(tmp_path, fake_server):
     # Few, long answers on a slow clock: the in-process server must not run out of CPU first.
     curve = EngineCurve(kv_tokens=20_000, max_running=512, time_scale=0.5, ticks=8)
-    server, out = live_run(tmp_path, fake_server, curve, 100, 1000)
+    server, out = live_run(tmp_path, fake_server, curve, 100, 400)
     snap = json.loads((out / "progress.json").read_text())
     (served,) = snap["servers"]
     assert served["concurrency_cap"] == 1024
@@ -187,11 +187,11 @@ def test_an_engine_that_queues_past_its_running_limit_is_held_near_it(tmp_path, 
 
 def test_a_resumed_run_starts_each_server_where_the_last_session_left_it(tmp_path, fake_server):
     curve = EngineCurve(kv_tokens=20_000, max_running=512, time_scale=0.5, ticks=8)
-    server, out = live_run(tmp_path, fake_server, curve, 100, 1000)
+    server, out = live_run(tmp_path, fake_server, curve, 100, 400)
     (left,) = ended_levels(out)
     assert left["concurrency"] > 2 * concurrency.START  # it had climbed
     prompts = tmp_path / "prompts.jsonl"
-    ids = write_prompts(prompts, 1000 + left["concurrency"])  # one more prompt per slot
+    ids = write_prompts(prompts, 400 + left["concurrency"])  # one more prompt per slot
     server.peak_in_flight = 0
     run(prompts, out, [server.url], concurrency=None, allow_changed_input=True)
     assert_exactly_once(out, ids)
@@ -304,7 +304,7 @@ def test_the_first_window_opens_with_the_engines_first_tokens(tmp_path, fake_ser
     """With an engine that counts its tokens, the level has climbed before the first answer
     is back: the first window measured the engine's first decoded tokens."""
     curve = EngineCurve(kv_tokens=200_000, max_running=512, time_scale=0.5, ticks=8)
-    server, _ = live_run(tmp_path, fake_server, curve, 400, 200)
+    server, _ = live_run(tmp_path, fake_server, curve, 400, 120)  # more than one level's worth
     first_answer = min(server.served_at)
     sent_before = sum(1 for at in server.requested_at if at < first_answer)
     assert sent_before > concurrency.START, (sent_before, concurrency.START)
