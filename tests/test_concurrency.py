@@ -9,9 +9,17 @@ from dataclasses import replace
 import pytest
 
 from gen_helpers import assert_exactly_once, run, write_prompts
+from regen.errors import (
+    EngineAborted,
+    Overloaded,
+    RequestTimeout,
+    ServerFault,
+    TransportError,
+)
 from regen.fleet import concurrency, tuning
 from regen.fleet.concurrency import Level, Window, decide
 from regen.fleet.engine_metrics import parse
+from regen.fleet.server import Server
 from regen.testing.fake_engine import EngineCurve
 from regen.testing.fake_metrics import metrics_text
 from regen.testing.fake_server import Behaviour, FakeEngine, echo_answer
@@ -171,6 +179,34 @@ def test_generate_finds_a_level_above_the_old_default_and_shows_it(tmp_path, fak
     assert ended_levels(out) == [
         {key: served[key] for key in ("url", "concurrency", "concurrency_cap", "concurrency_why")}
     ]
+
+
+def test_an_engines_aborts_fail_their_requests_not_the_level(tmp_path, fake_server):
+    """One request in ten aborted by the engine (finish_reason abort) is retried, and the
+    level climbs as on a clean engine: an abort says nothing about the level (it was halved
+    at every window, down to 1 in flight)."""
+    curve = EngineCurve(kv_tokens=20_000, max_running=512, time_scale=0.5, ticks=8)
+    server = fake_server(
+        Behaviour(dialect="vllm", engine=curve, faults=["ok"] * 9 + ["abort"],
+                  answer=lambda b: {**echo_answer(b), "tokens": 100})
+    )  # fmt: skip
+    ids = write_prompts(tmp_path / "prompts.jsonl", 300)
+    run(tmp_path / "prompts.jsonl", tmp_path / "out", [server.url], concurrency=None)
+    assert_exactly_once(tmp_path / "out", ids)
+    assert server.peak_in_flight > 4 * concurrency.START, server.peak_in_flight  # 32 before
+
+
+def test_only_a_full_servers_failures_count_against_its_level():
+    """429/503 and timeouts are what live concurrency backs off on; an abort, a 5xx or a
+    stream cut short fails one request (retried; the circuit breaker watches the server)."""
+    server = Server("http://127.0.0.1:9", 8)
+    failures = [
+        EngineAborted("cut short", status=200), ServerFault("HTTP 500"),
+        TransportError("stream ended early"), Overloaded("HTTP 429"), RequestTimeout("slow"),
+    ]  # fmt: skip
+    for error in failures:
+        server.record_failure(error, pause=0.0)
+    assert (server.stats.failed, server.stats.load_failures) == (5, 2)
 
 
 def test_an_engine_that_queues_past_its_running_limit_is_held_near_it(tmp_path, fake_server):
