@@ -20,10 +20,32 @@ os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ.setdefault("HF_HOME", tempfile.mkdtemp(prefix="regen-hf-"))
 os.environ.setdefault("HF_DATASETS_CACHE", tempfile.mkdtemp(prefix="regen-ds-cache-"))
 
-from real_vllm import real_vllm, real_vllm_fleets, real_vllm_pair  # noqa: F401  (fixtures)
+import real_vllm as vllm_fleets
+import warmups
+from real_vllm import (  # noqa: F401  (fixtures)
+    real_vllm,
+    real_vllm_fleets,
+    real_vllm_pair,
+    real_vllm_qwen3_style,
+)
 from regen.fleet.embedded import free_port
 from regen.testing.fake_server import Behaviour, FakeServer
 from regen.testing.moto_server import moto_server
+
+
+@pytest.hookimpl(trylast=True)  # after -k and -m have deselected what they deselect
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The warm-ups the run will use start now, in the background, and the modules on the
+    real vLLM fleets run last (tests/warmups.py, tests/real_vllm.py)."""
+    vllm_fleets.real_vllm_modules_last(items)
+    if not config.option.collectonly:
+        warmups.start(vllm_fleets.fixtures_asked_for(items))
+
+
+def pytest_sessionfinish() -> None:
+    """Fleets started for tests that never ran (an interrupted or -x run) are stopped too;
+    the fixture's own teardown stopped and reported the others."""
+    vllm_fleets.SESSION_FLEETS.stop_all()
 
 
 @pytest.fixture(autouse=True)

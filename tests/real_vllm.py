@@ -7,14 +7,21 @@ user stops one (anything left running fails the session, and is killed by pid).
                        prefill off as regen serves it on CPU, and n-gram speculative decoding
                        (SPEC: regen serve adds the per-request acceptance flag itself)
     real_vllm_pair     the shared fleet and one with chunked prefill on (the seeded crash)
+    real_vllm_qwen3_style  a fleet with a Qwen3-style template that keeps the reasoning of
+                       the current tool loop, and a reasoning parser that makes every answer
+                       reasoning (both are server flags)
     real_vllm_fleets   the factory: `fleets.start("name", *engine_args)` for a fleet of one's
                        own; fleets started in the same test session share nothing
 
 Every fleet here runs `--enforce-eager`: vLLM 0.32's CPU build fails to load its own compile
 cache ("'function' object has no attribute 'finalize_loading'") and compiles the model again
 at every start, 1.5 to 4 minutes on two cores, restarts included; eager, a start takes about
-40 s, and what the tests check (regen's side of the wire) is the same. Several fleets asked
-for together start together (`start_many`). Registered from conftest (pytest_plugins).
+40 s, and what the tests check (regen's side of the wire) is the same.
+
+A start is one to two minutes of the suite's two cores, most of it one core's imports. So the
+session fleets the collected tests will ask for start as warm-ups (tests/warmups.py) at the end
+of collection, the pair first, and the modules that use a fleet run last: by then the fleets
+answer, their starts overlapped by the tests before (conftest, `real_vllm_modules_last`).
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from pathlib import Path
 
 import pytest
 
+import warmups
 from regen.serve.control import is_our_process
 from regen.serve.fleetfile import FleetFile
 
@@ -44,6 +52,20 @@ START_TIMEOUT = 900.0
 K = 3  # draft tokens per step of the shared fleet's n-gram speculation
 SPEC = {"method": "ngram", "num_speculative_tokens": K, "prompt_lookup_max": 3}
 EAGER = "--enforce-eager"  # see above: the start, not the engine, is what it changes
+TEMPLATES = Path(__file__).parent / "fixtures" / "templates"
+# The fleets the session fixtures serve, by name, with their engine arguments.
+PAIR = {
+    "shared": ("--speculative-config", json.dumps(SPEC)),
+    "chunked": ("--enable-chunked-prefill", "--max-num-batched-tokens", "256"),
+}
+QWEN3_STYLE_ARGS = (
+    "--chat-template", str(TEMPLATES / "qwen3_style.jinja"),
+    "--reasoning-parser-plugin", str(TEMPLATES / "all_reasoning.py"),
+    "--reasoning-parser", "all_reasoning",
+)  # fmt: skip
+QWEN3_STYLE = {"qwen3-style": QWEN3_STYLE_ARGS}
+# The fixtures of the fleets (a module with a test on one runs last).
+FLEET_FIXTURES = {"real_vllm", "real_vllm_pair", "real_vllm_qwen3_style", "real_vllm_fleets"}
 
 
 @dataclass
@@ -129,15 +151,20 @@ class RealFleet:
 
 
 class Fleets:
-    def __init__(self, root: Path) -> None:
-        self.root = root
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = root  # made at the first launch: a run without real vLLM makes none
         self.started: list[RealFleet] = []
 
-    def launch(self, name: str, *engine_args: str, replicas: int = 1) -> RealFleet:
+    def launch(
+        self, name: str, *engine_args: str, replicas: int = 1, env: dict[str, str] | None = None
+    ) -> RealFleet:
         """Start `regen serve` (returns at once; `ready()` waits)."""
+        if self.root is None:
+            self.root = Path(tempfile.mkdtemp(prefix="regen-real-vllm-"))
         folder = self.root / name
         folder.mkdir(parents=True)
-        env = {**os.environ, "VLLM_API_KEY": KEY}
+        env = {k: v for k, v in (env or os.environ).items() if not k.startswith("OPENAI_")}
+        env["VLLM_API_KEY"] = KEY
         command = [
             sys.executable, "-m", "regen", "serve", "--engine", "vllm", "--model", "embedded",
             "--device", "cpu", "--replicas", str(replicas), "--python", str(VLLM_PYTHON),
@@ -161,46 +188,78 @@ class Fleets:
     def start(self, name: str, *engine_args: str, replicas: int = 1) -> RealFleet:
         return self.ready(self.launch(name, *engine_args, replicas=replicas))
 
-    def start_many(self, specs: dict[str, tuple[str, ...]]) -> dict[str, RealFleet]:
-        launched = {name: self.launch(name, *args) for name, args in specs.items()}
+    def start_many(
+        self, specs: dict[str, tuple[str, ...]], env: dict[str, str] | None = None
+    ) -> dict[str, RealFleet]:
+        """The fleets of `specs`, started together."""
+        launched = {name: self.launch(name, *args, env=env) for name, args in specs.items()}
         return {name: self.ready(fleet) for name, fleet in launched.items()}
 
     def stop_all(self) -> None:
         """Every fleet is stopped, even after one that --stop left running (said at the end)."""
+        warmups.stop()  # a start under way ends first
         failed: list[AssertionError] = []
-        for fleet in self.started:
+        while self.started:
             try:
-                fleet.stop()
+                self.started.pop().stop()
             except AssertionError as err:
                 failed.append(err)
         if failed:
             raise AssertionError("; ".join(map(str, failed)))
 
 
+SESSION_FLEETS = Fleets()  # the session fixtures' fleets, prelaunched or not
+
+
+def fixtures_asked_for(items: list[pytest.Item]) -> set[str]:
+    """The fixtures the items use, with the pair for those marked as asking at run time."""
+    names = {name for item in items for name in item.fixturenames}
+    marked = any(item.get_closest_marker("real_vllm") for item in items)
+    return names | {"real_vllm_pair"} if marked else names
+
+
+# The session fleets start as warm-ups (tests/warmups.py), the pair first.
+warmups.register("real_vllm_pair", lambda env: SESSION_FLEETS.start_many(PAIR, env))
+warmups.register(
+    "real_vllm_qwen3_style", lambda env: SESSION_FLEETS.start_many(QWEN3_STYLE, env)["qwen3-style"]
+)
+
+
+def real_vllm_modules_last(items: list[pytest.Item]) -> None:
+    """Reorder `items` in place: the modules with a test on a session fleet run last, in
+    their order, so that their fleets started while the others ran. Whole modules move,
+    so that no module's fixtures are set up twice."""
+    late = {item.module for item in items if _uses_a_fleet(item)}
+    items.sort(key=lambda item: item.module in late)
+
+
+def _uses_a_fleet(item: pytest.Item) -> bool:
+    marked = item.get_closest_marker("real_vllm") is not None
+    return marked or bool(FLEET_FIXTURES & set(item.fixturenames))
+
+
 @pytest.fixture(scope="session")
 def real_vllm_fleets() -> Iterator[Fleets]:
-    fleets = Fleets(Path(tempfile.mkdtemp(prefix="regen-real-vllm-")))
     try:
-        yield fleets
+        yield SESSION_FLEETS
     finally:
-        fleets.stop_all()
+        SESSION_FLEETS.stop_all()
 
 
 @pytest.fixture(scope="session")
 def real_vllm_pair(real_vllm_fleets: Fleets) -> dict[str, RealFleet]:
-    """The shared fleet and one with chunked prefill back on (the seeded crash), started
-    together so the run waits for one start, not two."""
-    return real_vllm_fleets.start_many(
-        {
-            "shared": ("--speculative-config", json.dumps(SPEC)),
-            "chunked": ("--enable-chunked-prefill", "--max-num-batched-tokens", "256"),
-        }
-    )
+    """The shared fleet and one with chunked prefill back on (the seeded crash)."""
+    return warmups.result("real_vllm_pair")
 
 
 @pytest.fixture(scope="session")
 def real_vllm(real_vllm_pair: dict[str, RealFleet]) -> RealFleet:
     return real_vllm_pair["shared"]
+
+
+@pytest.fixture(scope="session")
+def real_vllm_qwen3_style(real_vllm_fleets: Fleets) -> RealFleet:
+    return warmups.result("real_vllm_qwen3_style")
 
 
 def json_post(

@@ -13,31 +13,19 @@ answer reasoning, since SmolLM2 has no think tokens for a built-in parser to fin
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 
 import orjson
 import pytest
 
 from gen_helpers import read_lines, run
-from real_vllm import KEY, Fleets, RealFleet, json_post
+from real_vllm import KEY, RealFleet, json_post
 from regen.fleet.engine_info import identify
 from regen.fleet.server import Server, Timeouts
 from regen.run.conversation import RequestShape, request_body
 from regen.run.sampling import Sampling
 
 pytestmark = pytest.mark.timeout(1500)  # the fleet's start on two loaded cores
-FIXTURES = Path(__file__).parent / "fixtures" / "templates"
 GREEDY = Sampling(max_tokens=12, temperature=0.0)
-
-
-@pytest.fixture(scope="module")
-def qwen3_style_vllm(real_vllm_fleets: Fleets) -> RealFleet:
-    return real_vllm_fleets.start(
-        "qwen3-style",
-        "--chat-template", str(FIXTURES / "qwen3_style.jinja"),
-        "--reasoning-parser-plugin", str(FIXTURES / "all_reasoning.py"),
-        "--reasoning-parser", "all_reasoning",
-    )  # fmt: skip
 
 
 def detokenize(fleet: RealFleet, ids: list[int]) -> str:
@@ -60,7 +48,7 @@ async def prompt_of(fleet: RealFleet, history: list[dict]) -> str:
     return detokenize(fleet, data["prompt_token_ids"])
 
 
-def test_the_reasoning_of_the_current_tool_loop_reaches_the_template(qwen3_style_vllm):
+def test_the_reasoning_of_the_current_tool_loop_reaches_the_template(real_vllm_qwen3_style):
     call = {"id": "call_1", "type": "function",
             "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}  # fmt: skip
     history = [
@@ -71,14 +59,14 @@ def test_the_reasoning_of_the_current_tool_loop_reaches_the_template(qwen3_style
          "reasoning_content": "IN-TURN-THOUGHT"},
         {"role": "tool", "tool_call_id": "call_1", "content": "18C and sunny"},
     ]  # fmt: skip
-    prompt = asyncio.run(prompt_of(qwen3_style_vllm, history))
+    prompt = asyncio.run(prompt_of(real_vllm_qwen3_style, history))
     assert "<think>\nIN-TURN-THOUGHT\n</think>" in prompt
     assert "EARLIER-TURN-THOUGHT" not in prompt
     assert "18C and sunny" in prompt
 
 
 def test_a_run_sends_the_reasoning_back_and_the_template_leaves_earlier_turns_out(
-    tmp_path, qwen3_style_vllm, monkeypatch
+    tmp_path, real_vllm_qwen3_style, monkeypatch
 ):
     """--regenerate-turns all on the real server: the first regenerated turn's reasoning goes
     back with the second request (as `reasoning`, which vLLM takes: the run succeeds), and a
@@ -91,7 +79,7 @@ def test_a_run_sends_the_reasoning_back_and_the_template_leaves_earlier_turns_ou
                 {"role": "user", "content": "Name a colour."}]  # fmt: skip
     row = {"id": "earlier", "messages": messages}
     (tmp_path / "p.jsonl").write_bytes(orjson.dumps(row) + b"\n")
-    fleet = qwen3_style_vllm
+    fleet = real_vllm_qwen3_style
     result = run(tmp_path / "p.jsonl", tmp_path / "out", [fleet.url], model=fleet.model,
                  api_key_env="VLLM_API_KEY", regenerate_turns="all", return_token_ids=True,
                  timeouts=Timeouts(request=600, connect=5), sampling=GREEDY)  # fmt: skip

@@ -9,9 +9,17 @@ from dataclasses import replace
 import pytest
 
 from gen_helpers import assert_exactly_once, run, write_prompts
+from regen.errors import (
+    EngineAborted,
+    Overloaded,
+    RequestTimeout,
+    ServerFault,
+    TransportError,
+)
 from regen.fleet import concurrency, tuning
 from regen.fleet.concurrency import Level, Window, decide
 from regen.fleet.engine_metrics import parse
+from regen.fleet.server import Server
 from regen.testing.fake_engine import EngineCurve
 from regen.testing.fake_metrics import metrics_text
 from regen.testing.fake_server import Behaviour, FakeEngine, echo_answer
@@ -162,7 +170,7 @@ def test_the_engines_metrics_are_read_in_both_dialects():
 def test_generate_finds_a_level_above_the_old_default_and_shows_it(tmp_path, fake_server):
     # Few, long answers on a slow clock: the in-process server must not run out of CPU first.
     curve = EngineCurve(kv_tokens=20_000, max_running=512, time_scale=0.5, ticks=8)
-    server, out = live_run(tmp_path, fake_server, curve, 100, 1000)
+    server, out = live_run(tmp_path, fake_server, curve, 100, 400)
     snap = json.loads((out / "progress.json").read_text())
     (served,) = snap["servers"]
     assert served["concurrency_cap"] == 1024
@@ -171,6 +179,34 @@ def test_generate_finds_a_level_above_the_old_default_and_shows_it(tmp_path, fak
     assert ended_levels(out) == [
         {key: served[key] for key in ("url", "concurrency", "concurrency_cap", "concurrency_why")}
     ]
+
+
+def test_an_engines_aborts_fail_their_requests_not_the_level(tmp_path, fake_server):
+    """One request in ten aborted by the engine (finish_reason abort) is retried, and the
+    level climbs as on a clean engine: an abort says nothing about the level (it was halved
+    at every window, down to 1 in flight)."""
+    curve = EngineCurve(kv_tokens=20_000, max_running=512, time_scale=0.5, ticks=8)
+    server = fake_server(
+        Behaviour(dialect="vllm", engine=curve, faults=["ok"] * 9 + ["abort"],
+                  answer=lambda b: {**echo_answer(b), "tokens": 100})
+    )  # fmt: skip
+    ids = write_prompts(tmp_path / "prompts.jsonl", 300)
+    run(tmp_path / "prompts.jsonl", tmp_path / "out", [server.url], concurrency=None)
+    assert_exactly_once(tmp_path / "out", ids)
+    assert server.peak_in_flight > 4 * concurrency.START, server.peak_in_flight  # 32 before
+
+
+def test_only_a_full_servers_failures_count_against_its_level():
+    """429/503 and timeouts are what live concurrency backs off on; an abort, a 5xx or a
+    stream cut short fails one request (retried; the circuit breaker watches the server)."""
+    server = Server("http://127.0.0.1:9", 8)
+    failures = [
+        EngineAborted("cut short", status=200), ServerFault("HTTP 500"),
+        TransportError("stream ended early"), Overloaded("HTTP 429"), RequestTimeout("slow"),
+    ]  # fmt: skip
+    for error in failures:
+        server.record_failure(error, pause=0.0)
+    assert (server.stats.failed, server.stats.load_failures) == (5, 2)
 
 
 def test_an_engine_that_queues_past_its_running_limit_is_held_near_it(tmp_path, fake_server):
@@ -187,11 +223,11 @@ def test_an_engine_that_queues_past_its_running_limit_is_held_near_it(tmp_path, 
 
 def test_a_resumed_run_starts_each_server_where_the_last_session_left_it(tmp_path, fake_server):
     curve = EngineCurve(kv_tokens=20_000, max_running=512, time_scale=0.5, ticks=8)
-    server, out = live_run(tmp_path, fake_server, curve, 100, 1000)
+    server, out = live_run(tmp_path, fake_server, curve, 100, 400)
     (left,) = ended_levels(out)
     assert left["concurrency"] > 2 * concurrency.START  # it had climbed
     prompts = tmp_path / "prompts.jsonl"
-    ids = write_prompts(prompts, 1000 + left["concurrency"])  # one more prompt per slot
+    ids = write_prompts(prompts, 400 + left["concurrency"])  # one more prompt per slot
     server.peak_in_flight = 0
     run(prompts, out, [server.url], concurrency=None, allow_changed_input=True)
     assert_exactly_once(out, ids)
@@ -304,7 +340,7 @@ def test_the_first_window_opens_with_the_engines_first_tokens(tmp_path, fake_ser
     """With an engine that counts its tokens, the level has climbed before the first answer
     is back: the first window measured the engine's first decoded tokens."""
     curve = EngineCurve(kv_tokens=200_000, max_running=512, time_scale=0.5, ticks=8)
-    server, _ = live_run(tmp_path, fake_server, curve, 400, 200)
+    server, _ = live_run(tmp_path, fake_server, curve, 400, 120)  # more than one level's worth
     first_answer = min(server.served_at)
     sent_before = sum(1 for at in server.requested_at if at < first_answer)
     assert sent_before > concurrency.START, (sent_before, concurrency.START)

@@ -17,7 +17,8 @@ from regen.testing.fake_behaviour import echo_answer
 from regen.testing.fake_server import Behaviour, FakeServer
 
 CONTEXT = 2048  # the real fleet's --context
-pytestmark = pytest.mark.timeout(1500)  # the first real test waits for the fleet's start
+# The first real test waits for the fleet's start; the real one is asked for at run time.
+pytestmark = [pytest.mark.timeout(1500), pytest.mark.real_vllm]
 
 
 def counted(body: dict) -> dict:

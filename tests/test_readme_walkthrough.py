@@ -11,15 +11,19 @@ every other character must be what regen printed."""
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 import pytest
+
+import warmups
 
 ROOT = Path(__file__).parents[1]
 README = ROOT / "README.md"
@@ -152,14 +156,17 @@ def llama_servers_on(ports: set[str]) -> list[psutil.Process]:
     return found
 
 
-@pytest.fixture(scope="module")
-def walkthrough(tmp_path_factory) -> tuple[Path, dict[str, subprocess.CompletedProcess], list]:
+Replay = tuple[Path, dict[str, subprocess.CompletedProcess], list[str]]
+
+
+def replay(env_now: dict[str, str]) -> Replay:
     """Every replayed command, run once, in order, in one fresh directory, as a user would
     (stdout piped): plan and generate start and stop the embedded server themselves. Also
-    the servers a command left running (stopped here, by pid)."""
-    where = tmp_path_factory.mktemp("walkthrough")
+    the servers a command left running (stopped here, by pid). A warm-up: it runs in the
+    background from the end of collection (tests/warmups.py)."""
+    where = Path(tempfile.mkdtemp(prefix="regen-walkthrough-"))
     left: list[str] = []
-    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_BASE_URL", "OPENAI_API_KEY")}
+    env = {k: v for k, v in env_now.items() if k not in ("OPENAI_BASE_URL", "OPENAI_API_KEY")}
     env["PYTHONUNBUFFERED"] = "1"  # stdout and stderr interleave as on a terminal
     done: dict[str, subprocess.CompletedProcess] = {}
     for command in REPLAYED:
@@ -177,6 +184,16 @@ def walkthrough(tmp_path_factory) -> tuple[Path, dict[str, subprocess.CompletedP
         if run.returncode != EXIT.get(command, 0):
             break  # the later steps need this one
     return where, done, left
+
+
+warmups.register("walkthrough", replay)
+
+
+@pytest.fixture(scope="module")
+def walkthrough() -> Iterator[Replay]:
+    replayed = warmups.result("walkthrough")
+    yield replayed
+    shutil.rmtree(replayed[0])
 
 
 @pytest.mark.model

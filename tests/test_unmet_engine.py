@@ -13,14 +13,18 @@ UNMET = EngineCurve(step_s=0.02, per_seq_s=0.0001, kv_tokens=10**6, time_scale=1
 TOKENS = 200  # about 4-7 s an answer on this clock, under the tests' 10-s request timeout
 
 
-def answer(body):
-    # A piece of text an event (7 characters): about one event a token, as engines stream.
-    return {**echo_answer(body), "tokens": TOKENS, "content": "x" * 7 * TOKENS}
+def answer_of(tokens: int):
+    def answer(body):
+        # A piece of text an event (7 characters): about one event a token, as engines stream.
+        return {**echo_answer(body), "tokens": tokens, "content": "x" * 7 * tokens}
+
+    return answer
 
 
-def unmet_run(tmp_path, fake_server, count: int, **overrides):
+def unmet_run(tmp_path, fake_server, count: int, tokens: int = TOKENS, **overrides):
     ids_asked = overrides.get("return_token_ids", False)
-    server = fake_server(Behaviour(engine=UNMET, answer=answer, return_token_ids=ids_asked))
+    behaviour = Behaviour(engine=UNMET, answer=answer_of(tokens), return_token_ids=ids_asked)
+    server = fake_server(behaviour)
     tmp_path.mkdir(exist_ok=True)
     prompts, out = tmp_path / "prompts.jsonl", tmp_path / "out"
     ids = write_prompts(prompts, count)
@@ -43,8 +47,9 @@ def test_without_an_engine_counter_the_climb_reads_the_streams(tmp_path, fake_se
 def test_fixed_concurrency_or_token_ids_are_not_streamed_unasked(tmp_path, fake_server):
     """Streaming is only live concurrency's means of measuring: a fixed level needs none,
     and token ids are not streamed by every engine (SGLang refuses them in a stream)."""
-    server, _ = unmet_run(tmp_path, fake_server, 8, concurrency=4, fixed_concurrency=True)
+    short = 20  # what is asked is all this test reads: the answers need not be long
+    server, _ = unmet_run(tmp_path, fake_server, 8, short, concurrency=4, fixed_concurrency=True)
     assert not any(body.get("stream") for body in server.requests)
-    server, _ = unmet_run(tmp_path / "ids", fake_server, 8, return_token_ids=True)
+    server, _ = unmet_run(tmp_path / "ids", fake_server, 8, short, return_token_ids=True)
     chats = [body for body in server.requests if body.get("max_tokens") != 1]  # not preflight
     assert chats and not any(body.get("stream") for body in chats)

@@ -26,7 +26,8 @@ through that queue (vLLM's CPU build does). So, one measurement window at a time
   QUEUED_GAIN more;
 - back off on what only a full server does: preemptions once they cost output (back to the
   best level below; while the output holds up, the level stays but climbs no higher),
-  timeouts or errors (x0.5); and stay under the level that brought them for a while.
+  timeouts or 429/503 (x0.5); and stay under the level that brought them for a while. An
+  engine's abort, a 5xx or a broken stream fails one request, not the level.
 
 A window in which the server did not have `limit` requests in flight most of the time
 (the run is ending, the server just came back, a retry storm elsewhere) decides nothing:
@@ -62,7 +63,7 @@ class Window:
     seconds: float
     tokens: float  # output tokens generated in it (the engine's counter, else answers')
     busy: float  # mean requests in flight / limit
-    errors: int = 0  # timeouts, 5xx, 429: the server failing, not the prompt
+    errors: int = 0  # timeouts, 429/503: the server full or too slow (ServerStats.load_failures)
     preemptions: int | None = None  # the engine's count in the window (None: not reported)
     waiting: float | None = None  # the engine's queue at its shortest in the window
     running: float | None = None  # the engine's running batch, mean over the window

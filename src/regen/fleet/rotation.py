@@ -9,7 +9,14 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from regen.errors import EngineAborted, Overloaded, RetryableError, ServerError, ServerRefused
+from regen.errors import (
+    EngineAborted,
+    Overloaded,
+    RequestTimeout,
+    RetryableError,
+    ServerError,
+    ServerRefused,
+)
 from regen.fleet.health import CircuitBreaker, Liveness, Refusals, ServerState
 from regen.fleet.stats import ServerStats
 
@@ -92,6 +99,7 @@ class Rotation:
     def _count_failure(self, error: ServerError) -> None:
         self.stats.failed += 1
         self.stats.aborted += isinstance(error, EngineAborted)
+        self.stats.load_failures += isinstance(error, Overloaded | RequestTimeout)
         self.stats.last_error = f"{error.kind}: {error.message}"
 
     def take_out(self, why: str) -> None:

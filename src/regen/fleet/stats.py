@@ -22,6 +22,10 @@ class ServerStats:
     retried: int = 0  # failed attempts that were sent again
     affinity_sends: int = 0  # requests sent here for their prefix, not for being least-loaded
     aborted: int = 0  # answers the engine cut short (finish_reason abort or error)
+    # 429/503 and timeouts: the server saying it is full or too slow, what live concurrency
+    # backs off on. An engine's abort, a 5xx or a broken stream fails one request: retried,
+    # and the circuit breaker's business, not a sign that the level is too high.
+    load_failures: int = 0
     latency_counts: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BUCKETS) + 1))
     latency_sum: float = 0.0
     spec_steps: int = 0  # verify steps of the engine's drafter, over the answers it reported

@@ -65,7 +65,7 @@ class _Tracker:
     first: EngineLoad | None = None
     tokens_at: int = 0
     answers_at: int = 0
-    failed_at: int = 0
+    load_failures_at: int = 0
     busy: list[float] = field(default_factory=list)
     waiting: list[float] = field(default_factory=list)
     running: list[float] = field(default_factory=list)
@@ -242,7 +242,7 @@ class LiveConcurrency:
         tracker.busy, tracker.waiting, tracker.running = [], [], []
         tracker.went_down = False
         tracker.tokens_at = server.stats.completion_tokens
-        tracker.failed_at = server.stats.failed
+        tracker.load_failures_at = server.stats.load_failures
 
     def _close(self, tracker: _Tracker, now: float) -> None:
         server = tracker.server
@@ -274,7 +274,7 @@ class LiveConcurrency:
             seconds=seconds,
             tokens=tokens,
             busy=sum(tracker.busy) / len(tracker.busy),
-            errors=server.stats.failed - tracker.failed_at,
+            errors=server.stats.load_failures - tracker.load_failures_at,
             preemptions=preempted,
             # At its shortest: a queue that drains between steps (prompts waiting for their
             # turn in a step's token budget, as vLLM's CPU build queues them) is no full server.
