@@ -17,6 +17,7 @@ import asyncio
 from collections.abc import Iterable
 from typing import Any
 
+from regen import event_loop
 from regen.errors import InputError, PermanentError
 from regen.fleet.dispatch import Fleet
 from regen.fleet.preflight import resolve_model
@@ -52,7 +53,7 @@ class FleetDraft:
         return True  # the server answers a row too long for it with a 400: the row is skipped
 
     def run(self, rows: Iterable[TokenRow], sink: Sink) -> None:
-        asyncio.run(self._run(rows, sink))
+        event_loop.run(self._run(rows, sink))
 
     def close(self) -> None:
         """Sessions are closed at the end of `run`."""

@@ -1,0 +1,117 @@
+"""A slow stream is read a few events at a time (fleet/stream_pace.py): every token still
+arrives once and in order, a real stall is still cut, and regen's loop is uvloop where it is
+installed (regen/event_loop.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+
+from regen import event_loop
+from regen.errors import RequestTimeout
+from regen.fleet.embedded import free_port
+from regen.fleet.server import Server, Timeouts
+from regen.fleet.stream import StreamAccumulator
+from test_stream_reader import wait_for
+
+TOKENS = 200
+POOL = 251  # regen.testing.sse_fleet's distinct token events
+
+
+@contextmanager
+def paced_engine(*options: str) -> Iterator[str]:
+    """One sse_fleet engine sending a token every 10 ms, one token an event; stopped by pid."""
+    port = free_port()
+    args = ["--ports", str(port), "--slots", "4", "--tokens", str(TOKENS),
+            "--seconds-per-token", "0.01", *options]  # fmt: skip
+    proc = subprocess.Popen([sys.executable, "-m", "regen.testing.sse_fleet", *args])
+    try:
+        wait_for(f"http://127.0.0.1:{port}")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@pytest.fixture
+def reads(monkeypatch) -> list[int]:
+    """The data events each socket read brought (reads that brought none left out)."""
+    seen: list[int] = []
+    feed = StreamAccumulator.feed_bytes
+
+    def counted(self: StreamAccumulator, data: bytes) -> int:
+        events = feed(self, data)
+        if events:
+            seen.append(events)
+        return events
+
+    monkeypatch.setattr(StreamAccumulator, "feed_bytes", counted)
+    return seen
+
+
+def chat(url: str, stall: float) -> dict:
+    async def ask() -> dict:
+        server = Server(url, concurrency=4, timeouts=Timeouts(stall=stall, stream=True))
+        body = {"model": "m", "messages": [{"role": "user", "content": "hi"}],
+                "return_token_ids": True}  # fmt: skip
+        try:
+            return await asyncio.wait_for(server.chat(body), timeout=60)
+        finally:
+            await server.close()
+
+    return event_loop.run(ask())
+
+
+def expected_ids() -> list[int]:
+    """What the engine sends: token n is pool event n % 251, the answer's first content
+    token (three quarters in) names the answer with id 7."""
+    ids = [1000 + n % POOL for n in range(TOKENS)]
+    ids[TOKENS * 3 // 4] = 7
+    return ids
+
+
+def test_a_slow_stream_is_read_several_events_a_read_and_every_token_once(reads):
+    # 0.5 s of stall timeout: a pause is at most an eighth of it, so no silence is invented
+    with paced_engine() as url:
+        answer = chat(url, stall=0.5)
+    choice = answer["choices"][0]
+    assert list(choice["token_ids"]) == expected_ids()
+    assert answer["usage"]["completion_tokens"] == TOKENS
+    assert choice["message"]["content"].startswith("Answer ")
+    # read as they came, 200 events paced 10 ms apart take ~200 reads; paused, far fewer
+    events = sum(reads)
+    assert events == TOKENS + 4  # the prompt's chunk, the tokens, the finish, usage, [DONE]
+    assert len(reads) < events / 2
+
+
+def test_a_paused_stream_still_finds_a_real_stall(reads):
+    # every answer stops sending at its 120th token for a minute: the stall timer cuts it
+    with paced_engine("--hold-at", "120", "--hold-s", "60") as url:
+        with pytest.raises(RequestTimeout, match="stalled"):
+            chat(url, stall=0.5)
+    assert sum(reads) == 121  # every event the server sent was read before the cut
+    assert len(reads) < 121 / 2  # and it was read paused
+
+
+def test_regen_runs_on_uvloop_where_it_is_installed():
+    uvloop = pytest.importorskip("uvloop")  # a declared dependency (not on Windows)
+
+    async def loop_type() -> type:
+        return type(asyncio.get_running_loop())
+
+    assert event_loop.run(loop_type()) is uvloop.Loop
+
+
+def test_without_uvloop_asyncios_own_loop_runs(monkeypatch):
+    monkeypatch.setitem(sys.modules, "uvloop", None)  # as where it is not installed
+    assert event_loop.loop_factory() is None
+
+    async def loop_module() -> str:
+        return type(asyncio.get_running_loop()).__module__
+
+    assert event_loop.run(loop_module()).startswith("asyncio")
