@@ -14,6 +14,7 @@ import pytest
 
 from regen import event_loop
 from regen.errors import RequestTimeout
+from regen.fleet import stream_pace
 from regen.fleet.embedded import free_port
 from regen.fleet.server import Server, Timeouts
 from regen.fleet.stream import StreamAccumulator
@@ -75,8 +76,14 @@ def expected_ids() -> list[int]:
     return ids
 
 
-def test_a_slow_stream_is_read_several_events_a_read_and_every_token_once(reads):
-    # 0.5 s of stall timeout: a pause is at most an eighth of it, so no silence is invented
+@pytest.fixture
+def full_pace(monkeypatch) -> None:
+    """Pauses as long as with a thousand streams open, for the one stream a test reads."""
+    monkeypatch.setattr(stream_pace, "FULL_PACE_STREAMS", 1)
+
+
+def test_a_slow_stream_is_read_several_events_a_read_and_every_token_once(reads, full_pace):
+    # 0.5 s of stall timeout: a pause is at most a quarter of it, so no silence is invented
     with paced_engine() as url:
         answer = chat(url, stall=0.5)
     choice = answer["choices"][0]
@@ -89,13 +96,22 @@ def test_a_slow_stream_is_read_several_events_a_read_and_every_token_once(reads)
     assert len(reads) < events / 2
 
 
-def test_a_paused_stream_still_finds_a_real_stall(reads):
+def test_a_paused_stream_still_finds_a_real_stall(reads, full_pace):
     # every answer stops sending at its 120th token for a minute: the stall timer cuts it
-    with paced_engine("--hold-at", "120", "--hold-s", "60") as url:
-        with pytest.raises(RequestTimeout, match="stalled"):
-            chat(url, stall=0.5)
+    held = paced_engine("--hold-at", "120", "--hold-s", "60")
+    with held as url, pytest.raises(RequestTimeout, match="stalled"):
+        chat(url, stall=0.5)
     assert sum(reads) == 121  # every event the server sent was read before the cut
     assert len(reads) < 121 / 2  # and it was read paused
+
+
+def test_a_lone_stream_is_read_as_it_comes(reads):
+    # one stream costs little CPU read event by event, and its end is seen at once
+    with paced_engine() as url:
+        answer = chat(url, stall=0.5)
+    assert list(answer["choices"][0]["token_ids"]) == expected_ids()
+    assert len(reads) > sum(reads) / 2
+    assert stream_pace.ReadPacer.open_streams == 0  # every stream closed its pacer
 
 
 def test_regen_runs_on_uvloop_where_it_is_installed():

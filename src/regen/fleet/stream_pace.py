@@ -9,23 +9,26 @@ the stream's transport stops reading for a pause, the kernel keeps what comes me
 and the next read takes it all at once.
 
 The pause is the shortest of three bounds:
-- `EVENTS_A_READ` of the stream's own event intervals: past a few events a read, a longer
+- `EVENTS_A_READ` of the stream's own event intervals: past that many events a read, a longer
   pause saves little CPU and only delays the answer;
 - `AGE_SHARE` of the request's age: a stream's end is seen at most this share of its time
   late, so its slot's next request is held back as little (a short answer barely pauses);
 - `MAX_PAUSE_S`, and a small share of the stall timeout, so the stall clock (time since the
   last data event read, stream.StallWatch) never runs out while data waits unread: a pause
   starts only right after data events, and it ends long before the server's silence could.
-No pause after the finish reason (the rest of the answer follows at once).
+No pause after the finish reason (the rest of the answer follows at once). The pause is in
+proportion to the streams the process holds, whole from `FULL_PACE_STREAMS` on: a few dozen
+streams cost little CPU read as they come, and their answers' ends are then seen at once.
 """
 
 from __future__ import annotations
 
 import asyncio
 
-EVENTS_A_READ = 8
-AGE_SHARE = 0.05
-MAX_PAUSE_S = 2.0
+EVENTS_A_READ = 16
+AGE_SHARE = 0.1
+MAX_PAUSE_S = 4.0
+FULL_PACE_STREAMS = 1024
 STALL_SHARE = 0.25  # of the stall timeout: a stall is still found within 1.25x of it
 MIN_PAUSE_S = 0.01  # shorter is not worth a timer: the reads already batch events
 
@@ -34,7 +37,11 @@ class ReadPacer:
     """Pauses one stream's transport after its reads; `close()` before the connection goes
     back to aiohttp's pool, so that no pooled connection stays paused."""
 
+    open_streams = 0  # in this process: how long a pause is (see above)
+
     def __init__(self, transport: asyncio.Transport | None, stall: float, started: float):
+        ReadPacer.open_streams += 1
+        self._open = True
         self._transport = transport
         self._loop = asyncio.get_running_loop()
         self._cap = min(MAX_PAUSE_S, STALL_SHARE * stall)
@@ -54,6 +61,7 @@ class ReadPacer:
         self._events += events
         interval = (now - self._first) / self._events
         pause = min(self._cap, EVENTS_A_READ * interval, AGE_SHARE * (now - self._started))
+        pause *= min(1.0, ReadPacer.open_streams / FULL_PACE_STREAMS)
         if pause >= MIN_PAUSE_S:
             self._transport.pause_reading()
             self._timer = self._loop.call_later(pause, self._resume)
@@ -64,6 +72,9 @@ class ReadPacer:
             self._transport.resume_reading()
 
     def close(self) -> None:
+        if self._open:
+            self._open = False
+            ReadPacer.open_streams -= 1
         if self._timer is not None:
             self._timer.cancel()
             self._resume()
