@@ -1,6 +1,5 @@
 """A slow stream is read a few events at a time (fleet/stream_pace.py): every token still
-arrives once and in order, a real stall is still cut, and regen's loop is uvloop where it is
-installed (regen/event_loop.py)."""
+arrives once and in order, and a real stall is still cut."""
 
 from __future__ import annotations
 
@@ -12,7 +11,6 @@ from contextlib import contextmanager
 
 import pytest
 
-from regen import event_loop
 from regen.errors import RequestTimeout
 from regen.fleet import stream_pace
 from regen.fleet.embedded import free_port
@@ -65,7 +63,7 @@ def chat(url: str, stall: float) -> dict:
         finally:
             await server.close()
 
-    return event_loop.run(ask())
+    return asyncio.run(ask())
 
 
 def expected_ids() -> list[int]:
@@ -112,22 +110,3 @@ def test_a_lone_stream_is_read_as_it_comes(reads):
     assert list(answer["choices"][0]["token_ids"]) == expected_ids()
     assert len(reads) > sum(reads) / 2
     assert stream_pace.ReadPacer.open_streams == 0  # every stream closed its pacer
-
-
-def test_regen_runs_on_uvloop_where_it_is_installed():
-    uvloop = pytest.importorskip("uvloop")  # a declared dependency (not on Windows)
-
-    async def loop_type() -> type:
-        return type(asyncio.get_running_loop())
-
-    assert event_loop.run(loop_type()) is uvloop.Loop
-
-
-def test_without_uvloop_asyncios_own_loop_runs(monkeypatch):
-    monkeypatch.setitem(sys.modules, "uvloop", None)  # as where it is not installed
-    assert event_loop.loop_factory() is None
-
-    async def loop_module() -> str:
-        return type(asyncio.get_running_loop()).__module__
-
-    assert event_loop.run(loop_module()).startswith("asyncio")

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from regen import event_loop, redact
+from regen import redact
 from regen.errors import FleetUnavailable, RegenError
 from regen.fleet.dispatch import AFFINE_SCAN, Fleet
 from regen.fleet.embedded import EmbeddedFleet, default_model_path, embedded_spec
@@ -73,7 +73,7 @@ def generate(
             embedded = stack.enter_context(EmbeddedFleet(spec))
             urls = embedded.urls
         run = Run(config, store, urls, report, embedded, only_lines, input_fp)
-        return event_loop.run(run.execute())
+        return asyncio.run(run.execute())
 
 
 class Run:

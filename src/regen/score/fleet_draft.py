@@ -17,7 +17,6 @@ import asyncio
 from collections.abc import Iterable
 from typing import Any
 
-from regen import event_loop
 from regen.errors import InputError, PermanentError
 from regen.fleet.dispatch import Fleet
 from regen.fleet.preflight import resolve_model
@@ -53,7 +52,7 @@ class FleetDraft:
         return True  # the server answers a row too long for it with a 400: the row is skipped
 
     def run(self, rows: Iterable[TokenRow], sink: Sink) -> None:
-        event_loop.run(self._run(rows, sink))
+        asyncio.run(self._run(rows, sink))
 
     def close(self) -> None:
         """Sessions are closed at the end of `run`."""
