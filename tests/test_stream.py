@@ -52,7 +52,7 @@ def test_inline_think_is_split_from_a_stream_too(tmp_path, fake_server, dialect)
 
 @pytest.mark.parametrize("dialect", DIALECTS)
 def test_a_stalled_stream_is_cut_and_retried(tmp_path, fake_server, dialect):
-    server = fake_server(faults=["stall", "ok"], dialect=dialect)
+    server = fake_server(faults=["stall"] + ["ok"] * 20, dialect=dialect)
     ids = write_prompts(tmp_path / "p.jsonl", 6)
     # A whole request may take 10 minutes: only the stall timer (0.5 s of silence) can cut
     # the stalled one in a time this test waits for (a loaded machine gets 2 minutes).

@@ -30,6 +30,7 @@ from regen.fleet.rotation import Rotation
 from regen.fleet.sglang_spec import asking_for_spec_details
 from regen.fleet.stats import LATENCY_BUCKETS, ServerStats
 from regen.fleet.stream import StallWatch, StreamAccumulator
+from regen.fleet.stream_pace import ReadPacer
 
 CHAT_PATH = "/v1/chat/completions"
 # Where a busy server is asked whether it is alive, by engine (else /v1/models). Every route
@@ -190,6 +191,7 @@ class Server(Rotation):
             sock_read=self.timeouts.stall,
         )
         stream = StreamAccumulator(self.name)
+        started = asyncio.get_running_loop().time()
         self.stats.awaiting_first += 1
         try:
             with map_errors(self.name, self.timeouts.request, stall=self.timeouts.stall):
@@ -200,26 +202,33 @@ class Server(Rotation):
                         # an error, a login page, or a whole JSON body (a server that does
                         # not stream, a gateway's status page): read as without a stream
                         return decode_body(resp, await resp.read(), self.name)
-                    return await self._read_stream(resp, stream)
+                    return await self._read_stream(resp, stream, started)
         finally:
             if not stream.started:
                 self.stats.awaiting_first -= 1
 
-    async def _read_stream(self, resp: aiohttp.ClientResponse, stream: StreamAccumulator) -> Any:
+    async def _read_stream(
+        self, resp: aiohttp.ClientResponse, stream: StreamAccumulator, started: float
+    ) -> Any:
         """Only data events count as progress. Silence is cut by one stall timer a stream
         (aiohttp's read timeout, which waited for the headers, would re-arm a timer at every
         read: a tenth of a streamed token's cost); a server that sends nothing but keep-alive
         comments (vLLM's --sse-keep-alive-interval) while its engine hangs is cut here, at
-        the first comment past the stall timeout."""
+        the first comment past the stall timeout. A slow stream is read a few events at a
+        time (stream_pace.py)."""
+        transport = None
         if resp.connection is not None:
             resp.connection.protocol.read_timeout = None  # type: ignore[union-attr]
+            transport = resp.connection.transport
         loop = asyncio.get_running_loop()
         watch = StallWatch(resp.content, self.timeouts.stall, self.name)
+        pacer = ReadPacer(transport, self.timeouts.stall, started)
         try:
             async for data in resp.content.iter_any():  # all that came: lines split in bulk
                 events = stream.feed_bytes(data)
                 if events:
-                    watch.last_data = loop.time()
+                    now = watch.last_data = loop.time()
+                    pacer.after_read(events, now, stream.finish_reason is not None)
                     self.stats.streamed_events += events
                     if not stream.started:
                         stream.started = True
@@ -232,6 +241,7 @@ class Server(Rotation):
                     )
         finally:
             watch.cancel()
+            pacer.close()
         stream.end()
         answer = stream.response()
         if self.stream_to_measure and (stream.usage or {}).get("completion_tokens") is None:
