@@ -141,9 +141,11 @@ def test_tokenizer_errors_are_config_errors(tmp_path):
         load_tokenizer(str(tmp_path / "x.txt"))
 
 
-def test_a_gguf_tokenizer_without_the_gguf_extra_names_the_install(monkeypatch):
+def test_a_gguf_tokenizer_without_the_gguf_extra_names_the_install(monkeypatch, tmp_path):
     """After `make demo` (the embedded extra only) torch and gguf are not there: the error
-    says what to install, not "pass a local tokenizer directory"."""
+    says what to install, not "pass a local tokenizer directory" (when no earlier load has
+    cached the converted tokenizer: tokenizer_cache)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     import importlib.util
 
     from regen.errors import ConfigError

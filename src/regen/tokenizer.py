@@ -10,6 +10,7 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
+from regen import tokenizer_cache
 from regen.errors import ConfigError
 from regen.hub import check_repo, looks_like_path
 
@@ -31,12 +32,11 @@ def load_tokenizer(
 
         spec = str(default_model_path())
     path = Path(spec).expanduser()
-    kwargs: dict[str, Any] = {}
+    gguf: Path | None = None
     if path.suffix == ".gguf":
         if not path.is_file():
             raise ConfigError(f"--tokenizer {spec}: no such GGUF file")
-        _needs_gguf_reader(spec)
-        source, kwargs["gguf_file"] = str(path.parent), path.name
+        source, gguf = str(path), path
     elif path.exists():
         if not path.is_dir():
             raise ConfigError(
@@ -54,7 +54,7 @@ def load_tokenizer(
         if not _cached(source):
             check_repo(source, "model", "--tokenizer")
     try:
-        tok = AutoTokenizer.from_pretrained(source, **kwargs)
+        tok = _from_gguf(gguf) if gguf else AutoTokenizer.from_pretrained(source)
     except (OSError, ValueError, ImportError) as exc:
         raise ConfigError(
             f"cannot load a tokenizer from {spec}: {exc}",
@@ -72,6 +72,19 @@ def load_tokenizer(
             f"the tokenizer of {spec} has no chat template",
             hint="pass the target's template with --chat-template FILE.jinja",
         )
+    return tok
+
+
+def _from_gguf(gguf: Path) -> Any:
+    """The GGUF's tokenizer from the cache, else converted (and cached: tokenizer_cache)."""
+    tok = tokenizer_cache.load_cached(gguf)
+    if tok is not None:
+        return tok
+    _needs_gguf_reader(str(gguf))
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    tokenizer_cache.save(gguf, tok)
     return tok
 
 
