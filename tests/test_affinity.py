@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from gen_helpers import assert_exactly_once, run
-from regen.fleet import affinity
+from regen.fleet.control import affinity
 from regen.testing.fake_engine import EngineCurve
 from regen.testing.fake_server import Behaviour
 

@@ -16,8 +16,8 @@ from regen.errors import (
     ServerFault,
     TransportError,
 )
-from regen.fleet import concurrency, tuning
-from regen.fleet.concurrency import Level, Window, decide
+from regen.fleet.control import concurrency, tuning
+from regen.fleet.control.concurrency import Level, Window, decide
 from regen.fleet.engine_metrics import parse
 from regen.fleet.server import Server
 from regen.testing.fake_engine import EngineCurve

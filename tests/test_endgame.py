@@ -18,7 +18,7 @@ import orjson
 
 from gen_helpers import assert_exactly_once, run, write_prompts
 from regen.cli.status import render
-from regen.fleet.endgame import EndGame
+from regen.fleet.control.endgame import EndGame
 from regen.fleet.server import Server
 from regen.run.status import read_status
 from regen.testing.fake_server import Behaviour, echo_answer

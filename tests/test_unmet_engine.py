@@ -4,7 +4,7 @@ are streamed, and the tokens arriving measure each level long before the answers
 from __future__ import annotations
 
 from gen_helpers import assert_exactly_once, run, write_prompts
-from regen.fleet import concurrency
+from regen.fleet.control import concurrency
 from regen.testing.fake_engine import EngineCurve
 from regen.testing.fake_server import Behaviour, echo_answer
 

@@ -24,8 +24,8 @@ from regen.errors import (
     ServerRefused,
     TransportError,
 )
-from regen.fleet import affinity
-from regen.fleet.endgame import EndGame
+from regen.fleet.control import affinity
+from regen.fleet.control.endgame import EndGame
 from regen.fleet.overflow import room_left
 from regen.fleet.policy import HealthPolicy, RetryPolicy
 from regen.fleet.server import CHAT_PATH, Server

@@ -67,7 +67,7 @@ class FleetConfig:
     concurrency: int | None = None
     fixed_concurrency: bool = False  # keep exactly `concurrency` in flight (no live control)
     dispatch: str = "affine"  # "affine": a prompt's prefix to the server that holds it
-    # (within a load bound, fleet/affinity.py); "least-loaded": always the least-loaded
+    # (within a load bound, fleet/control/affinity.py); "least-loaded": always the least-loaded
     timeouts: Timeouts = field(default_factory=Timeouts)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     health: HealthPolicy = field(default_factory=HealthPolicy)

@@ -19,11 +19,11 @@ from typing import Any
 
 from regen import redact
 from regen.errors import FleetUnavailable, RegenError
+from regen.fleet.control.tuning import LiveConcurrency
 from regen.fleet.dispatch import AFFINE_SCAN, Fleet
 from regen.fleet.embedded import EmbeddedFleet, default_model_path, embedded_spec
 from regen.fleet.engine_info import fleet_engines
 from regen.fleet.server import Server
-from regen.fleet.tuning import LiveConcurrency
 from regen.format.manifest import InputFingerprint, last_levels, record_session_end
 from regen.format.state import RunState
 from regen.jsonio import compression

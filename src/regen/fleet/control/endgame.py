@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from regen.errors import ServerError
-from regen.fleet.drain import DrainMeter
-from regen.fleet.forecast import Forecast
+from regen.fleet.control.drain import DrainMeter
+from regen.fleet.control.forecast import Forecast
 from regen.fleet.server import Server
 
 log = logging.getLogger("regen.fleet")

@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from regen.fleet import concurrency
+from regen.fleet.control import concurrency
 from regen.fleet.engine_info import stated_limits
 from regen.fleet.engine_metrics import EngineLoad
 from regen.fleet.load_source import SCRAPE_TIMEOUT, LoadSource, kv_fit
