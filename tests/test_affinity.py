@@ -68,5 +68,8 @@ def test_affine_dispatch_finds_more_cached_prefixes_and_keeps_every_slot_busy(
     spread, spread_peak, _ = _prefix_hits(tmp_path, fake_server, "least-loaded", prompts, 4)
     affine, affine_peak, sends = _prefix_hits(tmp_path, fake_server, "affine", prompts, 4)
     assert affine > spread + 0.08, (affine, spread)
-    assert affine_peak == spread_peak == 8, (affine_peak, spread_peak)  # every server full
+    # Every server full: the engines' own count of requests at once reached the level. On a
+    # loaded machine one request can end as the eighth arrives, so 7 is enough to see; a
+    # dispatch that idled slots while requests waited leaves several empty.
+    assert min(affine_peak, spread_peak) >= 7, (affine_peak, spread_peak)
     assert sum(sends) > 0
