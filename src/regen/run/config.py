@@ -191,6 +191,7 @@ class GenerateConfig:
             "api_key_from": fleet.api_key_info().source,
             "timeouts": asdict(fleet.timeouts),
             "max_retries": fleet.retry.max_retries,
+            "retry_delay_s": fleet.retry.base_delay,
             "give_up_after_s": fleet.health.give_up_after,
             "compress": self.output.compress,
             "shards": self.part.count,  # the same N on every resume (see manifest)
