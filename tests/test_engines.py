@@ -156,7 +156,7 @@ def test_chaos_with_kill9_and_stream_ends_exactly_once_with_full_answers(
     command = [
         sys.executable, "-m", "regen", "generate", "--prompts", str(tmp_path / "p.jsonl"),
         "--output-dir", str(out), "--servers", server.url, "--concurrency", "8", "--stream",
-        "--stall-timeout", "5", "--retry-delay", "0.2", "--display", "none",
+        "--stall-timeout", "5", "--display", "none",
     ]  # fmt: skip
     rng = random.Random(f"chaos-{dialect}")
     for _ in range(2):

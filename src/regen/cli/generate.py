@@ -90,16 +90,6 @@ STAGING = "the shards wait there, on this machine, for their upload"
     help="Retries of a request after 5xx, 408, 429 or a timeout.",
 )
 @option(
-    "--retry-delay",
-    type=click.FloatRange(min=0.01, max=60),
-    default=1.0,
-    show_default=True,
-    group=RELIABILITY,
-    to="fleet.retry.base_delay",
-    help="Seconds before a request's first retry (doubling each retry up to 60, with "
-    "jitter); a 429/503 without Retry-After pauses its server this long.",
-)
-@option(
     "--give-up-after",
     type=float,
     default=1800,

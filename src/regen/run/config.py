@@ -67,7 +67,7 @@ class FleetConfig:
     concurrency: int | None = None
     fixed_concurrency: bool = False  # keep exactly `concurrency` in flight (no live control)
     dispatch: str = "affine"  # "affine": a prompt's prefix to the server that holds it
-    # (within a load bound, fleet/control/affinity.py); "least-loaded": always the least-loaded
+    # (within a load bound, fleet/affinity.py); "least-loaded": always the least-loaded
     timeouts: Timeouts = field(default_factory=Timeouts)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     health: HealthPolicy = field(default_factory=HealthPolicy)
@@ -191,7 +191,6 @@ class GenerateConfig:
             "api_key_from": fleet.api_key_info().source,
             "timeouts": asdict(fleet.timeouts),
             "max_retries": fleet.retry.max_retries,
-            "retry_delay_s": fleet.retry.base_delay,
             "give_up_after_s": fleet.health.give_up_after,
             "compress": self.output.compress,
             "shards": self.part.count,  # the same N on every resume (see manifest)
