@@ -58,14 +58,17 @@ def test_export_into_a_read_only_folder_exits_6(tmp_path, finished):
     assert_exit_6(run_with_read_only(read_only, command), f"--output-dir {out}")
 
 
-def test_export_onto_a_full_disk_exits_6(tmp_path, finished):
+@pytest.mark.parametrize("fmt", ["sharegpt", "tokenized"])  # JSONL; Parquet (its writer thread)
+def test_export_onto_a_full_disk_exits_6(tmp_path, finished, fmt):
     out = tmp_path / "ds"
 
     def small_files() -> None:  # no file may grow past 2 kB: the first data shard fills up
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (2_000, 2_000))
 
-    command = [*REGEN, "export", str(finished), "-o", str(out), "--format", "sharegpt"]
+    command = [*REGEN, "export", str(finished), "-o", str(out), "--format", fmt]
+    if fmt == "tokenized":
+        command += ["--tokenizer", str(checkfix.qwen_style_dir())]
     result = subprocess.run(command, capture_output=True, text=True, timeout=120,
                             preexec_fn=small_files)  # fmt: skip
     assert_exit_6(result, f"--output-dir {out}")
