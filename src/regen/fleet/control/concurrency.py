@@ -26,7 +26,7 @@ through that queue (vLLM's CPU build does). So, one measurement window at a time
   QUEUED_GAIN more;
 - back off on what only a full server does: preemptions once they cost output (back to the
   best level below; while the output holds up, the level stays but climbs no higher),
-  two or more timeouts or 429/503s, LOAD_ERRORS of its requests (x0.5); and stay under the
+  timeouts or 429/503 in LOAD_ERRORS of its requests or more (x0.5); and stay under the
   level that brought them for a while. An engine's abort, a 5xx, a broken stream or a rare
   503 fails one request (retried), not the level.
 
@@ -53,8 +53,8 @@ BUSY = 0.85  # a window counts when in-flight averaged at least this share of th
 PROBE_EVERY = 3  # windows held before probing above the best level again (cheap: a probe
 # past the knee only queues a few requests in the engine, or preempts a few)
 CEILING_WINDOWS = 24  # windows a ceiling (preemptions, errors, queue) lasts
-# A full server refuses or times out a good share of what it is sent (all past its queue),
-# and more than one; a lone 503 is its request's (an engine aborts one with the same code).
+# A full server refuses or times out a good share of what it is sent (all past its queue); a
+# 503 in one request of dozens is that request's (an engine aborts one with the same code).
 LOAD_ERRORS = 0.1
 START = 16  # with no limit stated by the engine
 JUMP = 8  # the most one step multiplies the level by
@@ -123,7 +123,7 @@ def decide(level: Level, window: Window) -> Level:
 
 
 def _decide(level: Level, window: Window) -> Level:
-    if window.errors >= max(2, LOAD_ERRORS * (window.errors + window.answered)):
+    if window.errors and window.errors >= LOAD_ERRORS * (window.errors + window.answered):
         return _back_off(level, math.floor(level.limit * 0.5), "errors")
     if window.preemptions and window.busy >= BUSY:
         return _preempted(level, window.rate)
