@@ -19,7 +19,7 @@ from regen.errors import (
 from regen.fleet.control import concurrency, tuning
 from regen.fleet.control.concurrency import Level, Window, decide
 from regen.fleet.engine_metrics import parse
-from regen.fleet.server import Server, Timeouts
+from regen.fleet.server import Server
 from regen.testing.fake_engine import EngineCurve
 from regen.testing.fake_metrics import metrics_text
 from regen.testing.fake_server import Behaviour, FakeEngine, echo_answer
@@ -194,30 +194,6 @@ def test_an_engines_aborts_fail_their_requests_not_the_level(tmp_path, fake_serv
     run(tmp_path / "prompts.jsonl", tmp_path / "out", [server.url], concurrency=None)
     assert_exactly_once(tmp_path / "out", ids)
     assert server.peak_in_flight > 4 * concurrency.START, server.peak_in_flight  # 32 before
-
-
-def test_a_rare_503_fails_its_request_not_the_level(tmp_path, fake_server):
-    """One streamed request in 25 ends in the engines' in-stream 503 (vLLM and SGLang send it
-    for a request that failed as well as for a full queue): retried, and the level climbs as
-    on a clean engine (it was halved at every window, down to 2 in flight)."""
-    curve = EngineCurve(kv_tokens=20_000, max_running=512, time_scale=0.5, ticks=8)
-    server = fake_server(
-        Behaviour(dialect="vllm", engine=curve, faults=["ok"] * 24 + ["stream_error"],
-                  answer=lambda b: {**echo_answer(b), "tokens": 100})
-    )  # fmt: skip
-    ids = write_prompts(tmp_path / "prompts.jsonl", 300)
-    run(tmp_path / "prompts.jsonl", tmp_path / "out", [server.url], concurrency=None,
-        timeouts=Timeouts(stream=True, request=60, connect=2))  # fmt: skip
-    assert_exactly_once(tmp_path / "out", ids)
-    assert len(server.requests) >= 300 + 300 // 25  # each 503 was retried
-    assert server.peak_in_flight > 6 * concurrency.START, server.peak_in_flight  # 64 before
-
-
-def test_a_window_backs_off_on_errors_only_as_a_share_of_its_requests():
-    level = Level(limit=64, cap=1024, climbing=False, best_rate=100.0, best_limit=64)
-    assert decide(level, full(100.0, errors=1, answered=40)).limit == 64  # 2%: one request's
-    assert decide(level, full(100.0, errors=5, answered=40)).limit == 32  # 11%: the server's
-    assert decide(level, full(100.0, errors=3)).limit == 32  # nothing answered at all
 
 
 def test_only_a_full_servers_failures_count_against_its_level():

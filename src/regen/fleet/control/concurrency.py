@@ -26,9 +26,8 @@ through that queue (vLLM's CPU build does). So, one measurement window at a time
   QUEUED_GAIN more;
 - back off on what only a full server does: preemptions once they cost output (back to the
   best level below; while the output holds up, the level stays but climbs no higher),
-  timeouts or 429/503 in LOAD_ERRORS of its requests or more (x0.5); and stay under the
-  level that brought them for a while. An engine's abort, a 5xx, a broken stream or a rare
-  503 fails one request (retried), not the level.
+  timeouts or 429/503 (x0.5); and stay under the level that brought them for a while. An
+  engine's abort, a 5xx or a broken stream fails one request, not the level.
 
 A window in which the server did not have `limit` requests in flight most of the time
 (the run is ending, the server just came back, a retry storm elsewhere) decides nothing:
@@ -53,9 +52,6 @@ BUSY = 0.85  # a window counts when in-flight averaged at least this share of th
 PROBE_EVERY = 3  # windows held before probing above the best level again (cheap: a probe
 # past the knee only queues a few requests in the engine, or preempts a few)
 CEILING_WINDOWS = 24  # windows a ceiling (preemptions, errors, queue) lasts
-# A full server refuses or times out a good share of what it is sent (all past its queue); a
-# 503 in one request of dozens is that request's (an engine aborts one with the same code).
-LOAD_ERRORS = 0.1
 START = 16  # with no limit stated by the engine
 JUMP = 8  # the most one step multiplies the level by
 
@@ -68,7 +64,6 @@ class Window:
     tokens: float  # output tokens generated in it (the engine's counter, else answers')
     busy: float  # mean requests in flight / limit
     errors: int = 0  # timeouts, 429/503: the server full or too slow (ServerStats.load_failures)
-    answered: int = 0  # requests it answered in the window (the share that `errors` are of)
     preemptions: int | None = None  # the engine's count in the window (None: not reported)
     waiting: float | None = None  # the engine's queue at its shortest in the window
     running: float | None = None  # the engine's running batch, mean over the window
@@ -123,7 +118,7 @@ def decide(level: Level, window: Window) -> Level:
 
 
 def _decide(level: Level, window: Window) -> Level:
-    if window.errors and window.errors >= LOAD_ERRORS * (window.errors + window.answered):
+    if window.errors > 0:
         return _back_off(level, math.floor(level.limit * 0.5), "errors")
     if window.preemptions and window.busy >= BUSY:
         return _preempted(level, window.rate)

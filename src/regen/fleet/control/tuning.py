@@ -8,7 +8,8 @@ counter at once, and every window spent below the knee is output lost). The firs
 opens once the engine has decoded its first tokens (it counts them), else at the server's
 first answer: before that, on a slow engine, the first seconds are all prefill. With the
 counter, a window also spans at least MIN_STEPS decode steps: half a second is a few steps
-of a CPU engine, or one stalled prefill. A raised level is filled at once (`made_room`).
+of a CPU engine, or one stalled prefill, and no measure of its level. A raised
+level is filled at once (`made_room` wakes the requests waiting for a slot).
 
 Output tokens come from the engine's own counter where its /metrics has one (every token
 decoded in the window, not only the answers that happened to finish in it), else from the
@@ -274,7 +275,6 @@ class LiveConcurrency:
             tokens=tokens,
             busy=sum(tracker.busy) / len(tracker.busy),
             errors=server.stats.load_failures - tracker.load_failures_at,
-            answered=server.stats.completed - tracker.answers_at,
             preemptions=preempted,
             # At its shortest: a queue that drains between steps (prompts waiting for their
             # turn in a step's token budget, as vLLM's CPU build queues them) is no full server.
