@@ -99,3 +99,13 @@ def test_an_exported_rows_token_arrays_hash_and_hold_what_its_lists_do():
     for name in ("input_ids", "loss_mask", "attention_mask"):
         assert arrays[name].dtype == np.int64 and arrays[name].tolist() == row[name]
     assert int64_array([-1, 255, 256]).tolist() == [-1, 255, 256]  # outside a mask's bytes
+
+
+def test_a_rows_content_key_reads_its_token_columns_as_values():
+    row = {"id": "a", "input_ids": [5, 6, 7], "loss_mask": [0, 1, 1], "category": "c", "x": [1]}
+    same = {"loss_mask": np.array([0, 1, 1]), "x": [1], "input_ids": np.array([5, 6, 7]),
+            "id": "b", "category": "d"}  # fmt: skip
+    assert content_key(same) == content_key(row)  # column order and labels are not content
+    for changed in ({"input_ids": [5, 6, 8]}, {"loss_mask": [0, 0, 1]}, {"x": [2]},
+                    {"input_ids": [5, 6, 7, 0]}, {"input_ids": [5.0, 6.0, 7.0]}):  # fmt: skip
+        assert content_key({**row, **changed}) != content_key(row), changed

@@ -90,3 +90,19 @@ def test_same_tokenizer_sees_what_the_masks_depend_on(change):
     else:
         b.add_special_tokens({"additional_special_tokens": ["<|new|>"]})
     assert not tokenizer_cache.same_tokenizer(a, b)
+
+
+def test_a_cached_folder_that_no_longer_loads_is_dropped_for_a_new_conversion(
+    tmp_path, monkeypatch, caplog
+):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    gguf = tmp_path / "model.gguf"
+    gguf.write_bytes(b"GGUF v1")
+    folder = tokenizer_cache.cached_folder(gguf)
+    folder.mkdir(parents=True)
+    (folder / "tokenizer_config.json").write_text('{"tokenizer_class": "PreTrainedTokenizerFast"}')
+    (folder / "tokenizer.json").write_text('{"truncated": ')
+    with caplog.at_level(logging.WARNING, logger="regen.tokenizer"):
+        assert tokenizer_cache.load_cached(gguf) is None
+    assert str(folder) in caplog.text and "converting model.gguf again" in caplog.text
+    assert not folder.exists()

@@ -54,7 +54,7 @@ def open_binary(path: str | os.PathLike) -> io.BufferedIOBase:
         with mapped(f"cannot open {text}", missing_ok=True):
             # A fresh filesystem: a cached one may point at an endpoint set before.
             return fsspec.open(text, "rb", skip_instance_cache=True).open()
-    return open(text, "rb")
+    return open(text, "rb", buffering=CHUNK)  # a line of 20K tokens is ~100 KB: read it whole
 
 
 def is_file(path: str | os.PathLike) -> bool:

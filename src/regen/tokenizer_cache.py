@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from regen.cache_dir import cache_dir
 
 log = logging.getLogger("regen.tokenizer")
 
@@ -27,8 +28,7 @@ PROBE = "Hello <|im_start|> wörld 123\n\t  return f(x)  # 日本語 😀"
 
 
 def cache_root() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "regen" / "tokenizers"
+    return cache_dir("tokenizers")
 
 
 def cached_folder(gguf: Path) -> Path:
@@ -40,13 +40,20 @@ def cached_folder(gguf: Path) -> Path:
 
 
 def load_cached(gguf: Path) -> Any | None:
-    """The tokenizer saved for this GGUF, or None when there is none yet."""
+    """The tokenizer saved for this GGUF, or None when there is none yet. A folder that no
+    longer loads (edited, half deleted) is removed, and the GGUF is converted again."""
     from transformers import AutoTokenizer
 
     folder = cached_folder(gguf)
     if not (folder / "tokenizer_config.json").is_file():
         return None
-    return AutoTokenizer.from_pretrained(str(folder))
+    try:
+        return AutoTokenizer.from_pretrained(str(folder))
+    except Exception as exc:  # the Rust tokenizer raises a bare Exception on a bad file
+        log.warning("the cached tokenizer %s does not load (%s): converting %s again",
+                    folder, exc, gguf.name)  # fmt: skip
+        shutil.rmtree(folder, ignore_errors=True)
+        return None
 
 
 def save(gguf: Path, tok: Any) -> None:

@@ -22,13 +22,16 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
+from regen.check.record import Ids
 from regen.check.render import Rendered
 from regen.errors import InputError
 
 
 @dataclass(frozen=True)
 class Encoded:
-    input_ids: list[int]
+    input_ids: Ids  # a list, or an int64 array where built from stored ids read as arrays
     spans: list[tuple[int, int]]  # supervised token ranges, end-exclusive, sorted, disjoint
     final_generated: tuple[int, int]  # token range the server generated for the final turn
     offsets: list[tuple[int, int]]
@@ -38,6 +41,7 @@ class Encoded:
     flags: tuple[str, ...] = ()  # template checks this sample fails (check/template.py)
     source_turns: int = 0  # rendered assistant turns the target did not write
     source_supervised: int = 0  # of those, the ones in the mask (only with supervise="all")
+    stored: bool = False  # built from the stored ids (check/stored.py), not tokenised
 
     @property
     def mask_sum(self) -> int:
@@ -47,11 +51,23 @@ class Encoded:
     def longest_run(self) -> int:
         return max((end - start for start, end in self.spans), default=0)
 
-    def loss_mask(self) -> list[int]:
+    def loss_mask(self) -> Ids:
+        """1 on the trained positions: a list, or an int64 array where the ids are one."""
+        if isinstance(self.input_ids, np.ndarray):
+            array = np.zeros(len(self.input_ids), dtype=np.int64)
+            for start, end in self.spans:
+                array[start:end] = 1
+            return array
         mask = [0] * len(self.input_ids)
         for start, end in self.spans:
             mask[start:end] = [1] * (end - start)
         return mask
+
+    def attention_mask(self) -> Ids:
+        """1 on every position, in the kind of the ids."""
+        if isinstance(self.input_ids, np.ndarray):
+            return np.ones(len(self.input_ids), dtype=np.int64)
+        return [1] * len(self.input_ids)
 
 
 def special_ids(tok: Any) -> frozenset[int]:

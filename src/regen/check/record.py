@@ -6,10 +6,25 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+import numpy as np
+
 from regen.errors import InputError
 from regen.records import NO_SOURCE, source_name
 
 SampleKey = tuple[str, int]  # (prompt id as given, sample number): what names one sample
+# stored token ids: a list as JSON gives them, or an int64 array where the line was read
+# for a Parquet export (id_arrays.py)
+Ids = list[int] | np.ndarray
+
+
+def is_ids(value: Any) -> bool:
+    return isinstance(value, list | np.ndarray)
+
+
+def same_ids(a: Ids, b: Ids) -> bool:
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return len(a) == len(b) and bool((np.asarray(a) == np.asarray(b)).all())
+    return a == b
 
 
 def sample_label(prompt_id: Any, sample: Any) -> str:
@@ -137,8 +152,8 @@ class Completion:
         return tokens if isinstance(tokens, int) and tokens >= 0 else None
 
     @property
-    def completion_ids(self) -> list[int] | None:
+    def completion_ids(self) -> Ids | None:
         ids = self.raw.get("token_ids")
-        if isinstance(ids, dict) and isinstance(ids.get("completion"), list):
+        if isinstance(ids, dict) and is_ids(ids.get("completion")):
             return ids["completion"]
         return None

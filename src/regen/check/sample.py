@@ -13,7 +13,7 @@ from typing import Any
 
 from regen.check.content import answer_key, content_flags, prefix_key
 from regen.check.mask import Encoded
-from regen.check.record import Completion
+from regen.check.record import Completion, Ids, same_ids
 
 PREFIX_CHARS = 40
 
@@ -78,7 +78,9 @@ def result_of(
     own_start, own_end = enc.final_own
     facts = describe(completion)
     matched = stored_agree
-    if matched is None:
+    if matched is None and enc.stored:
+        matched = True  # the final turn is the stored ids themselves
+    elif matched is None:
         matched = ids_match(enc.input_ids[start:end], completion.completion_ids, specials)
     return SampleResult(
         **facts,
@@ -117,7 +119,7 @@ def failed(completion: Completion, kind: str, message: str) -> SampleResult:
     )
 
 
-def ids_match(ours: list[int], server: list[int] | None, specials: frozenset[int]) -> bool | None:
+def ids_match(ours: Ids, server: Ids | None, specials: frozenset[int]) -> bool | None:
     """Does the re-tokenised final turn equal the server's completion ids?
 
     Servers differ on whether the stop token is part of the completion ids, so one trailing
@@ -125,11 +127,11 @@ def ids_match(ours: list[int], server: list[int] | None, specials: frozenset[int
     """
     if server is None:
         return None
-    if ours == server:
+    if same_ids(ours, server):
         return True
-    if ours and ours[-1] in specials and ours[:-1] == server:
+    if len(ours) and ours[-1] in specials and same_ids(ours[:-1], server):
         return True
-    return bool(server) and server[-1] in specials and server[:-1] == ours
+    return bool(len(server)) and server[-1] in specials and same_ids(server[:-1], ours)
 
 
 def invalid(raw: Any, err: Exception) -> SampleResult:

@@ -21,8 +21,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from regen.check.mask import Encoded
-from regen.check.record import Completion
+from regen.check.record import Completion, Ids, is_ids, same_ids
 from regen.check.render import PROBE, template_kwargs
 from regen.errors import InputError
 
@@ -62,7 +64,8 @@ def covered(completion: Completion, template_tokens: str, supervise: str) -> boo
     ids = completion.raw.get("token_ids")
     if template_tokens != "train" or not isinstance(ids, dict):
         return False
-    if not ids.get("prompt") or not isinstance(ids.get("completion"), list):
+    prompt = ids.get("prompt")
+    if not is_ids(prompt) or not len(prompt) or not is_ids(ids.get("completion")):
         return False
     assistant = [i for i, m in enumerate(completion.messages) if m.get("role") == "assistant"]
     trained = assistant if supervise == "all" else completion.regenerated
@@ -75,9 +78,9 @@ def from_stored_ids(
     """The sample's tokens and mask from its stored ids (call when `covered`). `flags`: the
     template checks known without a render (the generation prompt's)."""
     stored = completion.raw["token_ids"]
-    prompt, answer = list(stored["prompt"]), list(stored["completion"])
-    if answer and answer[-1] in specials:
-        answer.pop()  # the stop token, stored by some engines: the tail has the template's
+    prompt, answer = stored["prompt"], stored["completion"]
+    if len(answer) and answer[-1] in specials:
+        answer = answer[:-1]  # the stop token, stored by some engines: the tail has its own
     start = len(prompt)
     end = start + len(answer) + tail.supervised
     if end == start:
@@ -92,12 +95,19 @@ def from_stored_ids(
     )
     unterminated = 0 if tail.closed else 1
     return Encoded(
-        prompt + answer + list(tail.ids), [(start, end)], (start, end), [], "",
+        _joined(prompt, answer, tail.ids), [(start, end)], (start, end), [], "",
         (start, start + len(answer)), unterminated,
-        flags + (("unterminated_turn",) if unterminated else ()), source_turns,
+        flags + (("unterminated_turn",) if unterminated else ()), source_turns, stored=True,
     )  # fmt: skip
+
+
+def _joined(prompt: Ids, answer: Ids, tail: tuple[int, ...]) -> Ids:
+    """The sample's ids in the kind they were stored in: arrays stay arrays, lists lists."""
+    if isinstance(prompt, np.ndarray) or isinstance(answer, np.ndarray):
+        return np.concatenate([prompt, answer, np.array(tail, dtype=np.int64)])
+    return [*prompt, *answer, *tail]
 
 
 def agrees(stored: Encoded, retokenised: Encoded) -> bool:
     """The guard: the same token ids and the same trained positions."""
-    return stored.input_ids == retokenised.input_ids and stored.spans == retokenised.spans
+    return same_ids(stored.input_ids, retokenised.input_ids) and stored.spans == retokenised.spans

@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 
 from regen.check.encode import Encoder
+from regen.check.id_arrays import loads_with_id_arrays
 from regen.check.mask import Encoded
 from regen.check.record import Completion
 from regen.check.sample import SampleResult, failed, invalid, result_of
@@ -27,10 +28,13 @@ class CheckJob:
     degenerate_at: int
 
 
-def parse(line: bytes) -> Completion | SampleResult:
-    """A readable completion, or the result that counts the line as unusable."""
+def parse(line: bytes, id_arrays: bool = False) -> Completion | SampleResult:
+    """A readable completion, or the result that counts the line as unusable. `id_arrays`:
+    its stored token ids as int64 arrays, not lists (id_arrays.py)."""
     try:
-        raw: Any = orjson.loads(line)
+        raw: Any = loads_with_id_arrays(line) if id_arrays else None
+        if raw is None:
+            raw = orjson.loads(line)
     except orjson.JSONDecodeError as exc:
         err = InputError(f"a completion line is not valid JSON: {exc}", kind="bad_json")
         return invalid({}, err)

@@ -113,7 +113,7 @@ class Tokenized(Format):
             **named(completion),
             "input_ids": enc.input_ids,
             "loss_mask": enc.loss_mask(),
-            "attention_mask": [1] * len(enc.input_ids),
+            "attention_mask": enc.attention_mask(),
             "source": completion.source,
             "category": completion.category,
         }

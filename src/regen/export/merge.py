@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import xxhash
 
 from regen.check.record import SampleKey
@@ -15,8 +16,32 @@ from regen.jsonio import canonical
 LABELS = ("id", "sample", "prompt_id", "source", "category")
 
 
+TOKEN_COLUMNS = ("input_ids", "loss_mask", "attention_mask")
+
+
 def content_key(row: dict[str, Any]) -> int:
-    return xxhash.xxh64_intdigest(canonical({k: v for k, v in row.items() if k not in LABELS}))
+    """The hash of what a row says, whatever holds its token columns: a row read back from
+    an export (lists) and the same row made now (int64 arrays) have one key. Those columns
+    are hashed as int64 bytes (writing them out as JSON was a tenth of a row's export)."""
+    digest = xxhash.xxh64()
+    hashed = set()
+    for name in TOKEN_COLUMNS:
+        ids = _int64(row.get(name))
+        if ids is not None:
+            digest.update(f"{name}:{len(ids)}:".encode())
+            digest.update(ids.tobytes())
+            hashed.add(name)
+    digest.update(canonical({k: v for k, v in row.items() if k not in LABELS and k not in hashed}))
+    return digest.intdigest()
+
+
+def _int64(value: Any) -> np.ndarray | None:
+    """A non-empty list or array of integers as int64; None for anything else (hashed as
+    JSON with the other fields: floats, booleans, numbers past int64, no value)."""
+    if not isinstance(value, list | np.ndarray) or not len(value):
+        return None
+    ids = np.asarray(value)  # a list is read in C; only a list of ints becomes int64
+    return ids if ids.dtype == np.int64 and ids.ndim == 1 else None
 
 
 @dataclass

@@ -21,7 +21,7 @@ from regen.check.sample import SampleResult, result_of
 from regen.check.work import parse
 from regen.errors import InputError
 from regen.export.format_base import Format, named
-from regen.export.merge import content_key
+from regen.export.merge import TOKEN_COLUMNS, content_key
 from regen.export.select import Filters
 from regen.export.summary import TEMPLATE_DROPS
 from regen.jsonio import canonical
@@ -70,7 +70,9 @@ class Prepared:
 
 
 def prepare_lines(job: ExportJob, lines: list[bytes]) -> list[Prepared]:
-    parsed = [parse(line) for line in lines]
+    # Parquet takes the ids of a sample built from its stored ids as arrays: read them so
+    id_arrays = job.columnar and job.encoder is not None and job.encoder.stored_ids
+    parsed = [parse(line, id_arrays) for line in lines]
     completions = [p for p in parsed if isinstance(p, Completion)]
     encoded: list[Encoded | InputError | None] = [None] * len(completions)
     if job.encoder is not None and completions:
@@ -109,19 +111,22 @@ def prepare_one(job: ExportJob, completion: Completion, enc: Encoded | None) -> 
     )  # fmt: skip
 
 
-TOKEN_COLUMNS = ("input_ids", "loss_mask", "attention_mask")
-
-
 def as_arrays(row: dict[str, Any]) -> dict[str, Any]:
     """The token columns as int64 arrays: Arrow takes an array in one copy, where a list of
     Python ints costs it a conversion per int (most of a Parquet export's time in the
     writing process); the values and the file are the same."""
-    return {k: int64_array(v) if k in TOKEN_COLUMNS and v else v for k, v in row.items()}
+    return {k: int64_array(v) if k in TOKEN_COLUMNS and _nonempty(v) else v for k, v in row.items()}
 
 
-def int64_array(values: list[int]) -> np.ndarray:
+def _nonempty(values: Any) -> bool:
+    return isinstance(values, list | np.ndarray) and len(values) > 0
+
+
+def int64_array(values: list[int] | np.ndarray) -> np.ndarray:
     """A list of ints as an int64 array. A mask's 0s and 1s go through `bytes` (a third of
     numpy's time reading Python ints one by one); any other value through numpy."""
+    if isinstance(values, np.ndarray):
+        return values.astype(np.int64, copy=False)  # built from stored ids read as arrays
     try:
         return np.frombuffer(bytes(values), dtype=np.uint8).astype(np.int64)
     except ValueError:  # a value outside 0..255: a token id

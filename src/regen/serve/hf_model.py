@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import os
 import shutil
 import subprocess
 import tempfile
 from pathlib import Path
 
+from regen.cache_dir import cache_dir
 from regen.embedded_model import default_model_path
 from regen.errors import ConfigError
 
@@ -26,8 +26,7 @@ BUILD_TIMEOUT = 900.0  # about a minute on two busy cores; a stuck build must no
 
 
 def cache_root() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "regen" / "hf"
+    return cache_dir("hf")
 
 
 def gguf_identity(gguf: Path) -> str:

@@ -14,7 +14,6 @@ exit makes sure everything written is where it belongs. In between, the run writ
 
 from __future__ import annotations
 
-import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ from typing import Any
 import orjson
 import xxhash
 
+from regen.cache_dir import cache_dir
 from regen.format.layout import COMPLETIONS, OutputLayout
 from regen.format.part import WHOLE, Part
 from regen.format.sidecar import RemoteShard
@@ -110,6 +110,5 @@ class Store(ABC):
 
 
 def default_staging(url: str, part: str = "") -> Path:
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     name = xxhash.xxh3_64_hexdigest(url.rstrip("/").encode()) + (f"-{part}" if part else "")
-    return cache / "regen" / "staging" / name
+    return cache_dir("staging", name)
