@@ -20,7 +20,9 @@ import checkfix
 from regen.check import Encoder, id_arrays
 from regen.check.id_arrays import int_array, loads_with_id_arrays
 from regen.check.work import parse
+from regen.executors.pool import LocalWorkers
 from regen.export import Filters, export_run, make_format
+from regen.parallel import InProcess
 from regen.records import Completion, RecordMeta, TokenIds, Usage, encode_line
 from test_stored_ids import records
 
@@ -96,23 +98,27 @@ def test_digits_become_an_int64_array_and_anything_else_is_refused(monkeypatch, 
 
 def test_an_export_reads_generates_lines_fast_and_writes_the_same_bytes(tmp_path):
     """The qwen records with stored ids, written compact (as generate writes them: read as
-    arrays) and with spaces (parsed whole): the same Parquet files and summary."""
+    arrays, here and in two worker processes) and with spaces (parsed whole): the same
+    Parquet files and summary."""
     recs = records("qwen")
     encoder = Encoder.of(checkfix.load("qwen"))
     compact = tmp_path / "compact" / "completions"
     compact.mkdir(parents=True)
     (compact / "00000.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in recs))
     assert all(loads_with_id_arrays(orjson.dumps(r)) is not None for r in recs)
-    runs = {"compact": compact.parent, "spaced": checkfix.write_run(tmp_path / "spaced", recs)}
+    spaced = checkfix.write_run(tmp_path / "spaced", recs)
+    passes = {"compact": (compact.parent, InProcess()), "spaced": (spaced, InProcess()),
+              "compact, two workers": (compact.parent, LocalWorkers(2, small=1))}  # fmt: skip
     summaries, files = {}, {}
-    for name, run in runs.items():
+    for name, (run, workers) in passes.items():
         out = tmp_path / f"out-{name}"
         summary = export_run([run], out, make_format("tokenized"), encoder=encoder,
                              filters=Filters(), file_type="parquet", check_limits={},
-                             count_tokens=True)  # fmt: skip
+                             count_tokens=True, workers=workers)  # fmt: skip
         facts = {k: v for k, v in summary.to_json().items() if k not in ("out_dir", "files")}
         summaries[name] = json.dumps(facts).replace(str(run), "RUN")
         files[name] = {p.relative_to(out): p.read_bytes() for p in out.rglob("*.parquet")}
-    assert files["compact"] == files["spaced"] and len(files["compact"]) >= 1
-    assert summaries["compact"] == summaries["spaced"]
+    assert len(files["compact"]) >= 1
+    assert files["compact"] == files["spaced"] == files["compact, two workers"]
+    assert summaries["compact"] == summaries["spaced"] == summaries["compact, two workers"]
     assert json.loads(summaries["compact"])["check"]["overall"]["token_ids"]["checked"] == len(recs)
