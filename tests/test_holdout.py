@@ -96,6 +96,24 @@ def test_the_split_is_stratified_and_by_prompt(tmp_path):
     assert per_domain == set(SIZES)
 
 
+@pytest.mark.parametrize("seeds", [(0, 0), (5, 5), (0, 9)])
+def test_validation_takes_its_share_of_the_prompts_not_held_out(tmp_path, seeds):
+    """The two splits are drawn by different hashes: with the same seed (0 for both by
+    default) the held-out prompts were the ones validation would take, and it came out empty."""
+    recs = [checkfix.completion(f"v{i}", f"Paris, answer {i}.", category=("a", "b")[i % 2])
+            for i in range(400)]  # fmt: skip
+    run_dir = checkfix.write_run(tmp_path / "run", recs)
+    out = tmp_path / "out"
+    cli("export", run_dir, "--out", out, "--format", "sharegpt", "--holdout", "0.2",
+        "--val-fraction", "0.1", "--holdout-seed", seeds[0], "--split-seed", seeds[1])  # fmt: skip
+    splits = {name: {pid for pid, _ in split_ids(out, name)}
+              for name in ("train", "validation", "holdout")}  # fmt: skip
+    assert len(splits["holdout"]) == 80
+    assert 16 <= len(splits["validation"]) <= 48  # about 0.1 of the other 320 (32)
+    assert sum(map(len, splits.values())) == 400  # each prompt in one split
+    assert len(set().union(*splits.values())) == 400
+
+
 @pytest.mark.parametrize("fraction", [0.05, 0.1, 0.33, 0.5])
 def test_each_category_holds_out_its_share(fraction):
     sizes = {"a": 3, "b": 41, "c": 200, "d": 1}

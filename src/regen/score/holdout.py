@@ -9,11 +9,14 @@ lands on the same side.
 
 It is stratified: each category holds out its share of F (largest remainders, so the total is
 round(F x prompts) and a category of n prompts holds floor or ceil of F x n), and within a
-category the prompts with the smallest seeded hash of their id are held out. An export of
-several runs draws each run's split (as `score RUN` does) and holds out their union. The split
-is drawn over the prompts the run has answered: prompts answered later (a run still going, or
-`--allow-changed-input`) can move prompts across it, so export and score a finished run; the
-digest in the card and in `score --json` says whether two splits are the same.
+category the prompts with the smallest seeded hash of their id are held out. That hash is
+tagged, so it is independent of the hash of the same id that export's validation split
+(`--val-fraction`) draws by: with both, validation takes its share of the prompts not held
+out. An export of several runs draws each run's split (as `score RUN` does) and holds out
+their union. The split is drawn over the prompts the run has answered: prompts answered later
+(a run still going, or `--allow-changed-input`) can move prompts across it, so export and
+score a finished run; the digest in the card and in `score --json` says whether two splits
+are the same.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from regen.records import NO_SOURCE
 
 HOLDOUT, TRAIN, ALL = "holdout", "train", "all"
 SPLITS = (HOLDOUT, TRAIN, ALL)
+HASH_TAG = b"holdout\0"  # keeps this draw apart from every other hash of a prompt id
 
 
 def prompts_of(records: Iterable[dict]) -> Iterator[tuple[str, str]]:
@@ -71,7 +75,10 @@ class Holdout:
         return HeldOut(frozenset(held), self, counts)
 
     def _rank(self, prompt_id: str) -> tuple[int, str]:
-        return xxhash.xxh64_intdigest(prompt_id.encode(), seed=self.seed), prompt_id
+        # tagged: export's validation split hashes the bare id with its own seed (both 0 by
+        # default), so an untagged hash held out the very prompts validation would take
+        key = HASH_TAG + prompt_id.encode()
+        return xxhash.xxh64_intdigest(key, seed=self.seed), prompt_id
 
     def _quotas(self, sizes: dict[str, int]) -> dict[str, int]:
         """Prompts held out per category: floor(F x n) each, and the rest of round(F x total)
