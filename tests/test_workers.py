@@ -1,5 +1,5 @@
 """check and export spread over workers: the same rows, reports and bytes whatever their
-number (one in this process, two local processes, two Ray actors), and only the order in
+number (one in this process, two local processes, two Ray actors: check and export), and only the order in
 which rows were read decides what is written."""
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "check"))
 import checkfix
 
 from regen.check import Encoder, StatOptions, check_run
+from regen.check.rules import parse_limits
 from regen.check.work import check_lines
 from regen.executors.pool import LocalWorkers, worker_context, workers_for
 from regen.export import Filters, export_run, make_format
@@ -113,23 +114,34 @@ def test_workers_options_are_checked():
         workers_for(2, "local", "127.0.0.1:6379")
 
 
-def test_check_on_ray_actors_reports_as_one_process(tmp_path):
+def test_check_and_export_on_ray_actors_are_one_process(tmp_path):
+    """Two Ray actors (a local cluster each command starts) give check's report and export's
+    files as this process alone gives them."""
     run = run_of(tmp_path)
     tok = str(checkfix.qwen_style_dir())
+    encoder = Encoder.of(checkfix.load("qwen"))
+    here = check_run([run], encoder, StatOptions(), parse_limits(()), workers=InProcess())
+    export_run([run], tmp_path / "here", make_format("tokenized"), encoder=encoder,
+               filters=Filters(drop_truncated=True), eval_fraction=0.3, file_type="parquet",
+               check_limits={}, workers=InProcess())  # fmt: skip
     ray_tmp = tempfile.mkdtemp(prefix="rt", dir="/tmp")  # short: Ray's socket paths are long
     env = {**os.environ, "RAY_TMPDIR": ray_tmp, "RAY_USAGE_STATS_ENABLED": "0"}
-    reports = []
+    on_ray = ("--executor", "ray", "--workers", "2")
     try:
-        for name, extra in (("one", ["--workers", "1"]), ("ray", ["--executor", "ray",
-                                                                   "--workers", "2"])):  # fmt: skip
-            report = tmp_path / f"{name}.json"
-            done = subprocess.run(
-                [sys.executable, "-m", "regen", "check", str(run), "--tokenizer", tok,
-                 "--json", str(report), *extra],
-                capture_output=True, text=True, timeout=240, env=env,
-            )  # fmt: skip
-            assert done.returncode == 1, done.stdout + done.stderr[-3000:]  # the defects fail
-            reports.append(json.loads(report.read_text()))
+        report = tmp_path / "ray.json"
+        done = regen_cli(env, "check", run, "--tokenizer", tok, "--json", report, *on_ray)
+        assert done.returncode == 1, done.stdout + done.stderr[-3000:]  # the defects fail
+        done = regen_cli(env, "export", run, "-o", tmp_path / "ray", "--format", "tokenized",
+                         "--tokenizer", tok, "--val-fraction", "0.3", "--drop-truncated",
+                         *on_ray)  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     finally:
         shutil.rmtree(ray_tmp, ignore_errors=True)
-    assert reports[0] == reports[1]
+    assert json.loads(report.read_text()) == here.to_json()
+    exported = files_of(tmp_path / "here" / "data")
+    assert files_of(tmp_path / "ray" / "data") == exported and len(exported) >= 2
+
+
+def regen_cli(env: dict[str, str], *args: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "regen", *map(str, args)], capture_output=True,
+                          text=True, timeout=240, env=env)  # fmt: skip
