@@ -1,5 +1,5 @@
 """check and export spread over workers: the same rows, reports and bytes whatever their
-number (one in this process, two local processes, two Ray actors: check and export), and only the order in
+number (one in this process, two local processes, two Ray actors), and only the order in
 which rows were read decides what is written."""
 
 from __future__ import annotations
