@@ -114,6 +114,20 @@ def test_workers_options_are_checked():
         workers_for(2, "local", "127.0.0.1:6379")
 
 
+def test_more_local_workers_than_cores_are_held_to_the_cores(tmp_path, monkeypatch, capsys):
+    """A typo of --workers 1000 would start 1000 copies of the tokenizer on two cores."""
+    from regen.cli import worker_options
+
+    monkeypatch.setattr(worker_options, "cores", lambda: 3)
+    held = worker_options.workers_of({"workers": 1000, "executor": "local", "ray_address": None})
+    assert held.count == 3
+    assert "--workers 1000 is more than the 3 cores" in capsys.readouterr().err
+    asked = worker_options.workers_of({"workers": 2, "executor": "local", "ray_address": None})
+    assert asked.count == 2 and not capsys.readouterr().err
+    ray = worker_options.workers_of({"workers": 8, "executor": "ray", "ray_address": None})
+    assert ray.count == 8  # a cluster's actors are Ray's to place
+
+
 def test_check_and_export_on_ray_actors_are_one_process(tmp_path):
     """Two Ray actors (a local cluster each command starts) give check's report and export's
     files as this process alone gives them."""
