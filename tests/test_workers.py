@@ -114,7 +114,7 @@ def test_workers_options_are_checked():
         workers_for(2, "local", "127.0.0.1:6379")
 
 
-def test_more_local_workers_than_cores_are_held_to_the_cores(tmp_path, monkeypatch, capsys):
+def test_more_local_workers_than_cores_are_held_to_the_cores(monkeypatch, capsys):
     """A typo of --workers 1000 would start 1000 copies of the tokenizer on two cores."""
     from regen.cli import worker_options
 

@@ -35,11 +35,11 @@ def workers_of(options: dict[str, Any], per_worker: int = 1) -> Workers:
     as the cores hold when each worker uses `per_worker` of them (a GGUF draft's threads).
     Local workers are held to the cores: each keeps one busy, so more only add memory (a
     copy of the tokenizer and rows in flight each) and a typo of 1000 could exhaust it."""
-    asked, executor = options.pop("workers"), options.pop("executor")
-    count = asked or max(1, cores() // max(1, per_worker))
-    if executor == "local" and count > cores():
-        click.echo(f"warning: --workers {count} is more than the {cores()} cores this process "
-                   f"may use: running {cores()} (the output is the same whatever the number)",
+    here, executor = cores(), options.pop("executor")
+    count = options.pop("workers") or max(1, here // max(1, per_worker))
+    if executor == "local" and count > here:
+        click.echo(f"warning: --workers {count} is more than the {here} cores this process "
+                   f"may use: running {here} (the output is the same whatever the number)",
                    err=True)  # fmt: skip
-        count = cores()
+        count = here
     return workers_for(count, executor, options.pop("ray_address"))

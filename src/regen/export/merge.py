@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import xxhash
 
-from regen.check.record import SampleKey
+from regen.check.record import SampleKey, is_ids
 from regen.jsonio import canonical
 
 # not content: the same conversation under two ids (or two samples of one id) is a dupe
@@ -38,7 +38,7 @@ def content_key(row: dict[str, Any]) -> int:
 def _int64(value: Any) -> np.ndarray | None:
     """A non-empty list or array of integers as int64; None for anything else (hashed as
     JSON with the other fields: floats, booleans, numbers past int64, no value)."""
-    if not isinstance(value, list | np.ndarray) or not len(value):
+    if not is_ids(value) or not len(value):
         return None
     ids = np.asarray(value)  # a list is read in C; only a list of ints becomes int64
     return ids if ids.dtype == np.int64 and ids.ndim == 1 else None

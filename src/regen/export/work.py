@@ -16,7 +16,7 @@ import numpy as np
 
 from regen.check.encode import Encoder
 from regen.check.mask import Encoded
-from regen.check.record import Completion, SampleKey
+from regen.check.record import Completion, SampleKey, is_ids
 from regen.check.sample import SampleResult, result_of
 from regen.check.work import parse
 from regen.errors import InputError
@@ -115,11 +115,8 @@ def as_arrays(row: dict[str, Any]) -> dict[str, Any]:
     """The token columns as int64 arrays: Arrow takes an array in one copy, where a list of
     Python ints costs it a conversion per int (most of a Parquet export's time in the
     writing process); the values and the file are the same."""
-    return {k: int64_array(v) if k in TOKEN_COLUMNS and _nonempty(v) else v for k, v in row.items()}
-
-
-def _nonempty(values: Any) -> bool:
-    return isinstance(values, list | np.ndarray) and len(values) > 0
+    return {k: int64_array(v) if k in TOKEN_COLUMNS and is_ids(v) and len(v) else v
+            for k, v in row.items()}  # fmt: skip
 
 
 def int64_array(values: list[int] | np.ndarray) -> np.ndarray:
