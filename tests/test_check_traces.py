@@ -9,11 +9,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "check"))
 import checkfix
+import pytest
 from click.testing import CliRunner
 
+from regen.check.encode import Encoder
+from regen.check.record import Completion
 from regen.cli import main
+from regen.prepare.formats.function_calling import FunctionCalling
 from regen.tool_trace import trace_faults
 from test_check_rules import WEATHER, call, check, failed
+from test_prepare_traces import PARALLEL, hermes_calls, hermes_responses, hermes_row, prompt_of
 
 
 def trace(cid: str, middle: list[dict], source: str = "agents", **meta) -> dict:
@@ -100,3 +105,22 @@ def test_a_prompt_file_is_checked_for_broken_traces_without_a_tokenizer(tmp_path
     assert flags["whole"] == [] == flags["plain"]
     off = CliRunner().invoke(main, ["check", str(prompts), "--max", "broken_trace=0.5"])
     assert off.exit_code == 0, off.output
+
+
+@pytest.mark.parametrize("template", ["qwen", "smol"])
+def test_split_parallel_results_reach_the_rendered_text_and_are_never_trained(template):
+    """A Hermes turn answering three calls at once, as prepare splits it: every result is in
+    the text check and export tokenise, in the calls' order, outside the loss mask."""
+    calls, responses, expected = PARALLEL["three-named-out-of-order"]
+    row = hermes_row(("gpt", hermes_calls(*calls)), ("tool", hermes_responses(*responses)))
+    prompt = prompt_of(row, FunctionCalling)
+    record = checkfix.completion("p", "Paris 18C, Rome 21C, Oslo 9:00.", history=prompt.messages,
+                                 tools=prompt.tools or [WEATHER], regenerated=2)  # fmt: skip
+    enc = Encoder.of(checkfix.load(template)).encode(Completion.of(record))
+    where = [enc.text.find(f'"content": "{text}"') for text in expected]
+    assert -1 not in where and where == sorted(where), enc.text
+    trained = "".join(enc.text[enc.offsets[a][0] : enc.offsets[b - 1][1]] for a, b in enc.spans)
+    assert "Rome 21C" in trained and not any(f'"content": "{t}"' in trained for t in expected)
+    if template == "qwen":  # one user turn holds the three results, as the model was trained
+        assert enc.text.count("<tool_response>") == 3
+        assert enc.text.count("<|im_start|>user") == 2

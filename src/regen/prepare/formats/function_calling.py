@@ -1,6 +1,7 @@
 """Function-calling records (Hermes Function Calling and friends): tools in a `tools` column or
 in the system prompt between <tools> tags; calls in <tool_call> tags and results in
-<tool_response> tags, as JSON or as Python literals. Turns may be ShareGPT or OpenAI shaped.
+<tool_response> tags, as JSON or as Python literals (one tool turn may answer several
+calls: see `regen.prepare.formats.responses`). Turns may be ShareGPT or OpenAI shaped.
 
 Tools found in the system prompt move to `tools` (and out of the system text) so the target
 model's chat template renders them once, in its own format.
@@ -13,17 +14,12 @@ import re
 from regen.errors import InputError
 from regen.prepare.formats.base import Adapter, Converted, Options, first_turn
 from regen.prepare.formats.openai import OpenAIMessages
+from regen.prepare.formats.responses import pair_responses
 from regen.prepare.formats.sharegpt import TURN_KEYS, ShareGPT
-from regen.prepare.tools import (
-    link_tool_results,
-    normalise_tools,
-    parse_payload,
-    tool_call,
-)
+from regen.prepare.tools import normalise_tools, parse_payload, tool_call
 
 TOOLS_RE = re.compile(r"<tools>(.*?)</tools>", re.S)
 CALL_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.S)
-RESPONSE_RE = re.compile(r"^\s*<tool_response>(.*?)</tool_response>\s*$", re.S)
 
 
 class FunctionCalling(Adapter):
@@ -57,9 +53,7 @@ class FunctionCalling(Adapter):
                 converted.tools = self.system_tools(message)
             elif message["role"] == "assistant":
                 self.extract_calls(message, i)
-            elif message["role"] == "tool":
-                self.unwrap_response(message)
-        link_tool_results(converted.messages)
+        converted.messages = pair_responses(converted.messages)  # parallel calls' results
         return converted
 
     def system_tools(self, message: dict) -> list[dict] | None:
@@ -83,18 +77,6 @@ class FunctionCalling(Adapter):
                 raise InputError("a <tool_call> payload is not an object", kind="bad_tool_call")
             calls.append(tool_call(call.get("name"), call.get("arguments"), f"call_{i}_{k}"))
         message["content"] = CALL_RE.sub("", message["content"]).strip()
-
-    def unwrap_response(self, message: dict) -> None:
-        match = RESPONSE_RE.match(message["content"])
-        if not match:
-            return
-        message["content"] = match.group(1).strip()
-        try:
-            payload = parse_payload(message["content"], "tool response")
-        except InputError:
-            return  # free-text results are fine as they are; only the name is optional
-        if isinstance(payload, dict) and isinstance(payload.get("name"), str):
-            message.setdefault("name", payload["name"])
 
 
 def _schemas(block: str) -> list:
