@@ -339,3 +339,36 @@ def test_a_tool_server_that_comes_back_finds_the_calls_waiting(tmp_path, fake_se
     assert not errors and all(r["messages"][2]["content"] == "14C and cloudy in Lyon"
                               for r in completions)  # fmt: skip
     assert any("tool server" in e and "does not answer" in e for e in result.stats.events)
+
+
+def test_the_shipped_tool_calling_stand_in_shows_the_tool_paths(tmp_path, example_tool_server):
+    """docs/generate.md's commands: `fake_server --tool-caller` as its own process and the
+    example tool server, on the walkthrough's prompts. Every trace goes on past its first
+    turn on the tool server's results (the embedded model would end each there), whole."""
+    url, _ = example_tool_server
+    port = free_port()
+    command = [sys.executable, "-m", "regen.testing.fake_server", "--port", str(port),
+               "--tool-caller"]  # fmt: skip
+    stand_in = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        wait_until_listening(port, stand_in)
+        prompts, out = tmp_path / "work" / "prompts.jsonl", tmp_path / "work" / "agents"
+        recipe = str(EXAMPLE.parent / "recipe.yaml")
+        for argv in (["prepare", recipe, "--output", str(prompts)],
+                     ["generate", "--prompts", str(prompts), "--output-dir", str(out),
+                      "--servers", f"http://127.0.0.1:{port}", "--regenerate-turns", "all",
+                      "--tool-server", url, "--display", "none"]):  # fmt: skip
+            result = CliRunner().invoke(main, argv)
+            assert result.exit_code == 0, result.output
+    finally:
+        stand_in.terminate()
+        stand_in.wait(timeout=10)
+    shown = CliRunner().invoke(main, ["status", str(out)])
+    assert ("tool calls that differ from the dataset's (this session): agent 5 of 5, "
+            "hermes_fc 1 of 1, infinity 1 of 1, traces 1 of 1") in shown.output  # fmt: skip
+    records = read_lines(out, "completions")
+    assert len(records) == 20 and all(trace_faults(r["messages"]) == [] for r in records)
+    traces = [r for r in records if r["meta"]["turns"][0].get("tool_calls_match") is False]
+    assert len(traces) == 8
+    assert all(r["meta"]["turns"][0]["tool_results"] == "tool_server" for r in traces)
+    assert not any(t.get("trace_ended") for r in records for t in r["meta"]["turns"])

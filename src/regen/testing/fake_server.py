@@ -29,6 +29,7 @@ from regen.testing.fake_engine import EngineCurve, FakeEngine
 from regen.testing.fake_faults import cut_short, dialect_of, fault_response, refusal, room
 from regen.testing.fake_metrics import metrics_text
 from regen.testing.fake_stream import reset_midway, send_paced, send_stream
+from regen.testing.fake_tools import tool_caller
 from regen.testing.loop_thread import LoopThread
 
 __all__ = ["Behaviour", "FakeEngine", "FakeServer", "answer_tokens", "echo_answer"]
@@ -245,6 +246,13 @@ def main() -> None:
         help="a batching engine instead of --slots/--seconds-per-token: EngineCurve fields as "
         'JSON, e.g. \'{"max_running": 128, "kv_tokens": 60000}\' ("{}": the defaults)',
     )
+    parser.add_argument(
+        "--tool-caller",
+        action="store_true",
+        help="a target that calls tools: get_weather on the last word of the user's message, "
+        "then an answer from the tool's result (the agent-trace paths, which the embedded "
+        "model never takes)",
+    )
     args = parser.parse_args()
 
     def answer(body: dict[str, Any]) -> dict[str, Any]:
@@ -258,7 +266,7 @@ def main() -> None:
         seconds_per_token=args.seconds_per_token,
         base_latency=args.base_latency,
         pad_bytes=args.pad_bytes,
-        answer=answer,
+        answer=tool_caller() if args.tool_caller else answer,
         dialect=args.dialect,
         engine=EngineCurve(**orjson.loads(args.engine)) if args.engine is not None else None,
     )
