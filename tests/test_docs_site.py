@@ -113,3 +113,12 @@ def test_the_walkthroughs_words_on_the_cap_say_what_its_plan_output_shows():
     [shown] = re.findall(r"; (\d+\.\d)% hit max tokens\n", text)
     [said] = re.findall(r"`(\d+\.\d)% hit max tokens` is the share", text)
     assert said == shown
+
+
+def test_the_benchmark_summary_has_a_row_for_every_benchmark_and_fits_a_screen():
+    """BENCHMARKS.md is today's figure for each benchmark; the notebook behind it is
+    docs/benchmarks-history.md."""
+    lines = (ROOT / "BENCHMARKS.md").read_text().splitlines()
+    for script in sorted((ROOT / "bench").glob("bench_*.py")):
+        assert any(line.startswith(f"| `{script.name}`") for line in lines), script.name
+    assert len(lines) <= 80

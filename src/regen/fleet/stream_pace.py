@@ -4,9 +4,9 @@ A thinking model's fleet streams thousands of answers at once, each a few tokens
 one token an event. Read as they come, every event wakes the client on its own (the kernel's
 read, aiohttp's HTTP parser, the event loop resuming the stream's task), and that wakeup,
 not the event, is most of the client's CPU: ~25 µs a token, 0.75 core at 30K tokens/s
-(BENCHMARKS.md, "At the scale of a seeds run"). So after a read that brought data events
-the stream's transport stops reading for a pause, the kernel keeps what comes meanwhile,
-and the next read takes it all at once.
+(docs/benchmarks-history.md, "At the scale of a seeds run"). So after a read that brought
+data events the stream's transport stops reading for a pause, the kernel keeps what comes
+meanwhile, and the next read takes it all at once.
 
 The pause is the shortest of three bounds:
 - `EVENTS_A_READ` of the stream's own event intervals: past that many events a read, a longer
