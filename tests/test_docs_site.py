@@ -7,6 +7,7 @@ import json
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import yaml
@@ -113,6 +114,26 @@ def test_the_walkthroughs_words_on_the_cap_say_what_its_plan_output_shows():
     [shown] = re.findall(r"; (\d+\.\d)% hit max tokens\n", text)
     [said] = re.findall(r"`(\d+\.\d)% hit max tokens` is the share", text)
     assert said == shown
+
+
+def test_the_design_page_draws_the_floors_of_the_import_contract():
+    """docs/design.md's drawing is the contract in pyproject.toml, floor by floor, and its
+    table names every package and module of src/regen: the map a newcomer reads first."""
+    text = (ROOT / "docs" / "design.md").read_text()
+    floors: list[set[str]] = []
+    for line in text.split("```\n")[1].splitlines():
+        names = {f"regen.{n}" for n in re.findall(r"(\w+)(?:/|\.py)", line.strip().split("  ")[0])}
+        if line.startswith(" "):
+            floors[-1] |= names  # a floor too long for one line goes on below, indented
+        else:
+            floors.append(names)
+    contract = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    house = next(c for c in contract["contracts"] if "containers" not in c)["layers"]
+    assert floors == [set(layer.split(" | ")) for layer in house]
+    src = ROOT / "src" / "regen"
+    names = {f"{p.name}/" for p in src.iterdir() if (p / "__init__.py").is_file()}
+    names |= {p.name for p in src.glob("*.py") if p.stem[0] != "_"}
+    assert {n for n in names if f"| `{n}` |" not in text} == set()
 
 
 def test_the_benchmark_summary_has_a_row_for_every_benchmark_and_fits_a_screen():
