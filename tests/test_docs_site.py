@@ -143,3 +143,10 @@ def test_the_benchmark_summary_has_a_row_for_every_benchmark_and_fits_a_screen()
     for script in sorted((ROOT / "bench").glob("bench_*.py")):
         assert any(line.startswith(f"| `{script.name}`") for line in lines), script.name
     assert len(lines) <= 80
+
+
+def test_make_test_builds_the_site_strict_and_not_quiet():
+    """With --quiet, mkdocs 1.6 drops the warnings --strict counts: a broken link passes."""
+    recipe = (ROOT / "Makefile").read_text().split("\ntest:\n")[1].split("\n\n")[0]
+    [build] = [line for line in recipe.splitlines() if "mkdocs build" in line]
+    assert "--strict" in build and "--quiet" not in build
