@@ -14,7 +14,7 @@ from typing import Any
 
 from regen.chat import is_empty
 from regen.errors import InputError
-from regen.prepare import category
+from regen.prepare.category import guess, label_name, own_label
 from regen.prepare.dedup import prompt_hash
 from regen.prepare.formats import Adapter, Converted
 from regen.prepare.recipe import SourceSpec
@@ -67,11 +67,11 @@ class Converter:
         )
 
     def meta(self, row: dict, converted: Converted) -> dict[str, Any]:
-        label = self.spec.category or category.own_label(row, self.spec.category_field)
+        label = self.spec.category or own_label(row, self.spec.category_field)
         meta: dict[str, Any] = {
-            "category": category.label_name(label)
+            "category": label_name(label)
             if label
-            else category.guess(converted.messages, converted.tools)
+            else guess(converted.messages, converted.tools)
         }
         for key, value in row.items():
             if key not in converted.used and value is not None and key != "category":
