@@ -39,14 +39,6 @@ class Part:
         the whole input, whose files keep their plain names."""
         return "" if self.whole else f"{self.index:04d}-of-{self.count:04d}"
 
-    @classmethod
-    def from_name(cls, name: str) -> Part:
-        """The inverse of `name`."""
-        if not name:
-            return WHOLE
-        index, _, count = name.partition("-of-")
-        return cls(int(index), int(count))
-
     def owns_id(self, prompt_id: str) -> bool:
         return self.whole or xxhash.xxh3_64_intdigest(prompt_id.encode()) % self.count == self.index
 

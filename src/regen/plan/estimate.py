@@ -83,11 +83,6 @@ def server_rates(models: dict[str, LatencyModel], slots: int | Slots, tokens: fl
     return {url: held[url] / model.latency(tokens) for url, model in models.items()}
 
 
-def steady_rate(models: dict[str, LatencyModel], slots: int | Slots, tokens: float) -> float:
-    """Completions per second of a fleet whose every slot is always busy."""
-    return sum(server_rates(models, slots, tokens).values())
-
-
 @dataclass
 class Tally:
     """What each server did in a simulation: items and output tokens."""
