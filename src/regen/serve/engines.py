@@ -20,7 +20,7 @@ decoding, reasoning parser, memory fraction...).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -43,6 +43,20 @@ class Fallback:
 
     module: str
     model_flag: str
+
+
+@dataclass(frozen=True)
+class ServerArgs:
+    """What one server is told on its command line, whatever the engine's spelling."""
+
+    model: str
+    served_name: str
+    host: str
+    port: int
+    gpus_per_server: int = 1
+    threads: int = 2
+    context: int | None = None
+    extra: list[str] = field(default_factory=list)  # after `--` on regen's command line
 
 
 @dataclass(frozen=True)
@@ -70,33 +84,22 @@ class Engine:
         )
 
     def command(
-        self,
-        python: str,
-        model: str,
-        served_name: str,
-        host: str,
-        port: int,
-        gpus_per_server: int,
-        threads: int,
-        context: int | None,
-        extra: list[str],
-        device: Device = "gpu",
-        dist_found: bool = True,
+        self, python: str, server: ServerArgs, device: Device = "gpu", dist_found: bool = True
     ) -> list[str]:
         flags = self.flags
         launcher, model_flag = self.launcher(python, dist_found)
-        model_args = [model_flag, model] if model_flag else [model]
-        args = [*launcher, *model_args, flags.served_name, served_name,
-                "--host", host, "--port", str(port)]  # fmt: skip
+        model_args = [model_flag, server.model] if model_flag else [server.model]
+        args = [*launcher, *model_args, flags.served_name, server.served_name,
+                "--host", server.host, "--port", str(server.port)]  # fmt: skip
         if self.name == "llamacpp":  # CPU threads, with a context that fits the embedded model
-            args += [flags.context, str(context or 2048), "--n_threads", str(threads),
-                     "--verbose", "False"]  # fmt: skip
-            return [*args, *extra]
-        if device == "gpu" and gpus_per_server > 1:
-            args += [flags.tensor_parallel, str(gpus_per_server)]
-        if context:  # on CPU the cores come from the environment (cpus.py), not a flag
-            args += [flags.context, str(context)]
-        return [*args, *extra]
+            args += [flags.context, str(server.context or 2048), "--n_threads",
+                     str(server.threads), "--verbose", "False"]  # fmt: skip
+            return [*args, *server.extra]
+        if device == "gpu" and server.gpus_per_server > 1:
+            args += [flags.tensor_parallel, str(server.gpus_per_server)]
+        if server.context:  # on CPU the cores come from the environment (cpus.py), not a flag
+            args += [flags.context, str(server.context)]
+        return [*args, *server.extra]
 
 
 ENGINES = {

@@ -19,7 +19,7 @@ from regen.errors import ConfigError
 from regen.serve import cpus
 from regen.serve import gpus as gpu_mod
 from regen.serve.auth import serve_key
-from regen.serve.engines import ENGINES, Device, Engine
+from regen.serve.engines import ENGINES, Device, Engine, ServerArgs
 from regen.serve.fleetfile import FleetFile, FleetServer, speculative_config
 from regen.serve.process import LaunchSpec, ServerProcess
 
@@ -66,10 +66,12 @@ def plan_servers(spec: ServeSpec) -> list[LaunchSpec]:
     launches = []
     extra = cpus.seed_safe_args(spec.extra) if _cpu_vllm(engine, device) else spec.extra
     for n, ((group, env), port) in enumerate(zip(placements, ports, strict=True)):
-        command = engine.command(
-            spec.python, model, served, spec.host, port, spec.gpus_per_server,
-            spec.threads, spec.context, extra, device, dist_found,
+        server = ServerArgs(
+            model=model, served_name=served, host=spec.host, port=port,
+            gpus_per_server=spec.gpus_per_server, threads=spec.threads, context=spec.context,
+            extra=extra,
         )  # fmt: skip
+        command = engine.command(spec.python, server, device, dist_found)
         launches.append(
             LaunchSpec(f"server-{n}", command, env, port,
                        spec.log_dir / f"server-{n}.log", served, group, _url_host(spec.host),
