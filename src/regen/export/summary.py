@@ -12,6 +12,8 @@ import orjson
 from regen.check.record import sample_label
 from regen.export.by_score import render_by_score
 from regen.export.format_base import Format
+from regen.export.train_with import bucket_train_with
+from regen.urls import is_url
 
 
 @dataclass
@@ -71,10 +73,17 @@ class ExportSummary:
                 f"check: {self.check['verdict'].upper()}" + (f" ({failed})" * bool(failed))
             )
         lines += [f"warning: {w}" for w in self.warnings]
-        lines.append(f"train with: {self.how_to_train.replace('OUT', self.out_dir)}")
+        lines.append(f"train with: {self.train_with()}")
         if self.snippet:
             lines.append(self.snippet)
         return "\n".join(lines)
+
+
+    def train_with(self) -> str:
+        """The trainer settings on this export: for a bucket, ones that work as printed."""
+        if is_url(self.out_dir):
+            return bucket_train_with(self.how_to_train, self.out_dir, self.files)
+        return self.how_to_train.replace("OUT", self.out_dir)
 
 
 def _counts(label: str, counts: Counter) -> str:
