@@ -92,3 +92,23 @@ def test_a_bucket_export_for_specforge_says_how_to_copy_it_first(tmp_path, finis
     assert len(tasks) == 6
     assert sorted(p.name for p in (where / "sf").iterdir()) == [
         ".regen-export", "README.md", "data", "regen.json"]  # fmt: skip
+
+
+def test_a_bucket_export_is_built_under_the_staging_dir_and_removed(tmp_path, finished, s3,
+                                                                     monkeypatch):  # fmt: skip
+    """Every file uploaded was read from under --staging-dir; nothing is left there."""
+    from regen.storage.bucket import Bucket
+
+    uploaded: list[Path] = []
+    put_file = Bucket.put_file
+
+    def seen(self, local: Path, name: str) -> None:
+        uploaded.append(Path(local))
+        put_file(self, local, name)
+
+    monkeypatch.setattr(Bucket, "put_file", seen)
+    staging = tmp_path / "big-disk" / "staging"
+    export(str(finished), "-o", f"s3://{BUCKET}/sf", "--staging-dir", str(staging))
+    assert len(uploaded) >= 4  # data, card, regen.json, marker
+    assert all(staging in p.parents for p in uploaded), uploaded
+    assert staging.is_dir() and not any(staging.iterdir())

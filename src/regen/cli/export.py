@@ -33,6 +33,7 @@ LAST = (CARD, FACTS, MARKER)
 # trainers' names for what one of our formats writes
 AXOLOTL = "axolotl reads the ShareGPT export in its layout: --format sharegpt-axolotl"
 LLAMA_FACTORY = "LLaMA-Factory reads the ShareGPT export: --format sharegpt-llamafactory"
+STAGING = "the export is built there, on this machine, before its upload"
 OTHER_NAMES = {"axolotl": AXOLOTL, "llama-factory": LLAMA_FACTORY, "llamafactory": LLAMA_FACTORY}
 
 
@@ -74,6 +75,13 @@ OTHER_NAMES = {"axolotl": AXOLOTL, "llama-factory": LLAMA_FACTORY, "llamafactory
 @click.option("--merge-into", type=InputPath(buckets=True),
               help="An earlier export to add these samples to.")  # fmt: skip
 @click.option("--report", type=OutputPath("file"), help="Write the export summary as JSON here.")
+@click.option(
+    "--staging-dir",
+    type=OutputPath("folder", local=STAGING),
+    metavar="DIR",
+    help="With a bucket --output-dir: where the export is built before its upload (about "
+    "the dataset's size; removed after) [$TMPDIR or /tmp].",
+)
 @click.option("--overwrite", is_flag=True, help="Replace an export already in --output-dir.")
 @click.option(
     "--max-acceptance",
@@ -95,10 +103,10 @@ OTHER_NAMES = {"axolotl": AXOLOTL, "llama-factory": LLAMA_FACTORY, "llamafactory
     help="score.json to select by (default: the first run's score/score.json).",
 )
 @worker_options
-def export(output_dirs, out: Destination, merge_into, report, **o) -> None:
+def export(output_dirs, out: Destination, merge_into, report, staging_dir, **o) -> None:
     """Export the runs RUN... to --output-dir DIR, loadable with datasets.load_dataset(DIR)."""
     require_runs(output_dirs)  # before the tokenizer loads
-    with out.local_folder(last=LAST) as folder:
+    with out.local_folder(last=LAST, staging=staging_dir) as folder:
         summary, facts = _export(output_dirs, folder, out, _merged(merge_into, out, folder), **o)
     _say(summary, facts, out)  # once published: a bucket's export is whole by now
     if report:

@@ -88,14 +88,21 @@ class Destination:
 
     # -- folders -------------------------------------------------------------------------
     @contextmanager
-    def local_folder(self, last: Sequence[str] = ()) -> Iterator[Path]:
+    def local_folder(
+        self, last: Sequence[str] = (), staging: Path | None = None
+    ) -> Iterator[Path]:
         """The folder to write in; a bucket's is fetched first and published when the block
-        succeeds, the files named in `last` (markers that say the folder is whole) last."""
+        succeeds, the files named in `last` (markers that say the folder is whole) last. A
+        bucket's local copy is a `regen-publish-*` folder under `staging` (None: the system's
+        temporary folder, $TMPDIR or /tmp), removed however the block ends."""
         if not self.is_bucket:
             with self.mapped(Path(self.given)):
                 yield Path(self.given)
             return
-        with tempfile.TemporaryDirectory(prefix="regen-publish-") as tmp:
+        if staging is not None:
+            with Destination(str(staging), "--staging-dir").mapped(staging):
+                staging.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix="regen-publish-", dir=staging) as tmp:
             local = Path(tmp) / "folder"
             bucket = Bucket(self.given)
             before = set(bucket.find(""))
