@@ -49,7 +49,7 @@ def run(tmp_path) -> Path:
 
 
 def data_file(out: Path, config: str = "default", split: str = "train") -> Path:
-    """The one JSONL file of a split (JSONL is never sharded)."""
+    """The one JSONL file of a split (a split under --max-file-mb is one file)."""
     return out / "data" / config / f"{split}-00000-of-00001.jsonl"
 
 
@@ -283,6 +283,39 @@ def test_speculators_reads_the_rows_without_rendering(run, tmp_path):
     assert len(ds) == 33
     got = sorted((r["input_ids"].tolist(), r["loss_mask"].tolist()) for r in ds)
     assert got == sorted((r["input_ids"], r["loss_mask"]) for r in ours.values())
+
+
+def test_jsonl_is_cut_by_size_and_each_trainer_reads_every_file(run, tmp_path):
+    """--max-file-mb: SpecForge reads each file of the split (one per run: it says so),
+    speculators reads them all through its glob, `datasets` through the card."""
+    from specforge.data.prompt_builder import prepare_prompt_tasks
+    from speculators.data_generation.preprocessing import load_raw_dataset
+
+    ours = regen_rows(run, tmp_path)
+    out = tmp_path / "cut"
+    said = cli("export", run, "--out", out, "--format", "specforge-tokenized", "--tokenizer",
+               checkfix.qwen_style_dir(), "--max-file-mb", "0.004")  # fmt: skip
+    files = sorted((out / "data" / "default").glob("train-*.jsonl"))
+    n = len(files)
+    assert n > 2 and all(f.name.endswith(f"-of-{n:05d}.jsonl") for f in files)
+    assert all(f.stat().st_size < 0.004 * 2**20 + 2000 for f in files)  # cut after the row
+    assert f"data.prompts_path={out.resolve()}/data/default/train-00000-of-{n:05d}.jsonl" in said
+    assert f"SpecForge opens one file per run: the train split is {n} files" in said
+    got = []
+    for f in files:
+        got += prepare_prompt_tasks(f, None, chat_template=None, max_length=4096,
+                                    is_preformatted=False, train_only_last_turn=False,
+                                    cache_dir=None, cache_key=None, num_proc=1)  # fmt: skip
+    assert sorted((t["payload"]["input_ids"], t["payload"]["loss_mask"]) for t in got) == sorted(
+        (r["input_ids"], r["loss_mask"]) for r in ours.values())  # fmt: skip
+    assert len(datasets.load_dataset(str(out), split="train")) == 33
+    speculators = tmp_path / "spec"
+    cli("export", run, "--out", speculators, "--format", "speculators", "--tokenizer",
+        checkfix.qwen_style_dir(), "--max-file-mb", "0.004")  # fmt: skip
+    domains = len(list(speculators.glob("data/*")))
+    assert len(list(speculators.glob("data/*/train-*.jsonl"))) > domains
+    raw, _ = load_raw_dataset(str(speculators / "data" / "*" / "train-*.jsonl"))
+    assert len(raw) == 33
 
 
 def specforge_encode(rows_path: Path, template_name: str) -> list[tuple[list[int], list[int]]]:

@@ -20,7 +20,7 @@ from regen.export import ExportSummary, Filters, export_run, make_format
 from regen.export.by_score import ORDERS, ScoreSelect
 from regen.export.card import CARD, FACTS
 from regen.export.card_facts import parse_licenses
-from regen.export.files import MARKER
+from regen.export.files import JSONL_MB, MARKER
 from regen.export.formats import FORMATS
 from regen.export.hub_push import Push
 from regen.export.publish import Publish, finish
@@ -75,6 +75,15 @@ OTHER_NAMES = {"axolotl": AXOLOTL, "llama-factory": LLAMA_FACTORY, "llamafactory
 @click.option("--merge-into", type=InputPath(buckets=True),
               help="An earlier export to add these samples to.")  # fmt: skip
 @click.option("--report", type=OutputPath("file"), help="Write the export summary as JSON here.")
+@click.option(
+    "--max-file-mb",
+    type=click.FloatRange(min=0),
+    default=JSONL_MB,
+    show_default=True,
+    metavar="MB",
+    help="JSONL: start a split's next file past MB megabytes (0: one file a split; SpecForge "
+    "holds a whole file in memory, see docs/training.md).",
+)
 @click.option(
     "--staging-dir",
     type=OutputPath("folder", local=STAGING),
@@ -168,6 +177,7 @@ def _export(output_dirs, out: Path, named: Destination, merge_into: Path | None,
             ),
             holdout=Holdout(o["holdout"], o["holdout_seed"]) if o["holdout"] is not None else None,
             workers=workers,
+            max_file_bytes=int(o["max_file_mb"] * 2**20) or None,
         )
     hub = None
     if o["push_to_hub"]:

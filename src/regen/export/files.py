@@ -6,8 +6,11 @@
 Rows go to hidden temporary files (`.train-00000.parquet.tmp-PID`; datasets ignores
 dot-files) and are renamed into place only when every shard is complete, so a killed export
 leaves nothing that looks finished. A Parquet shard is closed at `SHARD_BYTES` of row data
-(the Hub's viewer and `datasets` stream shards of a few hundred MB well); JSONL is one file
-per split, since trainers such as SpecForge open exactly one file.
+(the Hub's viewer and `datasets` stream shards of a few hundred MB well); a JSONL file at
+`JSONL_BYTES` (`--max-file-mb`): SpecForge opens one file and holds every pre-tokenised row
+of it as Python lists, about 49 bytes a token in each process (docs/training.md), so a split
+of 1.6B tokens in one 10 GB file needs about 75 GB a process. Below that size a split is one
+file, as before.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ SPLITS = ("train", "validation", "holdout")  # holdout: score/holdout.py
 FILE_TYPES = ("jsonl", "parquet")
 ROW_GROUP = 1000
 SHARD_BYTES = 256 * 2**20
+JSONL_MB = 1024  # the default of --max-file-mb
 DATA = "data"
 
 
@@ -112,9 +116,12 @@ def _int_array(value: Any) -> bool:
 class SplitWriter:
     """Streams rows into shards per (config, split); `commit` publishes them together."""
 
-    def __init__(self, out_dir: Path, file_type: str, shard_bytes: int | None = None) -> None:
+    def __init__(self, out_dir: Path, file_type: str, shard_bytes: int | None = None,
+                 jsonl_bytes: int | None = JSONL_MB * 2**20) -> None:  # fmt: skip
+        """`jsonl_bytes`: a JSONL file is closed once it holds that many (None: never)."""
         self.out_dir, self.file_type = out_dir, file_type
         self.shard_bytes = shard_bytes or SHARD_BYTES
+        self.jsonl_bytes = jsonl_bytes
         self.counts: dict[str, int] = {}  # split -> rows
         self.by_config: dict[str, dict[str, int]] = {}  # config -> split -> rows
         self._open: dict[tuple[str, str], _Shard] = {}
@@ -152,8 +159,8 @@ class SplitWriter:
             tmp = folder / f".{split}-{n:05d}.{self.file_type}.tmp-{os.getpid()}"
             shard = self._open[key] = _Shard(tmp, self.file_type)
         shard.write(row)
-        if self.file_type == "parquet" and shard.bytes >= self.shard_bytes:
-            # JSONL stays one file a split: SpecForge opens exactly one
+        limit = self.shard_bytes if self.file_type == "parquet" else self.jsonl_bytes
+        if limit is not None and shard.bytes >= limit:
             shard.close()  # a full shard is finished now, not held open until the commit
             self._done.setdefault(key, []).append(self._open.pop(key))
 

@@ -11,6 +11,7 @@ from regen.check.record import Completion, SampleKey, key_of
 from regen.errors import ConfigError
 
 REASONING_MODES = ("inline", "field", "drop")
+ONE_FILE = "train-00000-of-00001.jsonl"  # how a train split of one file is named
 
 
 def inline_reasoning(m: dict, mode: str) -> tuple[str, str | None]:
@@ -88,6 +89,18 @@ class Format:
         """Why this target's trainer would skip (or fail on) the row, or None: the rows are
         still written, and the summary names them (`trainer` is who would skip them)."""
         return None
+
+    # what to do when the train split is several files (--max-file-mb); {n}: how many
+    several_files: ClassVar[str] = ""
+
+    def train_settings(self, train_files: int) -> str:
+        """`how_to_train` for an export whose train split is `train_files` files: a trainer
+        that opens one file is told the first one's name and what to do with the others."""
+        if train_files <= 1 or not self.several_files:
+            return self.how_to_train
+        first = ONE_FILE.replace("00001", f"{train_files:05d}")
+        more = self.several_files.format(n=train_files)
+        return f"{self.how_to_train.replace(ONE_FILE, first)} {more}"
 
     trainer: ClassVar[str] = ""
     is_training_set: ClassVar[bool] = True  # False: one file, no validation split

@@ -54,6 +54,11 @@ class SpecForge(Format):
         '"You are a helpful assistant." to rows without a system message, and supervises the '
         "newline after <|im_end|>). For exactly regen's masks use --format specforge-tokenized."
     )
+    several_files = (
+        "SpecForge opens one file per run: the train split is {n} files (--max-file-mb), so "
+        "train on each in turn, each run starting from the last one's draft "
+        "(model.draft_checkpoint_path)."
+    )
 
     def row(self, completion: Completion, enc: Encoded | None) -> dict[str, Any]:
         row: dict[str, Any] = {
@@ -132,6 +137,11 @@ class SpecForgeTokenized(Format):
         " the rows carry "
         "input_ids and loss_mask, so no chat template is applied."
     )
+    several_files = (
+        "SpecForge opens one file per run: the train split is {n} files (--max-file-mb), so "
+        "train on each in turn, each run starting from the last one's draft "
+        "(model.draft_checkpoint_path)."
+    )
 
     def row(self, completion: Completion, enc: Encoded | None) -> dict[str, Any]:
         assert enc is not None
@@ -155,6 +165,7 @@ class Speculators(SpecForgeTokenized):
     name = "speculators"
     per_domain = True
     trainer = ""
+    several_files = ""  # its glob reads every file
     how_to_train = (
         "speculators: pass 'OUT/data/*/train-*.jsonl' (a glob of the train files: a directory "
         "would also load the validation files) as the training data; rows carrying input_ids "

@@ -52,6 +52,7 @@ class OpenAIBatch(Format):
         "not a training set: OUT/data/default/train-00000-of-00001.jsonl holds one line per "
         "request, as an OpenAI batch output file; join it to your requests on custom_id."
     )
+    several_files = "The lines are in {n} files, train-*-of-*.jsonl (--max-file-mb)."
 
     def row(self, completion: Completion, enc: Encoded | None) -> dict[str, Any]:
         raw = completion.raw

@@ -20,6 +20,7 @@ from regen.export.by_score import ScoreSelect
 from regen.export.files import (
     DEFAULT,
     FILE_TYPES,
+    JSONL_MB,
     SplitWriter,
     claim_output,
     config_name,
@@ -55,6 +56,7 @@ def export_run(
     holdout: Holdout | None = None,
     out_name: str | None = None,
     workers: Workers | None = None,
+    max_file_bytes: int | None = JSONL_MB * 2**20,
 ) -> ExportSummary:
     """Write the runs' completions to `out_dir` as `fmt`, one config per domain. An existing
     export there, or any other non-empty directory, is refused unless `overwrite` (or
@@ -64,7 +66,7 @@ def export_run(
     prompts it draws (score/holdout.py), which `score --holdout` draws again. `out_name`: how
     the summary names the export's place (a bucket URL when `out_dir` is its local stand-in).
     `workers` prepare the rows (None: this process); the files are the same bytes whatever
-    their number."""
+    their number. A JSONL file is closed at `max_file_bytes` (None: one file a split)."""
     _validate(fmt, encoder, filters, file_type, eval_fraction, count_tokens)
     validate_holdout(fmt, holdout, merge_into)
     into_itself = merge_into is not None and merge_into.resolve() == out_dir.resolve()
@@ -80,7 +82,7 @@ def export_run(
     if merge_into:
         dedup = Deduper.over((fmt.upgrade(r) for _, _, r in read_rows(merge_into)), fmt.key)
     fraction = eval_fraction if fmt.is_training_set else 0.0
-    writer = SplitWriter(out_dir, file_type)
+    writer = SplitWriter(out_dir, file_type, jsonl_bytes=max_file_bytes)
     drawn, unanswered = draw_holdout(holdout, dirs)
     summary.holdout = drawn.to_json() if drawn is not None else None
     run = _Pass(fmt, summary, dedup, writer, fraction, split_seed, drawn)
@@ -110,6 +112,8 @@ def export_run(
             run.keep(config, row)
         committed = run.writer.commit()
         summary.files = [f"{where}/{p.relative_to(out_dir).as_posix()}" for p in committed]
+        trains = sum(p.name.startswith("train-") for p in committed)
+        summary.how_to_train = fmt.train_settings(trains)
         summary.schema = run.writer.schema
         summary.masked_tokens = run.masked_counts()
     except BaseException:

@@ -49,6 +49,10 @@ class ShareGPTLlamaFactory(Format):
         '"OUT/data/default/train-00000-of-00001.jsonl", "formatting": "sharegpt", '
         '"columns": {"messages": "conversations", "tools": "tools"}}}.'
     )
+    several_files = (
+        "The train split is {n} files (--max-file-mb): add one such entry per file and "
+        "list them all in `dataset`."
+    )
 
     def row(self, completion: Completion, enc: Encoded | None) -> dict[str, Any]:
         turns: list[dict[str, str]] = []
