@@ -91,6 +91,9 @@ def check(output_dirs, tokenizer, chat_template, template_tokens, supervise, max
     if len(output_dirs) == 1 and is_file(output_dirs[0]):
         check_prompt_file(output_dirs[0], thresholds, json_path, per_sample)
     require_runs(output_dirs)  # before the tokenizer loads
+    for report_file in (json_path, html_path, per_sample):
+        if report_file is not None:
+            report_file.check_writable()  # before the work, not once the report is built
     if not tokenizer:  # required, but the message can name the run's own model
         raise ConfigError("check needs the target's tokenizer", hint=tokenizer_hint(output_dirs))
     encoder = Encoder.load(tokenizer, chat_template=chat_template,

@@ -16,6 +16,7 @@ naming it and the option (exit 6); a bucket that refuses is a StorageError (exit
 from __future__ import annotations
 
 import errno
+import os
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -85,6 +86,23 @@ class Destination:
                 yield local
             if local.exists():
                 Bucket(folder).put_file(local, name)
+
+    def check_writable(self) -> None:
+        """Before the verb's work, not after it: a local file's folder can be made and
+        written in, and the file is not a folder. A bucket is asked when the file is put."""
+        if self.is_bucket:
+            return
+        target = Path(self.given)
+        in_the_way = next((p for p in target.parents if p.exists() and not p.is_dir()), None)
+        if target.is_dir() or in_the_way is not None:
+            what = f"{in_the_way} is a file" if in_the_way else "it is a folder"
+            raise OutputError(f"cannot write {self.option} {target}: {what}",
+                              hint=f"give {self.option} a file path in a folder")  # fmt: skip
+        probe = target.with_name(f".{target.name}.probe-{os.getpid()}")
+        with self.mapped(target):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            probe.write_bytes(b"")
+            probe.unlink()
 
     # -- folders -------------------------------------------------------------------------
     @contextmanager
