@@ -11,6 +11,9 @@ from pathlib import Path
 from regen.errors import ConfigError
 
 SHIPPED = "demo_files"  # in the package: a link to the repository's examples/
+# examples/ops/ (systemd units, a Slurm script, a Kubernetes Job) is for operators, not the
+# walkthrough: not in the wheel (pyproject's package-data), and not written by `regen demo`
+NOT_SHIPPED = {"ops"}
 
 
 def shipped_files() -> list[tuple[str, Traversable]]:
@@ -22,6 +25,8 @@ def shipped_files() -> list[tuple[str, Traversable]]:
         prefix, folder = pending.pop()
         for entry in sorted(folder.iterdir(), key=lambda e: e.name):
             name = f"{prefix}{entry.name}"
+            if name in NOT_SHIPPED:
+                continue
             if entry.is_dir():
                 pending.append((f"{name}/", entry))
             else:
