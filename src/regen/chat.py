@@ -114,10 +114,17 @@ def _openai_part(block: dict) -> dict:
     return block
 
 
-def is_empty(content: str | list[dict]) -> bool:
+def is_empty(content: str | list[dict] | None) -> bool:
     if isinstance(content, str):
         return not content.strip()
     return not content
+
+
+def no_user_text(messages: list[dict]) -> bool:
+    """Every user turn is empty or blank: there is nothing to answer. `regen prepare` rejects
+    such a prompt, `regen generate` refuses it and `regen check` flags it (`empty_prompt`),
+    all by this one rule."""
+    return all(is_empty(m.get("content")) for m in messages if m.get("role") == "user")
 
 
 def split_inline_think(content: str) -> tuple[str | None, str]:

@@ -23,7 +23,7 @@ import orjson
 import xxhash
 
 from regen.batch_input import from_batch_request, is_batch_request
-from regen.chat import normalise_messages
+from regen.chat import no_user_text, normalise_messages
 from regen.errors import ConfigError, InputError
 from regen.format.part import WHOLE, Part
 from regen.jsonio import canonical, is_file, iter_lines
@@ -162,6 +162,12 @@ def _prompt_turns(messages: list[dict]) -> list[dict]:
         messages = messages[:-1]
     if not any(m["role"] == "user" for m in messages):
         raise InputError("no user turn", kind="no_user_turn")
+    if no_user_text(messages):  # answered, it would be a training row of an answer to nothing
+        raise InputError(
+            "the user turns are empty (no text, or only whitespace): there is nothing to answer",
+            kind="empty_prompt",  # prepare's name for the same reject
+            hint="give the line's user turn its text, or leave the line out",
+        )
     if messages[-1]["role"] not in ("user", "tool"):
         raise InputError(
             f"the prompt ends with a {messages[-1]['role']} turn; it must end with a user or "

@@ -12,6 +12,7 @@ import zlib
 import orjson
 import xxhash
 
+from regen.chat import no_user_text
 from regen.check.record import Completion
 from regen.tool_trace import trace_faults
 
@@ -97,6 +98,12 @@ def bad_tool_call(c: Completion) -> bool:
     return False
 
 
+def empty_prompt(c: Completion) -> bool:
+    """No user turn has text: an answer to nothing (generate refuses such a prompt now; a run
+    from before it did, or a file written by hand, may hold some)."""
+    return no_user_text(c.messages)
+
+
 def tool_divergence(c: Completion) -> bool:
     """A regenerated turn made other tool calls than the dataset's (`meta.turns[i].
     tool_calls_match` false): not a fault, a fact counted per source."""
@@ -106,6 +113,7 @@ def tool_divergence(c: Completion) -> bool:
 
 def content_flags(c: Completion) -> tuple[str, ...]:
     checks = {
+        "empty_prompt": empty_prompt(c),
         "repetition": repetition(c),
         "echo_prompt": echo_prompt(c),
         "echo_system": echo_system(c),

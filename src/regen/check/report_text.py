@@ -73,6 +73,7 @@ def _group_lines(g: dict[str, Any]) -> list[str]:
 
 
 SAMPLE_CHECKS = (
+    "empty_prompt",
     "no_generation_prompt",
     "unterminated_turn",
     "reasoning_dropped",

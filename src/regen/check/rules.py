@@ -45,6 +45,8 @@ RULES = (
          flag("degenerate")),
     Rule("empty_answer", 0.02, "final answer empty (no text, no tool call)",
          flag("empty_answer")),
+    Rule("empty_prompt", 0.0, "the prompt's user turns are empty: an answer to nothing",
+         flag("empty_prompt")),
     Rule("missing_reasoning", 0.05, "thinking was on but the reasoning is empty or missing",
          flag("missing_reasoning"), lambda g: g.thinking_on),
     Rule("truncated", 0.10, "finish_reason is length", flag("truncated")),

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from regen.chat import is_empty
+from regen.chat import no_user_text
 from regen.errors import InputError
 from regen.prepare.category import guess, label_name, own_label
 from regen.prepare.dedup import prompt_hash
@@ -94,7 +94,7 @@ def check(messages: list[dict], converted: Converted) -> None:
             kind="no_user_turn",
             hint="the record needs a user turn to answer",
         )
-    if all(is_empty(m["content"]) for m in messages if m["role"] == "user"):
+    if no_user_text(messages):
         dropped = sum(converted.dropped.values())
         hint = (
             "its non-text blocks were dropped; pass --keep-multimodal to keep them"

@@ -1,0 +1,59 @@
+"""What a new user and an expert tripped on in generate's input, its shards, `status` and
+`plan` (issue 45): each message says what is true of what the user gave and of what was
+written."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import orjson
+from click.testing import CliRunner
+
+sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "check"))
+import checkfix
+
+from gen_helpers import read_lines, run, write_prompts
+from regen.cli import main
+
+
+def test_generate_refuses_an_empty_prompt_into_errors_as_prepare_does(tmp_path, fake_server):
+    """`{"prompt": ""}`, a blank one and a messages list whose user turn is empty are each
+    refused as `empty_prompt` (prepare's name for them), never answered as a training row."""
+    write_prompts(tmp_path / "good.jsonl", 4)
+    good = (tmp_path / "good.jsonl").read_bytes()
+    empty = [
+        {"id": "e1", "prompt": ""},
+        {"id": "e2", "prompt": "  \n\t"},
+        {"id": "e3", "messages": [{"role": "system", "content": "be brief"},
+                                  {"role": "user", "content": " "}]},
+    ]  # fmt: skip
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_bytes(good + b"".join(orjson.dumps(r) + b"\n" for r in empty))
+    result = run(prompts, tmp_path / "run", [fake_server().url])
+    assert result.exit_code == 0
+    assert sorted(r["id"] for r in read_lines(tmp_path / "run", "completions")) == [
+        "p00000", "p00001", "p00002", "p00003"
+    ]  # fmt: skip
+    errors = {r["id"]: r for r in read_lines(tmp_path / "run", "errors")}
+    assert set(errors) == {"e1", "e2", "e3"}
+    for error in errors.values():
+        assert error["error"]["type"] == "empty_prompt", error
+        assert "user turns are empty" in error["error"]["message"]
+        assert "give the line's user turn its text" in error["error"]["message"]
+
+
+def test_check_flags_an_empty_prompt_in_a_finished_run(tmp_path):
+    """A run from before generate refused them holds answers to nothing: `empty_prompt`
+    fails at any share."""
+    blank = checkfix.completion("blank", "Hello! How can I help?", prompt=" ")
+    run_dir = checkfix.write_run(tmp_path / "run", [*checkfix.healthy(), blank])
+    out = tmp_path / "r.json"
+    tokenizer = str(checkfix.qwen_style_dir())
+    args = ["check", str(run_dir), "--tokenizer", tokenizer, "--json", str(out)]
+    result = CliRunner().invoke(main, args)
+    report = json.loads(out.read_text())
+    assert result.exit_code == 1 and report["failed_rules"] == ["empty_prompt"], result.output
+    assert report["overall"]["flags"]["empty_prompt"] == 1
+    assert "FAIL empty_prompt" in result.output
