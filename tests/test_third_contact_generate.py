@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import orjson
+import pytest
 from click.testing import CliRunner
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "check"))
@@ -57,3 +58,44 @@ def test_check_flags_an_empty_prompt_in_a_finished_run(tmp_path):
     assert result.exit_code == 1 and report["failed_rules"] == ["empty_prompt"], result.output
     assert report["overall"]["flags"]["empty_prompt"] == 1
     assert "FAIL empty_prompt" in result.output
+
+
+def test_a_shard_taken_from_the_environment_is_said_at_start_and_in_status(
+    tmp_path, fake_server, monkeypatch
+):
+    """SLURM_ARRAY_* made this process half of the run unasked: the header names the
+    variables, and `status` shows where the shard came from and the half not started."""
+    write_prompts(tmp_path / "p.jsonl", 30)
+    monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "0")
+    monkeypatch.setenv("SLURM_ARRAY_TASK_COUNT", "2")
+    out = tmp_path / "run"
+    done = CliRunner().invoke(main, ["generate", "--prompts", str(tmp_path / "p.jsonl"), "-o",
+                                     str(out), "--servers", fake_server().url, "--display",
+                                     "plain"])  # fmt: skip
+    assert done.exit_code == 0, done.output
+    origin = "SLURM_ARRAY_TASK_ID=0, SLURM_ARRAY_TASK_COUNT=2"
+    assert f"shard       0/2, from {origin}: this process does part 0 of 2" in done.output
+    assert "--shard 0/1 does them all" in done.output
+    status = CliRunner().invoke(main, ["status", str(out)])
+    assert status.exit_code == 0, status.output
+    assert "NOT FINISHED (1 of 2 shards not started)" in status.output
+    assert f"shard 0/2 (from {origin}): finished" in status.output
+    assert "shard 1/2: not started (run it with --shard 1/2)" in status.output
+
+
+def test_a_flag_given_shard_is_said_too_and_a_bad_variable_is_named():
+    from regen.display.text import shard_lines
+    from regen.errors import ConfigError
+    from regen.format.part import parse_part, part_from_env
+
+    (line,) = shard_lines(parse_part("1/4").described())
+    assert line.startswith("shard       1/4, from --shard: this process does part 1 of 4")
+    assert "--shard 0/1" not in line
+    k8s = part_from_env({"JOB_COMPLETION_INDEX": "2", "REGEN_SHARD_COUNT": "5"})
+    assert k8s.described() == {"part": "2/5", "environment": True,
+                               "from": "JOB_COMPLETION_INDEX=2, REGEN_SHARD_COUNT=5"}  # fmt: skip
+    with pytest.raises(ConfigError, match=r"SLURM_ARRAY_TASK_ID='x'.*not a whole number"):
+        part_from_env({"SLURM_ARRAY_TASK_ID": "x", "SLURM_ARRAY_TASK_COUNT": "2"})
+    too_far = {"SLURM_ARRAY_TASK_ID": "3", "SLURM_ARRAY_TASK_COUNT": "2"}
+    with pytest.raises(ConfigError, match=r"\(from SLURM_ARRAY_TASK_ID=3, SLURM_ARRAY_TASK_"):
+        part_from_env(too_far)

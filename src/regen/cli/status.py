@@ -43,6 +43,10 @@ def render(info: dict[str, Any]) -> list[str]:
     alive = info["alive"]
     last_state = RunState.of((info["progress"] or {}).get("state") or alive.get("state"))
     state = "RUNNING" if alive["alive"] else ENDED.get(last_state, "NOT RUNNING (it died)")
+    missing = (info.get("shards") or {}).get("not_started")
+    if missing and not alive["alive"]:  # the parts that ran may all have finished
+        parts = len(missing) + len(info["shards"]["parts"])
+        state = f"NOT FINISHED ({len(missing)} of {parts} shards not started)"
     lines = [
         f"{info['output_dir']}: {state} (pid {alive['pid']} on {alive['host']}; {alive['how']})",
         finished_line(info),

@@ -56,6 +56,7 @@ def config_lines(config: dict[str, Any]) -> list[str]:
         f"api key     {config.get('api_key_from', 'none')}",
         f"prompts     {config['prompts']}",
         f"output      {config['output_dir']}",
+        *shard_lines(config.get("shard")),
         f"sampling    {sampling}",
         *_server_defaults(config.get("engines") or []),
         f"samples     {config['samples_per_prompt']} per prompt, "
@@ -66,6 +67,20 @@ def config_lines(config: dict[str, Any]) -> list[str]:
         note = f"the batch file asks for {', '.join(other)}: every request goes to the model above"
         lines.insert(1, f"            {note} (pass --model, or serve that model)")
     return lines
+
+
+def shard_lines(shard: dict[str, Any] | None) -> list[str]:
+    """A part of the input, and what made it one: a scheduler's variable does it unasked."""
+    if shard is None:
+        return []
+    index, _, count = shard["part"].partition("/")
+    line = (
+        f"shard       {shard['part']}, from {shard['from']}: this process does part {index} "
+        f"of {count} of the prompts (split by id)"
+    )
+    if shard["environment"]:
+        line += "; --shard 0/1 does them all"
+    return [line]
 
 
 def servers_text(config: dict[str, Any]) -> str:

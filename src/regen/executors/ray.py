@@ -37,7 +37,7 @@ def run_part(config: GenerateConfig, index: int, count: int) -> PartResult:
 
     from regen.run.generate import generate
 
-    part = Part(index, count)
+    part = Part(index, count, f"--executor ray --shards {count}")
     # Ray runs a task again only when its worker died; on another node, the dead worker's
     # lease on a bucket part is still fresh for a while: wait for it to lapse.
     upload = replace(config.output.upload, lease_wait=True)

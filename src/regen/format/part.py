@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import xxhash
 
@@ -21,11 +22,15 @@ from regen.errors import ConfigError
 class Part:
     index: int
     count: int
+    # what made this process a part: `--shard`, or a scheduler's variables, which do it
+    # unasked; the run says which at start and `regen status` shows it (not in equality)
+    origin: str = field(default="--shard", compare=False)
 
     def __post_init__(self) -> None:
         if self.count < 1 or not 0 <= self.index < self.count:
+            given = "" if self.origin == "--shard" else f" (from {self.origin})"
             raise ConfigError(
-                f"--shard {self.index}/{self.count}: I must be in 0..N-1 and N at least 1",
+                f"--shard {self.index}/{self.count}{given}: I must be in 0..N-1 and N at least 1",
                 hint="for 4 machines use --shard 0/4, --shard 1/4, --shard 2/4, --shard 3/4",
             )
 
@@ -38,6 +43,19 @@ class Part:
         """Used in file names (progress, lock, staging), sorting in index order; empty for
         the whole input, whose files keep their plain names."""
         return "" if self.whole else f"{self.index:04d}-of-{self.count:04d}"
+
+    @property
+    def label(self) -> str:
+        """How `--shard` and `regen status` write it: 3/8."""
+        return f"{self.index}/{self.count}"
+
+    def described(self) -> dict[str, Any] | None:
+        """What the run says of itself at start and in its progress file (None: the whole).
+        `environment`: set by a scheduler's variables, not by a flag of this command."""
+        if self.whole:
+            return None
+        unasked = not self.origin.startswith("--")
+        return {"part": self.label, "from": self.origin, "environment": unasked}
 
     def owns_id(self, prompt_id: str) -> bool:
         return self.whole or xxhash.xxh3_64_intdigest(prompt_id.encode()) % self.count == self.index
@@ -66,13 +84,33 @@ def part_from_env(env: Mapping[str, str] | None = None) -> Part:
     does not pass `completions` to the pod). The whole input when neither is set."""
     env = os.environ if env is None else env
     if "SLURM_ARRAY_TASK_ID" in env and "SLURM_ARRAY_TASK_COUNT" in env:
-        first = int(env.get("SLURM_ARRAY_TASK_MIN", "0"))
-        return Part(int(env["SLURM_ARRAY_TASK_ID"]) - first, int(env["SLURM_ARRAY_TASK_COUNT"]))
+        used = ["SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT"]
+        used += ["SLURM_ARRAY_TASK_MIN"] if "SLURM_ARRAY_TASK_MIN" in env else []
+        first = _number(env, "SLURM_ARRAY_TASK_MIN") if len(used) == 3 else 0
+        index = _number(env, "SLURM_ARRAY_TASK_ID") - first
+        count = _number(env, "SLURM_ARRAY_TASK_COUNT")
+        return Part(index, count, _named(env, used))
     if "JOB_COMPLETION_INDEX" in env:
         if "REGEN_SHARD_COUNT" not in env:
             raise ConfigError(
                 "JOB_COMPLETION_INDEX is set (a Kubernetes indexed job) but not the shard count",
                 hint="set env REGEN_SHARD_COUNT to the job's `completions`, or pass --shard I/N",
             )
-        return Part(int(env["JOB_COMPLETION_INDEX"]), int(env["REGEN_SHARD_COUNT"]))
+        index, count = _number(env, "JOB_COMPLETION_INDEX"), _number(env, "REGEN_SHARD_COUNT")
+        return Part(index, count, _named(env, ["JOB_COMPLETION_INDEX", "REGEN_SHARD_COUNT"]))
     return WHOLE
+
+
+def _named(env: Mapping[str, str], names: list[str]) -> str:
+    return ", ".join(f"{name}={env[name]}" for name in names)
+
+
+def _number(env: Mapping[str, str], name: str) -> int:
+    text = env[name].strip()
+    if not text.isdigit():
+        raise ConfigError(
+            f"{name}={env[name]!r} in the environment is not a whole number; it makes this "
+            "process one part of the input",
+            hint=f"unset {name}, or pass --shard I/N",
+        )
+    return int(text)

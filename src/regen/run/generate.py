@@ -194,7 +194,7 @@ class Run:
         manifest = check_manifest(self.config, self.layout.manifest, resolved, input_fp)
         self.session = manifest["sessions"][-1]
         self.last_levels = last_levels(manifest)
-        self.report({"config": resolved})
+        self.report({"config": {**resolved, "shard": self.config.part.described()}})
         if (packed := compression(work.prompts)) and not str(work.prompts).endswith(ZIPPED):
             self._event(f"{work.prompts} is {packed}-compressed; reading it decompressed")
         return scan_ledger(self.config, self.store, input_fp, manifest, self._event, self._fail)
@@ -208,7 +208,7 @@ class Run:
             watched, self.layout.progress, self.store.where, self.report, self._event,
             self._request_stop, self.config.limits.abort_on_degenerate,
         )  # fmt: skip
-        monitor.model = self.model
+        monitor.model, monitor.shard = self.model, self.config.part.described()
         self.stats.state = self.stats.state.to(RunState.RUNNING)
         monitor.write_snapshot()  # `regen status` has something to show from the first second
         # The embedded llama.cpp server has a fixed number of slots: nothing to find there.

@@ -52,6 +52,7 @@ class Monitor:
         self.report, self.event, self.request_stop = report, event, request_stop
         self.abort_on_degenerate = abort_on_degenerate
         self.model = ""
+        self.shard: dict[str, Any] | None = None  # the part this process does, and why
         self._alarms_on: set[str] = set()
 
     async def loop(self, interval: float) -> None:
@@ -78,6 +79,7 @@ class Monitor:
         extra = {
             "output_dir": self.where,
             "model": self.model,
+            "shard": self.shard,
             "all_servers_down_for_s": (
                 round(time.monotonic() - down_since, 1) if down_since is not None else None
             ),

@@ -31,7 +31,8 @@ def shard_rows(progresses: dict[str, dict], now: float | None = None) -> dict[st
             "stale": running and age >= STALE_AFTER_S,
             "finished": snap["finished"], "total": snap["total"],
             "completions_per_s": snap["rates"]["last_1m"]["completions_per_s"],
-            "eta_s": snap["eta_s"], "host": snap["host"], "heartbeat_s_ago": round(age, 1),
+            "eta_s": snap["eta_s"], "host": snap["host"], "pid": snap.get("pid"),
+            "heartbeat_s_ago": round(age, 1), "from": (snap.get("shard") or {}).get("from"),
         })  # fmt: skip
     finished = sum(r["finished"] for r in rows)
     total = sum(r["total"] for r in rows)
@@ -44,15 +45,19 @@ def shard_rows(progresses: dict[str, dict], now: float | None = None) -> dict[st
     return {"parts": rows, "whole": whole}
 
 
-def with_shards(alive: dict[str, Any], parts: dict[str, dict]) -> dict[str, Any]:
-    """The `alive` and `shards` entries; a sharded run is alive while any part is."""
+def with_shards(alive: dict[str, Any], parts: dict[str, dict], count: int) -> dict[str, Any]:
+    """The `alive` and `shards` entries; a sharded run is alive while any part is, and
+    finished once all `count` parts (the N the run records) are."""
     if not parts:
         return {"alive": alive, "shards": None}
     shards = shard_rows(parts)
+    started = {row["shard"] for row in shards["parts"]}
+    shards["not_started"] = [f"{i}/{count}" for i in range(count) if f"{i}/{count}" not in started]
     whole = shards["whole"]
-    how = f"{whole['alive']} of {len(parts)} shards have a fresh heartbeat"
+    how = f"{whole['alive']} of {count} shards have a fresh heartbeat"
     states = {row["state"] for row in shards["parts"]}
-    state = RunState.FINISHED if states == {RunState.FINISHED} else None
+    finished = states == {RunState.FINISHED} and not shards["not_started"]
+    state = RunState.FINISHED if finished else None
     alive = {**alive, "alive": whole["alive"] > 0, "how": how, "state": state}
     return {"alive": alive, "shards": shards}
 
@@ -61,14 +66,19 @@ def render_shards(info: dict[str, Any], format_duration) -> list[str]:
     lines = []
     for r in info["parts"]:
         flag = "STALE (heartbeat stopped; rerun this part)" if r["stale"] else r["state"]
+        # `--shard` on the part's own command line goes without saying; a scheduler's does not
+        origin = f" (from {r['from']})" if r.get("from") not in (None, "--shard") else ""
         lines.append(
-            f"  shard {r['shard']}: {flag}, {r['finished']}/{r['total']} done, "
+            f"  shard {r['shard']}{origin}: {flag}, {r['finished']}/{r['total']} done, "
             f"{r['completions_per_s']:.2f}/s, ETA {format_duration(r['eta_s'])}, "
             f"{r['host']}, heartbeat {r['heartbeat_s_ago']:.0f}s ago"
         )
+    missing = info.get("not_started") or []
+    lines += [f"  shard {label}: not started (run it with --shard {label})" for label in missing]
     w = info["whole"]
+    of = f" of the {len(info['parts'])} started" if missing else ""
     lines.append(
-        f"whole: {w['finished']}/{w['total']} done, {w['completions_per_s']:.2f}/s, "
+        f"whole{of}: {w['finished']}/{w['total']} done, {w['completions_per_s']:.2f}/s, "
         f"ETA {format_duration(w['eta_s'])}, {w['alive']} running, {w['stale']} stale"
     )
     return lines

@@ -36,7 +36,7 @@ def read_status(location: str | Path) -> dict[str, Any]:
         progress = _at_exit(progress)
     info = {
         "output_dir": store.where,
-        **with_shards(alive, store.part_progress()),
+        **with_shards(alive, store.part_progress(), manifest["config"].get("shards", 1)),
         "files": {kind: store.count(kind) for kind in (COMPLETIONS, ERRORS)},
         "manifest": manifest_summary(manifest),
         "progress": progress,
