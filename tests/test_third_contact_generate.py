@@ -5,6 +5,8 @@ written."""
 from __future__ import annotations
 
 import json
+import os
+import socket
 import sys
 from pathlib import Path
 
@@ -78,7 +80,7 @@ def test_a_shard_taken_from_the_environment_is_said_at_start_and_in_status(
     assert "--shard 0/1 does them all" in done.output
     status = CliRunner().invoke(main, ["status", str(out)])
     assert status.exit_code == 0, status.output
-    assert "NOT FINISHED (1 of 2 shards not started)" in status.output
+    assert "NOT FINISHED: 1 of 2 shards not started (0 of 2" in status.output
     assert f"shard 0/2 (from {origin}): finished" in status.output
     assert "shard 1/2: not started (run it with --shard 1/2)" in status.output
 
@@ -99,3 +101,17 @@ def test_a_flag_given_shard_is_said_too_and_a_bad_variable_is_named():
     too_far = {"SLURM_ARRAY_TASK_ID": "3", "SLURM_ARRAY_TASK_COUNT": "2"}
     with pytest.raises(ConfigError, match=r"\(from SLURM_ARRAY_TASK_ID=3, SLURM_ARRAY_TASK_"):
         part_from_env(too_far)
+
+
+def test_status_of_a_sharded_run_names_each_shards_process_not_pid_none(tmp_path, fake_server):
+    write_prompts(tmp_path / "p.jsonl", 8)
+    out = tmp_path / "run"
+    for part in ("0/2", "1/2"):
+        args = ["generate", "--prompts", str(tmp_path / "p.jsonl"), "-o", str(out),
+                "--servers", fake_server().url, "--display", "none", "--shard", part]  # fmt: skip
+        assert CliRunner().invoke(main, args).exit_code == 0
+    status = CliRunner().invoke(main, ["status", str(out)]).output
+    assert "None" not in status, status
+    assert status.splitlines()[0].endswith(": FINISHED (0 of 2 shards have a fresh heartbeat)")
+    pid = os.getpid()  # CliRunner runs generate in this process
+    assert status.count(f"pid {pid} on {socket.gethostname()}, heartbeat") == 2, status

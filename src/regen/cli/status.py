@@ -46,11 +46,10 @@ def render(info: dict[str, Any]) -> list[str]:
     missing = (info.get("shards") or {}).get("not_started")
     if missing and not alive["alive"]:  # the parts that ran may all have finished
         parts = len(missing) + len(info["shards"]["parts"])
-        state = f"NOT FINISHED ({len(missing)} of {parts} shards not started)"
-    lines = [
-        f"{info['output_dir']}: {state} (pid {alive['pid']} on {alive['host']}; {alive['how']})",
-        finished_line(info),
-    ]
+        state = f"NOT FINISHED: {len(missing)} of {parts} shards not started"
+    # a sharded run has a process per shard, each named on its shard's line
+    holder = "" if info.get("shards") else f"pid {alive['pid']} on {alive['host']}; "
+    lines = [f"{info['output_dir']}: {state} ({holder}{alive['how']})", finished_line(info)]
     if info.get("shards"):
         return [*lines, *render_shards(info["shards"], format_duration)]
     resume = info["manifest"].get("resume")

@@ -71,7 +71,7 @@ def render_shards(info: dict[str, Any], format_duration) -> list[str]:
         lines.append(
             f"  shard {r['shard']}{origin}: {flag}, {r['finished']}/{r['total']} done, "
             f"{r['completions_per_s']:.2f}/s, ETA {format_duration(r['eta_s'])}, "
-            f"{r['host']}, heartbeat {r['heartbeat_s_ago']:.0f}s ago"
+            f"{_process(r)}, heartbeat {r['heartbeat_s_ago']:.0f}s ago"
         )
     missing = info.get("not_started") or []
     lines += [f"  shard {label}: not started (run it with --shard {label})" for label in missing]
@@ -82,3 +82,9 @@ def render_shards(info: dict[str, Any], format_duration) -> list[str]:
         f"ETA {format_duration(w['eta_s'])}, {w['alive']} running, {w['stale']} stale"
     )
     return lines
+
+
+def _process(row: dict[str, Any]) -> str:
+    """The shard's process, as its progress file names it (a file from before the pid was
+    kept names the host only)."""
+    return f"pid {row['pid']} on {row['host']}" if row.get("pid") else str(row["host"])
