@@ -115,3 +115,33 @@ def test_status_of_a_sharded_run_names_each_shards_process_not_pid_none(tmp_path
     assert status.splitlines()[0].endswith(": FINISHED (0 of 2 shards have a fresh heartbeat)")
     pid = os.getpid()  # CliRunner runs generate in this process
     assert status.count(f"pid {pid} on {socket.gethostname()}, heartbeat") == 2, status
+
+
+@pytest.mark.model
+def test_a_refused_return_token_ids_start_leaves_no_lock_or_server_log(tmp_path):
+    """The embedded server started well, then preflight refused the flag: its log says
+    nothing of why, and a folder holding it and run.lock would look like a run."""
+    from gen_helpers import quick_config
+    from regen.errors import ConfigError
+    from regen.run.generate import generate
+
+    write_prompts(tmp_path / "p.jsonl", 2)
+    config = quick_config(tmp_path / "p.jsonl", tmp_path / "run", [], return_token_ids=True)
+    with pytest.raises(ConfigError, match="do not return token ids"):
+        generate(config)
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_failed_embedded_start_keeps_its_server_log(tmp_path):
+    """What the fix must not remove: the log of a server that did not come up says why."""
+    from regen.errors import FleetUnavailable
+    from regen.run.startup import leave_nothing_behind
+
+    root = tmp_path / "run"
+    with pytest.raises(FleetUnavailable), leave_nothing_behind(root) as leftovers:
+        (root / "servers").mkdir(parents=True)
+        (root / "run.lock").write_text("{}")
+        (root / "servers" / "server-0.log").write_text("error: out of memory")
+        leftovers.server_logs = True
+        raise FleetUnavailable("the embedded server died")
+    assert (root / "servers" / "server-0.log").read_text() == "error: out of memory"

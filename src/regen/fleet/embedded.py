@@ -22,13 +22,16 @@ from regen.serve.supervisor import Change, ChangeKind, RestartPolicy
 __all__ = ["EMBEDDED_MODEL_NAME", "EmbeddedFleet", "default_model_path", "free_port"]
 
 
+SERVER_LOGS = "servers"  # the run's folder of the embedded server's logs and FLEET.json
+
+
 def embedded_spec(model_path: Path, run_dir: Path) -> ServeSpec:
     if not model_path.is_file():
         raise ConfigError(f"--local-model {model_path} does not exist", hint="check the path")
     served = EMBEDDED_MODEL_NAME if model_path.name == SMOLLM2_FILE else model_path.stem
     return ServeSpec(
         engine="llamacpp", model=str(model_path), served_name=served,
-        log_dir=run_dir / "servers", replicas=1, threads=2, context=2048,
+        log_dir=run_dir / SERVER_LOGS, replicas=1, threads=2, context=2048,
         startup_timeout=120.0,
     )  # fmt: skip
 

@@ -65,12 +65,14 @@ def generate(
     urls = config.fleet.server_urls()
     model_path = None if urls else (config.fleet.local_model or default_model_path())
     store = open_store(config.output.dir, config.output.store_options(config.part))
-    with leave_nothing_behind(config.output.dir), store, contextlib.ExitStack() as stack:
+    leaving = leave_nothing_behind(config.output.dir)
+    with leaving as leftovers, store, contextlib.ExitStack() as stack:
         check_output_matches(store, config, input_fp)
         embedded: EmbeddedFleet | None = None
         if model_path is not None:  # after the cheap checks: a server start takes a while
             spec = embedded_spec(model_path, store.layout.root)
             embedded = stack.enter_context(EmbeddedFleet(spec))
+            leftovers.server_logs = True  # it started: its logs do not say why a run failed
             urls = embedded.urls
         run = Run(config, store, urls, report, embedded, only_lines, input_fp)
         return asyncio.run(run.execute())
