@@ -145,3 +145,28 @@ def test_a_failed_embedded_start_keeps_its_server_log(tmp_path):
         leftovers.server_logs = True
         raise FleetUnavailable("the embedded server died")
     assert (root / "servers" / "server-0.log").read_text() == "error: out of memory"
+
+
+def test_a_down_tool_server_stops_the_run_at_give_up_after_not_after_a_backoff(
+    tmp_path, fake_server
+):
+    """The tool server asks for 60 s (429, Retry-After: 60); --give-up-after 1 bounds the
+    wait: the run stops after about a second, where it used to sleep the 60 s out first."""
+    import re
+
+    from regen.fleet.dispatch import HealthPolicy, RetryPolicy
+    from regen.testing.fake_tools import tool_caller
+    from test_agent_traces import weather_trace
+
+    target = fake_server(answer=tool_caller())
+    tools = fake_server(faults=["429"], retry_after=60)
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_bytes(orjson.dumps(weather_trace("t0", "Lyon")) + b"\n")
+    result = run(prompts, tmp_path / "out", [target.url], regenerate_turns="all",
+                 tool_server=f"{tools.url}/v1/chat/completions",
+                 health=HealthPolicy(give_up_after=1.0),
+                 retry=RetryPolicy(max_retries=3, base_delay=0.05, max_delay=60))  # fmt: skip
+    assert result.exit_code == 5, result.message
+    waited = re.search(r"has not answered for (\d+)s \(--give-up-after 1\)", result.message)
+    assert waited is not None, result.message
+    assert int(waited.group(1)) < 30  # not the 60 s it asked for

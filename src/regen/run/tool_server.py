@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -102,20 +103,26 @@ class ToolServer:
             return self._content(answer)
 
     async def _wait_out(self, err: ServerError, attempt: int) -> None:
+        """Wait before the next try, never past --give-up-after: a backoff of 30 s drawn 2 s
+        before the deadline would stop the run long after it (the last try is at the
+        deadline, and the run gives up when it fails)."""
         now = time.monotonic()
         if self.down_since is None:
             self.down_since = now
             self.on_event(f"the tool server {self.url} does not answer ({err.message}); "
                           "its calls wait for it")  # fmt: skip
-        elif self.give_up_after and now - self.down_since > self.give_up_after:
+        left = self.give_up_after - (now - self.down_since) if self.give_up_after else math.inf
+        if left <= 0:
             raise FleetUnavailable(
-                f"the tool server {self.url} has not answered for {now - self.down_since:.0f}s",
+                f"the tool server {self.url} has not answered for {now - self.down_since:.0f}s "
+                f"(--give-up-after {self.give_up_after:g})",
                 hint="bring it back and run the same command again to resume, or raise "
                 "--give-up-after",
             )
         assert isinstance(err, RetryableError)
+        delay = min(self.retry.delay(min(attempt, 8), err), left)
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._halted.wait(), self.retry.delay(min(attempt, 8), err))
+            await asyncio.wait_for(self._halted.wait(), delay)
         if self._halted.is_set():
             raise DispatchHalted
 
