@@ -170,3 +170,21 @@ def test_a_down_tool_server_stops_the_run_at_give_up_after_not_after_a_backoff(
     waited = re.search(r"has not answered for (\d+)s \(--give-up-after 1\)", result.message)
     assert waited is not None, result.message
     assert int(waited.group(1)) < 30  # not the 60 s it asked for
+
+
+def test_status_of_a_limit_trial_says_it_did_its_limit_and_how_to_go_on(
+    tmp_path, fake_server, monkeypatch
+):
+    """Not "FINISHED ... 14 left": the trial finished its N, the rest was never taken."""
+    monkeypatch.chdir(tmp_path)
+    write_prompts(tmp_path / "p.jsonl", 20)
+    args = ["generate", "--prompts", "p.jsonl", "-o", "run", "--servers", fake_server().url,
+            "--display", "none", "--limit", "6"]  # fmt: skip
+    assert CliRunner().invoke(main, args).exit_code == 0
+    status = CliRunner().invoke(main, ["status", "run"]).output
+    assert status.startswith("run: FINISHED ITS --limit 6 (pid"), status
+    assert "6 completions, 0 errors; 14 not taken (--limit 6 took the first 6 lines)" in status
+    assert "14 left" not in status
+    rest = [line for line in status.splitlines() if line.startswith("the rest with: ")]
+    assert rest == [f"the rest with: cd {tmp_path} && regen generate --prompts p.jsonl -o run "
+                    f"--servers {args[6]} --display none"], status  # fmt: skip

@@ -49,12 +49,18 @@ def render(info: dict[str, Any]) -> list[str]:
         state = f"NOT FINISHED: {len(missing)} of {parts} shards not started"
     # a sharded run has a process per shard, each named on its shard's line
     holder = "" if info.get("shards") else f"pid {alive['pid']} on {alive['host']}; "
-    lines = [f"{info['output_dir']}: {state} ({holder}{alive['how']})", finished_line(info)]
+    limit = trial_limit(info, last_state)
+    if limit is not None:
+        state = f"FINISHED ITS --limit {limit}"
+    lines = [f"{info['output_dir']}: {state} ({holder}{alive['how']})", finished_line(info, limit)]
     if info.get("shards"):
         return [*lines, *render_shards(info["shards"], format_duration)]
     resume = info["manifest"].get("resume")
     if not alive["alive"] and last_state != RunState.FINISHED and info["eta"]["items"]:
         lines.append(f"resume with: {resume or 'the command that started it'}")
+    if limit is not None:
+        rest = info["manifest"].get("resume_whole") or "the same command without --limit"
+        lines.append(f"the rest with: {rest}")
     progress = info["progress"]
     if progress is None:
         return [*lines, "no progress snapshot yet"]
@@ -86,7 +92,15 @@ def render(info: dict[str, Any]) -> list[str]:
     return lines
 
 
-def finished_line(info: dict[str, Any]) -> str:
+def trial_limit(info: dict[str, Any], last_state: RunState | None) -> int | None:
+    """The N of a `--limit N` trial that did its N and left the rest of the file untaken
+    (None for any other run): FINISHED alone, with items left, reads as a contradiction."""
+    limit = (info["progress"] or {}).get("limit")
+    done = last_state == RunState.FINISHED and not info["alive"]["alive"]
+    return limit if done and limit is not None and info["count"]["left"] else None
+
+
+def finished_line(info: dict[str, Any], limit: int | None = None) -> str:
     """The run's one count (`regen.run.counts`): finished items from the output files, which
     are the ledger, and the unusable input lines among the errors once the input is counted."""
     count = info["count"]
@@ -95,9 +109,12 @@ def finished_line(info: dict[str, Any]) -> str:
     share = f" ({100 * done / total:.1f}%)" if total else ""
     unusable = count["unusable_lines"]
     of_them = f" ({unusable} of them unusable input lines)" if unusable else ""
+    left = f"{count['left']} left"
+    if limit is not None:
+        left = f"{count['left']} not taken (--limit {limit} took the first {limit} lines)"
     return (
         f"finished: {done} of {total} items{share}: {count['completions']} completions, "
-        f"{count['errors']} errors{of_them}; {count['left']} left"
+        f"{count['errors']} errors{of_them}; {left}"
     )
 
 

@@ -186,16 +186,27 @@ def _session_key(session: dict[str, Any]) -> str:
 def manifest_summary(manifest: dict[str, Any]) -> dict[str, Any]:
     """What `regen status` shows of a run's manifest (a local one or a bucket's)."""
     keep = {key: manifest[key] for key in ("created", "config", "input")}
-    return {**keep, "sessions": len(manifest["sessions"]), "resume": resume_command(manifest)}
+    return {
+        **keep, "sessions": len(manifest["sessions"]), "resume": resume_command(manifest),
+        "resume_whole": resume_command(manifest, whole=True),
+    }  # fmt: skip
 
 
-def resume_command(manifest: dict[str, Any]) -> str | None:
-    """The command line of the last session started from the CLI, run where it ran."""
+def resume_command(manifest: dict[str, Any], whole: bool = False) -> str | None:
+    """The command line of the last session started from the CLI, run where it ran; with
+    `whole`, less its `--limit N` (what goes on after a trial that did its N)."""
     typed = [s for s in manifest.get("sessions", []) if s.get("command")]
     if not typed:
         return None
-    last = typed[-1]
-    return f"cd {shlex.quote(last['cwd'])} && {shlex.join(last['command'])}"
+    command = typed[-1]["command"]
+    command = _without_limit(command) if whole else command
+    return f"cd {shlex.quote(typed[-1]['cwd'])} && {shlex.join(command)}"
+
+
+def _without_limit(command: list[str]) -> list[str]:
+    at = command.index("--limit") if "--limit" in command else None
+    words = command if at is None else command[:at] + command[at + 2 :]
+    return [word for word in words if not word.startswith("--limit=")]
 
 
 def _earlier_inputs(previous: dict[str, Any] | None, now: InputFingerprint) -> list[dict]:

@@ -211,6 +211,7 @@ class Run:
             self._request_stop, self.config.limits.abort_on_degenerate,
         )  # fmt: skip
         monitor.model, monitor.shard = self.model, self.config.part.described()
+        monitor.limit = self.config.input.limit
         self.stats.state = self.stats.state.to(RunState.RUNNING)
         monitor.write_snapshot()  # `regen status` has something to show from the first second
         # The embedded llama.cpp server has a fixed number of slots: nothing to find there.

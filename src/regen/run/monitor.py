@@ -53,6 +53,7 @@ class Monitor:
         self.abort_on_degenerate = abort_on_degenerate
         self.model = ""
         self.shard: dict[str, Any] | None = None  # the part this process does, and why
+        self.limit: int | None = None  # --limit: a trial of the first N lines
         self._alarms_on: set[str] = set()
 
     async def loop(self, interval: float) -> None:
@@ -80,6 +81,7 @@ class Monitor:
             "output_dir": self.where,
             "model": self.model,
             "shard": self.shard,
+            "limit": self.limit,
             "all_servers_down_for_s": (
                 round(time.monotonic() - down_since, 1) if down_since is not None else None
             ),
