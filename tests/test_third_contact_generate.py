@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
 import sys
 from pathlib import Path
 
@@ -188,3 +189,28 @@ def test_status_of_a_limit_trial_says_it_did_its_limit_and_how_to_go_on(
     rest = [line for line in status.splitlines() if line.startswith("the rest with: ")]
     assert rest == [f"the rest with: cd {tmp_path} && regen generate --prompts p.jsonl -o run "
                     f"--servers {args[6]} --display none"], status  # fmt: skip
+
+
+def test_a_corrupt_line_mid_shard_is_no_item_and_the_refusal_says_what_to_do(
+    tmp_path, fake_server
+):
+    from regen.errors import RunStateError
+    from regen.run.status import read_status
+
+    server = fake_server()
+    write_prompts(tmp_path / "p.jsonl", 6)
+    out = tmp_path / "run"
+    assert run(tmp_path / "p.jsonl", out, [server.url]).exit_code == 0
+    (shard,) = (out / "completions").glob("*.jsonl")
+    lines = shard.read_bytes().splitlines(keepends=True)
+    shard.write_bytes(b"".join([*lines[:2], b'{"id": "p000\n', *lines[2:]]))
+    count = read_status(out)["count"]
+    assert (count["items"], count["completions"], count["left"]) == (6, 6, 0)
+    with pytest.raises(RunStateError) as err:
+        run(tmp_path / "p.jsonl", out, [server.url])
+    assert "line 3 is not a JSON record" in err.value.message
+    assert f"sed -i '3d' {shard}" in (err.value.hint or "")
+    subprocess.run(["sed", "-i", "3d", str(shard)], check=True)  # the hint, followed
+    assert run(tmp_path / "p.jsonl", out, [server.url]).exit_code == 0
+    ids = sorted(r["id"] for r in read_lines(out, "completions"))
+    assert ids == [f"p{i:05d}" for i in range(6)]

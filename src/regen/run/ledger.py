@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shlex
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -139,14 +140,13 @@ def _repair(shard: Path, ledger: Ledger) -> Iterator[Entry]:
     with open(shard, "rb") as fh:
         for number, line in enumerate(fh, start=1):
             if torn_at is not None:
-                raise RunStateError(
-                    f"{shard} line {torn_at} is corrupt but is not the last line",
-                    hint="this is not a crash leftover; inspect the file, then move it aside",
-                )
+                raise corrupt_line(shard, torn_at)
             try:
                 if not line.endswith(b"\n"):
                     raise ValueError("no newline")
                 record = orjson.loads(line)
+                if not isinstance(record, dict):
+                    raise ValueError("not an object")
             except ValueError:
                 torn_at = number
                 continue
@@ -220,6 +220,26 @@ def _keep_first_bad(ledger: Ledger, record: dict) -> None:
 
 
 def _records(shard: Path) -> Iterator[dict]:
-    for _, line in iter_lines(shard):
+    for number, line in iter_lines(shard):
         if line.strip():
-            yield orjson.loads(line)
+            try:
+                yield orjson.loads(line)
+            except orjson.JSONDecodeError:
+                raise corrupt_line(shard, number) from None
+
+
+def corrupt_line(shard: Path, number: int) -> RunStateError:
+    """A line that is not a record, before the end of a shard: no crash leaves one there (a
+    killed writer tears only the last line), so the run stops and says how to go on."""
+    name = shlex.quote(str(shard))
+    where = (
+        f"decompress it (`zstd -d --rm {name}`), delete line {number} of the .jsonl"
+        if shard.name.endswith(ZST_SUFFIX)
+        else f"delete that line (`sed -i '{number}d' {name}`)"
+    )
+    return RunStateError(
+        f"{shard} line {number} is not a JSON record, and it is not the last line: not a "
+        "crash leftover, an edit or a disk fault",
+        hint=f"{where} and run the same command again: the shard's other records are kept, "
+        "and a prompt whose record that line was is asked again",
+    )

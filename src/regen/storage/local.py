@@ -11,12 +11,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from regen.errors import UNWRITABLE_ERRNOS, ConfigError, OutputError
 from regen.format.layout import COMPLETIONS, OutputLayout, is_progress, iter_shard, iter_shard_lines
 from regen.format.names import written_by
 from regen.format.sidecar import read_sidecar, sidecar_path
 from regen.format.state import heartbeat_stale, is_final
-from regen.jsonio import ZST_SUFFIX, iter_lines, read_json
+from regen.jsonio import read_json
 from regen.storage.lock import RunLock, is_locked, read_holder
 from regen.storage.store import Liveness, Store, StoreOptions
 
@@ -58,18 +60,16 @@ class LocalStore(Store):
             yield from iter_shard_lines(path)
 
     def count(self, kind: str) -> int:
-        """Whole lines in the shards of `kind` (sidecars make sealed shards cheap to count)."""
+        """Records in the shards of `kind` (sidecars make sealed shards cheap to count). In a
+        shard without one (open, or edited since), a line is a record if it is whole and is a
+        JSON object, as the ledger reads it: a corrupt line is no item."""
         total = 0
         for shard in self.layout.shard_files(kind):
             keys = read_sidecar(shard)
             if keys is not None:
                 total += len(keys)
-            elif shard.name.endswith(ZST_SUFFIX):
-                total += sum(1 for _, line in iter_lines(shard) if line.strip())
             else:
-                with open(shard, "rb") as fh:
-                    chunks = iter(lambda: fh.read(1 << 20), b"")
-                    total += sum(chunk.count(b"\n") for chunk in chunks)
+                total += sum(1 for line in iter_shard_lines(shard) if _is_record(line))
         return total
 
     def liveness(self, progress: dict | None) -> Liveness:
@@ -127,3 +127,10 @@ def set_aside_local(layout: OutputLayout, options: StoreOptions) -> int:
         if sidecar.exists():
             os.replace(sidecar, layout.retried_errors / sidecar.name)
     return len(shards)
+
+
+def _is_record(line: bytes) -> bool:
+    try:
+        return isinstance(orjson.loads(line), dict)
+    except orjson.JSONDecodeError:
+        return False
