@@ -214,3 +214,17 @@ def test_a_corrupt_line_mid_shard_is_no_item_and_the_refusal_says_what_to_do(
     assert run(tmp_path / "p.jsonl", out, [server.url]).exit_code == 0
     ids = sorted(r["id"] for r in read_lines(out, "completions"))
     assert ids == [f"p{i:05d}" for i in range(6)]
+
+
+def test_status_names_prompts_with_no_source_as_such_not_none(tmp_path, fake_server):
+    from regen.testing.fake_tools import tool_caller
+    from test_agent_traces import weather_trace
+
+    server = fake_server(answer=tool_caller())
+    rows = [weather_trace("same", "Paris"), weather_trace("other", "Lyon")]
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    run(prompts, tmp_path / "out", [server.url], regenerate_turns="all")
+    shown = CliRunner().invoke(main, ["status", str(tmp_path / "out")]).output
+    assert "(this session): prompts with no source 1 of 2" in shown, shown
+    assert "(none)" not in shown

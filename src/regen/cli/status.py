@@ -10,10 +10,12 @@ import orjson
 from regen.cli.options import Command
 from regen.display import format_duration, quality_rates_text
 from regen.format.state import RunState
+from regen.records import NO_SOURCE
 from regen.run.outcome import end_game_line
 from regen.run.parts_status import render_shards
 from regen.run.status import read_status
 
+NO_SOURCE_SAID = "prompts with no source"  # what a bare "(none)" left to guess
 ENDED = {  # what a run that no process works on says of itself, by its last state
     RunState.FINISHED: "FINISHED",
     RunState.CALIBRATED: "NOT STARTED (regen plan's calibration sample is in; "
@@ -182,6 +184,7 @@ def tool_call_lines(by_source: dict[str, dict[str, int]] | None) -> list[str]:
     if not by_source:
         return []
     counts = ", ".join(
-        f"{name} {c['diverged']} of {c['compared']}" for name, c in by_source.items()
+        f"{NO_SOURCE_SAID if name == NO_SOURCE else name} {c['diverged']} of {c['compared']}"
+        for name, c in by_source.items()
     )
     return [f"tool calls that differ from the dataset's (this session): {counts}"]
