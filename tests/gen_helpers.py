@@ -45,7 +45,7 @@ FIELD_PATHS = {
     "quality": "limits.quality", "abort_on_degenerate": "limits.abort_on_degenerate",
     "drain_timeout": "limits.drain_timeout", "display": "display.mode",
     "snapshot_interval": "display.snapshot_interval", "log_interval": "display.log_interval",
-    "sampling": "sampling", "part": "part",
+    "sampling": "sampling", "part": "part", "limit": "input.limit",
 }  # fmt: skip
 
 

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "check"))
 import checkfix
 
-from gen_helpers import read_lines, run, write_prompts
+from gen_helpers import quick_config, read_lines, run, write_prompts
 from regen.cli import main
 
 
@@ -228,3 +228,28 @@ def test_status_names_prompts_with_no_source_as_such_not_none(tmp_path, fake_ser
     shown = CliRunner().invoke(main, ["status", str(tmp_path / "out")]).output
     assert "(this session): prompts with no source 1 of 2" in shown, shown
     assert "(none)" not in shown
+
+
+def test_plan_counts_what_is_left_of_a_run_with_repeated_ids_as_status_does(
+    tmp_path, fake_server
+):
+    """A repeated id is one unusable line, one item, for generate, status and plan alike:
+    plan on a half-done run said "the other 8" where status said 13 left."""
+    from regen.plan.calibrate import plan
+    from regen.run.status import read_status
+
+    rows = []
+    for i in range(20):
+        rows.append({"id": f"q{i}", "prompt": f"question {i}"})
+        if i % 4 == 0:
+            rows.append({"id": f"q{i}", "prompt": f"again {i}"})  # 5 repeats in all
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    server = fake_server()
+    out = tmp_path / "run"
+    assert run(prompts, out, [server.url], limit=12).exit_code == 0  # 9 answers, 3 repeats
+    report = plan(quick_config(prompts, out, [server.url]), sample_size=2, keep=True)
+    assert (report.prompts, report.bad_lines) == (20, 5)
+    left = read_status(out)["count"]["left"]
+    assert left == 25 - 12
+    assert report.remaining is not None and report.remaining["items"] == left

@@ -75,13 +75,18 @@ def plan(
         started = time.monotonic()
         cal = calibrate(config, output_dir, sample, report)
         seconds = time.monotonic() - started
-        done = _finished(output_dir) if keep else 0
+        completions, errors = _finished(output_dir) if keep else (0, 0)
     observations, concurrency = cal.observations, config.fleet.per_server_concurrency
     slots = measured_slots(observations, concurrency, cal.dispatch_seconds)
     overhead = overhead_factor(observations, slots, cal.dispatch_seconds)
-    items = sample.prompts * config.input.samples_per_prompt
-    whole = estimate(items, observations, slots, sample_seed, overhead)
-    left = estimate(max(items - done, 0), observations, slots, sample_seed, overhead)
+    answers = sample.prompts * config.input.samples_per_prompt  # what costs GPU time
+    whole = estimate(answers, observations, slots, sample_seed, overhead)
+    # what is left is counted as the run counts it (`regen.run.counts`: an unusable line, a
+    # repeated id say, is an item, and errors/ holds it once recorded), and timed by the
+    # answers among it
+    left_items = max(answers + sample.bad_lines - completions - errors, 0)
+    left_answers = min(left_items, max(answers - completions, 0))
+    left = estimate(left_answers, observations, slots, sample_seed, overhead)
     servers = max(1, len(config.fleet.server_urls()))
     return PlanReport(
         prompts=sample.prompts,
@@ -105,7 +110,7 @@ def plan(
             "strata": len(sample.strata),
             "kept_in": str(config.output.dir) if keep else None,
         },
-        remaining=({"items": left.items, "wall_seconds": left.wall_seconds} if keep else None),
+        remaining=({"items": left_items, "wall_seconds": left.wall_seconds} if keep else None),
     )
 
 
@@ -140,9 +145,9 @@ def calibrate(
     return Calibration(observations, failed, dispatch)
 
 
-def _finished(output_dir: Path) -> int:
+def _finished(output_dir: Path) -> tuple[int, int]:
     store = open_store(output_dir)
-    return store.count(COMPLETIONS) + store.count(ERRORS)
+    return store.count(COMPLETIONS), store.count(ERRORS)
 
 
 def _cost_range(pricing: Pricing, est: Estimate, servers: int) -> list[float] | None:

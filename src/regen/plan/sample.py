@@ -15,11 +15,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from xxhash import xxh3_64_intdigest
-
 from regen.inputs import read_prompts
 from regen.records import BadLine, Prompt, source_name
-from regen.run.keyset import KeySet
+from regen.run.repeats import IdsSeen
 
 Stratum = tuple[str, str, int]
 
@@ -51,12 +49,10 @@ def draw_sample(path: str | Path, size: int, seed: int = 0) -> CalibrationSample
     rng = random.Random(seed)
     reservoirs: dict[Stratum, list[tuple[int, str]]] = {}
     sample = CalibrationSample(prompts=0, bad_lines=0)
-    seen_ids = KeySet()
+    seen_ids = IdsSeen()
     for entry in read_prompts(path):
         # unusable as generate counts it: a bad line, or an id that appears again
-        repeated = isinstance(entry, Prompt) and not seen_ids.add_new(
-            xxh3_64_intdigest(entry.id.encode())
-        )
+        repeated = isinstance(entry, Prompt) and seen_ids.repeat(entry.line, entry.id)
         if isinstance(entry, BadLine) or repeated:
             sample.bad_lines += 1
             continue

@@ -15,18 +15,16 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterator
 
-import xxhash
-
 from regen.format.part import Part
 from regen.inputs import read_prompts
 from regen.prompt_fields import ignored_note
 from regen.records import BadLine, Finished, Prompt, WorkItem, record_key
 from regen.run.config import InputConfig
 from regen.run.input_gate import batch_models_in
-from regen.run.keyset import KeySet
 from regen.run.ledger import FIRST_BAD_KEPT, Ledger
 from regen.run.linemap import MAX_SAMPLES, LineMap
 from regen.run.progress import RunStats
+from regen.run.repeats import IdsSeen
 
 
 class Intake:
@@ -64,7 +62,7 @@ class Intake:
     def items(self) -> Iterator[WorkItem | None]:
         """Pending items in input order; None now and then, so that the dispatcher yields to
         the event loop while it skips over a long run of finished lines."""
-        seen_ids = KeySet()  # every id read: ~9 bytes each, not ~70 in a set
+        seen_ids = IdsSeen()  # the rule plan counts by too
         lines_map = self._usable_map()
         if lines_map is not None:
             self.first_bad = sorted(self.ledger.first_bad, key=lambda b: b.line)[:FIRST_BAD_KEPT]
@@ -88,12 +86,11 @@ class Intake:
             if isinstance(entry, BadLine):
                 self._bad(entry)
                 continue
-            first_use = seen_ids.add_new(xxhash.xxh3_64_intdigest(entry.id.encode()))
             finished = [True] * samples if isinstance(entry, Finished) else self._finished(entry)
-            if not first_use or self._repeat_of_a_skipped_line(entry, finished, lines_map):
-                self._bad(
-                    BadLine(entry.line, "duplicate_id", f"id {entry.id!r} appears again", entry.id)
-                )
+            skipped = self._repeat_of_a_skipped_line(entry, finished, lines_map)
+            repeat = seen_ids.repeat(entry.line, entry.id, first_was_skipped=skipped)
+            if repeat is not None:
+                self._bad(repeat)
                 continue
             self.usable += 1
             if isinstance(entry, Prompt):
