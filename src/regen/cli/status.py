@@ -44,17 +44,8 @@ def render(info: dict[str, Any]) -> list[str]:
     states only while they mean something, and the command that resumes a run that ended."""
     alive = info["alive"]
     last_state = RunState.of((info["progress"] or {}).get("state") or alive.get("state"))
-    state = "RUNNING" if alive["alive"] else ENDED.get(last_state, "NOT RUNNING (it died)")
-    missing = (info.get("shards") or {}).get("not_started")
-    if missing and not alive["alive"]:  # the parts that ran may all have finished
-        parts = len(missing) + len(info["shards"]["parts"])
-        state = f"NOT FINISHED: {len(missing)} of {parts} shards not started"
-    # a sharded run has a process per shard, each named on its shard's line
-    holder = "" if info.get("shards") else f"pid {alive['pid']} on {alive['host']}; "
     limit = trial_limit(info, last_state)
-    if limit is not None:
-        state = f"FINISHED ITS --limit {limit}"
-    lines = [f"{info['output_dir']}: {state} ({holder}{alive['how']})", finished_line(info, limit)]
+    lines = [head_line(info, last_state, limit), finished_line(info, limit)]
     if info.get("shards"):
         return [*lines, *render_shards(info["shards"], format_duration)]
     resume = info["manifest"].get("resume")
@@ -92,6 +83,21 @@ def render(info: dict[str, Any]) -> list[str]:
     lines += [f"  ALARM {a}" for a in quality["alarms"]]
     lines += [f"  event {e}" for e in progress["events"][-5:]]
     return lines
+
+
+def head_line(info: dict[str, Any], last_state: RunState | None, limit: int | None) -> str:
+    """Where the run is, and which process holds it (a sharded run has one per shard, each
+    named on its shard's line)."""
+    alive = info["alive"]
+    state = "RUNNING" if alive["alive"] else ENDED.get(last_state, "NOT RUNNING (it died)")
+    missing = (info.get("shards") or {}).get("not_started")
+    if missing and not alive["alive"]:  # the parts that ran may all have finished
+        parts = len(missing) + len(info["shards"]["parts"])
+        state = f"NOT FINISHED: {len(missing)} of {parts} shards not started"
+    if limit is not None:
+        state = f"FINISHED ITS --limit {limit}"
+    holder = "" if info.get("shards") else f"pid {alive['pid']} on {alive['host']}; "
+    return f"{info['output_dir']}: {state} ({holder}{alive['how']})"
 
 
 def trial_limit(info: dict[str, Any], last_state: RunState | None) -> int | None:
