@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -20,6 +21,16 @@ import checkfix
 
 from gen_helpers import quick_config, read_lines, run, write_prompts
 from regen.cli import main
+from regen.display.text import shard_lines
+from regen.errors import ConfigError, FleetUnavailable, RunStateError
+from regen.fleet.dispatch import HealthPolicy, RetryPolicy
+from regen.format.part import parse_part, part_from_env
+from regen.plan.calibrate import plan
+from regen.run.generate import generate
+from regen.run.startup import leave_nothing_behind
+from regen.run.status import read_status
+from regen.testing.fake_tools import tool_caller
+from test_agent_traces import weather_trace
 
 
 def test_generate_refuses_an_empty_prompt_into_errors_as_prepare_does(tmp_path, fake_server):
@@ -87,10 +98,6 @@ def test_a_shard_taken_from_the_environment_is_said_at_start_and_in_status(
 
 
 def test_a_flag_given_shard_is_said_too_and_a_bad_variable_is_named():
-    from regen.display.text import shard_lines
-    from regen.errors import ConfigError
-    from regen.format.part import parse_part, part_from_env
-
     (line,) = shard_lines(parse_part("1/4").described())
     assert line.startswith("shard       1/4, from --shard: this process does part 1 of 4")
     assert "--shard 0/1" not in line
@@ -122,10 +129,6 @@ def test_status_of_a_sharded_run_names_each_shards_process_not_pid_none(tmp_path
 def test_a_refused_return_token_ids_start_leaves_no_lock_or_server_log(tmp_path):
     """The embedded server started well, then preflight refused the flag: its log says
     nothing of why, and a folder holding it and run.lock would look like a run."""
-    from gen_helpers import quick_config
-    from regen.errors import ConfigError
-    from regen.run.generate import generate
-
     write_prompts(tmp_path / "p.jsonl", 2)
     config = quick_config(tmp_path / "p.jsonl", tmp_path / "run", [], return_token_ids=True)
     with pytest.raises(ConfigError, match="do not return token ids"):
@@ -135,9 +138,6 @@ def test_a_refused_return_token_ids_start_leaves_no_lock_or_server_log(tmp_path)
 
 def test_a_failed_embedded_start_keeps_its_server_log(tmp_path):
     """What the fix must not remove: the log of a server that did not come up says why."""
-    from regen.errors import FleetUnavailable
-    from regen.run.startup import leave_nothing_behind
-
     root = tmp_path / "run"
     with pytest.raises(FleetUnavailable), leave_nothing_behind(root) as leftovers:
         (root / "servers").mkdir(parents=True)
@@ -153,12 +153,6 @@ def test_a_down_tool_server_stops_the_run_at_give_up_after_not_after_a_backoff(
 ):
     """The tool server asks for 60 s (429, Retry-After: 60); --give-up-after 1 bounds the
     wait: the run stops after about a second, where it used to sleep the 60 s out first."""
-    import re
-
-    from regen.fleet.dispatch import HealthPolicy, RetryPolicy
-    from regen.testing.fake_tools import tool_caller
-    from test_agent_traces import weather_trace
-
     target = fake_server(answer=tool_caller())
     tools = fake_server(faults=["429"], retry_after=60)
     prompts = tmp_path / "p.jsonl"
@@ -194,9 +188,6 @@ def test_status_of_a_limit_trial_says_it_did_its_limit_and_how_to_go_on(
 def test_a_corrupt_line_mid_shard_is_no_item_and_the_refusal_says_what_to_do(
     tmp_path, fake_server
 ):
-    from regen.errors import RunStateError
-    from regen.run.status import read_status
-
     server = fake_server()
     write_prompts(tmp_path / "p.jsonl", 6)
     out = tmp_path / "run"
@@ -217,9 +208,6 @@ def test_a_corrupt_line_mid_shard_is_no_item_and_the_refusal_says_what_to_do(
 
 
 def test_status_names_prompts_with_no_source_as_such_not_none(tmp_path, fake_server):
-    from regen.testing.fake_tools import tool_caller
-    from test_agent_traces import weather_trace
-
     server = fake_server(answer=tool_caller())
     rows = [weather_trace("same", "Paris"), weather_trace("other", "Lyon")]
     prompts = tmp_path / "p.jsonl"
@@ -235,9 +223,6 @@ def test_plan_counts_what_is_left_of_a_run_with_repeated_ids_as_status_does(
 ):
     """A repeated id is one unusable line, one item, for generate, status and plan alike:
     plan on a half-done run said "the other 8" where status said 13 left."""
-    from regen.plan.calibrate import plan
-    from regen.run.status import read_status
-
     rows = []
     for i in range(20):
         rows.append({"id": f"q{i}", "prompt": f"question {i}"})
