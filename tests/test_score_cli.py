@@ -53,3 +53,33 @@ def test_score_without_a_draft_says_so_before_the_tokenizer_loads(tmp_path, monk
 def test_score_of_a_missing_run_says_so_first(tmp_path, args):
     result = CliRunner().invoke(main, ["score", str(tmp_path / "nowhere"), *args])
     assert result.exit_code == 2 and "does not exist" in result.output, result.output
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    files = sorted(p for p in root.rglob("*") if p.is_file())
+    return {str(p.relative_to(root)): p.read_bytes() for p in files}
+
+
+def test_output_dir_scores_a_run_that_is_left_untouched(tmp_path):
+    """--output-dir takes RUN/score's place: the files go there, a second call resumes from
+    them, and the run (read-only here; tests run as root, which writes through a chmod, so
+    the run's own files are compared) gets no byte."""
+    run = embedded_run(tmp_path / "run")
+    before = _tree(run)
+    run.chmod(0o555)
+    out = tmp_path / "elsewhere"
+    args = ["score", str(run), "--draft", "ngram", "--tokenizer", "embedded", "--all",
+            "--output-dir", str(out)]  # fmt: skip
+    try:
+        first = CliRunner().invoke(main, [*args, "--json"])
+        again = CliRunner().invoke(main, args)
+    finally:
+        run.chmod(0o755)
+    assert first.exit_code == 0, first.output
+    assert _tree(run) == before and not (run / "score").exists()
+    draft = json.loads(first.output)["drafts"][0]
+    assert draft["scored_now"] == 1 and draft["rows_file"].startswith(str(out))
+    assert (out / "score.json").is_file() and (out / "score.txt").is_file()
+    assert again.exit_code == 0, again.output
+    assert f"written: {out}/score.json and score.txt" in again.output
+    assert json.loads((out / "score.json").read_text())["drafts"][0]["scored_now"] == 0

@@ -144,3 +144,27 @@ def test_ngram_settings_come_from_the_flag_the_fleet_or_vllms_defaults(tmp_path)
     for bad in ("3-1", "x", "0-2"):
         with pytest.raises(ConfigError, match=r"ngram-lookup|n-gram lookup"):
             parse_lookup(bad)
+
+
+def test_each_tau_shows_its_verify_steps_and_a_few_step_figure_is_marked(tmp_path):
+    """tau(1) from 40 steps stands; tau(8) from 4 steps is marked, with the legend, and the
+    steps behind every figure are printed under the table and kept in score.json."""
+    from regen.score.report import FEW_STEPS, OVERALL, DraftScore, ScoreReport
+    from regen.score.table import render_text
+
+    tally = Tally(8)
+    tally.add("1" * 81)  # 80 after the prefill's: k=1, 40 steps of 2 tokens; k=8, 9 of 9
+    draft = DraftScore("d", {}, tmp_path / "rows.jsonl", 1, groups={OVERALL: tally},
+                       temperatures={0.0})  # fmt: skip
+    report = ScoreReport("run", "category", [1, 8], None, 0, [draft], {})
+    text = render_text(report)
+    by_k = report.to_json()["drafts"][0]["groups"][OVERALL]["by_k"]
+    assert [(at["k"], at["verify_steps"], at["few_steps"]) for at in by_k] == [
+        (1, 40, False), (8, 9, True)]  # fmt: skip
+    assert report.to_json()["few_steps_below"] == FEW_STEPS == 30
+    lines = text.splitlines()
+    table = lines[lines.index("group      rows  tokens  top-1  tau(1)  tau(8)"):]
+    assert table[1].split() == ["(overall)", "1", "81", "1.00", "2.00", "9.00*"]
+    assert table[2].split() == ["verify", "steps", "tau(1)", "tau(8)"]
+    assert table[3].split() == ["(overall)", "40", "9"]
+    assert table[4] == "* from fewer than 30 verify steps: too few to go by"

@@ -5,6 +5,7 @@ token was drawn from, so the target as its own draft accepts (nearly) every toke
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -22,13 +23,21 @@ K = 3
 pytestmark = pytest.mark.model
 
 
-def test_the_embedded_model_as_its_own_sampling_draft(tmp_path):
-    out = tmp_path / "out"
+@pytest.fixture(scope="module")
+def sampled_run(tmp_path_factory) -> Path:
+    """One embedded run with --logprobs at regen's neutral settings (temperature 1), but for
+    the example that asks temperature 0.2."""
+    out = tmp_path_factory.mktemp("sampled") / "out"
     command = [sys.executable, "-m", "regen", "generate", "--prompts", str(EXAMPLES),
                "--output-dir", str(out), "--max-output-tokens", "32", "--logprobs",
                "--display", "none"]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
+    return out
+
+
+def test_the_embedded_model_as_its_own_sampling_draft(sampled_run):
+    out = sampled_run
     records = read_lines(out, "completions")
     assert records
     for record in records:
@@ -61,3 +70,32 @@ def test_the_embedded_model_as_its_own_sampling_draft(tmp_path):
     assert "estimate: sampled, at temperature 1.0; the draft proposes by probabilistic" in (
         text.output
     )  # the table says which estimate it is (resumed: nothing is rescored)
+    # the skipped rows are counted of the chosen ones, with an example and the fix
+    skipped = sum(draft["skipped"].values())
+    assert f"skipped rows: {skipped} of {skipped + overall['rows']} not scored" in text.output
+    assert "  logprobs_not_drawn 1, e.g. " in text.output
+    assert "--temperature 1 with no top-k/top-p" in text.output
+
+
+def test_a_draft_with_no_row_scored_fails_with_the_reason_and_the_fix(sampled_run, tmp_path):
+    """The run's one answer drawn at temperature 0.2, alone: llama-cpp-python's raw logprobs
+    are not of its draw, so no row can be scored. No figure, least of all a greedy one."""
+    run = tmp_path / "lowered"
+    (run / "completions").mkdir(parents=True)
+    shutil.copy(sampled_run / "manifest.json", run / "manifest.json")
+    lowered = [r for r in read_lines(sampled_run, "completions")
+               if r["meta"]["sampling"]["temperature"] == 0.2]  # fmt: skip
+    (run / "completions" / "00000.jsonl").write_bytes(orjson.dumps(lowered[0]) + b"\n")
+    cli = CliRunner().invoke(main, ["score", str(run), "--draft", "embedded", "--tokenizer",
+                                    "embedded", "--k", str(K), "--all"])  # fmt: skip
+    assert cli.exit_code == 3, cli.output
+    assert "greedy" not in cli.output.replace("draft_sampling", "")
+    assert "estimate: none (no row scored)" in cli.output
+    assert "scored no row: all 1 chosen rows were skipped (logprobs_not_drawn 1)" in cli.output
+    assert "raw model's logprobs" in cli.output  # the row's own reason
+    assert "hint: logprobs_not_drawn: generate where the logprobs are those of the draw" in (
+        cli.output
+    )
+    report = orjson.loads((run / "score" / "score.json").read_bytes())["drafts"][0]
+    assert (report["estimate"], report["temperature"]) == (None, None)
+    assert report["skipped"] == {"logprobs_not_drawn": 1}

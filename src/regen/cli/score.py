@@ -22,8 +22,10 @@ from regen.score.ngram import ngram_settings
 from regen.score.replay import FOLDER as REPLAY_FOLDER
 from regen.score.replay import ReplayFleet, replay_report
 from regen.score.rows import GROUP_BY, Selection
+from regen.score.skips import require_scored
 from regen.score.table import render_text
 from regen.storage import require_runs
+from regen.storage.destination import Destination
 
 DEFAULT_SAMPLE = 200
 
@@ -80,21 +82,25 @@ DEFAULT_SAMPLE = 200
         help="An earlier score.json: the same rows, paired, before and after.")  # fmt: skip
 @option("--threads", type=int, default=2, show_default=True, help="CPU threads of a GGUF draft.")
 @option("--json", "as_json", is_flag=True, help="Print the report as JSON (for scripts).")
+@option("-o", "--output-dir", "out", type=OutputPath("folder"), metavar="DIR",
+        help="Write the score here instead of RUN/score (a run that cannot be written); a "
+        "later score with the same DIR resumes from its rows.")  # fmt: skip
 @worker_options
 def score(run, drafts, ngram_lookup, draft_servers, draft_api, api_key_env, from_engine,
           replay_servers, model, tokenizer, chat_template, by, sample, score_all, seed, holdout,
-          holdout_seed, split, k_spec, baseline, threads, as_json, **spread) -> None:  # fmt: skip
+          holdout_seed, split, k_spec, baseline, threads, as_json, out,
+          **spread) -> None:  # fmt: skip
     """Score RUN's answers with a draft: tokens accepted per verify step, per group.
 
-    Writes RUN/score/ (score.json, score.txt and each draft's per-row results, from which an
-    interrupted score resumes)."""
+    Writes RUN/score/, or --output-dir (score.json, score.txt and each draft's per-row
+    results, from which an interrupted score resumes)."""
     require_runs([run])  # these before the tokenizer loads
     held = Holdout(holdout, holdout_seed) if holdout is not None else None
     split = split or (HOLDOUT if held else ALL)
     selection = Selection(by, None if score_all else sample, seed, holdout=held, split=split)
     if from_engine or replay_servers:
         fleet = ReplayFleet(tuple(replay_servers), model, api_key_env) if replay_servers else None
-        _from_engine(run, selection, fleet, as_json)
+        _from_engine(run, selection, fleet, as_json, out)
         return
     require_a_draft(list(drafts), list(draft_servers))
     if not tokenizer:
@@ -107,7 +113,7 @@ def score(run, drafts, ngram_lookup, draft_servers, draft_api, api_key_env, from
     encoder = Encoder.load(tokenizer, chat_template=chat_template)
     settings = ScoreSettings(selection, ks, tokenizer, chat_template=chat_template)
     with (
-        score_folder(run) as folder,
+        score_folder(run, out) as folder,
         open_drafts(
             list(drafts),
             list(draft_servers),
@@ -126,12 +132,14 @@ def score(run, drafts, ngram_lookup, draft_servers, draft_api, api_key_env, from
         json_path, text_path = write_report(report, folder)
     click.echo(json_path.read_text() if as_json else render_text(report))
     if not as_json:
-        click.echo(f"\nwritten: {score_where(run)}/{json_path.name} and {text_path.name}")
+        click.echo(f"\nwritten: {score_where(run, out)}/{json_path.name} and {text_path.name}")
+    require_scored(report)  # a draft with no row scored: exit 3, with the reasons and the fix
 
 
-def _from_engine(run: str, selection: Selection, fleet: ReplayFleet | None, as_json: bool) -> None:
+def _from_engine(run: str, selection: Selection, fleet: ReplayFleet | None, as_json: bool,
+                 out: Destination | None) -> None:  # fmt: skip
     """The engine's own acceptance: of the run's answers, or of a replay of its prompts."""
-    with score_folder(run) as folder:
+    with score_folder(run, out) as folder:
         if fleet is None:
             report, where = engine_report(run, selection, folder), ENGINE_FOLDER
         else:
@@ -139,5 +147,5 @@ def _from_engine(run: str, selection: Selection, fleet: ReplayFleet | None, as_j
         json_path, text_path = write_report(report, folder / where)
     click.echo(json_path.read_text() if as_json else render_text(report))
     if not as_json:
-        click.echo(f"\nwritten: {score_where(run)}/{where}/{json_path.name} and "
+        click.echo(f"\nwritten: {score_where(run, out)}/{where}/{json_path.name} and "
                    f"{text_path.name}")  # fmt: skip

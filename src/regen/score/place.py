@@ -24,9 +24,9 @@ def _grows(name: str) -> bool:
     return name.endswith(ROWS)  # the per-row results are appended to; the reports rewritten
 
 
-def score_where(run: str | Path) -> str:
-    """RUN/score as the user names it: a path, or the bucket URL."""
-    return _score_url(open_store(run))
+def score_where(run: str | Path, output_dir: Destination | None = None) -> str:
+    """RUN/score as the user names it (a path, or the bucket URL), or --output-dir's."""
+    return output_dir.where if output_dir is not None else _score_url(open_store(run))
 
 
 def _score_url(store: Store) -> str:
@@ -34,18 +34,22 @@ def _score_url(store: Store) -> str:
 
 
 @contextmanager
-def score_folder(run: str | Path) -> Iterator[Path]:
-    """RUN/score, to write in: the folder itself for a local run, a local mirror of it for a
-    bucket run (fetched first, so a score goes on from the rows already scored)."""
-    store = open_store(run)
-    if isinstance(store, LocalStore):
-        folder = store.layout.root / SCORE
-        with Destination(str(folder), "the score folder").mapped(folder):
+def score_folder(run: str | Path, output_dir: Destination | None = None) -> Iterator[Path]:
+    """RUN/score (or `output_dir`, in its place: a run that cannot be written), to write in:
+    the folder itself when local, a local mirror of it for a bucket (fetched first, so a score
+    goes on from the rows already scored)."""
+    if output_dir is None:
+        store = open_store(run)
+        local = store.layout.root / SCORE if isinstance(store, LocalStore) else None
+        output_dir = Destination(str(local) if local else _score_url(store), "the score folder")
+    if not output_dir.is_bucket:
+        folder = Path(output_dir.where)
+        with output_dir.mapped(folder):
             yield folder
         return
-    url = _score_url(store)
-    with worked_locally(url, default_staging(url), _grows) as local:
-        yield local
+    url = output_dir.where
+    with worked_locally(url, default_staging(url), _grows) as local_copy:
+        yield local_copy
 
 
 def score_json_of(run: str | Path) -> Path | None:

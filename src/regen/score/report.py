@@ -14,6 +14,9 @@ from regen.score.results import read_rows
 from regen.score.rows import Selection
 
 OVERALL = "(overall)"
+# a tau(k) from fewer verify steps than this is marked: a handful of steps (an n-gram draft
+# that finds a match four times in 999 tokens) gives a figure no one should go by
+FEW_STEPS = 30
 RETOKENIZED_NOTE = (
     "{n} of {of} rows were re-tokenised from their text with the target's tokenizer and chat "
     "template (the run stored no token ids): re-tokenised text can differ from the tokens the "
@@ -29,6 +32,7 @@ class DraftScore:
     scored_now: int  # rows this call scored (the rest were in the results file already)
     groups: dict[str, Tally] = field(default_factory=dict)
     skipped: Counter = field(default_factory=Counter)
+    skipped_examples: dict[str, str] = field(default_factory=dict)  # kind -> one row's message
     retokenized: int = 0
     baseline: dict[str, Any] | None = None  # paired before/after, with --baseline
     earlier: bool = False  # scored by an earlier `regen score`, kept in the report
@@ -38,8 +42,11 @@ class DraftScore:
     sampling_draft: int = 0  # rows scored as a draft sampling from its q (not its argmax)
 
     def estimate(self) -> dict[str, Any]:
-        """Which estimate the figures are: `greedy` when every answer was drawn at temperature
-        0, else `sampled`, at the temperature(s) the answers were drawn at."""
+        """Which estimate the figures are: `greedy` when every answer scored was drawn at
+        temperature 0, else `sampled`, at the temperature(s) the answers were drawn at; none
+        (null) when no row was scored: no figure to qualify."""
+        if not self.temperatures:
+            return {"estimate": None, "temperature": None, "draft_sampling": None}
         temps = sorted(self.temperatures, key=lambda t: (t is None, t or 0.0))
         sampled = any(t != 0 for t in temps)
         return {
@@ -58,6 +65,7 @@ class DraftScore:
             "earlier": self.earlier,
             "retokenized_rows": self.retokenized,
             "skipped": dict(self.skipped),
+            "skipped_examples": self.skipped_examples,
             "groups": {g: _tally_json(t, ks) for g, t in self.groups.items()},
             "baseline": self.baseline,
             **({"engine_counters": self.engine_counters} if self.engine_counters else {}),
@@ -66,7 +74,8 @@ class DraftScore:
 
 def _tally_json(tally: Tally, ks: list[int]) -> dict[str, Any]:
     data = tally.to_json()
-    data["by_k"] = [at for at in data["by_k"] if at["k"] in ks]
+    data["by_k"] = [{**at, "few_steps": at["verify_steps"] < FEW_STEPS}
+                    for at in data["by_k"] if at["k"] in ks]  # fmt: skip
     return data
 
 
@@ -105,6 +114,7 @@ class ScoreReport:
             "run": self.run,
             "by": self.by,
             "k": self.ks,
+            "few_steps_below": FEW_STEPS,
             "sample_per_group": self.sample,
             "seed": self.seed,
             **self.split,
@@ -125,6 +135,7 @@ def pool(run: str, drafts: list[DraftScore], selection: Selection, ks: list[int]
                 continue
             if "skipped" in line:
                 draft.skipped[line["skipped"]] += 1
+                draft.skipped_examples.setdefault(line["skipped"], line.get("message", ""))
                 continue
             group = line["groups"].get(selection.by, "(none)")
             outcome = from_line(line)

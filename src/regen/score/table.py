@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from regen.score.report import ScoreReport
+from regen.score.report import FEW_STEPS, ScoreReport
+from regen.score.skips import skipped_lines
 
 
 def render_text(report: ScoreReport) -> str:
@@ -14,10 +15,9 @@ def render_text(report: ScoreReport) -> str:
     for draft in data["drafts"]:
         when = "  (scored by an earlier regen score)" if draft["earlier"] else ""
         head = f"draft {draft['name']}  ({draft['rows_file']}){when}\n{_estimate(draft)}"
-        out += ["", head, *_table(draft, data["k"])]
+        out += ["", head, *_table(draft, data["k"]), *_steps(draft, data["k"])]
         out += _detail(draft, max(data["k"]))
-        if draft["skipped"]:
-            out.append("skipped rows: " + _counts(draft["skipped"]))
+        out += skipped_lines(draft)
         if draft.get("engine_counters"):
             out += _counters(draft["engine_counters"])
         if draft["baseline"]:
@@ -32,6 +32,8 @@ def render_text(report: ScoreReport) -> str:
 
 def _estimate(draft: dict[str, Any]) -> str:
     """Which estimate the figures are (score.md: greedy or sampled, at which temperature)."""
+    if draft.get("estimate") is None:
+        return "estimate: none (no row scored)"
     if draft.get("estimate") != "sampled":
         return "estimate: greedy (answers drawn at temperature 0)"
     temperature = draft.get("temperature")
@@ -61,10 +63,26 @@ def _table(draft: dict[str, Any], ks: list[int]) -> list[str]:
     head = ["group", "rows", "tokens", "top-1", *(f"tau({k})" for k in ks)]
     rows = [
         [name, str(g["rows"]), str(g["tokens"]), _fmt(g["top1_match"]),
-         *(_fmt(at["tau"]) for at in g["by_k"])]
+         *(_tau(at) for at in g["by_k"])]
         for name, g in draft["groups"].items()
     ]  # fmt: skip
     return _grid(head, rows)
+
+
+def _tau(at: dict[str, Any]) -> str:
+    """tau(k), marked when it rests on too few verify steps to go by."""
+    return _fmt(at["tau"]) + ("*" if at["few_steps"] and at["tau"]["value"] is not None else "")
+
+
+def _steps(draft: dict[str, Any], ks: list[int]) -> list[str]:
+    """How many verify steps each tau(k) above rests on (expected steps for a sampling draft),
+    and what the mark means when a figure has it."""
+    head = ["verify steps", *(f"tau({k})" for k in ks)]
+    rows = [[name, *(str(at["verify_steps"]) for at in g["by_k"])]
+            for name, g in draft["groups"].items()]  # fmt: skip
+    marked = any(_tau(at).endswith("*") for g in draft["groups"].values() for at in g["by_k"])
+    legend = [f"* from fewer than {FEW_STEPS} verify steps: too few to go by"] if marked else []
+    return _grid(head, rows) + legend
 
 
 def _detail(draft: dict[str, Any], k: int) -> list[str]:
@@ -92,7 +110,7 @@ def _side_by_side(drafts: list[dict[str, Any]], k: int) -> list[str]:
         for d in drafts:
             g = d["groups"].get(name)
             at = next((a for a in g["by_k"] if a["k"] == k), None) if g else None
-            cells.append(_fmt(at["tau"]) if at else "-")
+            cells.append(_tau(at) if at else "-")
         rows.append([name, *cells])
     return ["", f"side by side: tau({k})", *_grid(["group", *(d["name"] for d in drafts)], rows)]
 
