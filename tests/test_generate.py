@@ -264,12 +264,15 @@ def test_token_ids_are_stored_when_the_server_returns_them(tmp_path, fake_server
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
-def test_logprobs_are_asked_and_kept_one_per_answer_token(tmp_path, fake_server, stream):
+def test_logprobs_are_asked_and_kept_one_per_answer_token(tmp_path, fake_server, stream, caplog):
     server = fake_server(dialect="vllm")
     write_prompts(tmp_path / "p.jsonl", 2)
     result = run(tmp_path / "p.jsonl", tmp_path / "out", [server.url], logprobs=True,
                  timeouts=Timeouts(request=10, connect=2, stream=stream))  # fmt: skip
     assert result.exit_code == 0, result.message
+    # without the engine's token ids, score may not line the logprobs up: said at the start
+    said = [r.getMessage() for r in caplog.records if "--return-token-ids" in r.getMessage()]
+    assert said and "logprobs_mismatch" in said[0], said
     assert all(b["logprobs"] is True and b["top_logprobs"] == 0 for b in server.requests)
     for record in read_lines(tmp_path / "out", "completions"):
         n = record["usage"]["completion_tokens"]

@@ -296,3 +296,23 @@ def test_rows_are_the_same_scored_in_one_process_or_two_workers(run, requantized
         files.append([Path(d["rows_file"]).read_bytes() for d in report["drafts"]])
         assert [d["groups"]["(overall)"]["rows"] for d in report["drafts"]] == [ROWS, ROWS]
     assert files[0] == files[1]
+
+
+def test_logprobs_that_do_not_line_up_skip_a_row_only_for_a_draft_that_reads_them(
+    run, encoder, identity
+):
+    """A re-tokenised answer with a logprob count of its own (the engine split it otherwise):
+    a GGUF draft, which samples against those logprobs, cannot score it; the n-gram draft
+    reads none and scores it on its tokens."""
+    from regen.check.record import Completion
+    from regen.score.spread import row_or_skip
+    from regen.score.tokens import TokenRow
+
+    record = json.loads((run / "completions" / "00000.jsonl").open().readline())
+    record.pop("token_ids")
+    record["logprobs"] = [-0.5]  # one logprob for a longer answer
+    record["meta"] = {"sampling": {"temperature": 1.0}}
+    row = row_or_skip(Completion(record), encoder, NgramDraft())
+    assert isinstance(row, TokenRow) and row.logprobs is None and row.drawn.temperature == 1.0
+    skipped = row_or_skip(Completion(record), encoder, identity)
+    assert skipped["skipped"] == "logprobs_mismatch", skipped

@@ -14,6 +14,16 @@ from regen.fleet.server import Server
 from regen.run.config import GenerateConfig
 from regen.serve.fleetfile import FleetFile
 
+# score lines the logprobs up with the answer's tokens; without the engine's own ids it has
+# only the text to re-tokenise, and a row that splits differently cannot be scored
+LOGPROBS_WITHOUT_IDS = (
+    "--logprobs without --return-token-ids: `regen score` re-tokenises each answer's text, and "
+    "a GGUF draft skips a row whose tokens differ from the engine's (one logprob each) as "
+    "logprobs_mismatch (14 of 96 rows of an embedded run at temperature 1); add "
+    "--return-token-ids where the servers return ids (vLLM, SGLang; the embedded llama.cpp "
+    "does not)"
+)
+
 
 async def preflight(
     config: GenerateConfig,
@@ -32,6 +42,8 @@ async def preflight(
         event(warning)
     if config.output.return_token_ids:
         await _check_token_ids(servers, model)
+    elif config.output.logprobs:
+        event(LOGPROBS_WITHOUT_IDS)
     return model
 
 

@@ -36,6 +36,8 @@ class GGUFRecipe:
 
 
 class LlamaDraft:
+    samples = True  # on a run with logprobs it samples from its q: it reads the target's p
+
     def __init__(self, path: Path, *, n_ctx: int = DEFAULT_CONTEXT, threads: int = 2) -> None:
         if not path.is_file():
             raise ConfigError(f"--draft {path}: no such GGUF file", hint="check the path")

@@ -40,7 +40,9 @@ def row_or_skip(completion: Completion, encoder: Encoder, draft: Any) -> TokenRo
     """The row's tokens, or the line that says why it cannot be scored (counted, not lost)."""
     key, groups = completion.key, groups_of(completion)
     try:
-        row = token_row(completion, encoder, groups)
+        # only a draft that samples (a GGUF's) reads the target's logprobs (sampled.py)
+        reads = getattr(draft, "samples", False)
+        row = token_row(completion, encoder, groups, reads_logprobs=reads)
     except InputError as err:
         return skipped_line(key, groups, err.kind, err.message)
     if not draft.fits(row):

@@ -46,9 +46,12 @@ class TokenRow:
 Sink = Callable[[TokenRow, "Outcome | InputError"], None]
 
 
-def token_row(completion: Completion, encoder: Encoder, groups: dict[str, str]) -> TokenRow:
+def token_row(completion: Completion, encoder: Encoder, groups: dict[str, str], *,
+              reads_logprobs: bool = True) -> TokenRow:  # fmt: skip
     """Raises InputError when the row cannot be tokenised (the template cannot render it) or
-    its logprobs do not match its answer tokens."""
+    its logprobs do not match its answer tokens, for a draft that `reads_logprobs` (one that
+    proposes a single token, the n-gram or a served argmax, reads none: its row is scored
+    on its tokens whatever its logprobs)."""
     row = _ids_row(completion, encoder, groups)
     logprobs = completion.raw.get("logprobs")
     if logprobs is not None and row.retokenized and len(logprobs) == row.answer_tokens - 1:
@@ -56,6 +59,8 @@ def token_row(completion: Completion, encoder: Encoder, groups: dict[str, str]) 
         # gave no logprob for (never generated, or a stop token it does not report)
         row = replace(row, ids=row.ids[:-1])
     if logprobs is not None and len(logprobs) != row.answer_tokens:
+        if not reads_logprobs:
+            return replace(row, drawn=drawn_at(completion.raw))
         raise InputError(
             f"{completion.label}: {len(logprobs)} logprobs for {row.answer_tokens} answer tokens"
             + (" (re-tokenised: generate with --return-token-ids)" if row.retokenized else ""),
