@@ -14,13 +14,14 @@ from regen.errors import ConfigError
 from regen.fleet.openai_env import resolve_api_key
 from regen.score import ScoreSettings, score_folder, score_run, score_where, write_report
 from regen.score.compare import parse_ks
-from regen.score.drafts import open_drafts, require_a_draft
+from regen.score.drafts import CheckpointSettings, open_drafts, require_a_draft
 from regen.score.engine import FOLDER as ENGINE_FOLDER
 from regen.score.engine import engine_report
 from regen.score.holdout import ALL, HOLDOUT, SPLITS, Holdout
 from regen.score.ngram import ngram_settings
 from regen.score.replay import FOLDER as REPLAY_FOLDER
 from regen.score.replay import ReplayFleet, replay_report
+from regen.score.results import TAU_K
 from regen.score.rows import GROUP_BY, Selection
 from regen.score.skips import require_scored
 from regen.score.table import render_text
@@ -33,8 +34,12 @@ DEFAULT_SAMPLE = 200
 @click.command(cls=Command)
 @click.argument("run", metavar="RUN", type=OutputPath("run"))  # RUN/score is written
 @option("--draft", "drafts", multiple=True, metavar="D",
-        help="A .gguf draft model, `ngram` (model-free baseline) or `embedded` (the demo "
-        "model). Repeat to compare drafts side by side.")  # fmt: skip
+        help="A .gguf draft model, a folder (a Hugging Face draft model or a speculators "
+        "EAGLE-3 checkpoint), `ngram` (model-free baseline) or `embedded` (the demo model). "
+        "Repeat to compare drafts side by side.")  # fmt: skip
+@option("--target-model", metavar="DIR",
+        help="The target's Hugging Face folder, or `embedded`: an EAGLE-3 draft reads its "
+        "hidden states [default: the verifier the checkpoint names].")  # fmt: skip
 @option("--ngram-lookup", metavar="MIN-MAX",
         help="The n-gram draft's shortest and longest lookup (vLLM's prompt_lookup_min/max) "
         "[default: what the run's `regen serve` fleet speculated with, else vLLM's "
@@ -86,9 +91,9 @@ DEFAULT_SAMPLE = 200
         help="Write the score here instead of RUN/score (a run that cannot be written); a "
         "later score with the same DIR resumes from its rows.")  # fmt: skip
 @worker_options
-def score(run, drafts, ngram_lookup, draft_servers, draft_api, api_key_env, from_engine,
-          replay_servers, model, tokenizer, chat_template, by, sample, score_all, seed, holdout,
-          holdout_seed, split, k_spec, baseline, threads, as_json, out,
+def score(run, drafts, target_model, ngram_lookup, draft_servers, draft_api, api_key_env,
+          from_engine, replay_servers, model, tokenizer, chat_template, by, sample, score_all,
+          seed, holdout, holdout_seed, split, k_spec, baseline, threads, as_json, out,
           **spread) -> None:  # fmt: skip
     """Score RUN's answers with a draft: tokens accepted per verify step, per group.
 
@@ -121,9 +126,12 @@ def score(run, drafts, ngram_lookup, draft_servers, draft_api, api_key_env, from
             threads,
             key,
             ngram_settings(run, ngram_lookup),
+            CheckpointSettings(target_model, max(max(ks), TAU_K)),
         ) as opened,
         row_progress("score") as on_row,
     ):
+        for note in (line for d in opened for line in getattr(d, "notes", ())):
+            click.echo(note, err=True)  # e.g. the layers an EAGLE-3 head reads
         workers = workers_of(spread, per_worker=threads)  # a GGUF draft runs --threads each
         report = score_run(run, opened, encoder, settings, folder, on_row=on_row,
                            workers=workers)  # fmt: skip

@@ -1,6 +1,8 @@
 """What a draft is to `score`, and how `--draft` names one.
 
 --draft PATH.gguf   a GGUF model on the embedded llama.cpp (llama_draft.py)
+--draft DIR         a Hugging Face draft model or a speculators EAGLE-3 checkpoint, detected
+                    from its config.json (checkpoint.py)
 --draft embedded    the embedded demo model (SmolLM2-135M): the identity draft when the
                     target is the embedded model too, a test oracle
 --draft ngram       vLLM's n-gram drafter (prompt lookup, ngram.py), with the settings
@@ -12,11 +14,13 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from regen.errors import ConfigError
 from regen.score.ngram import DEFAULTS, NgramSettings
+from regen.score.results import TAU_K
 from regen.score.tokens import Sink, TokenRow
 
 
@@ -43,8 +47,18 @@ class Draft(Protocol):
     def close(self) -> None: ...
 
 
+@dataclass(frozen=True)
+class CheckpointSettings:
+    """For a checkpoint folder: the target to take hidden states from (--target-model) and
+    how many tokens a recurrent drafter proposes per step (the longest k reported)."""
+
+    target: str | None = None
+    depth: int = TAU_K
+
+
 def open_draft(spec: str, *, threads: int = 2, n_ctx: int | None = None,
-               ngram: NgramSettings = DEFAULTS) -> Draft:  # fmt: skip
+               ngram: NgramSettings = DEFAULTS,
+               checkpoint: CheckpointSettings = CheckpointSettings()) -> Draft:  # fmt: skip
     if spec == "ngram":
         from regen.score.ngram import NgramDraft
 
@@ -57,11 +71,16 @@ def open_draft(spec: str, *, threads: int = 2, n_ctx: int | None = None,
         path = default_model_path()
     else:
         path = Path(spec).expanduser()
+        if path.is_dir():
+            from regen.score.checkpoint import open_checkpoint
+
+            return open_checkpoint(path, threads=threads, target=checkpoint.target,
+                                   depth=checkpoint.depth)  # fmt: skip
         if path.suffix != ".gguf":
             raise ConfigError(
-                f"--draft {spec}: not a .gguf file, `ngram` or `embedded`",
-                hint="pass a GGUF draft model, `ngram`, or serve the draft and use "
-                "--draft-servers URL",
+                f"--draft {spec}: not a .gguf file, a checkpoint folder, `ngram` or `embedded`",
+                hint="pass a GGUF draft model, a Hugging Face or speculators draft folder, "
+                "`ngram`, or serve the draft and use --draft-servers URL",
             )
     return LlamaDraft(path, n_ctx=n_ctx or DEFAULT_CONTEXT, threads=threads)
 
@@ -71,8 +90,8 @@ def require_a_draft(specs: list[str], servers: list[str]) -> None:
     if not specs and not servers:
         raise ConfigError(
             "no draft to score with",
-            hint="pass --draft PATH.gguf, --draft ngram, or --draft-servers URL ... (or "
-            "--from-engine / --replay-servers URL ...: the serving engine's own acceptance)",
+            hint="pass --draft PATH.gguf, --draft DIR, --draft ngram, or --draft-servers URL ... "
+            "(or --from-engine / --replay-servers URL ...: the serving engine's own acceptance)",
         )
 
 
@@ -84,9 +103,11 @@ def open_drafts(
     threads: int,
     api_key: str | None = None,
     ngram: NgramSettings = DEFAULTS,
+    checkpoint: CheckpointSettings = CheckpointSettings(),
 ) -> Iterator[list[Draft]]:
     """Every draft named on the command line, closed on exit (a GGUF holds its memory).
-    `api_key`: the draft servers'; `ngram`: the n-gram drafter's lookup."""
+    `api_key`: the draft servers'; `ngram`: the n-gram drafter's lookup; `checkpoint`: what
+    a checkpoint folder needs."""
     require_a_draft(specs, servers)
     drafts: list[Draft] = []
     try:
@@ -95,7 +116,7 @@ def open_drafts(
 
             drafts.append(FleetDraft(servers, api, api_key=api_key))
         for spec in specs:
-            drafts.append(open_draft(spec, threads=threads, ngram=ngram))
+            drafts.append(open_draft(spec, threads=threads, ngram=ngram, checkpoint=checkpoint))
         yield drafts
     finally:
         for draft in drafts:

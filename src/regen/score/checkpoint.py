@@ -1,0 +1,75 @@
+"""`--draft DIR`: which kind of drafter a checkpoint folder holds, read from its config.json.
+
+    speculators_model_type "eagle3"     an EAGLE-3 head in speculators' format (eagle3_draft.py)
+    architectures "...ForCausalLM"      a draft model sharing the target's tokenizer (hf_draft.py)
+
+Other speculators kinds (DFlash, MTP, ...) and other trainers' formats are refused with what
+to do; SpecForge's EAGLE-3 folders name an architecture such as LlamaForCausalLMEagle3.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from regen.errors import ConfigError
+
+
+def read_config(path: Path) -> dict[str, Any]:
+    config = path / "config.json"
+    if not config.is_file():
+        raise ConfigError(
+            f"--draft {path}: a folder without config.json",
+            hint="pass a Hugging Face draft model or a speculators checkpoint folder",
+        )
+    try:
+        data = orjson.loads(config.read_bytes())
+    except orjson.JSONDecodeError as exc:
+        raise ConfigError(f"--draft {path}: config.json is not JSON ({exc})") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"--draft {path}: config.json is not a JSON object")
+    return data
+
+
+def kind_of(path: Path, config: dict[str, Any]) -> str:
+    """"eagle3" or "causal-lm"; ConfigError for a drafter `score` cannot run."""
+    spec_type = config.get("speculators_model_type")
+    architectures = [str(a) for a in config.get("architectures") or []]
+    if spec_type == "eagle3":
+        return "eagle3"
+    if spec_type is not None:
+        raise ConfigError(
+            f"--draft {path}: a speculators {spec_type!r} checkpoint; `score` runs EAGLE-3 "
+            "checkpoints and Hugging Face draft models",
+            hint="serve it and use --replay-servers URL, or --from-engine on a run the "
+            "speculating fleet generated",
+        )
+    if any("eagle" in a.lower() for a in architectures):
+        raise ConfigError(
+            f"--draft {path}: an EAGLE checkpoint in another trainer's format "
+            f"({', '.join(architectures)})",
+            hint="convert it to speculators' format first (`speculators convert DIR --algorithm "
+            "eagle3 --verifier TARGET --output-path OUT`), then pass OUT",
+        )
+    if any(a.endswith("ForCausalLM") for a in architectures):
+        return "causal-lm"
+    raise ConfigError(
+        f"--draft {path}: config.json names no causal-LM architecture and no speculators "
+        f"model type (architectures: {architectures or 'none'})",
+        hint="pass a Hugging Face causal-LM draft or a speculators EAGLE-3 checkpoint",
+    )
+
+
+def open_checkpoint(path: Path, *, threads: int, target: str | None, depth: int) -> Any:
+    """The drafter in folder `path`. `target`: --target-model, for drafters that read the
+    target's hidden states; `depth`: how many tokens such a drafter proposes per step."""
+    config = read_config(path)
+    if kind_of(path, config) == "eagle3":
+        from regen.score.eagle3_draft import Eagle3Draft
+
+        return Eagle3Draft(path, threads=threads, target=target, depth=depth)
+    from regen.score.hf_draft import HFDraft
+
+    return HFDraft(path, config, threads=threads)

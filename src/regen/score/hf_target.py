@@ -1,0 +1,127 @@
+"""The target model loaded with transformers, for drafters that read its hidden states
+(EAGLE-3): which folder, and the hidden states at the layers a checkpoint names.
+
+Two conventions name the same hidden state, and an off-by-one between them silently ruins a
+drafter, so both are printed:
+    input index   layer i is the input of decoder block i (vLLM, SGLang, speculators: vLLM
+                  records `hidden_states + residual` before block i; i = L, the number of
+                  blocks, is the last block's output, before the final norm);
+    output index  layer o is the output of block o (SpecForge, ModelOpt, DFlash): o = i - 1.
+transformers' `output_hidden_states` tuple is indexed like the input index, except that its
+last entry has the final norm applied; the last block's output is taken before it instead.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from regen.errors import ConfigError
+
+EMBEDDED = "embedded"
+
+
+def target_folder(spec: str | None, named_by_checkpoint: str | None, flag: str) -> Path:
+    """--target-model (a folder, or `embedded`), else the verifier the checkpoint names when
+    it is a local folder."""
+    if spec == EMBEDDED:
+        return embedded_folder()
+    chosen = spec or named_by_checkpoint
+    if chosen and (Path(chosen).expanduser() / "config.json").is_file():
+        return Path(chosen).expanduser()
+    named = f"it names {named_by_checkpoint!r}, not a local folder" if named_by_checkpoint else (
+        "it names none")  # fmt: skip
+    raise ConfigError(
+        f"{flag}: the target model to take hidden states from is not a local Hugging Face "
+        f"folder ({f'--target-model {spec}' if spec else named})",
+        hint="pass --target-model DIR (the target's Hugging Face folder) or --target-model "
+        "embedded for the demo model",
+    )
+
+
+def embedded_folder() -> Path:
+    """The embedded GGUF as a Hugging Face folder (built once, cached: serve/hf_model.py)."""
+    from regen.embedded_model import default_model_path
+    from regen.serve.hf_model import ensure_hf_model, hf_folder
+
+    folder = hf_folder(default_model_path())
+    if (folder / "config.json").is_file():
+        return folder
+    return ensure_hf_model(sys.executable, echo=lambda line: print(line, file=sys.stderr))
+
+
+def load_causal_lm(folder: Path, threads: int, what: str) -> Any:
+    """A transformers causal LM on the CPU in float32 (the GGUF-built folder is bf16)."""
+    try:
+        import torch
+        from transformers import AutoModelForCausalLM
+        from transformers.utils import logging
+    except ImportError as exc:
+        raise ConfigError(
+            f"{what} needs torch and transformers", hint="pip install torch transformers"
+        ) from exc
+    torch.set_num_threads(max(threads, 1))
+    logging.disable_progress_bar()  # its bars would fill the command's output
+    try:
+        model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32)
+    except (OSError, ValueError, KeyError) as exc:
+        raise ConfigError(f"{what}: transformers cannot load {folder}: {exc}") from exc
+    return model.eval()
+
+
+def folder_tokens(path: Path, what: str) -> list[str] | None:
+    """The folder's own tokenizer's tokens by id, or None without one."""
+    if not any((path / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json")):
+        return None
+    from transformers import AutoTokenizer
+
+    try:
+        tok = AutoTokenizer.from_pretrained(str(path))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{what}: the tokenizer in {path} cannot be loaded: {exc}") from exc
+    return tok.convert_ids_to_tokens(list(range(len(tok))))
+
+
+def block_count(model: Any) -> int:
+    return int(model.config.num_hidden_layers)
+
+
+def layer_note(layers: Sequence[int], blocks: int) -> str:
+    """The layers in both conventions, for the user to check against their trainer's."""
+    inputs = ", ".join(str(i) for i in layers)
+    outputs = ", ".join(str(i - 1) for i in layers)
+    return (f"target layers {inputs} as input indices (vLLM, SGLang, speculators) = {outputs} "
+            f"as output indices (SpecForge, ModelOpt, DFlash), of {blocks} blocks")  # fmt: skip
+
+
+def check_layers(layers: Sequence[int], blocks: int, what: str) -> None:
+    if not layers or min(layers) < 0 or max(layers) > blocks:
+        raise ConfigError(
+            f"{what}: target layers {list(layers)} are not within 0..{blocks} (input indices "
+            f"of a target with {blocks} blocks)",
+            hint="the checkpoint was trained for another target; pass that target with "
+            "--target-model",
+        )
+
+
+def hidden_at(model: Any, ids: Any, layers: Sequence[int]) -> Any:
+    """[1, len(ids), len(layers) * hidden]: the hidden states at `layers` (input indices),
+    concatenated in the checkpoint's order, as the drafter was trained on them."""
+    import torch
+
+    blocks = block_count(model)
+    last: list[Any] = []
+    hook = None
+    if blocks in layers:  # the last block's own output, before the final norm
+        hook = model.model.layers[blocks - 1].register_forward_hook(
+            lambda _m, _a, out: last.append(out[0] if isinstance(out, tuple) else out)
+        )
+    try:
+        with torch.no_grad():
+            states = model.model(input_ids=ids, output_hidden_states=True).hidden_states
+    finally:
+        if hook is not None:
+            hook.remove()
+    return torch.cat([last[0] if i == blocks else states[i] for i in layers], dim=-1)

@@ -1,0 +1,150 @@
+"""`regen score --draft DIR` with the drafters users train, on the embedded SmolLM2: a Hugging
+Face draft model (the target's first blocks) and an EAGLE-3 head in speculators' format, each
+held against a real greedy speculative loop with the same drafter (drafter_helpers.py)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from regen.check import Encoder
+from regen.cli import main
+from regen.embedded_model import default_model_path
+from regen.errors import ConfigError
+from regen.score import ScoreSettings, score_run
+from regen.score.accept import simulate
+from regen.score.drafts import CheckpointSettings, open_draft
+from regen.score.results import read_rows
+from regen.score.rows import Selection
+
+sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "check"))
+import checkfix
+
+from drafter_helpers import (
+    eagle3_head,
+    eagle3_proposer,
+    hf_proposer,
+    load,
+    loop_tau,
+    stored_rows,
+    target_dir,
+    truncated_draft,
+)
+from score_helpers import PROMPTS, generator, model_run
+
+pytestmark = pytest.mark.model
+KS = (3,)  # the loop is the slow part: one k (the replay of other ks is accept.py's)
+LAYERS = (2, 15, 30)  # input indices; 30 = the last block's output, before the final norm
+
+
+@pytest.fixture(scope="module")
+def encoder() -> Encoder:
+    return Encoder.of(checkfix.load("smol"))
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, encoder) -> Path:
+    llm = generator(default_model_path())
+    try:
+        return model_run(tmp_path_factory.mktemp("run"), llm, encoder.tok)
+    finally:
+        llm.close()
+
+
+@pytest.fixture(scope="module")
+def target() -> Path:
+    return target_dir()
+
+
+def score(run: Path, draft, encoder) -> dict:
+    settings = ScoreSettings(Selection("category", None, 0), list(range(1, 9)), "embedded")
+    return score_run(run, [draft], encoder, settings, run / "score").to_json()["drafts"][0]
+
+
+def taus(report: dict, k: int) -> dict[str, float]:
+    groups = report["groups"]
+    return {c: next(a for a in groups[c]["by_k"] if a["k"] == k)["tau"]["value"] for c in PROMPTS}
+
+
+def assert_matches_loop(report: dict, loop: dict[str, float], k: int) -> None:
+    scored = taus(report, k)
+    for category in PROMPTS:  # exact in fact: the same tokens, greedy on both sides
+        assert scored[category] == pytest.approx(loop[category], rel=0.02), (k, scored, loop)
+
+
+def test_a_hugging_face_draft_model_scores_as_a_real_loop_accepts(run, encoder, target,
+                                                                  tmp_path):  # fmt: skip
+    folder = truncated_draft(target, tmp_path / "smol-24-blocks", blocks=24)
+    draft = open_draft(str(folder), threads=1)
+    try:
+        report = score(run, draft, encoder)
+    finally:
+        draft.close()
+    assert report["groups"]["(overall)"]["rows"] == sum(len(p) for p in PROMPTS.values())
+    top1 = report["groups"]["(overall)"]["top1_match"]["value"]
+    assert 0.1 < top1 < 0.95, top1  # neither a useless nor an identity draft
+    model = load(folder)
+    for k in KS:
+        assert_matches_loop(report, loop_tau(stored_rows(run), hf_proposer(model), k), k)
+
+
+def test_a_draft_with_another_vocabulary_is_refused_with_what_to_do(encoder, tmp_path):
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    small = LlamaConfig(vocab_size=1000, hidden_size=32, intermediate_size=64,
+                        num_hidden_layers=1, num_attention_heads=2)  # fmt: skip
+    LlamaForCausalLM(small).save_pretrained(str(tmp_path / "other-vocab"))
+    draft = open_draft(str(tmp_path / "other-vocab"))
+    with pytest.raises(ConfigError) as err:
+        draft.check(encoder.tok)
+    assert "does not share the target's vocabulary" in err.value.message
+    assert "1000 rows" in err.value.message and "49152 tokens" in err.value.message
+    assert "trained on the target's tokenizer" in err.value.hint
+
+
+def test_an_eagle3_head_is_scored_along_its_own_chain_as_a_real_loop_accepts(run, encoder, target,
+                                                                            tmp_path):  # fmt: skip
+    folder = eagle3_head(target, tmp_path / "eagle3", LAYERS, run_ids(run))
+    draft = open_draft(str(folder), threads=1, checkpoint=CheckpointSettings(str(target), depth=8))
+    try:
+        report = score(run, draft, encoder)
+        loops = {k: loop_tau(stored_rows(run), eagle3_proposer(draft.model, draft.target, LAYERS),
+                             k) for k in KS}  # fmt: skip
+    finally:
+        draft.close()
+    for k in KS:
+        assert_matches_loop(report, loops[k], k)
+    # its first step reads the target's own last hidden state: close to the target
+    assert report["groups"]["(overall)"]["top1_match"]["value"] > 0.6
+    # teacher forcing (its first step's guess at every position, as a draft model is scored)
+    # would claim far more than its own chain accepts: the recurrent state matters
+    forced = [simulate(_first(row), 4) for row in read_rows(Path(report["rows_file"]))]
+    forced_tau = sum(s.tokens for s in forced) / sum(s.steps for s in forced)
+    chained = report["groups"]["(overall)"]["by_k"][3]["tau"]["value"]
+    assert chained < 0.9 * forced_tau, (chained, forced_tau)
+
+
+def run_ids(run: Path) -> list[list[int]]:
+    return [ids for _, ids, _ in stored_rows(run)]
+
+
+def _first(row: dict) -> str:
+    return "".join("0" if c == "0" else "1" for c in row["lookup"]["right"])
+
+
+def test_score_names_the_layers_in_both_conventions(run, target, tmp_path):
+    folder = eagle3_head(target, tmp_path / "eagle3-cli", LAYERS, run_ids(run), seed=1)
+    result = CliRunner().invoke(main, [
+        "score", str(run), "--draft", str(folder), "--target-model", str(target),
+        "--tokenizer", "embedded", "--all", "--k", "3", "--threads", "1",
+    ])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert ("target layers 2, 15, 30 as input indices (vLLM, SGLang, speculators) = 1, 14, 29 "
+            "as output indices (SpecForge, ModelOpt, DFlash), of 30 blocks") in result.output
+    assert "eagle3-cli" in result.output and "tau" in result.output.lower()
