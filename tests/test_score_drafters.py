@@ -25,6 +25,8 @@ sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "check"))
 import checkfix
 
 from drafter_helpers import (
+    dflash_head,
+    dflash_proposer,
     eagle3_head,
     eagle3_proposer,
     hf_proposer,
@@ -128,6 +130,24 @@ def test_an_eagle3_head_is_scored_along_its_own_chain_as_a_real_loop_accepts(run
     forced_tau = sum(s.tokens for s in forced) / sum(s.steps for s in forced)
     chained = report["groups"]["(overall)"]["by_k"][3]["tau"]["value"]
     assert chained < 0.9 * forced_tau, (chained, forced_tau)
+
+
+def test_a_dflash_drafter_scores_its_blocks_as_a_real_loop_accepts(run, encoder, target,
+                                                                  tmp_path):  # fmt: skip
+    folder = dflash_head(target, tmp_path / "dflash", LAYERS, run_ids(run), block=4)
+    draft = open_draft(str(folder), threads=1, checkpoint=CheckpointSettings(str(target)))
+    try:
+        assert "DFlash, block 4, target layers 2, 15, 30 as input indices" in draft.notes[0]
+        report = score(run, draft, encoder)
+        loops = {k: loop_tau(stored_rows(run), dflash_proposer(draft.model, draft.target, LAYERS),
+                             k) for k in KS}  # fmt: skip
+    finally:
+        draft.close()
+    for k in KS:
+        assert_matches_loop(report, loops[k], k)
+    overall = report["groups"]["(overall)"]
+    assert overall["top1_match"]["value"] > 0.3, overall["top1_match"]
+    assert 1.2 < overall["by_k"][2]["tau"]["value"] < 4.0, overall["by_k"][2]
 
 
 def run_ids(run: Path) -> list[list[int]]:

@@ -35,8 +35,8 @@ DEFAULT_SAMPLE = 200
 @click.argument("run", metavar="RUN", type=OutputPath("run"))  # RUN/score is written
 @option("--draft", "drafts", multiple=True, metavar="D",
         help="A .gguf draft model, a folder (a Hugging Face draft model or a speculators "
-        "EAGLE-3 checkpoint), `ngram` (model-free baseline) or `embedded` (the demo model). "
-        "Repeat to compare drafts side by side.")  # fmt: skip
+        "EAGLE-3 or DFlash checkpoint), `ngram` (model-free baseline) or `embedded` (the demo "
+        "model). Repeat to compare drafts side by side.")  # fmt: skip
 @option("--target-model", metavar="DIR",
         help="The target's Hugging Face folder, or `embedded`: an EAGLE-3 draft reads its "
         "hidden states [default: the verifier the checkpoint names].")  # fmt: skip

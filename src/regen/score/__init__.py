@@ -9,6 +9,9 @@ Modules:
     rows.py        which rows (all, or N per group, seeded) and their groups
     tokens.py      the tokens scored: stored ids, or tokenised as `check` does
     drafts.py      what a draft is; ngram.py, llama_draft.py, fleet_draft.py the three kinds
+                   `--draft` names directly; checkpoint.py: a folder, which is a draft model
+                   (hf_draft.py), an EAGLE-3 head (eagle3_draft.py) or a DFlash drafter
+                   (dflash_draft.py); hf_target.py the target's hidden states they read
     vocab.py       a draft must share the target's vocabulary
     results.py     the per-row results file: the resume ledger and export's input
     report.py      pooled per group; table.py renders it; compare.py pairs two scores

@@ -1,9 +1,11 @@
 """`--draft DIR`: which kind of drafter a checkpoint folder holds, read from its config.json.
 
     speculators_model_type "eagle3"     an EAGLE-3 head in speculators' format (eagle3_draft.py)
+    speculators_model_type "dflash"     a DFlash block drafter in speculators' format
+                                        (dflash_draft.py)
     architectures "...ForCausalLM"      a draft model sharing the target's tokenizer (hf_draft.py)
 
-Other speculators kinds (DFlash, MTP, ...) and other trainers' formats are refused with what
+Other speculators kinds (DSpark, MTP, ...) and other trainers' formats are refused with what
 to do; SpecForge's EAGLE-3 folders name an architecture such as LlamaForCausalLMEagle3.
 """
 
@@ -34,15 +36,15 @@ def read_config(path: Path) -> dict[str, Any]:
 
 
 def kind_of(path: Path, config: dict[str, Any]) -> str:
-    """"eagle3" or "causal-lm"; ConfigError for a drafter `score` cannot run."""
+    """"eagle3", "dflash" or "causal-lm"; ConfigError for a drafter `score` cannot run."""
     spec_type = config.get("speculators_model_type")
     architectures = [str(a) for a in config.get("architectures") or []]
-    if spec_type == "eagle3":
-        return "eagle3"
+    if spec_type in ("eagle3", "dflash"):
+        return spec_type
     if spec_type is not None:
         raise ConfigError(
             f"--draft {path}: a speculators {spec_type!r} checkpoint; `score` runs EAGLE-3 "
-            "checkpoints and Hugging Face draft models",
+            "and DFlash checkpoints and Hugging Face draft models",
             hint="serve it and use --replay-servers URL, or --from-engine on a run the "
             "speculating fleet generated",
         )
@@ -66,10 +68,15 @@ def open_checkpoint(path: Path, *, threads: int, target: str | None, depth: int)
     """The drafter in folder `path`. `target`: --target-model, for drafters that read the
     target's hidden states; `depth`: how many tokens such a drafter proposes per step."""
     config = read_config(path)
-    if kind_of(path, config) == "eagle3":
+    kind = kind_of(path, config)
+    if kind == "eagle3":
         from regen.score.eagle3_draft import Eagle3Draft
 
         return Eagle3Draft(path, threads=threads, target=target, depth=depth)
+    if kind == "dflash":
+        from regen.score.dflash_draft import DFlashDraft
+
+        return DFlashDraft(path, threads=threads, target=target)
     from regen.score.hf_draft import HFDraft
 
     return HFDraft(path, config, threads=threads)

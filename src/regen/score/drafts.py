@@ -1,8 +1,8 @@
 """What a draft is to `score`, and how `--draft` names one.
 
 --draft PATH.gguf   a GGUF model on the embedded llama.cpp (llama_draft.py)
---draft DIR         a Hugging Face draft model or a speculators EAGLE-3 checkpoint, detected
-                    from its config.json (checkpoint.py)
+--draft DIR         a Hugging Face draft model or a speculators EAGLE-3 or DFlash checkpoint,
+                    detected from its config.json (checkpoint.py)
 --draft embedded    the embedded demo model (SmolLM2-135M): the identity draft when the
                     target is the embedded model too, a test oracle
 --draft ngram       vLLM's n-gram drafter (prompt lookup, ngram.py), with the settings

@@ -35,10 +35,9 @@ from regen.score.hf_target import (
     target_folder,
 )
 from regen.score.outcome import Lookup, encode_counts
+from regen.score.spec_weights import load_weights, to_target_ids
 from regen.score.tokens import Sink, TokenRow
 from regen.score.vocab import check_vocab
-
-VERIFIER_KEYS = ("verifier_lm_head.weight", "verifier_norm.weight", "t2d", "d2t")
 
 
 class Eagle3Draft:
@@ -59,45 +58,20 @@ class Eagle3Draft:
         # speculators picks flex attention when unset; its eager path runs on any CPU
         config.transformer_layer_config._attn_implementation = "eager"
         self.model = Eagle3DraftModel(config).eval()
-        self._load_weights()
+        load_weights(self.model, path, self.target, self.what)
+        self._check_fc()
         self.n_ctx = min(_max_positions(config.transformer_layer_config),
                          _max_positions(self.target.config))  # fmt: skip
         self.notes = [f"{self.name}: EAGLE-3, {layer_note(self.layers, blocks)}; "
                       f"hidden states from {self.target_dir}"]  # fmt: skip
 
-    def _load_weights(self) -> None:
-        """The checkpoint's tensors into speculators' model; what a trainer leaves out because
-        it is the target's (the frozen embedding) comes from the target."""
-        from safetensors.torch import load_file
-
-        files = sorted(self.path.glob("*.safetensors"))
-        if not files:
-            raise ConfigError(f"{self.what}: no .safetensors weights in the folder")
-        state: dict[str, Any] = {}
-        for file in files:
-            state.update(load_file(str(file)))
-        if "embed_tokens.weight" not in state:
-            state["embed_tokens.weight"] = self.target.get_input_embeddings().weight
-        missing, unexpected = self.model.load_state_dict(state, strict=False)
-        missing = [k for k in missing if k not in VERIFIER_KEYS]
-        if missing or unexpected:
-            raise ConfigError(
-                f"{self.what}: its weights do not fit speculators' EAGLE-3 model "
-                f"(missing {missing[:4]}, unexpected {unexpected[:4]})",
-                hint="was it written by another trainer? convert it with `speculators convert`",
-            )
+    def _check_fc(self) -> None:
         hidden = self.target.config.hidden_size
         if self.model.fc.in_features != len(self.layers) * hidden:
             raise ConfigError(
                 f"{self.what}: it reads {self.model.fc.in_features} hidden values per token, the "
                 f"target gives {len(self.layers)} layers x {hidden}",
                 hint="pass the target it was trained for with --target-model",
-            )
-        if self.model.use_draft_vocab and "d2t" not in state:
-            raise ConfigError(
-                f"{self.what}: a draft vocabulary of {self.model.draft_vocab_size} tokens "
-                "without its d2t map to the target's ids",
-                hint="save the checkpoint with its d2t and t2d tensors (speculators does)",
             )
 
     @property
@@ -127,9 +101,7 @@ class Eagle3Draft:
             steps = self.model(hidden_states=hidden, input_ids=tokens[:, 1:],
                                document_ids=torch.zeros_like(tokens[:, 1:]),
                                ttt_steps=self.depth)  # fmt: skip
-        drafted = torch.stack([s[0] for s in steps])
-        d2t = self.model.d2t  # draft ids -> target ids, by offset; None: the same vocabulary
-        return drafted if d2t is None else drafted + d2t[drafted]
+        return to_target_ids(self.model, torch.stack([s[0] for s in steps]))
 
     def lookup(self, ids: Sequence[int], start: int) -> Lookup:
         import torch

@@ -1,0 +1,129 @@
+"""A DFlash block drafter in speculators' format, run with speculators' own model class on the
+CPU and fed by the target's hidden states (hf_target.py; speculators stores DFlash's layers by
+input index, as for EAGLE-3: its converter adds 1 to z-lab's).
+
+DFlash drafts a whole block at once: from a verify point after token a (the anchor, the
+target's bonus token), the block's first slot holds token a and the others a mask token, and
+every slot reads the target's hidden states of the positions before a. Nothing in the block
+depends on an earlier proposal, so the block drafted at a is a function of the true prefix
+alone and, greedy, is exactly what a real loop drafts there. speculators' training forward
+computes blocks at chosen anchors (`_backbone_forward`); here every answer position is one
+(all positions the loss mask allows are taken, in order, when there are no more of them than
+anchors), a chunk of anchors at a time so that the dense mask stays small. The sequence is
+padded by one block of mask tokens at the end because speculators takes no anchor in the last
+block_size positions; an anchor reads only positions before it, so the padding is never read.
+
+The outcome is a `Lookup`: per answer position, the block's block_size - 1 drafted tokens and
+how many of them, from the first, are right; a k above block_size - 1 drafts only those.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from regen.errors import ConfigError, InputError
+from regen.score.hf_target import (
+    block_count,
+    check_layers,
+    folder_tokens,
+    hidden_at,
+    layer_note,
+    load_causal_lm,
+    target_folder,
+)
+from regen.score.outcome import Lookup, encode_counts
+from regen.score.spec_weights import load_weights, to_target_ids
+from regen.score.tokens import Sink, TokenRow
+from regen.score.vocab import check_vocab
+
+ANCHORS_AT_ONCE = 64  # blocks per forward: the dense mask is (64 * block) x (tokens + that)
+
+
+class DFlashDraft:
+    def __init__(self, path: Path, *, threads: int, target: str | None) -> None:
+        from speculators.models.dflash import DFlashDraftModel, DFlashSpeculatorConfig
+
+        self.path, self.name, self.what = path, path.name, f"--draft {path}"
+        config = DFlashSpeculatorConfig.from_pretrained(str(path))
+        named = config.speculators_config.verifier.name_or_path
+        self.target_dir = target_folder(target, named, self.what)
+        self.target = load_causal_lm(self.target_dir, threads, self.what)
+        blocks = block_count(self.target)
+        self.layers = list(config.aux_hidden_state_layer_ids or [])
+        check_layers(self.layers, blocks, self.what)
+        if config.mask_token_id is None or config.sample_from_anchor:
+            raise ConfigError(
+                f"{self.what}: a DFlash checkpoint without mask_token_id, or one that samples "
+                "from its anchor (DSpark style), which score does not run",
+                hint="serve it and use --replay-servers URL",
+            )
+        config.transformer_layer_config._attn_implementation = "eager"  # runs on any CPU
+        self.model = DFlashDraftModel(config).eval()
+        load_weights(self.model, path, self.target, self.what)
+        self.block = int(config.block_size)
+        self.notes = [f"{self.name}: DFlash, block {self.block}, "
+                      f"{layer_note(self.layers, blocks)}; hidden states from "
+                      f"{self.target_dir}"]  # fmt: skip
+
+    @property
+    def identity(self) -> str:
+        newest = max(f.stat().st_mtime_ns for f in self.path.iterdir() if f.is_file())
+        return f"dflash:{self.path.resolve()}:{newest}:target={self.target_dir.resolve()}"
+
+    def check(self, tok: Any) -> None:
+        ours = folder_tokens(self.target_dir, self.what)
+        if ours is not None:
+            check_vocab(ours, tok, f"{self.what}'s target {self.target_dir}")
+
+    def fits(self, row: TokenRow) -> bool:
+        limit = getattr(self.target.config, "max_position_embeddings", None) or 1 << 20
+        return len(row.ids) + self.block <= limit
+
+    def blocks(self, ids: Sequence[int], anchors: range) -> Any:
+        """[len(anchors), block - 1]: the tokens drafted after each anchor (target ids)."""
+        import torch
+
+        n, mask = len(ids), self.model.mask_token_id
+        tokens = torch.tensor([list(ids) + [mask] * self.block])
+        hidden = hidden_at(self.target, tokens[:, :n], self.layers)
+        hidden = torch.cat([hidden, hidden.new_zeros(1, self.block, hidden.shape[-1])], dim=1)
+        last = hidden.new_zeros(1, tokens.shape[1], self.model.hidden_size)
+        out = []
+        for at in range(anchors.start, anchors.stop, ANCHORS_AT_ONCE):
+            chunk = range(at, min(at + ANCHORS_AT_ONCE, anchors.stop))
+            wanted = torch.zeros_like(tokens)
+            wanted[0, chunk.start : chunk.stop] = 1
+            with torch.no_grad(), warnings.catch_warnings():
+                warnings.simplefilter("ignore", FutureWarning)
+                _, logits, *_ = self.model._backbone_forward(  # speculators' own blocks
+                    hidden, tokens, wanted, last, torch.zeros_like(tokens),
+                    max_anchors=len(chunk),
+                )  # fmt: skip
+            drafted = logits[0].argmax(dim=-1).view(len(chunk), self.block)[:, 1:]
+            out.append(to_target_ids(self.model, drafted))
+        return torch.cat(out)
+
+    def lookup(self, ids: Sequence[int], start: int) -> Lookup:
+        n, room = len(ids), self.block - 1
+        drafted = self.blocks(ids, range(start - 1, n - 1)).tolist()
+        counts = []
+        for p, block in enumerate(drafted):  # answer position p is drafted after start + p - 1
+            at, right = start + p, 0
+            while right < room and at + right < n and block[right] == ids[at + right]:
+                right += 1
+            counts.append(right)
+        return Lookup(encode_counts([room] * (n - start)), encode_counts(counts))
+
+    def run(self, rows: Iterable[TokenRow], sink: Sink) -> None:
+        for row in rows:
+            if row.start < 1:
+                why = "no prompt token to anchor DFlash's first block"
+                sink(row, InputError(f"{row.label}: {why}", kind="short_prompt"))
+            else:
+                sink(row, self.lookup(row.ids, row.start))
+
+    def close(self) -> None:
+        self.model = self.target = None
