@@ -4,6 +4,7 @@ held against a real greedy speculative loop with the same drafter (drafter_helpe
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
@@ -168,3 +169,32 @@ def test_score_names_the_layers_in_both_conventions(run, target, tmp_path):
     assert ("target layers 2, 15, 30 as input indices (vLLM, SGLang, speculators) = 1, 14, 29 "
             "as output indices (SpecForge, ModelOpt, DFlash), of 30 blocks") in result.output
     assert "eagle3-cli" in result.output and "tau" in result.output.lower()
+
+
+def test_a_draft_model_on_sampled_answers_gets_min_one_q_over_p(tmp_path):
+    """At temperature 1 with the target's logprobs, each answer token gets min(1, q/p): 1 where
+    the target's probability is the draft's own, 1/2 where it is twice the draft's."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from regen.score.outcome import Accept
+    from regen.score.sampled import DrawnAt
+    from regen.score.tokens import TokenRow
+
+    torch.manual_seed(0)
+    tiny = LlamaConfig(vocab_size=300, hidden_size=32, intermediate_size=64,
+                       num_hidden_layers=1, num_attention_heads=2)  # fmt: skip
+    LlamaForCausalLM(tiny).save_pretrained(str(tmp_path / "tiny"))
+    draft = open_draft(str(tmp_path / "tiny"), threads=1)
+    ids, start = [5, 17, 42, 99, 7, 250, 3], 3
+    with torch.no_grad():
+        logq = torch.log_softmax(draft.model(input_ids=torch.tensor([ids])).logits[0], dim=-1)
+    own = [float(logq[i - 1, ids[i]]) for i in range(start, len(ids))]
+    got = []
+    for shift in (0.0, math.log(2)):
+        row = TokenRow("r", 0, ids, start, {"category": "chat"}, False,
+                       DrawnAt(1.0), [lp + shift for lp in own])  # fmt: skip
+        draft.run([row], lambda _row, outcome: got.append(outcome))
+    assert all(isinstance(o, Accept) for o in got)
+    assert got[0].probabilities() == pytest.approx([1.0] * 4)
+    assert got[1].probabilities() == pytest.approx([0.5] * 4, abs=0.006)  # kept in 1/89 steps
