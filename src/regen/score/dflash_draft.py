@@ -60,7 +60,8 @@ class DFlashDraft:
                 "from its anchor (DSpark style), which score does not run",
                 hint="serve it and use --replay-servers URL",
             )
-        config.transformer_layer_config._attn_implementation = "eager"  # runs on any CPU
+        # SDPA with a dense mask runs anywhere (flex attention wants compiling: eagle3_draft.py)
+        config.transformer_layer_config._attn_implementation = "sdpa"
         self.model = DFlashDraftModel(config).eval()
         load_weights(self.model, path, self.target, self.what)
         self.block = int(config.block_size)
