@@ -11,7 +11,8 @@ Modules:
     drafts.py      what a draft is; ngram.py, llama_draft.py, fleet_draft.py the three kinds
                    `--draft` names directly; checkpoint.py: a folder, which is a draft model
                    (hf_draft.py), an EAGLE-3 head (eagle3_draft.py) or a DFlash drafter
-                   (dflash_draft.py); hf_target.py the target's hidden states they read
+                   (dflash_draft.py), the last two on hidden_draft.py and spec_weights.py;
+                   hf_target.py the target's hidden states they read
     vocab.py       a draft must share the target's vocabulary
     results.py     the per-row results file: the resume ledger and export's input
     report.py      pooled per group; table.py renders it; compare.py pairs two scores

@@ -25,63 +25,39 @@ from pathlib import Path
 from typing import Any
 
 from regen.errors import ConfigError, InputError
-from regen.score.hf_target import (
-    block_count,
-    check_layers,
-    folder_tokens,
-    hidden_at,
-    layer_note,
-    load_causal_lm,
-    target_folder,
-)
+from regen.score.hf_target import hidden_at
+from regen.score.hidden_draft import HiddenStateDraft
 from regen.score.outcome import Lookup, encode_counts
-from regen.score.spec_weights import load_weights, to_target_ids
+from regen.score.spec_weights import to_target_ids
 from regen.score.tokens import Sink, TokenRow
-from regen.score.vocab import check_vocab
 
 ANCHORS_AT_ONCE = 64  # blocks per forward: the dense mask is (64 * block) x (tokens + that)
 
 
-class DFlashDraft:
+class DFlashDraft(HiddenStateDraft):
+    kind = "dflash"
+
     def __init__(self, path: Path, *, threads: int, target: str | None) -> None:
         from speculators.models.dflash import DFlashDraftModel, DFlashSpeculatorConfig
 
-        self.path, self.name, self.what = path, path.name, f"--draft {path}"
         config = DFlashSpeculatorConfig.from_pretrained(str(path))
-        named = config.speculators_config.verifier.name_or_path
-        self.target_dir = target_folder(target, named, self.what)
-        self.target = load_causal_lm(self.target_dir, threads, self.what)
-        blocks = block_count(self.target)
-        self.layers = list(config.aux_hidden_state_layer_ids or [])
-        check_layers(self.layers, blocks, self.what)
+        super().__init__(path, config, threads=threads, target=target)
         if config.mask_token_id is None or config.sample_from_anchor:
             raise ConfigError(
                 f"{self.what}: a DFlash checkpoint without mask_token_id, or one that samples "
                 "from its anchor (DSpark style), which score does not run",
                 hint="serve it and use --replay-servers URL",
             )
-        # SDPA with a dense mask runs anywhere (flex attention wants compiling: eagle3_draft.py)
-        config.transformer_layer_config._attn_implementation = "sdpa"
-        self.model = DFlashDraftModel(config).eval()
-        load_weights(self.model, path, self.target, self.what)
+        self.load(DFlashDraftModel, config, list(config.aux_hidden_state_layer_ids or []))
         self.block = int(config.block_size)
-        self.notes = [f"{self.name}: DFlash, block {self.block}, "
-                      f"{layer_note(self.layers, blocks)}; hidden states from "
-                      f"{self.target_dir}"]  # fmt: skip
+        self.notes = [self.note(f"DFlash, block {self.block}")]
 
     @property
     def identity(self) -> str:
-        newest = max(f.stat().st_mtime_ns for f in self.path.iterdir() if f.is_file())
-        return f"dflash:{self.path.resolve()}:{newest}:target={self.target_dir.resolve()}"
-
-    def check(self, tok: Any) -> None:
-        ours = folder_tokens(self.target_dir, self.what)
-        if ours is not None:
-            check_vocab(ours, tok, f"{self.what}'s target {self.target_dir}")
+        return self.identity_of()
 
     def fits(self, row: TokenRow) -> bool:
-        limit = getattr(self.target.config, "max_position_embeddings", None) or 1 << 20
-        return len(row.ids) + self.block <= limit
+        return len(row.ids) + self.block <= self.max_tokens()
 
     def blocks(self, ids: Sequence[int], anchors: range) -> Any:
         """[len(anchors), block - 1]: the tokens drafted after each anchor (target ids)."""
@@ -125,6 +101,3 @@ class DFlashDraft:
                 sink(row, InputError(f"{row.label}: {why}", kind="short_prompt"))
             else:
                 sink(row, self.lookup(row.ids, row.start))
-
-    def close(self) -> None:
-        self.model = self.target = None

@@ -24,69 +24,34 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from regen.errors import ConfigError, InputError
-from regen.score.hf_target import (
-    block_count,
-    check_layers,
-    folder_tokens,
-    hidden_at,
-    layer_note,
-    load_causal_lm,
-    target_folder,
-)
+from regen.errors import InputError
+from regen.score.hf_target import hidden_at
+from regen.score.hidden_draft import HiddenStateDraft
 from regen.score.outcome import Lookup, encode_counts
-from regen.score.spec_weights import load_weights, to_target_ids
+from regen.score.spec_weights import to_target_ids
 from regen.score.tokens import Sink, TokenRow
-from regen.score.vocab import check_vocab
 
 
-class Eagle3Draft:
+class Eagle3Draft(HiddenStateDraft):
+    kind = "eagle3"
+
     def __init__(self, path: Path, *, threads: int, target: str | None, depth: int) -> None:
         from speculators.models.eagle3 import Eagle3DraftModel, Eagle3SpeculatorConfig
 
-        self.path, self.name, self.depth = path, path.name, depth
-        self.what = f"--draft {path}"
         config = Eagle3SpeculatorConfig.from_pretrained(str(path))
-        named = config.speculators_config.verifier.name_or_path
-        self.target_dir = target_folder(target, named, self.what)
-        self.target = load_causal_lm(self.target_dir, threads, self.what)
-        blocks = block_count(self.target)
+        super().__init__(path, config, threads=threads, target=target)
+        self.depth = depth
         # speculators' own default when the checkpoint names none (models/utils.py)
-        self.layers = list(config.eagle_aux_hidden_state_layer_ids or
-                           [2, blocks // 2, blocks - 3])  # fmt: skip
-        check_layers(self.layers, blocks, self.what)
-        # speculators picks flex attention when unset (compiled, for GPUs). SDPA with a dense
-        # mask runs anywhere; on the CPU it holds no per-head score matrix, which eager does
-        # (1.4 GB more than SDPA for a 1,500-token row of a 9-head layer at depth 8)
-        config.transformer_layer_config._attn_implementation = "sdpa"
-        self.model = Eagle3DraftModel(config).eval()
-        load_weights(self.model, path, self.target, self.what)
-        self._check_fc()
-        self.n_ctx = min(_max_positions(config.transformer_layer_config),
-                         _max_positions(self.target.config))  # fmt: skip
-        self.notes = [f"{self.name}: EAGLE-3, {layer_note(self.layers, blocks)}; "
-                      f"hidden states from {self.target_dir}"]  # fmt: skip
-
-    def _check_fc(self) -> None:
-        hidden = self.target.config.hidden_size
-        if self.model.fc.in_features != len(self.layers) * hidden:
-            raise ConfigError(
-                f"{self.what}: it reads {self.model.fc.in_features} hidden values per token, the "
-                f"target gives {len(self.layers)} layers x {hidden}",
-                hint="pass the target it was trained for with --target-model",
-            )
+        blocks = self.target_blocks
+        self.load(Eagle3DraftModel, config, list(config.eagle_aux_hidden_state_layer_ids or
+                                                 [2, blocks // 2, blocks - 3]))  # fmt: skip
+        layer_positions = getattr(config.transformer_layer_config, "max_position_embeddings", 0)
+        self.n_ctx = min(int(layer_positions or 1 << 20), self.max_tokens())
+        self.notes = [self.note("EAGLE-3")]
 
     @property
     def identity(self) -> str:
-        newest = max(f.stat().st_mtime_ns for f in self.path.iterdir() if f.is_file())
-        return (f"eagle3:{self.path.resolve()}:{newest}:target={self.target_dir.resolve()}:"
-                f"depth={self.depth}")  # fmt: skip
-
-    def check(self, tok: Any) -> None:
-        """The head drafts in the target's vocabulary: the target folder must be --tokenizer's."""
-        ours = folder_tokens(self.target_dir, self.what)
-        if ours is not None:
-            check_vocab(ours, tok, f"{self.what}'s target {self.target_dir}")
+        return self.identity_of(f"depth={self.depth}")
 
     def fits(self, row: TokenRow) -> bool:
         return len(row.ids) <= self.n_ctx
@@ -127,9 +92,3 @@ class Eagle3Draft:
             else:
                 sink(row, self.lookup(row.ids, row.start))
 
-    def close(self) -> None:
-        self.model = self.target = None
-
-
-def _max_positions(config: Any) -> int:
-    return int(getattr(config, "max_position_embeddings", 0) or 1 << 20)
