@@ -12,6 +12,7 @@ counts (the first answer token is the prefill's; a draft past the answer's end i
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ def target_dir() -> Path:
     return ensure_hf_model(str(VLLM_PYTHON), echo=lambda _: None)
 
 
+@functools.cache  # the target, read-only, for every drafter built in a test process
 def load(folder: Path) -> Any:
     import torch
     from transformers import AutoModelForCausalLM

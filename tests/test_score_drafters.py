@@ -31,7 +31,6 @@ from drafter_helpers import (
     eagle3_head,
     eagle3_proposer,
     hf_proposer,
-    load,
     loop_tau,
     stored_rows,
     target_dir,
@@ -85,14 +84,14 @@ def test_a_hugging_face_draft_model_scores_as_a_real_loop_accepts(run, encoder, 
     draft = open_draft(str(folder), threads=1)
     try:
         report = score(run, draft, encoder)
+        loops = {k: loop_tau(stored_rows(run), hf_proposer(draft.model), k) for k in KS}
     finally:
         draft.close()
     assert report["groups"]["(overall)"]["rows"] == sum(len(p) for p in PROMPTS.values())
     top1 = report["groups"]["(overall)"]["top1_match"]["value"]
     assert 0.1 < top1 < 0.95, top1  # neither a useless nor an identity draft
-    model = load(folder)
     for k in KS:
-        assert_matches_loop(report, loop_tau(stored_rows(run), hf_proposer(model), k), k)
+        assert_matches_loop(report, loops[k], k)
 
 
 def test_a_draft_with_another_vocabulary_is_refused_with_what_to_do(encoder, tmp_path):
