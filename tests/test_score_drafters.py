@@ -168,6 +168,13 @@ def test_score_names_the_layers_in_both_conventions(run, target, tmp_path):
     assert ("target layers 2, 15, 30 as input indices (vLLM, SGLang, speculators) = 1, 14, 29 "
             "as output indices (SpecForge, ModelOpt, DFlash), of 30 blocks") in result.output
     assert "eagle3-cli" in result.output and "tau" in result.output.lower()
+    nowhere = CliRunner().invoke(main, [
+        "score", str(run), "--draft", str(folder), "--target-model", str(tmp_path / "nowhere"),
+        "--tokenizer", "embedded",
+    ])  # fmt: skip
+    assert nowhere.exit_code == 2, nowhere.output
+    assert "not a local Hugging Face folder (--target-model" in nowhere.output
+    assert "hint: pass --target-model DIR" in nowhere.output
 
 
 def test_a_draft_model_on_sampled_answers_gets_min_one_q_over_p(tmp_path):

@@ -31,11 +31,15 @@ def target_folder(spec: str | None, named_by_checkpoint: str | None, flag: str) 
     chosen = spec or named_by_checkpoint
     if chosen and (Path(chosen).expanduser() / "config.json").is_file():
         return Path(chosen).expanduser()
-    named = f"it names {named_by_checkpoint!r}, not a local folder" if named_by_checkpoint else (
-        "it names none")  # fmt: skip
+    if spec:
+        which = f"--target-model {spec}"
+    elif named_by_checkpoint:
+        which = f"the checkpoint names {named_by_checkpoint!r}"
+    else:
+        which = "the checkpoint names none"
     raise ConfigError(
         f"{flag}: the target model to take hidden states from is not a local Hugging Face "
-        f"folder ({f'--target-model {spec}' if spec else named})",
+        f"folder ({which})",
         hint="pass --target-model DIR (the target's Hugging Face folder) or --target-model "
         "embedded for the demo model",
     )
