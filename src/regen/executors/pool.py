@@ -52,7 +52,7 @@ class LocalWorkers:
         yield from self._pool_map(state, work, chain(first, it))
 
     def _pool_map(self, state: Any, work: Work, items: Iterable[Any]) -> Iterator[Any]:
-        context = worker_context(work)
+        context = worker_context(work, copyable=getattr(state, "fork_safe", True))
         # one_core: the copies are made with the tokenizer's threads off (no fork warning)
         with one_core(), ProcessPoolExecutor(self.count, mp_context=context, initializer=install,
                                              initargs=(state,)) as pool:  # fmt: skip
@@ -75,11 +75,12 @@ class LocalWorkers:
                     future.cancel()
 
 
-def worker_context(work: Work) -> multiprocessing.context.BaseContext:
-    """fork when that is safe (Linux, no other Python thread here), else a fork server that
-    preloads the work's module and the tokenizer's library (transformers, when this process
-    has it: the state then holds one of its tokenizers)."""
-    if sys.platform == "linux" and threading.active_count() == 1:
+def worker_context(work: Work, copyable: bool = True) -> multiprocessing.context.BaseContext:
+    """fork when that is safe (Linux, no other Python thread here, and a state that says a
+    copy of this process can run it: `fork_safe`), else a fork server that preloads the work's
+    module and the tokenizer's library (transformers, when this process has it: the state
+    then holds one of its tokenizers)."""
+    if sys.platform == "linux" and threading.active_count() == 1 and copyable:
         return multiprocessing.get_context("fork")
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")

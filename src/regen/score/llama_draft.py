@@ -34,6 +34,19 @@ class GGUFRecipe:
     def open(self) -> LlamaDraft:
         return LlamaDraft(Path(self.path), n_ctx=self.n_ctx, threads=self.threads)
 
+    @property
+    def fork_safe(self) -> bool:
+        """False where llama.cpp runs its threads with OpenMP (a pip build's default): once
+        this process has run a model, GNU OpenMP's thread team is gone in a forked copy, and
+        the copy's first decode waits for it forever. Workers then start from a fork server."""
+        return not uses_openmp()
+
+
+def uses_openmp() -> bool:
+    from llama_cpp import llama_print_system_info
+
+    return b"OPENMP = 1" in llama_print_system_info()
+
 
 class LlamaDraft:
     samples = True  # on a run with logprobs it samples from its q: it reads the target's p

@@ -32,6 +32,11 @@ class ScoreJob:
     encoder: Encoder
     recipe: Any  # has open() -> Draft
 
+    @property
+    def fork_safe(self) -> bool:
+        """Whether a copy of this process can run the draft (executors/pool.py)."""
+        return getattr(self.recipe, "fork_safe", True)
+
 
 _opened: dict[Any, Any] = {}  # recipe -> the draft, opened once per worker
 
