@@ -25,6 +25,7 @@ from regen.score.results import TAU_K
 from regen.score.rows import GROUP_BY, Selection
 from regen.score.skips import require_scored
 from regen.score.table import render_text
+from regen.score.target_probs import open_target, with_target
 from regen.storage import require_runs
 from regen.storage.destination import Destination
 
@@ -37,9 +38,13 @@ DEFAULT_SAMPLE = 200
         help="A .gguf draft model, a folder (a Hugging Face draft model or a speculators "
         "EAGLE-3 or DFlash checkpoint), `ngram` (model-free baseline) or `embedded` (the demo "
         "model). Repeat to compare drafts side by side.")  # fmt: skip
-@option("--target-model", metavar="DIR",
-        help="The target's Hugging Face folder, or `embedded`: an EAGLE-3 draft reads its "
-        "hidden states [default: the verifier the checkpoint names].")  # fmt: skip
+@option("--target-model", metavar="M",
+        help="The target, loaded here: `embedded`, a .gguf or a Hugging Face folder. An EAGLE-3 "
+        "or DFlash draft reads its hidden states (a folder or `embedded`) [default: the "
+        "verifier the checkpoint names]; a GGUF draft that samples gets its probability of "
+        "each answer token at the run's temperature, top-k and top-p from one teacher-forced "
+        "pass (a .gguf or `embedded`), for sampled rows the run kept no such logprobs "
+        "for.")  # fmt: skip
 @option("--ngram-lookup", metavar="MIN-MAX",
         help="The n-gram draft's shortest and longest lookup (vLLM's prompt_lookup_min/max) "
         "[default: what the run's `regen serve` fleet speculated with, else vLLM's "
@@ -128,13 +133,14 @@ def score(run, drafts, target_model, ngram_lookup, draft_servers, draft_api, api
             ngram_settings(run, ngram_lookup),
             CheckpointSettings(target_model, max(max(ks), TAU_K)),
         ) as opened,
+        open_target(target_model, opened, threads) as target,
         row_progress("score") as on_row,
     ):
         for note in (line for d in opened for line in getattr(d, "notes", ())):
             click.echo(note, err=True)  # e.g. the layers an EAGLE-3 head reads
         workers = workers_of(spread, per_worker=threads)  # a GGUF draft runs --threads each
-        report = score_run(run, opened, encoder, settings, folder, on_row=on_row,
-                           workers=workers)  # fmt: skip
+        report = score_run(run, with_target(opened, target), encoder, settings, folder,
+                           on_row=on_row, workers=workers)  # fmt: skip
         if baseline:
             report.attach_baseline(baseline)
         json_path, text_path = write_report(report, folder)

@@ -51,9 +51,11 @@ def uses_openmp() -> bool:
 class LlamaDraft:
     samples = True  # on a run with logprobs it samples from its q: it reads the target's p
 
-    def __init__(self, path: Path, *, n_ctx: int = DEFAULT_CONTEXT, threads: int = 2) -> None:
+    def __init__(self, path: Path, *, n_ctx: int = DEFAULT_CONTEXT, threads: int = 2,
+                 flag: str = "--draft") -> None:  # fmt: skip
+        """`flag`: the option that named the file, for the messages (--target-model too)."""
         if not path.is_file():
-            raise ConfigError(f"--draft {path}: no such GGUF file", hint="check the path")
+            raise ConfigError(f"{flag} {path}: no such GGUF file", hint="check the path")
         try:
             from llama_cpp import Llama
         except ImportError as exc:
@@ -69,7 +71,8 @@ class LlamaDraft:
             self.llm = Llama(model_path=str(path), n_ctx=n_ctx, n_threads=threads,
                              verbose=False)  # fmt: skip
         except ValueError as exc:  # llama-cpp-python's answer to a file it cannot load
-            raise ConfigError(f"--draft {path}: llama.cpp cannot load it: {exc}") from exc
+            raise ConfigError(f"{flag} {path}: llama.cpp cannot load it: {exc}") from exc
+        self.flag = flag
 
     @property
     def identity(self) -> str:
@@ -81,7 +84,7 @@ class LlamaDraft:
         return [model.token_get_text(i) for i in range(self.llm.n_vocab())]
 
     def check(self, tok: Any) -> None:
-        check_vocab(self.vocabulary(), tok, f"--draft {self.path}")
+        check_vocab(self.vocabulary(), tok, f"{self.flag} {self.path}")
 
     def fits(self, row: TokenRow) -> bool:
         return len(row.ids) <= self.n_ctx

@@ -12,6 +12,7 @@ from regen.score.accept import Tally
 from regen.score.outcome import Accept, from_line
 from regen.score.results import read_rows
 from regen.score.rows import Selection
+from regen.score.tokens import TEACHER_FORCED
 
 OVERALL = "(overall)"
 # a tau(k) from fewer verify steps than this is marked: a handful of steps (an n-gram draft
@@ -40,6 +41,7 @@ class DraftScore:
     engine_counters: dict[str, dict[str, int]] | None = None
     temperatures: set = field(default_factory=set)  # the answers were drawn at (None: unknown)
     sampling_draft: int = 0  # rows scored as a draft sampling from its q (not its argmax)
+    teacher_forced: int = 0  # of those, rows whose p came from the target's pass (--target-model)
 
     def estimate(self) -> dict[str, Any]:
         """Which estimate the figures are: `greedy` when every answer scored was drawn at
@@ -69,6 +71,15 @@ class DraftScore:
             "groups": {g: _tally_json(t, ks) for g, t in self.groups.items()},
             "baseline": self.baseline,
             **({"engine_counters": self.engine_counters} if self.engine_counters else {}),
+            **({"target_probabilities": self.target_probabilities()}
+               if "target" in self.identity else {}),
+        }
+
+    def target_probabilities(self) -> dict[str, Any]:
+        """Where the target's p of the sampling draft's rows came from (target_probs.py)."""
+        return {
+            "teacher_forced": {"target": self.identity["target"], "rows": self.teacher_forced},
+            "engine_logprobs": {"rows": self.sampling_draft - self.teacher_forced},
         }
 
 
@@ -144,6 +155,7 @@ def pool(run: str, drafts: list[DraftScore], selection: Selection, ks: list[int]
             draft.retokenized += bool(line["retokenized"])
             draft.temperatures.add(line.get("temperature", 0.0))  # older rows: greedy only
             draft.sampling_draft += isinstance(outcome, Accept)
+            draft.teacher_forced += line.get("target_probs") == TEACHER_FORCED
         draft.groups = dict(sorted(draft.groups.items(), key=lambda kv: (kv[0] == OVERALL, kv[0])))
     return ScoreReport(run, selection.by, ks, selection.per_group, selection.seed, drafts,
                        invalid, selection.split_json())  # fmt: skip

@@ -50,6 +50,7 @@ def row_line(row: TokenRow, outcome: Outcome) -> dict[str, Any]:
         "first_miss": miss if miss >= 0 else None,
         "tau": [round(steps_of(outcome, k).tau, 4) for k in range(1, TAU_K + 1)],
         **to_fields(outcome),
+        **({"target_probs": row.target_probs} if row.target_probs else {}),
     }
 
 

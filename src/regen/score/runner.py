@@ -89,6 +89,8 @@ def score_run(
             "chat_template": settings.chat_template,
             "template_tokens": settings.template_tokens,
         }
+        if hasattr(draft, "target_identity"):  # --target-model (target_probs.py)
+            identity["target"] = draft.target_identity
         rows = RowsFile(folder_for(score_dir, draft.name, identity), identity)
         scan = _Pass(rows, on_row)
         try:

@@ -3,6 +3,7 @@ then per-position acceptance and accepted-run histograms at the largest k asked 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from regen.score.report import FEW_STEPS, ScoreReport
@@ -15,6 +16,7 @@ def render_text(report: ScoreReport) -> str:
     for draft in data["drafts"]:
         when = "  (scored by an earlier regen score)" if draft["earlier"] else ""
         head = f"draft {draft['name']}  ({draft['rows_file']}){when}\n{_estimate(draft)}"
+        head += _target(draft.get("target_probabilities"))
         out += ["", head, *_table(draft, data["k"]), *_steps(draft, data["k"])]
         out += _detail(draft, max(data["k"]))
         out += skipped_lines(draft)
@@ -140,3 +142,17 @@ def _counters(counters: dict[str, dict[str, int]]) -> list[str]:
         out.append(f"  {name}: drafts {c['num_drafts']}, draft tokens {c['num_draft_tokens']}, "
                    f"accepted {c['num_accepted_tokens']}, per position {per_pos}")  # fmt: skip
     return out
+
+
+def _target(probs: dict[str, Any] | None) -> str:
+    """Where the target's probabilities came from, with --target-model (target_probs.py)."""
+    if probs is None:
+        return ""
+    gguf = Path(probs["teacher_forced"]["target"].removeprefix("gguf:").rsplit(":", 2)[0]).name
+    return (f"\ntarget probabilities: a teacher-forced pass of {gguf} for "
+            f"{_whole(probs['teacher_forced']['rows'])}, the engine's logprobs for "
+            f"{_whole(probs['engine_logprobs']['rows'])}")  # fmt: skip
+
+
+def _whole(rows: int) -> str:
+    return f"{rows} row" + ("" if rows == 1 else "s")

@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     from regen.score.outcome import Outcome
 
 
+TEACHER_FORCED = "teacher-forced"  # the target's logprobs came from score's own pass of it
+
+
 @dataclass(frozen=True)
 class TokenRow:
     """One row to score: `ids` is prompt + answer, the answer being ids[start:]."""
@@ -32,6 +35,7 @@ class TokenRow:
     retokenized: bool
     drawn: DrawnAt = GREEDY_DEFAULT
     logprobs: list[float] | None = None  # the target's, one per answer token (--logprobs)
+    target_probs: str | None = None  # TEACHER_FORCED: `logprobs` are the target's own pass's
 
     @property
     def label(self) -> str:
