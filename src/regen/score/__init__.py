@@ -14,6 +14,8 @@ Modules:
                    (dflash_draft.py), the last two on hidden_draft.py and spec_weights.py;
                    hf_target.py the target's hidden states they read
     vocab.py       a draft must share the target's vocabulary
+    sampled.py     acceptance at the answers' temperature, from the target's p and the draft's q
+    target_probs.py  p from the target's own pass (--target-model), when the run kept none
     results.py     the per-row results file: the resume ledger and export's input
     report.py      pooled per group; table.py renders it; compare.py pairs two scores
     runner.py      the library entry point

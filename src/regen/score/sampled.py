@@ -21,7 +21,8 @@ What each engine returns as a logprob (`KINDS`):
     sglang    after temperature, before top-k/top-p (sglang/srt/layers/sampler.py; unless
               SGLANG_RETURN_ORIGINAL_LOGPROB is set), so it is the drawn one without truncation
     llamacpp  llama-cpp-python: the raw model's (llama.py logits_to_logprobs over its scores),
-              the drawn one only at temperature 1 without truncation
+              the drawn one only at temperature 1 without truncation (score --target-model
+              recomputes the drawn one: target_probs.py)
 """
 
 from __future__ import annotations
