@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from regen.errors import ConfigError, InputError
+from regen.score.hidden_draft import HiddenStateDraft
 from regen.score.llama_draft import DEFAULT_CONTEXT, GGUFRecipe, LlamaDraft
 from regen.score.sampled import ROWS_AT_ONCE, DrawnAt, drawn_logprobs
 from regen.score.tokens import TEACHER_FORCED, Sink, TokenRow
@@ -232,6 +233,4 @@ def _samples_gguf(drafts: list[Any]) -> bool:
 
 
 def _reads_hidden_states(drafts: list[Any]) -> bool:
-    from regen.score.hidden_draft import HiddenStateDraft  # torch only when asked for
-
     return any(isinstance(d, HiddenStateDraft) for d in drafts)
