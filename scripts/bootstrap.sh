@@ -117,6 +117,9 @@ if [ "$mode" != demo ] && [ "$(cat "$stamp")" != "dev $key" ]; then
   # [issue 11, export tests] the trainers' own data loaders, without their GPU stacks (sglang, vllm):
   .venv/bin/pip install --quiet --no-deps 'specforge==0.2.0' 'speculators==0.9.0' 'hs-connectors==0.9.0' \
     'llamafactory==0.9.5' 'axolotl==0.19.0'
+  # [issue 48] speculators' converter (score --draft on a SpecForge checkpoint) logs with loguru,
+  # which the --no-deps line above leaves out; pure Python, nothing else the converter lacks
+  .venv/bin/pip install --quiet 'loguru==0.7.3'
   printf '%s' "dev $key" >"$stamp"
 fi
 

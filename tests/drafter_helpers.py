@@ -13,6 +13,7 @@ counts (the first answer token is the prefill's; a draft past the answer's end i
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -52,7 +53,7 @@ def truncated_draft(target: Path, out: Path, blocks: int) -> Path:
 
 
 def eagle3_head(target: Path, out: Path, layers: Sequence[int], rows: Sequence[list[int]],
-                seed: int = 0) -> Path:  # fmt: skip
+                seed: int = 0, rope_theta: float = 10000.0) -> Path:  # fmt: skip
     """A one-layer EAGLE-3 head in speculators' format, random but for its lm_head, fitted in
     closed form on `rows` (token ids): each draft token's row is the mean of the head's own
     first-step features where it is the token to draft (a nearest-centroid readout). Its
@@ -72,7 +73,7 @@ def eagle3_head(target: Path, out: Path, layers: Sequence[int], rows: Sequence[l
         vocab_size=tc.vocab_size, hidden_size=tc.hidden_size, intermediate_size=256,
         num_hidden_layers=1, num_attention_heads=tc.num_attention_heads,
         num_key_value_heads=tc.num_key_value_heads, rms_norm_eps=tc.rms_norm_eps,
-        max_position_embeddings=tc.max_position_embeddings,
+        max_position_embeddings=tc.max_position_embeddings, rope_theta=rope_theta,
     )  # fmt: skip
     layer._attn_implementation = "eager"
     kept = _draft_vocab(rows, tc.vocab_size)
@@ -309,3 +310,25 @@ def dflash_proposer(head: Any, target: Any, layers: Sequence[int]) -> Propose:
         return [t if head.d2t is None else t + int(head.d2t[t]) for t in tokens]
 
     return propose
+
+
+def specforge_eagle3(head: Path, out: Path, layers: Sequence[int]) -> Path:
+    """The speculators EAGLE-3 head in folder `head` as SpecForge 0.2.0 saves one
+    (LlamaForCausalLMEagle3): a LlamaConfig with draft_vocab_size and the layers as output
+    indices under eagle_config, saved by this transformers (rope under rope_parameters); the
+    weights with the layer under midlayer.* and none of the target's (verifier_*)."""
+    from safetensors.torch import load_file, save_file
+    from transformers import LlamaConfig
+
+    spec = json.loads((head / "config.json").read_text())
+    layer = {k: v for k, v in spec["transformer_layer_config"].items()
+             if k not in ("architectures", "model_type", "transformers_version")}  # fmt: skip
+    config = LlamaConfig(**layer, draft_vocab_size=spec["draft_vocab_size"],
+                         eagle_config={"eagle_aux_hidden_state_layer_ids":
+                                       [i - 1 for i in layers]})  # fmt: skip
+    config.architectures = ["LlamaForCausalLMEagle3"]
+    config.save_pretrained(str(out))
+    state = load_file(str(head / "model.safetensors"))
+    save_file({k.replace("layers.0.", "midlayer.", 1): v for k, v in state.items()
+               if not k.startswith("verifier_")}, str(out / "model.safetensors"))  # fmt: skip
+    return out

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -32,6 +33,7 @@ from drafter_helpers import (
     eagle3_proposer,
     hf_proposer,
     loop_tau,
+    specforge_eagle3,
     stored_rows,
     target_dir,
     truncated_draft,
@@ -130,6 +132,32 @@ def test_an_eagle3_head_is_scored_along_its_own_chain_as_a_real_loop_accepts(run
     forced_tau = sum(s.tokens for s in forced) / sum(s.steps for s in forced)
     chained = report["groups"]["(overall)"]["by_k"][3]["tau"]["value"]
     assert chained < 0.9 * forced_tau, (chained, forced_tau)
+
+
+def test_a_specforge_eagle3_head_is_converted_and_scored_as_its_speculators_twin(
+        run, encoder, target, tmp_path):  # fmt: skip
+    # not rope's default theta: the converter must read it where transformers 5 saves it
+    head = eagle3_head(target, tmp_path / "eagle3", LAYERS, run_ids(run), rope_theta=1e5)
+    folder = specforge_eagle3(head, tmp_path / "specforge-eagle3", LAYERS)
+    settings = CheckpointSettings(str(target), depth=4)
+    reports, temp = {}, Path(tempfile.gettempdir())
+    before = set(temp.glob("regen-specforge-*"))
+    for name in (head, folder):
+        draft = open_draft(str(name), threads=1, checkpoint=settings)
+        try:
+            rope = draft.model.rotary_emb.inv_freq.tolist()
+            reports[name.name] = (score(run, draft, encoder), draft.notes, rope)
+        finally:
+            draft.close()
+    (twin, _, rope), (converted, notes, its_rope) = reports["eagle3"], reports["specforge-eagle3"]
+    assert its_rope == rope  # near-uniform random attention would not show a wrong theta
+    assert notes[0] == ("specforge-eagle3: converted from SpecForge's format "
+                        "(LlamaForCausalLMEagle3) with speculators' converter")  # fmt: skip
+    assert "target layers 2, 15, 30 as input indices" in notes[1]  # its 1, 14, 29 shifted
+    assert converted["name"] == "specforge-eagle3"
+    assert set(temp.glob("regen-specforge-*")) == before  # the converted copy is removed
+    for k in (1, 3):  # the same head, so the same chains: the loop's (the EAGLE-3 test above)
+        assert taus(converted, k) == pytest.approx(taus(twin, k), rel=1e-9), k
 
 
 def test_a_dflash_drafter_scores_its_blocks_as_a_real_loop_accepts(run, encoder, target,

@@ -3,10 +3,12 @@
     speculators_model_type "eagle3"     an EAGLE-3 head in speculators' format (eagle3_draft.py)
     speculators_model_type "dflash"     a DFlash block drafter in speculators' format
                                         (dflash_draft.py)
+    architectures "...Eagle3"           a SpecForge EAGLE-3 head (LlamaForCausalLMEagle3),
+                                        converted by speculators' converter (specforge_ckpt.py)
     architectures "...ForCausalLM"      a draft model sharing the target's tokenizer (hf_draft.py)
 
 Other speculators kinds (DSpark, MTP, ...) and other trainers' formats are refused with what
-to do; SpecForge's EAGLE-3 folders name an architecture such as LlamaForCausalLMEagle3.
+to do.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 import orjson
 
 from regen.errors import ConfigError
+from regen.score.specforge_ckpt import is_specforge_eagle3
 
 
 def read_config(path: Path) -> dict[str, Any]:
@@ -36,7 +39,8 @@ def read_config(path: Path) -> dict[str, Any]:
 
 
 def kind_of(path: Path, config: dict[str, Any]) -> str:
-    """"eagle3", "dflash" or "causal-lm"; ConfigError for a drafter `score` cannot run."""
+    """"eagle3", "dflash", "specforge-eagle3" or "causal-lm"; ConfigError for a drafter
+    `score` cannot run."""
     spec_type = config.get("speculators_model_type")
     architectures = [str(a) for a in config.get("architectures") or []]
     if spec_type in ("eagle3", "dflash"):
@@ -48,6 +52,8 @@ def kind_of(path: Path, config: dict[str, Any]) -> str:
             hint="serve it and use --replay-servers URL, or --from-engine on a run the "
             "speculating fleet generated",
         )
+    if is_specforge_eagle3(architectures):
+        return "specforge-eagle3"
     if any("eagle" in a.lower() for a in architectures):
         raise ConfigError(
             f"--draft {path}: an EAGLE checkpoint in another trainer's format "
@@ -73,6 +79,10 @@ def open_checkpoint(path: Path, *, threads: int, target: str | None, depth: int)
         from regen.score.eagle3_draft import Eagle3Draft
 
         return Eagle3Draft(path, threads=threads, target=target, depth=depth)
+    if kind == "specforge-eagle3":
+        from regen.score.specforge_ckpt import open_specforge
+
+        return open_specforge(path, config, threads=threads, target=target, depth=depth)
     if kind == "dflash":
         from regen.score.dflash_draft import DFlashDraft
 

@@ -35,11 +35,12 @@ from regen.score.tokens import Sink, TokenRow
 class Eagle3Draft(HiddenStateDraft):
     kind = "eagle3"
 
-    def __init__(self, path: Path, *, threads: int, target: str | None, depth: int) -> None:
+    def __init__(self, path: Path, *, threads: int, target: str | None, depth: int,
+                 source: Path | None = None) -> None:  # fmt: skip
         from speculators.models.eagle3 import Eagle3DraftModel, Eagle3SpeculatorConfig
 
         config = Eagle3SpeculatorConfig.from_pretrained(str(path))
-        super().__init__(path, config, threads=threads, target=target)
+        super().__init__(path, config, threads=threads, target=target, source=source)
         self.depth = depth
         # speculators' own default when the checkpoint names none (models/utils.py)
         blocks = self.target_blocks

@@ -24,10 +24,13 @@ from regen.score.vocab import check_vocab
 class HiddenStateDraft:
     kind = ""  # in the identity: "eagle3", "dflash"
 
-    def __init__(self, path: Path, config: Any, *, threads: int, target: str | None) -> None:
+    def __init__(self, path: Path, config: Any, *, threads: int, target: str | None,
+                 source: Path | None = None) -> None:  # fmt: skip
         """`config`: the checkpoint's speculators config (its verifier names the default
-        target); `target`: --target-model."""
-        self.path, self.name, self.what = path, path.name, f"--draft {path}"
+        target); `target`: --target-model; `source`: the folder the user named, when `path`
+        is a conversion of it (specforge_ckpt.py) that is gone once the weights are loaded."""
+        self.path, self.source = path, source or path
+        self.name, self.what = self.source.name, f"--draft {self.source}"
         named = config.speculators_config.verifier.name_or_path
         self.target_dir = target_folder(target, named, self.what)
         self.target = load_causal_lm(self.target_dir, threads, self.what)
@@ -57,8 +60,8 @@ class HiddenStateDraft:
         return f"{self.name}: {what}, {layers}; hidden states from {self.target_dir}"
 
     def identity_of(self, *extra: str) -> str:
-        newest = max(f.stat().st_mtime_ns for f in self.path.iterdir() if f.is_file())
-        return ":".join([self.kind, str(self.path.resolve()), str(newest),
+        newest = max(f.stat().st_mtime_ns for f in self.source.iterdir() if f.is_file())
+        return ":".join([self.kind, str(self.source.resolve()), str(newest),
                          f"target={self.target_dir.resolve()}", *extra])  # fmt: skip
 
     def check(self, tok: Any) -> None:
