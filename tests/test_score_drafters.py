@@ -160,6 +160,22 @@ def test_a_specforge_eagle3_head_is_converted_and_scored_as_its_speculators_twin
         assert taus(converted, k) == pytest.approx(taus(twin, k), rel=1e-9), k
 
 
+def test_a_specforge_head_without_target_model_or_with_a_raw_state_head_is_refused(tmp_path):
+    import json
+
+    folder = tmp_path / "sf"
+    folder.mkdir()
+    config = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama"}
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ConfigError) as err:  # SpecForge's config names no target
+        open_draft(str(folder))
+    assert "does not name the target" in err.value.message and "--target-model" in err.value.hint
+    (folder / "config.json").write_text(json.dumps({**config, "norm_output": False}))
+    with pytest.raises(ConfigError) as err:
+        open_draft(str(folder), checkpoint=CheckpointSettings("embedded"))
+    assert "norm_output false" in err.value.message
+
+
 def test_a_dflash_drafter_scores_its_blocks_as_a_real_loop_accepts(run, encoder, target,
                                                                   tmp_path):  # fmt: skip
     folder = dflash_head(target, tmp_path / "dflash", LAYERS, run_ids(run), block=4)
