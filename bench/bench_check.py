@@ -34,7 +34,7 @@ from pathlib import Path
 import orjson
 
 from regen.check import CheckReport, Encoder, StatOptions, check_completions, check_run
-from regen.check.record import Completion
+from regen.finished.record import Completion
 
 try:  # imported before any timing: it loads the executors (and generate's modules) once
     from regen.executors.pool import workers_for

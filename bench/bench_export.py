@@ -25,10 +25,10 @@ from pathlib import Path
 
 from bench_check import cpu_seconds, default_tokenizer, synthetic
 from regen.check import Encoder
-from regen.check.record import Completion
-from regen.check.render import generation_prompt
 from regen.export import Filters, export_run, make_format
 from regen.export.publish import Publish, finish
+from regen.finished.record import Completion
+from regen.finished.render import generation_prompt
 from regen.jsonio import dumps_line
 
 try:  # imported before any timing: it loads the executors (and generate's modules) once

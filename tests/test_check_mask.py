@@ -10,9 +10,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "check"))
 import checkfix
 
-from regen.check.encode import Encoder
-from regen.check.record import Completion
 from regen.errors import ConfigError, InputError
+from regen.finished.encode import Encoder
+from regen.finished.record import Completion
 
 WEATHER_TOOL = {"type": "function", "function": {"name": "get_weather", "parameters": {}}}
 CALL = {"id": "c1", "type": "function",

@@ -17,10 +17,10 @@ sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "check"))
 import checkfix
 
 from regen.check.content import echo_prompt, echo_system, prefix_key, words_prefix
-from regen.check.mask import TokenOffsets, _Starts, tokenize_all
-from regen.check.record import Completion
 from regen.export.merge import content_key
 from regen.export.work import as_arrays, int64_array
+from regen.finished.mask import TokenOffsets, _Starts, tokenize_all
+from regen.finished.record import Completion
 
 PIECES = ["word", "naïve", "漢字", "😀", "a" * 40, " ", "  ", "\n", "\t", "\n\n ", "<|im_end|>"]
 

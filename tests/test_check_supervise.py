@@ -16,9 +16,9 @@ from click.testing import CliRunner
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "check"))
 import checkfix
 
-from regen.check.encode import Encoder
-from regen.check.record import Completion
 from regen.cli import main
+from regen.finished.encode import Encoder
+from regen.finished.record import Completion
 
 SOURCE_1 = "Hello! How can I help?"
 SOURCE_2 = "Berlin is the capital of Germany."

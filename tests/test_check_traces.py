@@ -12,9 +12,9 @@ import checkfix
 import pytest
 from click.testing import CliRunner
 
-from regen.check.encode import Encoder
-from regen.check.record import Completion
 from regen.cli import main
+from regen.finished.encode import Encoder
+from regen.finished.record import Completion
 from regen.prepare.formats.function_calling import FunctionCalling
 from regen.tool_trace import trace_faults
 from test_check_rules import WEATHER, call, check, failed

@@ -14,10 +14,10 @@ from click.testing import CliRunner
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "check"))
 import checkfix
 
-from regen.check.encode import Encoder
 from regen.cli import main
 from regen.export import Filters, export_run, make_format
 from regen.export.files import MARKER
+from regen.finished.encode import Encoder
 
 WEATHER_TOOL = {"type": "function", "function": {"name": "get_weather", "parameters": {}}}
 

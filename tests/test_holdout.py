@@ -17,7 +17,7 @@ import checkfix
 
 from gen_helpers import read_lines, run
 from regen.cli import main
-from regen.score.holdout import Holdout
+from regen.finished.holdout import Holdout
 
 SIZES = {"code": 10, "chat": 20, "math": 7}  # F=0.2: 2, 4 and 1.4 -> 7 of 37 in all
 

@@ -1,4 +1,4 @@
-"""Stored token ids read straight into arrays (check/id_arrays.py): the values are those JSON
+"""Stored token ids read straight into arrays (finished/id_arrays.py): the values are those JSON
 gives, the lines it does not take are parsed whole, and an export to Parquet reads a run's
 lines that way and writes the same bytes as from the lines parsed whole."""
 
@@ -17,11 +17,12 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "check"))
 import checkfix
 
-from regen.check import Encoder, id_arrays
-from regen.check.id_arrays import int_array, loads_with_id_arrays
+from regen.check import Encoder
 from regen.check.work import parse
 from regen.executors.pool import LocalWorkers
 from regen.export import Filters, export_run, make_format
+from regen.finished import id_arrays
+from regen.finished.id_arrays import int_array, loads_with_id_arrays
 from regen.parallel import InProcess
 from regen.records import Completion, RecordMeta, TokenIds, Usage, encode_line
 from test_stored_ids import records

@@ -15,10 +15,10 @@ from click.testing import CliRunner
 from regen.check import Encoder
 from regen.cli import main
 from regen.embedded_model import default_model_path
+from regen.finished.score_rows import read_rows
 from regen.score import ScoreSettings, score_run
 from regen.score.llama_draft import LlamaDraft
 from regen.score.ngram import NgramDraft, NgramSettings
-from regen.score.results import read_rows
 from regen.score.rows import Selection
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -304,7 +304,7 @@ def test_logprobs_that_do_not_line_up_skip_a_row_only_for_a_draft_that_reads_the
     """A re-tokenised answer with a logprob count of its own (the engine split it otherwise):
     a GGUF draft, which samples against those logprobs, cannot score it; the n-gram draft
     reads none and scores it on its tokens."""
-    from regen.check.record import Completion
+    from regen.finished.record import Completion
     from regen.score.spread import row_or_skip
     from regen.score.tokens import TokenRow
 

@@ -16,10 +16,10 @@ sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "check"))
 import checkfix
 
 from regen.check import Encoder, StatOptions, check_run
-from regen.check.record import Completion
-from regen.check.render import template_kwargs
-from regen.check.stored import covered
 from regen.export import Filters, export_run, make_format
+from regen.finished.record import Completion
+from regen.finished.render import template_kwargs
+from regen.finished.stored import covered
 
 
 def engine_ids(tok, rec: dict) -> dict:

@@ -15,8 +15,8 @@ sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "check"))
 import checkfix
 
 from regen import tokenizer_cache
-from regen.check.encode import Encoder
-from regen.check.record import Completion
+from regen.finished.encode import Encoder
+from regen.finished.record import Completion
 from regen.tokenizer import load_tokenizer
 
 CALL = {"id": "c1", "type": "function",

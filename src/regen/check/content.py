@@ -13,7 +13,7 @@ import orjson
 import xxhash
 
 from regen.chat import no_user_text
-from regen.check.record import Completion
+from regen.finished.record import Completion
 from regen.tool_trace import trace_faults
 
 LOOP_MIN_CHARS = 1024  # shorter texts cannot hold a loop worth flagging

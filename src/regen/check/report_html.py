@@ -10,11 +10,11 @@ from html import escape
 from typing import Any
 
 from regen import __version__
-from regen.check.charts import bars_svg, histogram_svg, lengths_by_source_svg
-from regen.check.record import sample_label
 from regen.check.report_text import by_sample
 from regen.check.runner import CheckReport
 from regen.check.show import render_sample
+from regen.finished.charts import bars_svg, histogram_svg, lengths_by_source_svg
+from regen.finished.record import sample_label
 from regen.run.status import model_of
 
 STYLE = """

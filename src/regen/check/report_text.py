@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from regen.check.record import sample_label
 from regen.check.runner import CheckReport
+from regen.finished.record import sample_label
 
 
 def render_text(report: CheckReport) -> str:

@@ -13,13 +13,13 @@ from typing import IO
 
 import orjson
 
-from regen.check.encode import Encoder
-from regen.check.record import Completion
 from regen.check.sample import SampleResult
 from regen.check.stats import StatOptions
 from regen.check.tally import CheckReport, Shown, Tally
 from regen.check.work import CheckJob, check_lines
 from regen.errors import ConfigError, InputError
+from regen.finished.encode import Encoder
+from regen.finished.record import Completion
 from regen.parallel import Workers, flat_map_with_rows
 from regen.storage import open_store
 

@@ -12,8 +12,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from regen.check.content import answer_key, content_flags, prefix_key
-from regen.check.mask import Encoded
-from regen.check.record import Completion, Ids, same_ids
+from regen.finished.mask import Encoded, is_degenerate
+from regen.finished.record import Completion, Ids, same_ids
 
 PREFIX_CHARS = 40
 
@@ -100,17 +100,6 @@ def result_of(
 def _answer_tokens(completion: Completion, re_tokenised: int) -> int:
     counted = completion.final_answer_tokens
     return re_tokenised if counted is None else counted
-
-
-def is_degenerate(answer_empty: bool, enc: Encoded | None, degenerate_at: int) -> bool:
-    """An empty answer, or an empty answer wrapped in template tokens: a mask of at most
-    `degenerate_at` tokens of which the model's own text is less than half. A short real
-    answer ("4817" with thinking off) is not degenerate."""
-    if answer_empty or enc is None:
-        return answer_empty
-    start, end = enc.final_generated
-    own_start, own_end = enc.final_own
-    return enc.mask_sum <= degenerate_at and (own_end - own_start) * 2 < end - start
 
 
 def failed(completion: Completion, kind: str, message: str) -> SampleResult:

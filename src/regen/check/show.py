@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from regen.check.mask import Encoded
-from regen.check.record import Completion
+from regen.finished.mask import Encoded
+from regen.finished.record import Completion
 
 OPEN, CLOSE = "⟦", "⟧"  # marks supervised runs when colour is off (pipes, files)
 

@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import IO, Any
 
 from regen.check.composition import Composition, compare
-from regen.check.encode import Encoder
-from regen.check.mask import Encoded
-from regen.check.record import Completion
 from regen.check.rules import Outcome, judge
 from regen.check.sample import SampleResult
 from regen.check.stats import Group, StatOptions, sample_flags
 from regen.errors import ConfigError
+from regen.finished.encode import Encoder
+from regen.finished.mask import Encoded
+from regen.finished.record import Completion
 from regen.jsonio import dumps_line
 
 ERROR_EXAMPLES = 20

@@ -3,7 +3,7 @@
 Everything here depends on the sample alone, so it runs in any worker (`regen.parallel`);
 what depends on all samples (duplicates, the counts, the verdict) is folded in read order by
 `Tally` in the calling process. With stored token ids the sample is also built from them
-(check/stored.py) and the two must agree: the token_mismatch rule is that guard.
+(finished/stored.py) and the two must agree: the token_mismatch rule is that guard.
 """
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ from typing import Any
 
 import orjson
 
-from regen.check.encode import Encoder
-from regen.check.id_arrays import loads_with_id_arrays
-from regen.check.mask import Encoded
-from regen.check.record import Completion
 from regen.check.sample import SampleResult, failed, invalid, result_of
-from regen.check.stored import agrees
 from regen.errors import InputError
+from regen.finished.encode import Encoder
+from regen.finished.id_arrays import loads_with_id_arrays
+from regen.finished.mask import Encoded
+from regen.finished.record import Completion
+from regen.finished.stored import agrees
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from regen.export.files import JSONL_MB, MARKER
 from regen.export.formats import FORMATS
 from regen.export.hub_push import Push
 from regen.export.publish import Publish, finish
-from regen.score.holdout import Holdout
+from regen.finished.holdout import Holdout
 from regen.storage import require_runs
 from regen.storage.destination import Destination
 

@@ -11,13 +11,13 @@ from regen.cli.paths import InputPath, OutputPath
 from regen.cli.rowbar import row_progress
 from regen.cli.worker_options import worker_options, workers_of
 from regen.errors import ConfigError
+from regen.finished.holdout import ALL, HOLDOUT, SPLITS, Holdout
 from regen.fleet.openai_env import resolve_api_key
 from regen.score import ScoreSettings, score_folder, score_run, score_where, write_report
 from regen.score.compare import parse_ks
 from regen.score.drafts import CheckpointSettings, open_drafts, require_a_draft
 from regen.score.engine import FOLDER as ENGINE_FOLDER
 from regen.score.engine import engine_report
-from regen.score.holdout import ALL, HOLDOUT, SPLITS, Holdout
 from regen.score.ngram import ngram_settings
 from regen.score.replay import FOLDER as REPLAY_FOLDER
 from regen.score.replay import ReplayFleet, replay_report

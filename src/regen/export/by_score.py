@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from regen.check.record import Completion, SampleKey, key_of
 from regen.errors import ConfigError
-from regen.score import score_json_of
-from regen.score.results import draft_rows_file, read_rows
+from regen.finished.record import Completion, SampleKey, key_of
+from regen.finished.score_place import score_json_of
+from regen.finished.score_rows import draft_rows_file, read_rows
 
 ORDERS = ("as-read", "hard-first")
 

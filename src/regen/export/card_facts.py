@@ -16,8 +16,8 @@ from typing import Any
 
 from regen import __version__
 from regen.errors import ConfigError
+from regen.finished.score_place import score_json_of
 from regen.jsonio import is_file, read_json
-from regen.score import score_json_of
 from regen.storage import open_store
 
 UNKNOWN = "unknown"

@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 from regen.errors import ConfigError
 from regen.jsonio import atomic_write_json, dumps_line, iter_jsonl
 
-SPLITS = ("train", "validation", "holdout")  # holdout: score/holdout.py
+SPLITS = ("train", "validation", "holdout")  # holdout: finished/holdout.py
 FILE_TYPES = ("jsonl", "parquet")
 ROW_GROUP = 1000
 SHARD_BYTES = 256 * 2**20

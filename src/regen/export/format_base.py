@@ -6,9 +6,9 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
-from regen.check.mask import Encoded
-from regen.check.record import Completion, SampleKey, key_of
 from regen.errors import ConfigError
+from regen.finished.mask import Encoded
+from regen.finished.record import Completion, SampleKey, key_of
 
 REASONING_MODES = ("inline", "field", "drop")
 ONE_FILE = "train-00000-of-00001.jsonl"  # how a train split of one file is named

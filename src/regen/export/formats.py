@@ -22,12 +22,12 @@ from __future__ import annotations
 from itertools import pairwise
 from typing import Any
 
-from regen.check.mask import Encoded
-from regen.check.record import Completion
 from regen.errors import ConfigError
 from regen.export.format_base import REASONING_MODES, Format, inline_reasoning, named
 from regen.export.openai_batch import OpenAIBatch
 from regen.export.sharegpt import ShareGPTAxolotl, ShareGPTLlamaFactory
+from regen.finished.mask import Encoded
+from regen.finished.record import Completion
 
 
 class SpecForge(Format):

@@ -1,5 +1,5 @@
 """`export --holdout F`: the held-out split drawn over the runs, as `score --holdout` draws it
-(regen.score.holdout), and what export refuses or warns about it."""
+(regen.finished.holdout), and what export refuses or warns about it."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 from regen.check.runner import read_runs
 from regen.errors import ConfigError
 from regen.export.formats import Format
-from regen.score.holdout import HeldOut, Holdout, prompts_of
+from regen.finished.holdout import HeldOut, Holdout, prompts_of
 from regen.storage import open_store
 
 

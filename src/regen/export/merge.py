@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import xxhash
 
-from regen.check.record import SampleKey, is_ids
+from regen.finished.record import SampleKey, is_ids
 from regen.jsonio import canonical
 
 # not content: the same conversation under two ids (or two samples of one id) is a dupe

@@ -23,9 +23,9 @@ from typing import Any
 
 import xxhash
 
-from regen.check.mask import Encoded
-from regen.check.record import Completion, SampleKey, key_of
 from regen.export.format_base import Format
+from regen.finished.mask import Encoded
+from regen.finished.record import Completion, SampleKey, key_of
 from regen.storage import open_store
 
 MESSAGE_KEYS = ("role", "content", "reasoning_content", "tool_calls")

@@ -6,13 +6,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from regen.check.encode import Encoder
 from regen.errors import ConfigError
 from regen.export import draft_vocab
 from regen.export.card import CardInputs, write_card
 from regen.export.card_facts import template_sha256
 from regen.export.hub_push import Push, push, refuse_unchecked
 from regen.export.summary import ExportSummary
+from regen.finished.encode import Encoder
 from regen.jsonio import read_json
 
 

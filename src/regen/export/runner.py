@@ -10,8 +10,6 @@ from typing import Any
 
 import numpy as np
 
-from regen.check.encode import Encoder
-from regen.check.record import Completion
 from regen.check.runner import read_run_lines
 from regen.check.stats import StatOptions
 from regen.check.tally import Tally
@@ -33,8 +31,10 @@ from regen.export.merge import Deduper
 from regen.export.select import TRAIN, Filters, split_of
 from regen.export.summary import ExportSummary, export_warnings
 from regen.export.work import ExportJob, Prepared, needs_render, prepare_lines
+from regen.finished.encode import Encoder
+from regen.finished.holdout import HeldOut, Holdout
+from regen.finished.record import Completion
 from regen.parallel import Workers, flat_map
-from regen.score.holdout import HeldOut, Holdout
 
 
 def export_run(
@@ -63,7 +63,7 @@ def export_run(
     `merge_into` is it). With an encoder, the check rules (`check_limits`) are judged over the
     rows written (after the filters), from the same encodings; `count_tokens` counts
     supervised token ids (the draft vocabulary). `holdout` writes a `holdout` split of the
-    prompts it draws (score/holdout.py), which `score --holdout` draws again. `out_name`: how
+    prompts it draws (finished/holdout.py), which `score --holdout` draws again. `out_name`: how
     the summary names the export's place (a bucket URL when `out_dir` is its local stand-in).
     `workers` prepare the rows (None: this process); the files are the same bytes whatever
     their number. A JSONL file is closed at `max_file_bytes` (None: one file a split)."""

@@ -6,9 +6,8 @@ from dataclasses import dataclass
 
 import xxhash
 
-from regen.check.mask import Encoded
-from regen.check.record import Completion
-from regen.check.sample import is_degenerate
+from regen.finished.mask import Encoded, is_degenerate
+from regen.finished.record import Completion
 
 TRAIN, EVAL = "train", "validation"  # `validation` is a split name datasets recognises
 

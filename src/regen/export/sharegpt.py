@@ -20,9 +20,9 @@ from typing import Any
 
 import orjson
 
-from regen.check.mask import Encoded
-from regen.check.record import Completion
 from regen.export.format_base import Format, inline_reasoning, named
+from regen.finished.mask import Encoded
+from regen.finished.record import Completion
 
 USER_SIDE, ASSISTANT_SIDE = ("human", "observation"), ("gpt", "function_call")
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import orjson
 
-from regen.check.record import sample_label
 from regen.export.by_score import render_by_score
 from regen.export.format_base import Format
 from regen.export.train_with import bucket_train_with
+from regen.finished.record import sample_label
 from regen.urls import is_url
 
 
@@ -33,7 +33,7 @@ class ExportSummary:
     supervise: str = "regenerated"
     check: dict[str, Any] | None = None  # the check verdict over the same encodings
     by_score: dict[str, Any] | None = None  # kept/dropped per category by regen score's results
-    holdout: dict[str, Any] | None = None  # the held-out split as drawn (score/holdout.py)
+    holdout: dict[str, Any] | None = None  # the held-out split as drawn (finished/holdout.py)
     files: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     how_to_train: str = ""

@@ -14,9 +14,6 @@ from typing import Any
 
 import numpy as np
 
-from regen.check.encode import Encoder
-from regen.check.mask import Encoded
-from regen.check.record import Completion, SampleKey, is_ids
 from regen.check.sample import SampleResult, result_of
 from regen.check.work import parse
 from regen.errors import InputError
@@ -24,6 +21,9 @@ from regen.export.format_base import Format, named
 from regen.export.merge import TOKEN_COLUMNS, content_key
 from regen.export.select import Filters
 from regen.export.summary import TEMPLATE_DROPS
+from regen.finished.encode import Encoder
+from regen.finished.mask import Encoded
+from regen.finished.record import Completion, SampleKey, is_ids
 from regen.jsonio import canonical
 
 

@@ -22,7 +22,7 @@ Modules:
     place.py       where RUN/score lives: beside the run, in a local dir or a bucket
 """
 
-from regen.score.place import score_folder, score_json_of, score_where
+from regen.finished.score_place import score_folder, score_json_of, score_where
 from regen.score.runner import ScoreSettings, score_run, write_report
 
 __all__ = [

@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from regen.check.record import SampleKey, key_of
 from regen.errors import ConfigError
+from regen.finished.record import SampleKey, key_of
+from regen.finished.score_rows import draft_rows_file, read_rows
 from regen.score.accept import Z95
 from regen.score.outcome import Outcome, from_line, steps_of, tokens_of
-from regen.score.results import draft_rows_file, read_rows
 
 
 def parse_ks(spec: str) -> list[int]:

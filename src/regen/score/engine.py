@@ -18,8 +18,8 @@ from typing import Any
 
 import orjson
 
-from regen.check.record import Completion
 from regen.errors import ConfigError, InputError
+from regen.finished.record import Completion
 from regen.jsonio import atomic_write_bytes
 from regen.score.accept import RowSteps, Tally
 from regen.score.report import OVERALL, DraftScore, ScoreReport

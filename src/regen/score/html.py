@@ -10,8 +10,8 @@ from typing import Any
 import orjson
 from matplotlib.figure import Figure
 
-from regen.check.charts import BLUE, _svg
-from regen.score.place import score_json_of, score_where
+from regen.finished.charts import BLUE, _svg
+from regen.finished.score_place import score_json_of, score_where
 
 OVERALL = "(overall)"
 

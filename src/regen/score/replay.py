@@ -20,8 +20,8 @@ from typing import Any
 
 import orjson
 
-from regen.check.record import Completion
 from regen.errors import ConfigError, InputError
+from regen.finished.record import Completion
 from regen.jsonio import atomic_write_bytes
 from regen.run.config import build_config
 from regen.run.generate import generate

@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from regen.check.record import key_of
+from regen.finished.record import key_of
+from regen.finished.score_rows import read_rows
 from regen.score.accept import Tally
 from regen.score.outcome import Accept, from_line
-from regen.score.results import read_rows
 from regen.score.rows import Selection
 from regen.score.tokens import TEACHER_FORCED
 

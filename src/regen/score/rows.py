@@ -14,9 +14,9 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from regen.check.record import Completion, SampleKey
 from regen.errors import ConfigError, InputError
-from regen.score.holdout import ALL, SPLITS, HeldOut, Holdout, prompts_of
+from regen.finished.holdout import ALL, SPLITS, HeldOut, Holdout, prompts_of
+from regen.finished.record import Completion, SampleKey
 from regen.storage import Store
 
 GROUP_BY = ("category", "source", "turns", "length")

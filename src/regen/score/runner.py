@@ -10,15 +10,16 @@ from pathlib import Path
 
 import orjson
 
-from regen.check.encode import Encoder
-from regen.check.record import Completion
 from regen.errors import ConfigError, InputError
+from regen.finished.encode import Encoder
+from regen.finished.record import Completion
+from regen.finished.score_place import SCORE_JSON
+from regen.finished.score_rows import ROWS
 from regen.parallel import Workers, flat_map
 from regen.score.drafts import Draft
 from regen.score.outcome import Outcome
-from regen.score.place import SCORE_JSON
 from regen.score.report import DraftScore, ScoreReport, pool
-from regen.score.results import ROWS, RowsFile, folder_for, row_line, skipped_line
+from regen.score.results import RowsFile, folder_for, row_line, skipped_line
 from regen.score.rows import Selection, completions, pick
 from regen.score.spread import ScoreJob, row_or_skip, score_rows
 from regen.score.tokens import TokenRow

@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Union
 
-from regen.check.encode import Encoder
-from regen.check.record import Completion
 from regen.errors import InputError
+from regen.finished.encode import Encoder
+from regen.finished.record import Completion
 from regen.score.results import skipped_line
 from regen.score.rows import groups_of
 from regen.score.tokens import TokenRow, token_row

@@ -11,9 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from regen.check.encode import Encoder
-from regen.check.record import Completion, sample_label
 from regen.errors import InputError
+from regen.finished.encode import Encoder
+from regen.finished.record import Completion, sample_label
 from regen.score.sampled import GREEDY_DEFAULT, DrawnAt, drawn_at
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from regen.score.results import ROWS
+from regen.finished.score_rows import ROWS
 from regen.storage import LocalStore, Store, open_store
 from regen.storage.destination import Destination
 from regen.storage.publish import fetch_folder, worked_locally

@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from regen.check.record import Completion
 from regen.errors import InputError
+from regen.finished.record import Completion
 
 TEMPLATE_TOKENS = ("train", "context")
 

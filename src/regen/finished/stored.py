@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from regen.check.mask import Encoded
-from regen.check.record import Completion, Ids, is_ids, same_ids
-from regen.check.render import PROBE, template_kwargs
 from regen.errors import InputError
+from regen.finished.mask import Encoded
+from regen.finished.record import Completion, Ids, is_ids, same_ids
+from regen.finished.render import PROBE, template_kwargs
 
 
 @dataclass(frozen=True)

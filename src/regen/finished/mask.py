@@ -24,9 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from regen.check.record import Ids
-from regen.check.render import Rendered
 from regen.errors import InputError
+from regen.finished.record import Ids
+from regen.finished.render import Rendered
 
 
 @dataclass(frozen=True)
@@ -38,10 +38,10 @@ class Encoded:
     text: str
     final_own: tuple[int, int] = (0, 0)  # token range of the final turn's own text
     unterminated: int = 0  # assistant turns whose supervised span ends on no special token
-    flags: tuple[str, ...] = ()  # template checks this sample fails (check/template.py)
+    flags: tuple[str, ...] = ()  # template checks this sample fails (finished/template.py)
     source_turns: int = 0  # rendered assistant turns the target did not write
     source_supervised: int = 0  # of those, the ones in the mask (only with supervise="all")
-    stored: bool = False  # built from the stored ids (check/stored.py), not tokenised
+    stored: bool = False  # built from the stored ids (finished/stored.py), not tokenised
 
     @property
     def mask_sum(self) -> int:
@@ -204,3 +204,14 @@ def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
         else:
             merged.append((start, end))
     return merged
+
+
+def is_degenerate(answer_empty: bool, enc: Encoded | None, degenerate_at: int) -> bool:
+    """An empty answer, or an empty answer wrapped in template tokens: a mask of at most
+    `degenerate_at` tokens of which the model's own text is less than half. A short real
+    answer ("4817" with thinking off) is not degenerate."""
+    if answer_empty or enc is None:
+        return answer_empty
+    start, end = enc.final_generated
+    own_start, own_end = enc.final_own
+    return enc.mask_sum <= degenerate_at and (own_end - own_start) * 2 < end - start

@@ -7,17 +7,17 @@ from dataclasses import dataclass, field, replace
 from itertools import islice
 from typing import Any
 
-from regen.check.mask import Encoded, build_mask, special_ids, tokenize_all
-from regen.check.record import Completion
-from regen.check.render import (
+from regen.errors import ConfigError, InputError
+from regen.finished.mask import Encoded, build_mask, special_ids, tokenize_all
+from regen.finished.record import Completion
+from regen.finished.render import (
     TEMPLATE_TOKENS,
     Rendered,
     generation_prompt,
     render_turns,
 )
-from regen.check.stored import Tail, covered, from_stored_ids, template_tail
-from regen.check.template import no_generation_prompt, template_flags
-from regen.errors import ConfigError, InputError
+from regen.finished.stored import Tail, covered, from_stored_ids, template_tail
+from regen.finished.template import no_generation_prompt, template_flags
 from regen.tokenizer import load_tokenizer
 
 BATCH = 256
@@ -29,8 +29,8 @@ class Encoder:
     tok: Any
     specials: frozenset[int]
     template_tokens: str = "train"
-    supervise: str = "regenerated"  # or "all": see check/mask.py
-    # build a sample from its stored token ids where they cover it (check/stored.py)
+    supervise: str = "regenerated"  # or "all": see finished/mask.py
+    # build a sample from its stored token ids where they cover it (finished/stored.py)
     stored_ids: bool = False
     # the generation prompt and the turn's tail per thinking mode: facts of the template
     _prompts: dict[str, str] = field(default_factory=dict, compare=False, repr=False)

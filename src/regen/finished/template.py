@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import re
 
-from regen.check.mask import Encoded
-from regen.check.record import Completion
-from regen.check.render import Rendered
+from regen.finished.mask import Encoded
+from regen.finished.record import Completion
+from regen.finished.render import Rendered
 
 INLINE_OPENER = re.compile(r"<(think|thinking|reasoning)>")
 
