@@ -18,11 +18,11 @@ sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "check"))
 import checkfix
 
 from regen.check import Encoder
-from regen.check.work import parse
 from regen.executors.pool import LocalWorkers
 from regen.export import Filters, export_run, make_format
 from regen.finished import id_arrays
 from regen.finished.id_arrays import int_array, loads_with_id_arrays
+from regen.finished.read import parse_line
 from regen.parallel import InProcess
 from regen.records import Completion, RecordMeta, TokenIds, Usage, encode_line
 from test_stored_ids import records
@@ -59,7 +59,7 @@ def test_generates_lines_read_as_arrays_give_the_values_json_gives(prompt, answe
     assert fast is not None  # the form generate writes is the one read fast
     assert isinstance(fast["token_ids"]["completion"], np.ndarray)
     assert as_lists(fast) == orjson.loads(line)
-    assert as_lists(parse(line, id_arrays=True).raw) == parse(line).raw
+    assert as_lists(parse_line(line, id_arrays=True).raw) == parse_line(line).raw
 
 
 TOOL = {"type": "function", "function": {"name": "f", "parameters": {"type": "object",
@@ -82,7 +82,7 @@ DECLINED = {
 def test_a_line_in_another_form_is_parsed_whole_to_the_same_values(name):
     line = DECLINED[name].encode()
     assert loads_with_id_arrays(line) is None
-    whole, fast = parse(line), parse(line, id_arrays=True)
+    whole, fast = parse_line(line), parse_line(line, id_arrays=True)
     assert type(whole) is type(fast)
     assert getattr(fast, "raw", fast) == getattr(whole, "raw", whole)
 

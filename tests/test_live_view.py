@@ -11,10 +11,10 @@ from click.testing import CliRunner
 from rich.console import Console
 
 from gen_helpers import write_prompts
-from regen.check.runner import read_runs
 from regen.cli import main
 from regen.cli.rowbar import row_progress
 from regen.display import LiveReporter
+from regen.finished.read import read_runs
 
 CONFIG = {
     "model": "Qwen/Qwen3-8B-2504", "servers": ["http://10.0.0.1:30000"],

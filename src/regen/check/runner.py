@@ -7,7 +7,7 @@ the per-sample file are the same whatever the number of workers.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO
 
@@ -17,38 +17,11 @@ from regen.check.sample import SampleResult
 from regen.check.stats import StatOptions
 from regen.check.tally import CheckReport, Shown, Tally
 from regen.check.work import CheckJob, check_lines
-from regen.errors import ConfigError, InputError
+from regen.errors import InputError
 from regen.finished.encode import Encoder
+from regen.finished.read import read_run_lines
 from regen.finished.record import Completion
 from regen.parallel import Workers, flat_map_with_rows
-from regen.storage import open_store
-
-
-def read_runs(
-    output_dirs: Iterable[str | Path], on_row: Callable[[str], None] | None = None
-) -> Iterator[dict]:
-    """Every finished completion record of one or more `regen generate` output dirs;
-    `on_row(run)` is called for each (a progress bar)."""
-    for line in read_run_lines(output_dirs, on_row):
-        yield orjson.loads(line)
-
-
-def read_run_lines(
-    output_dirs: Iterable[str | Path], on_row: Callable[[str], None] | None = None
-) -> Iterator[bytes]:
-    """The same records as unparsed lines, shard by shard (a bucket's fetched one at a time),
-    for workers that parse them."""
-    for output_dir in output_dirs:
-        store = open_store(output_dir)
-        if not store.shard_names("completions"):
-            raise ConfigError(
-                f"no completion shards under {store.where}/completions",
-                hint="pass the --output-dir of a `regen generate` run",
-            )
-        for line in store.iter_lines("completions"):
-            if on_row is not None:
-                on_row(str(output_dir))
-            yield line
 
 
 def check_lines_of(
@@ -120,4 +93,4 @@ def check_run(
     return report
 
 
-__all__ = ["CheckReport", "Tally", "check_completions", "check_run", "read_runs"]
+__all__ = ["CheckReport", "Tally", "check_completions", "check_run"]

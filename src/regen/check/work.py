@@ -9,15 +9,12 @@ what depends on all samples (duplicates, the counts, the verdict) is folded in r
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
-
-import orjson
 
 from regen.check.sample import SampleResult, failed, invalid, result_of
 from regen.errors import InputError
 from regen.finished.encode import Encoder
-from regen.finished.id_arrays import loads_with_id_arrays
 from regen.finished.mask import Encoded
+from regen.finished.read import Unreadable, parse_line
 from regen.finished.record import Completion
 from regen.finished.stored import agrees
 
@@ -28,20 +25,10 @@ class CheckJob:
     degenerate_at: int
 
 
-def parse(line: bytes, id_arrays: bool = False) -> Completion | SampleResult:
-    """A readable completion, or the result that counts the line as unusable. `id_arrays`:
-    its stored token ids as int64 arrays, not lists (id_arrays.py)."""
-    try:
-        raw: Any = loads_with_id_arrays(line) if id_arrays else None
-        if raw is None:
-            raw = orjson.loads(line)
-    except orjson.JSONDecodeError as exc:
-        err = InputError(f"a completion line is not valid JSON: {exc}", kind="bad_json")
-        return invalid({}, err)
-    try:
-        return Completion.of(raw)
-    except InputError as err:
-        return invalid(raw, err)
+def parse(line: bytes) -> Completion | SampleResult:
+    """A readable completion, or the result that counts the line as unusable."""
+    item = parse_line(line)
+    return invalid(item.raw, item.error) if isinstance(item, Unreadable) else item
 
 
 def check_lines(job: CheckJob, lines: list[bytes]) -> list[tuple[SampleResult, bool]]:

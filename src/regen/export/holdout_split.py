@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from regen.check.runner import read_runs
 from regen.errors import ConfigError
 from regen.export.formats import Format
 from regen.finished.holdout import HeldOut, Holdout, prompts_of
+from regen.finished.read import read_runs
 from regen.storage import open_store
 
 

@@ -10,7 +10,6 @@ from typing import Any
 
 import numpy as np
 
-from regen.check.runner import read_run_lines
 from regen.check.stats import StatOptions
 from regen.check.tally import Tally
 from regen.errors import ConfigError
@@ -33,6 +32,7 @@ from regen.export.summary import ExportSummary, export_warnings
 from regen.export.work import ExportJob, Prepared, needs_render, prepare_lines
 from regen.finished.encode import Encoder
 from regen.finished.holdout import HeldOut, Holdout
+from regen.finished.read import read_run_lines
 from regen.finished.record import Completion
 from regen.parallel import Workers, flat_map
 

@@ -15,7 +15,6 @@ from typing import Any
 import numpy as np
 
 from regen.check.sample import SampleResult, result_of
-from regen.check.work import parse
 from regen.errors import InputError
 from regen.export.format_base import Format, named
 from regen.export.merge import TOKEN_COLUMNS, content_key
@@ -23,6 +22,7 @@ from regen.export.select import Filters
 from regen.export.summary import TEMPLATE_DROPS
 from regen.finished.encode import Encoder
 from regen.finished.mask import Encoded
+from regen.finished.read import parse_line
 from regen.finished.record import Completion, SampleKey, is_ids
 from regen.jsonio import canonical
 
@@ -72,7 +72,7 @@ class Prepared:
 def prepare_lines(job: ExportJob, lines: list[bytes]) -> list[Prepared]:
     # Parquet takes the ids of a sample built from its stored ids as arrays: read them so
     id_arrays = job.columnar and job.encoder is not None and job.encoder.stored_ids
-    parsed = [parse(line, id_arrays) for line in lines]
+    parsed = [parse_line(line, id_arrays) for line in lines]
     completions = [p for p in parsed if isinstance(p, Completion)]
     encoded: list[Encoded | InputError | None] = [None] * len(completions)
     if job.encoder is not None and completions:
@@ -81,7 +81,7 @@ def prepare_lines(job: ExportJob, lines: list[bytes]) -> list[Prepared]:
     out = []
     for item in parsed:
         if not isinstance(item, Completion):
-            out.append(Prepared(dropped=item.error))
+            out.append(Prepared(dropped=item.kind))
             continue
         completion, enc = next(found)
         if isinstance(enc, InputError):

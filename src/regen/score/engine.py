@@ -19,13 +19,13 @@ from typing import Any
 import orjson
 
 from regen.errors import ConfigError, InputError
+from regen.finished.read import open_run
 from regen.finished.record import Completion
 from regen.jsonio import atomic_write_bytes
 from regen.score.accept import RowSteps, Tally
 from regen.score.report import OVERALL, DraftScore, ScoreReport
 from regen.score.rows import Selection, answer_length, completions, groups_of, pick
 from regen.score.sampled import drawn_at
-from regen.storage import open_store
 
 FOLDER = "engine"
 NO_METRICS = "no_engine_metrics"
@@ -45,10 +45,7 @@ def row_steps(spec: dict[str, Any]) -> RowSteps:
 
 
 def engine_report(run: str | Path, selection: Selection, score_dir: Path) -> ScoreReport:
-    store = open_store(run)
-    if not store.shard_names("completions"):
-        raise ConfigError(f"no completion shards under {store.where}/completions",
-                          hint="pass the --output-dir of a `regen generate` run")  # fmt: skip
+    store = open_run(run)
     invalid: Counter = Counter()
 
     def bad(raw: dict, err: InputError) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 import orjson
 
 from regen.errors import ConfigError, InputError
+from regen.finished.read import open_run
 from regen.finished.record import Completion
 from regen.jsonio import atomic_write_bytes
 from regen.run.config import build_config
@@ -103,10 +104,7 @@ def _has_spec_answers(run: Path) -> bool:
 
 
 def _write_prompts(run: str | Path, selection: Selection, path: Path) -> Path:
-    store = open_store(run)
-    if not store.shard_names("completions"):
-        raise ConfigError(f"no completion shards under {store.where}/completions",
-                          hint="pass the --output-dir of a `regen generate` run")  # fmt: skip
+    store = open_run(run)
     lines = [orjson.dumps(_prompt(c)) + b"\n"
              for c in completions(store.iter_records("completions"), _ignore)
              if selection.wants(c.key)]  # fmt: skip

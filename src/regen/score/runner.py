@@ -10,8 +10,9 @@ from pathlib import Path
 
 import orjson
 
-from regen.errors import ConfigError, InputError
+from regen.errors import InputError
 from regen.finished.encode import Encoder
+from regen.finished.read import open_run
 from regen.finished.record import Completion
 from regen.finished.score_place import SCORE_JSON
 from regen.finished.score_rows import ROWS
@@ -23,7 +24,7 @@ from regen.score.results import RowsFile, folder_for, row_line, skipped_line
 from regen.score.rows import Selection, completions, pick
 from regen.score.spread import ScoreJob, row_or_skip, score_rows
 from regen.score.tokens import TokenRow
-from regen.storage import Store, open_store
+from regen.storage import Store
 
 RowHook = Callable[[str], None]
 ROWS_PER_ITEM = 4  # a draft's forward pass per row: a few rows keep every worker busy
@@ -73,12 +74,7 @@ def score_run(
 ) -> ScoreReport:
     """`workers`: who tokenises and runs a draft that can run in a worker (None: this
     process); the rows file is the same whatever their number."""
-    store = open_store(run)
-    if not store.shard_names("completions"):
-        raise ConfigError(
-            f"no completion shards under {store.where}/completions",
-            hint="pass the --output-dir of a `regen generate` run",
-        )
+    store = open_run(run)
     # bad records are counted by each draft's own pass (every pass reads every record)
     selection = pick(store, settings.selection)
     scores, invalid = [], Counter()
