@@ -12,6 +12,7 @@ sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "check"))
 import checkfix
 
 from regen.check import Encoder, StatOptions, check_run
+from regen.check.card import CardCheck
 from regen.executors.pool import LocalWorkers
 from regen.export import Filters, export_run, make_format
 from regen.parallel import InProcess
@@ -51,7 +52,7 @@ def test_a_bucket_run_exports_and_checks_as_its_local_copy(tmp_path, s3_endpoint
         out = tmp_path / name
         summary = export_run([run], out, make_format("tokenized"), encoder=encoder,
                              filters=Filters(drop_truncated=True), eval_fraction=0.2,
-                             file_type="parquet", check_limits={}, workers=workers)  # fmt: skip
+                             file_type="parquet", judge=CardCheck({}), workers=workers)  # fmt: skip
         assert summary.read == 108 and summary.dropped == {"truncated": 4}
         files.append({p.relative_to(out).as_posix(): p.read_bytes()
                       for p in sorted((out / "data").rglob("*.parquet"))})  # fmt: skip

@@ -18,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "check"))
 import checkfix
 
 from regen.check import Encoder
+from regen.check.card import CardCheck
 from regen.executors.pool import LocalWorkers
 from regen.export import Filters, export_run, make_format
 from regen.finished import id_arrays
@@ -114,7 +115,7 @@ def test_an_export_reads_generates_lines_fast_and_writes_the_same_bytes(tmp_path
     for name, (run, workers) in passes.items():
         out = tmp_path / f"out-{name}"
         summary = export_run([run], out, make_format("tokenized"), encoder=encoder,
-                             filters=Filters(), file_type="parquet", check_limits={},
+                             filters=Filters(), file_type="parquet", judge=CardCheck({}),
                              count_tokens=True, workers=workers)  # fmt: skip
         facts = {k: v for k, v in summary.to_json().items() if k not in ("out_dir", "files")}
         summaries[name] = json.dumps(facts).replace(str(run), "RUN")

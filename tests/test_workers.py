@@ -19,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "check"))
 import checkfix
 
 from regen.check import Encoder, StatOptions, check_run
+from regen.check.card import CardCheck
 from regen.check.rules import parse_limits
 from regen.check.work import check_lines
 from regen.executors.pool import LocalWorkers, worker_context, workers_for
@@ -62,7 +63,7 @@ def test_export_writes_the_same_bytes_with_one_or_two_workers(tmp_path, fmt, fil
         out = tmp_path / name
         summary = export_run([run], out, make_format(fmt), encoder=encoder,
                              filters=Filters(drop_truncated=True), eval_fraction=0.3,
-                             file_type=file_type, check_limits={}, count_tokens=True,
+                             file_type=file_type, judge=CardCheck({}), count_tokens=True,
                              workers=workers)  # fmt: skip
         outs.append(files_of(out / "data"))
         summaries.append({k: v for k, v in summary.to_json().items() if k not in SUMMARY_PATHS})
@@ -137,7 +138,7 @@ def test_check_and_export_on_ray_actors_are_one_process(tmp_path):
     here = check_run([run], encoder, StatOptions(), parse_limits(()), workers=InProcess())
     export_run([run], tmp_path / "here", make_format("tokenized"), encoder=encoder,
                filters=Filters(drop_truncated=True), eval_fraction=0.3, file_type="parquet",
-               check_limits={}, workers=InProcess())  # fmt: skip
+               judge=CardCheck({}), workers=InProcess())  # fmt: skip
     ray_tmp = tempfile.mkdtemp(prefix="rt", dir="/tmp")  # short: Ray's socket paths are long
     env = {**os.environ, "RAY_TMPDIR": ray_tmp, "RAY_USAGE_STATS_ENABLED": "0"}
     on_ray = ("--executor", "ray", "--workers", "2")

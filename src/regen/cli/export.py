@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from regen.check import Encoder
+from regen.check.card import CardCheck
 from regen.check.rules import parse_limits
 from regen.cli.export_options import command_line, dataset_options, selection_options
 from regen.cli.hints import Choice, tokenizer_hint
@@ -170,7 +171,7 @@ def _export(output_dirs, out: Path, named: Destination, merge_into: Path | None,
             overwrite=overwrite,
             out_name=named.where if named.is_bucket else None,  # else its absolute path
             on_row=on_row,
-            check_limits=limits,
+            judge=CardCheck(limits),
             count_tokens=o["draft_vocab_size"] is not None,
             by_score=ScoreSelect.requested(
                 output_dirs, o["max_acceptance"], o["order"], o["score_json"]

@@ -13,7 +13,8 @@ Modules:
     draft_vocab.py  the EAGLE-3 d2t/t2d mapping and its coverage
     hub_push.py     --push-to-hub: one commit with huggingface_hub
     publish.py      after the data: draft vocabulary, card, push
-Token ids and masks come from `regen.check.Encoder`, so export writes what check judged.
+Token ids and masks come from `regen.finished.encode.Encoder`, the same as check's; the card's
+check is check's verdict (check/card.py), handed in by the CLI as a `regen.finished.verdict.Judge`.
 """
 
 from regen.export.formats import make_format

@@ -10,8 +10,6 @@ from typing import Any
 
 import numpy as np
 
-from regen.check.stats import StatOptions
-from regen.check.tally import Tally
 from regen.errors import ConfigError
 from regen.export.by_score import ScoreSelect
 from regen.export.files import (
@@ -34,6 +32,7 @@ from regen.finished.encode import Encoder
 from regen.finished.holdout import HeldOut, Holdout
 from regen.finished.read import read_run_lines
 from regen.finished.record import Completion
+from regen.finished.verdict import Judge
 from regen.parallel import Workers, flat_map
 
 
@@ -50,7 +49,7 @@ def export_run(
     merge_into: Path | None = None,
     overwrite: bool = False,
     on_row: Callable[[str], None] | None = None,
-    check_limits: dict[str, float | None] | None = None,
+    judge: Judge | None = None,
     count_tokens: bool = False,
     by_score: ScoreSelect | None = None,
     holdout: Holdout | None = None,
@@ -60,7 +59,7 @@ def export_run(
 ) -> ExportSummary:
     """Write the runs' completions to `out_dir` as `fmt`, one config per domain. An existing
     export there, or any other non-empty directory, is refused unless `overwrite` (or
-    `merge_into` is it). With an encoder, the check rules (`check_limits`) are judged over the
+    `merge_into` is it). With an encoder, `judge` (check's rules: check/card.py) judges the
     rows written (after the filters), from the same encodings; `count_tokens` counts
     supervised token ids (the draft vocabulary). `holdout` writes a `holdout` split of the
     prompts it draws (finished/holdout.py), which `score --holdout` draws again. `out_name`: how
@@ -76,8 +75,8 @@ def export_run(
     summary = ExportSummary(fmt.name, where, how_to_train=fmt.how_to_train,
                             snippet=fmt.snippet, supervise=fmt.supervise)  # fmt: skip
     tally = None
-    if encoder is not None and check_limits is not None:
-        tally = Tally(StatOptions(degenerate_at=filters.degenerate_at), per_sample=None)
+    if encoder is not None and judge is not None:
+        tally = judge.verdict(filters.degenerate_at)
     dedup = Deduper(fmt.key)
     if merge_into:
         dedup = Deduper.over((fmt.upgrade(r) for _, _, r in read_rows(merge_into)), fmt.key)
@@ -87,7 +86,8 @@ def export_run(
     summary.holdout = drawn.to_json() if drawn is not None else None
     run = _Pass(fmt, summary, dedup, writer, fraction, split_seed, drawn)
     held = by_score.holder(out_dir) if by_score and by_score.order == "hard-first" else None
-    job = _job(fmt, encoder, filters, judge=tally is not None, count_tokens=count_tokens,
+    job = _job(fmt, encoder, filters, judge=judge if tally is not None else None,
+               count_tokens=count_tokens,
                columnar=file_type == "parquet")  # fmt: skip
     try:
         for item in flat_map(workers, job, prepare_lines, read_run_lines(dirs, on_row)):
@@ -122,8 +122,8 @@ def export_run(
     finally:
         if held is not None:
             held.close()
-    if tally is not None and encoder is not None and check_limits is not None:
-        summary.check = tally.report(encoder, check_limits, dirs).to_json()
+    if tally is not None and encoder is not None:
+        summary.check = tally.report(encoder, dirs)
     summary.written, summary.configs = dict(run.writer.counts), run.writer.by_config
     summary.by_score = by_score.to_json() if by_score is not None else None
     summary.warnings = export_warnings(fmt, summary) + unanswered
@@ -152,7 +152,7 @@ def _validate(fmt: Format, encoder: Encoder | None, filters: Filters, file_type:
         raise ConfigError("--val-fraction must be in [0, 1)")
 
 
-def _job(fmt: Format, encoder: Encoder | None, filters: Filters, *, judge: bool,
+def _job(fmt: Format, encoder: Encoder | None, filters: Filters, *, judge: Judge | None,
          count_tokens: bool, columnar: bool) -> ExportJob:  # fmt: skip
     """What each worker is handed once. A target that needs regen's render of each row
     (to compare with the trainer's) is re-tokenised; the others take a sample's ids and mask

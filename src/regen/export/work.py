@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 
-from regen.check.sample import SampleResult, result_of
 from regen.errors import InputError
 from regen.export.format_base import Format, named
 from regen.export.merge import TOKEN_COLUMNS, content_key
@@ -24,6 +23,7 @@ from regen.finished.encode import Encoder
 from regen.finished.mask import Encoded
 from regen.finished.read import parse_line
 from regen.finished.record import Completion, SampleKey, is_ids
+from regen.finished.verdict import Judge
 from regen.jsonio import canonical
 
 
@@ -32,7 +32,7 @@ class ExportJob:
     fmt: Format
     encoder: Encoder | None
     filters: Filters
-    judge: bool  # compute each sample's check result (the card's verdict)
+    judge: Judge | None  # judges each sample for the card's check (check/card.py)
     count_tokens: bool  # count the supervised token ids (the draft vocabulary)
     columnar: bool = False  # the rows go to Parquet: hand token columns over as arrays
 
@@ -59,7 +59,7 @@ class Prepared:
     category: str = ""
     row: dict[str, Any] | None = None
     content: int = 0  # the row's content key, for dedup
-    result: SampleResult | None = None
+    result: Any = None  # the judge's result, folded into the card's verdict
     notes: Notes | None = None
     problem: str | None = None  # why the trainer would skip the row
     differs: str | None = None  # why the trainer's render would differ from ours
@@ -97,9 +97,9 @@ def prepare_one(job: ExportJob, completion: Completion, enc: Encoded | None) -> 
         return Prepared(dropped=reason)
     fmt, encoder = job.fmt, job.encoder
     result = None
-    if job.judge and encoder is not None and enc is not None:
+    if job.judge is not None and encoder is not None and enc is not None:
         degenerate_at = job.filters.degenerate_at
-        result = result_of(completion, enc, encoder.specials, degenerate_at, enc.flags)
+        result = job.judge.judge(completion, enc, encoder.specials, degenerate_at)
     row = fmt.row(completion, enc)
     if job.columnar:
         row = as_arrays(row)  # hashed as its lists (jsonio.canonical), a third of the time
