@@ -9,7 +9,7 @@ import math
 import pytest
 
 from regen.errors import ConfigError
-from regen.score.accept import Ratio, Tally, first_miss, simulate
+from regen.score.accept import Ratio, first_miss, simulate
 from regen.score.compare import Paired, parse_ks
 from regen.score.ngram import (
     DEFAULTS,
@@ -20,6 +20,7 @@ from regen.score.ngram import (
     parse_lookup,
 )
 from regen.score.outcome import decode_counts
+from regen.score.tally import Tally
 from regen.serve.fleetfile import speculative_config
 
 

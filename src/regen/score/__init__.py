@@ -6,6 +6,7 @@ outcome of speculative decoding at any draft length k (see accept.py).
 
 Modules:
     accept.py      the maths on match vectors: tau(k), rates, per position, run histograms
+    outcome.py     what a draft found on one row; tally.py folds a group's outcomes
     rows.py        which rows (all, or N per group, seeded) and their groups
     tokens.py      the tokens scored: stored ids, or tokenised as `check` does
     drafts.py      what a draft is; ngram.py, llama_draft.py, fleet_draft.py the three kinds

@@ -22,10 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from regen.score.outcome import Outcome
+from typing import Any
 
 Z95 = 1.959964  # two-sided 95% normal quantile
 
@@ -156,43 +153,3 @@ class AtK:
 def _whole(value: float) -> float:
     """A count, or an expected count (sampled acceptance) to two decimals."""
     return value if isinstance(value, int) else round(value, 2)
-
-
-@dataclass
-class Tally:
-    """All the acceptance figures of one group of rows, for k = 1..k_max; O(k_max^2) memory."""
-
-    k_max: int
-    rows: int = 0
-    tokens: int = 0  # answer tokens
-    match: Ratio = field(default_factory=Ratio)  # top-1 agreement over all answer tokens
-    by_k: list[AtK] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        self.by_k = self.by_k or [AtK(k) for k in range(1, self.k_max + 1)]
-
-    def add(self, outcome: Outcome) -> None:
-        from regen.score.outcome import hits_of, steps_of, tokens_of
-
-        n = tokens_of(outcome)
-        if not n:
-            return
-        self.rows += 1
-        self.tokens += n
-        self.match.add(hits_of(outcome), n)
-        for at in self.by_k:
-            at.add(steps_of(outcome, at.k))
-
-    def add_steps(self, row: RowSteps, answer_tokens: int) -> None:
-        """A row whose verify steps the engine reported (no match vector: no top-1)."""
-        self.rows += 1
-        self.tokens += answer_tokens
-        self.by_k[row.k - 1].add(row)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "rows": self.rows,
-            "tokens": self.tokens,
-            "top1_match": self.match.to_json(),
-            "by_k": [at.to_json() for at in self.by_k],
-        }

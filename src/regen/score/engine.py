@@ -22,10 +22,11 @@ from regen.errors import ConfigError, InputError
 from regen.finished.read import open_run
 from regen.finished.record import Completion
 from regen.jsonio import atomic_write_bytes
-from regen.score.accept import RowSteps, Tally
+from regen.score.accept import RowSteps
 from regen.score.report import OVERALL, DraftScore, ScoreReport
 from regen.score.rows import Selection, answer_length, completions, groups_of, pick
 from regen.score.sampled import drawn_at
+from regen.score.tally import Tally
 
 FOLDER = "engine"
 NO_METRICS = "no_engine_metrics"

@@ -9,9 +9,9 @@ from typing import Any
 
 from regen.finished.record import key_of
 from regen.finished.score_rows import read_rows
-from regen.score.accept import Tally
 from regen.score.outcome import Accept, from_line
 from regen.score.rows import Selection
+from regen.score.tally import Tally
 from regen.score.tokens import TEACHER_FORCED
 
 OVERALL = "(overall)"
