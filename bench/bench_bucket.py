@@ -26,7 +26,7 @@ from bench_check import default_tokenizer, synthetic
 from regen.check import Encoder
 from regen.check.card import CardCheck
 from regen.executors.pool import workers_for
-from regen.export import Filters, export_run, make_format
+from regen.export import ExportRequest, Filters, export_run, make_format
 from regen.fleet.embedded import free_port
 from regen.jsonio import dumps_line
 from regen.storage.bucket import Bucket
@@ -91,8 +91,9 @@ def main() -> None:
         peaks = Peaks(out)
         peaks.start()
         start = time.perf_counter()
-        export_run(["s3://bench/run"], out, make_format("tokenized"), encoder=encoder,
-                   filters=Filters(), file_type="parquet", judge=CardCheck({}),
+        export_run(ExportRequest(["s3://bench/run"], out, make_format("tokenized"),
+                                 encoder=encoder, filters=Filters(), file_type="parquet",
+                                 judge=CardCheck({})),
                    workers=workers_for(args.workers))  # fmt: skip
         took = time.perf_counter() - start
         peaks.done.set()

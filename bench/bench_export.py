@@ -26,7 +26,7 @@ from pathlib import Path
 from bench_check import cpu_seconds, default_tokenizer, synthetic
 from regen.check import Encoder
 from regen.check.card import CardCheck
-from regen.export import Filters, export_run, make_format
+from regen.export import ExportRequest, Filters, export_run, make_format
 from regen.export.publish import Publish, finish
 from regen.finished.record import Completion
 from regen.finished.render import generation_prompt
@@ -85,9 +85,10 @@ def one(run: Path, out: Path, encoder: Encoder, workers: int, vocab: bool,
     samples per second over the second half."""
     options, half = spread(workers), HalfWay(samples)
     wall, cpu, own = time.perf_counter(), cpu_seconds(), cpu_seconds(resource.RUSAGE_SELF)
-    summary = export_run([run], out, make_format("tokenized"), encoder=encoder,
-                         filters=Filters(), file_type="parquet", judge=CardCheck({}),
-                         count_tokens=vocab, on_row=half, **options)  # fmt: skip
+    request = ExportRequest([run], out, make_format("tokenized"), encoder=encoder,
+                            filters=Filters(), file_type="parquet", judge=CardCheck({}),
+                            count_tokens=vocab)  # fmt: skip
+    summary = export_run(request, on_row=half, **options)
     if vocab:
         finish(out, summary, encoder, Publish(runs=[str(run)], draft_vocab_size=32000))
     own = cpu_seconds(resource.RUSAGE_SELF) - own

@@ -14,7 +14,7 @@ import checkfix
 from regen.check import Encoder, StatOptions, check_run
 from regen.check.card import CardCheck
 from regen.executors.pool import LocalWorkers
-from regen.export import Filters, export_run, make_format
+from regen.export import ExportRequest, Filters, export_run, make_format
 from regen.parallel import InProcess
 from regen.storage.bucket import Bucket
 from regen.storage.shards import adopt
@@ -50,9 +50,10 @@ def test_a_bucket_run_exports_and_checks_as_its_local_copy(tmp_path, s3_endpoint
     for name, run, workers in (("local", local, InProcess()),
                                ("bucket", URL, LocalWorkers(2, small=1))):  # fmt: skip
         out = tmp_path / name
-        summary = export_run([run], out, make_format("tokenized"), encoder=encoder,
-                             filters=Filters(drop_truncated=True), eval_fraction=0.2,
-                             file_type="parquet", judge=CardCheck({}), workers=workers)  # fmt: skip
+        request = ExportRequest([run], out, make_format("tokenized"), encoder=encoder,
+                                filters=Filters(drop_truncated=True), eval_fraction=0.2,
+                                file_type="parquet", judge=CardCheck({}))  # fmt: skip
+        summary = export_run(request, workers=workers)
         assert summary.read == 108 and summary.dropped == {"truncated": 4}
         files.append({p.relative_to(out).as_posix(): p.read_bytes()
                       for p in sorted((out / "data").rglob("*.parquet"))})  # fmt: skip

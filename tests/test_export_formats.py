@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "check"))
 import checkfix
 
 from regen.cli import main
-from regen.export import Filters, export_run, make_format
+from regen.export import ExportRequest, Filters, export_run, make_format
 from regen.export.files import MARKER
 from regen.finished.encode import Encoder
 
@@ -186,14 +186,15 @@ def test_a_failed_export_leaves_no_finished_looking_file(run, tmp_path):
     fmt.row = row  # type: ignore[method-assign]
     out = tmp_path / "x"
     with pytest.raises(Boom):
-        export_run([run], out, fmt, encoder=None, filters=Filters())
+        export_run(ExportRequest([run], out, fmt, encoder=None, filters=Filters()))
     assert list(out.iterdir()) == []
 
 
 def test_library_call_with_encoder(run, tmp_path):
     encoder = Encoder.of(checkfix.load("smol"))
-    summary = export_run([run], tmp_path / "s", make_format("tokenized", "inline"),
-                         encoder=encoder, filters=Filters(), file_type="parquet")  # fmt: skip
+    request = ExportRequest([run], tmp_path / "s", make_format("tokenized", "inline"),
+                            encoder=encoder, filters=Filters(), file_type="parquet")  # fmt: skip
+    summary = export_run(request)
     assert summary.written == {"train": 33} and summary.outcomes == {"added": 33}
 
 

@@ -20,7 +20,7 @@ import checkfix
 from regen.check import Encoder
 from regen.check.card import CardCheck
 from regen.executors.pool import LocalWorkers
-from regen.export import Filters, export_run, make_format
+from regen.export import ExportRequest, Filters, export_run, make_format
 from regen.finished import id_arrays
 from regen.finished.id_arrays import int_array, loads_with_id_arrays
 from regen.finished.read import parse_line
@@ -114,9 +114,10 @@ def test_an_export_reads_generates_lines_fast_and_writes_the_same_bytes(tmp_path
     summaries, files = {}, {}
     for name, (run, workers) in passes.items():
         out = tmp_path / f"out-{name}"
-        summary = export_run([run], out, make_format("tokenized"), encoder=encoder,
-                             filters=Filters(), file_type="parquet", judge=CardCheck({}),
-                             count_tokens=True, workers=workers)  # fmt: skip
+        request = ExportRequest([run], out, make_format("tokenized"), encoder=encoder,
+                                filters=Filters(), file_type="parquet", judge=CardCheck({}),
+                                count_tokens=True)  # fmt: skip
+        summary = export_run(request, workers=workers)
         facts = {k: v for k, v in summary.to_json().items() if k not in ("out_dir", "files")}
         summaries[name] = json.dumps(facts).replace(str(run), "RUN")
         files[name] = {p.relative_to(out): p.read_bytes() for p in out.rglob("*.parquet")}

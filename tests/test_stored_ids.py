@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "check"))
 import checkfix
 
 from regen.check import Encoder, StatOptions, check_run
-from regen.export import Filters, export_run, make_format
+from regen.export import ExportRequest, Filters, export_run, make_format
 from regen.finished.record import Completion
 from regen.finished.render import template_kwargs
 from regen.finished.stored import covered
@@ -78,8 +78,8 @@ def test_export_from_stored_ids_is_the_same_bytes_as_retokenising(tmp_path):
     for name, rows in (("ids", recs), ("text", plain)):
         run = checkfix.write_run(tmp_path / f"run-{name}", rows)
         out = tmp_path / f"out-{name}"
-        export_run([run], out, make_format("tokenized"), encoder=Encoder.of(tok),
-                   filters=Filters(), file_type="parquet")  # fmt: skip
+        export_run(ExportRequest([run], out, make_format("tokenized"), encoder=Encoder.of(tok),
+                                 filters=Filters(), file_type="parquet"))  # fmt: skip
         outs.append(out)
     for ids_file, text_file in zip(*(sorted((o / "data").rglob("*.parquet")) for o in outs),
                                    strict=True):  # fmt: skip

@@ -23,7 +23,7 @@ from regen.check.card import CardCheck
 from regen.check.rules import parse_limits
 from regen.check.work import check_lines
 from regen.executors.pool import LocalWorkers, worker_context, workers_for
-from regen.export import Filters, export_run, make_format
+from regen.export import ExportRequest, Filters, export_run, make_format
 from regen.parallel import InProcess
 
 SUMMARY_PATHS = ("out_dir", "files")
@@ -61,10 +61,11 @@ def test_export_writes_the_same_bytes_with_one_or_two_workers(tmp_path, fmt, fil
     outs, summaries = [], []
     for name, workers in (("one", InProcess()), ("two", LocalWorkers(2, small=1))):
         out = tmp_path / name
-        summary = export_run([run], out, make_format(fmt), encoder=encoder,
-                             filters=Filters(drop_truncated=True), eval_fraction=0.3,
-                             file_type=file_type, judge=CardCheck({}), count_tokens=True,
-                             workers=workers)  # fmt: skip
+        request = ExportRequest([run], out, make_format(fmt), encoder=encoder,
+                                filters=Filters(drop_truncated=True), eval_fraction=0.3,
+                                file_type=file_type, judge=CardCheck({}),
+                                count_tokens=True)  # fmt: skip
+        summary = export_run(request, workers=workers)
         outs.append(files_of(out / "data"))
         summaries.append({k: v for k, v in summary.to_json().items() if k not in SUMMARY_PATHS})
         assert summary.masked_tokens and summary.check is not None
@@ -136,9 +137,10 @@ def test_check_and_export_on_ray_actors_are_one_process(tmp_path):
     tok = str(checkfix.qwen_style_dir())
     encoder = Encoder.of(checkfix.load("qwen"))
     here = check_run([run], encoder, StatOptions(), parse_limits(()), workers=InProcess())
-    export_run([run], tmp_path / "here", make_format("tokenized"), encoder=encoder,
-               filters=Filters(drop_truncated=True), eval_fraction=0.3, file_type="parquet",
-               judge=CardCheck({}), workers=InProcess())  # fmt: skip
+    export_run(ExportRequest([run], tmp_path / "here", make_format("tokenized"), encoder=encoder,
+                             filters=Filters(drop_truncated=True), eval_fraction=0.3,
+                             file_type="parquet", judge=CardCheck({})),
+               workers=InProcess())  # fmt: skip
     ray_tmp = tempfile.mkdtemp(prefix="rt", dir="/tmp")  # short: Ray's socket paths are long
     env = {**os.environ, "RAY_TMPDIR": ray_tmp, "RAY_USAGE_STATS_ENABLED": "0"}
     on_ray = ("--executor", "ray", "--workers", "2")

@@ -17,7 +17,7 @@ from regen.cli.paths import InputPath, OutputPath
 from regen.cli.rowbar import row_progress
 from regen.cli.worker_options import worker_options, workers_of
 from regen.errors import ConfigError
-from regen.export import ExportSummary, Filters, export_run, make_format
+from regen.export import ExportRequest, ExportSummary, Filters, export_run, make_format
 from regen.export.by_score import ORDERS, ScoreSelect
 from regen.export.card import CARD, FACTS
 from regen.export.card_facts import parse_licenses
@@ -139,26 +139,15 @@ def _merged(merge_into: str | Path | None, out: Destination, folder: Path) -> Pa
 
 def _export(output_dirs, out: Path, named: Destination, merge_into: Path | None, fmt, file_type,
             reasoning, overwrite, **o) -> tuple[ExportSummary, dict]:  # fmt: skip
-    needs = FORMATS[fmt].needs_tokenizer or o["drop_degenerate"] or o["min_supervised_tokens"]
-    if needs and not o["tokenizer"]:
-        what = f"--format {fmt}" if FORMATS[fmt].needs_tokenizer else "the loss-mask filters"
-        raise ConfigError(f"{what} needs --tokenizer", hint=tokenizer_hint(output_dirs))
-    encoder = None
-    if o["tokenizer"]:
-        encoder = Encoder.load(
-            o["tokenizer"],
-            chat_template=o["chat_template"],
-            template_tokens=o["template_tokens"],
-            supervise=o["supervise"],
-        )
+    encoder = _encoder(output_dirs, fmt, o)
     filters = Filters(
         o["drop_degenerate"], o["drop_truncated"], o["min_supervised_tokens"], o["degenerate_at"]
     )
     target = make_format(fmt, reasoning, o["supervise"])
-    limits = parse_limits(o["limits"])
+    judge = CardCheck(parse_limits(o["limits"]))
     workers = workers_of(o)
     with row_progress("export") as on_row:
-        summary = export_run(
+        request = ExportRequest(
             output_dirs,
             out,
             target,
@@ -169,38 +158,53 @@ def _export(output_dirs, out: Path, named: Destination, merge_into: Path | None,
             file_type=file_type or target.file_types[0],
             merge_into=merge_into,
             overwrite=overwrite,
-            out_name=named.where if named.is_bucket else None,  # else its absolute path
-            on_row=on_row,
-            judge=CardCheck(limits),
+            judge=judge,
             count_tokens=o["draft_vocab_size"] is not None,
             by_score=ScoreSelect.requested(
                 output_dirs, o["max_acceptance"], o["order"], o["score_json"]
             ),
             holdout=Holdout(o["holdout"], o["holdout_seed"]) if o["holdout"] is not None else None,
-            workers=workers,
+            out_name=named.where if named.is_bucket else None,  # else its absolute path
             max_file_bytes=int(o["max_file_mb"] * 2**20) or None,
         )
+        summary = export_run(request, on_row=on_row, workers=workers)
+    return summary, finish(out, summary, encoder, _publish(output_dirs, o))
+
+
+def _encoder(output_dirs, fmt: str, o: dict) -> Encoder | None:
+    """The target's tokenizer, when --tokenizer is given; refused when the format or the
+    loss-mask filters need one and it is not."""
+    needs = FORMATS[fmt].needs_tokenizer or o["drop_degenerate"] or o["min_supervised_tokens"]
+    if needs and not o["tokenizer"]:
+        what = f"--format {fmt}" if FORMATS[fmt].needs_tokenizer else "the loss-mask filters"
+        raise ConfigError(f"{what} needs --tokenizer", hint=tokenizer_hint(output_dirs))
+    if not o["tokenizer"]:
+        return None
+    return Encoder.load(
+        o["tokenizer"],
+        chat_template=o["chat_template"],
+        template_tokens=o["template_tokens"],
+        supervise=o["supervise"],
+    )
+
+
+def _publish(output_dirs, o: dict) -> Publish:
+    """What is written after the data: the draft vocabulary, the card, the push."""
     hub = None
     if o["push_to_hub"]:
         hub = Push(o["push_to_hub"], o["private"], o["revision"], o["allow_failed_check"])
-    facts = finish(
-        out,
-        summary,
-        encoder,
-        Publish(
-            runs=[str(r) for r in output_dirs],
-            command=command_line(click.get_current_context()),
-            licenses=parse_licenses(o["licenses"]),
-            language=list(o["language"]),
-            pretty_name=o["pretty_name"],
-            tokenizer=o["tokenizer"],
-            draft_vocab_size=o["draft_vocab_size"],
-            target_vocab_size=o["target_vocab_size"],
-            check_report=o["check_report"],
-            hub=hub,
-        ),
+    return Publish(
+        runs=[str(r) for r in output_dirs],
+        command=command_line(click.get_current_context()),
+        licenses=parse_licenses(o["licenses"]),
+        language=list(o["language"]),
+        pretty_name=o["pretty_name"],
+        tokenizer=o["tokenizer"],
+        draft_vocab_size=o["draft_vocab_size"],
+        target_vocab_size=o["target_vocab_size"],
+        check_report=o["check_report"],
+        hub=hub,
     )
-    return summary, facts
 
 
 def _say(summary: ExportSummary, facts: dict, named: Destination) -> None:

@@ -7,6 +7,7 @@ Modules:
     select.py       filters named after the check rules, and the seeded validation split
     merge.py        dedup by id and by content against an earlier export
     files.py        atomic, datasets-loadable shards: data/<domain>/<split>-NNNNN-of-MMMMM
+    request.py      ExportRequest: what one export is asked to do, as one value
     runner.py       the library entry point; summary.py what it did
     card.py         README.md (DatasetCardData) and regen.json; card_facts.py gathers the
                     facts from the runs, card_body.py is the Markdown template
@@ -18,7 +19,8 @@ check is check's verdict (check/card.py), handed in by the CLI as a `regen.finis
 """
 
 from regen.export.formats import make_format
+from regen.export.request import ExportRequest
 from regen.export.runner import ExportSummary, export_run
 from regen.export.select import Filters
 
-__all__ = ["ExportSummary", "Filters", "export_run", "make_format"]
+__all__ = ["ExportRequest", "ExportSummary", "Filters", "export_run", "make_format"]

@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from regen.errors import ConfigError
-from regen.export.by_score import ScoreSelect
 from regen.export.files import (
     DEFAULT,
     FILE_TYPES,
-    JSONL_MB,
     SplitWriter,
     claim_output,
     config_name,
@@ -25,11 +22,12 @@ from regen.export.files import (
 from regen.export.formats import Format
 from regen.export.holdout_split import draw_holdout, validate_holdout
 from regen.export.merge import Deduper
+from regen.export.request import ExportRequest
 from regen.export.select import TRAIN, Filters, split_of
 from regen.export.summary import ExportSummary, export_warnings
 from regen.export.work import ExportJob, Prepared, needs_render, prepare_lines
 from regen.finished.encode import Encoder
-from regen.finished.holdout import HeldOut, Holdout
+from regen.finished.holdout import HeldOut
 from regen.finished.read import read_run_lines
 from regen.finished.record import Completion
 from regen.finished.verdict import Judge
@@ -37,41 +35,22 @@ from regen.parallel import Workers, flat_map
 
 
 def export_run(
-    output_dirs: Iterable[str | Path],
-    out_dir: Path,
-    fmt: Format,
+    request: ExportRequest,
     *,
-    encoder: Encoder | None,
-    filters: Filters,
-    eval_fraction: float = 0.0,
-    split_seed: int = 0,
-    file_type: str = "jsonl",
-    merge_into: Path | None = None,
-    overwrite: bool = False,
     on_row: Callable[[str], None] | None = None,
-    judge: Judge | None = None,
-    count_tokens: bool = False,
-    by_score: ScoreSelect | None = None,
-    holdout: Holdout | None = None,
-    out_name: str | None = None,
     workers: Workers | None = None,
-    max_file_bytes: int | None = JSONL_MB * 2**20,
 ) -> ExportSummary:
-    """Write the runs' completions to `out_dir` as `fmt`, one config per domain. An existing
-    export there, or any other non-empty directory, is refused unless `overwrite` (or
-    `merge_into` is it). With an encoder, `judge` (check's rules: check/card.py) judges the
-    rows written (after the filters), from the same encodings; `count_tokens` counts
-    supervised token ids (the draft vocabulary). `holdout` writes a `holdout` split of the
-    prompts it draws (finished/holdout.py), which `score --holdout` draws again. `out_name`: how
-    the summary names the export's place (a bucket URL when `out_dir` is its local stand-in).
-    `workers` prepare the rows (None: this process); the files are the same bytes whatever
-    their number. A JSONL file is closed at `max_file_bytes` (None: one file a split)."""
-    _validate(fmt, encoder, filters, file_type, eval_fraction, count_tokens)
-    validate_holdout(fmt, holdout, merge_into)
+    """Do what `request` asks (export/request.py says what each field means); `on_row(run)`
+    is called for each line read (a progress bar). `workers` prepare the rows (None: this
+    process); the files are the same bytes whatever their number."""
+    fmt, encoder, filters, out_dir = request.fmt, request.encoder, request.filters, request.out_dir
+    merge_into, by_score, judge = request.merge_into, request.by_score, request.judge
+    _validate(request)
+    validate_holdout(fmt, request.holdout, merge_into)
     into_itself = merge_into is not None and merge_into.resolve() == out_dir.resolve()
-    claim_output(out_dir, overwrite=overwrite, merging=into_itself)
-    dirs = list(output_dirs)
-    where = out_name or str(out_dir.resolve())
+    claim_output(out_dir, overwrite=request.overwrite, merging=into_itself)
+    dirs = list(request.output_dirs)
+    where = request.out_name or str(out_dir.resolve())
     summary = ExportSummary(fmt.name, where, how_to_train=fmt.how_to_train,
                             snippet=fmt.snippet, supervise=fmt.supervise)  # fmt: skip
     tally = None
@@ -80,15 +59,16 @@ def export_run(
     dedup = Deduper(fmt.key)
     if merge_into:
         dedup = Deduper.over((fmt.upgrade(r) for _, _, r in read_rows(merge_into)), fmt.key)
-    fraction = eval_fraction if fmt.is_training_set else 0.0
-    writer = SplitWriter(out_dir, file_type, jsonl_bytes=max_file_bytes)
-    drawn, unanswered = draw_holdout(holdout, dirs)
+    fraction = request.eval_fraction if fmt.is_training_set else 0.0
+    writer = SplitWriter(out_dir, request.file_type, jsonl_bytes=request.max_file_bytes)
+    drawn, unanswered = draw_holdout(request.holdout, dirs)
     summary.holdout = drawn.to_json() if drawn is not None else None
-    run = _Pass(fmt, summary, dedup, writer, fraction, split_seed, drawn)
+    run = _Pass(fmt=fmt, summary=summary, dedup=dedup, writer=writer, fraction=fraction,
+                seed=request.split_seed, held=drawn)  # fmt: skip
     held = by_score.holder(out_dir) if by_score and by_score.order == "hard-first" else None
     job = _job(fmt, encoder, filters, judge=judge if tally is not None else None,
-               count_tokens=count_tokens,
-               columnar=file_type == "parquet")  # fmt: skip
+               count_tokens=request.count_tokens,
+               columnar=request.file_type == "parquet")  # fmt: skip
     try:
         for item in flat_map(workers, job, prepare_lines, read_run_lines(dirs, on_row)):
             summary.read += 1
@@ -131,24 +111,24 @@ def export_run(
     return summary
 
 
-def _validate(fmt: Format, encoder: Encoder | None, filters: Filters, file_type: str,
-              eval_fraction: float, count_tokens: bool) -> None:  # fmt: skip
+def _validate(request: ExportRequest) -> None:
     """Refuse a bad combination before anything is written."""
+    fmt, encoder, filters = request.fmt, request.encoder, request.filters
     if (fmt.needs_tokenizer or filters.needs_mask) and encoder is None:
         raise ConfigError(
             f"--format {fmt.name} with these filters needs the target's tokenizer",
             hint="pass --tokenizer (the same one you give `regen check`)",
         )
-    if count_tokens and encoder is None:
+    if request.count_tokens and encoder is None:
         raise ConfigError(
             "--draft-vocab-size counts the supervised tokens: it needs the target's tokenizer",
             hint="pass --tokenizer (the same one you give `regen check`)",
         )
-    if file_type not in fmt.file_types:
+    if request.file_type not in fmt.file_types:
         raise ConfigError(
-            f"--format {fmt.name} writes {' or '.join(fmt.file_types)}, not {file_type}"
+            f"--format {fmt.name} writes {' or '.join(fmt.file_types)}, not {request.file_type}"
         )
-    if not 0 <= eval_fraction < 1:
+    if not 0 <= request.eval_fraction < 1:
         raise ConfigError("--val-fraction must be in [0, 1)")
 
 
@@ -159,7 +139,8 @@ def _job(fmt: Format, encoder: Encoder | None, filters: Filters, *, judge: Judge
     from its stored token ids where they cover it (`regen check` guards that they agree)."""
     if encoder is not None:
         encoder = encoder.with_stored_ids(not needs_render(fmt))
-    return ExportJob(fmt, encoder, filters, judge, count_tokens, columnar)
+    return ExportJob(fmt=fmt, encoder=encoder, filters=filters, judge=judge,
+                     count_tokens=count_tokens, columnar=columnar)  # fmt: skip
 
 
 def _labels(item: Prepared) -> Completion:
@@ -237,4 +218,4 @@ def _config(fmt: Format, domain: str) -> str:
     return config_name(domain) if fmt.per_domain else DEFAULT
 
 
-__all__ = ["FILE_TYPES", "ExportSummary", "export_run"]
+__all__ = ["FILE_TYPES", "ExportRequest", "ExportSummary", "export_run"]
