@@ -133,10 +133,12 @@ def judge(
             of = composition.prompts
             fraction = composition.distance
             outcomes.append(
-                Outcome(rule.name, rule.what, round(fraction * of), of, fraction, limit)
+                Outcome(rule.name, rule.what, count=round(fraction * of), of=of,
+                        fraction=fraction, max_fraction=limit)
             )
             continue
         count, of = rule.count(overall), rule.of(overall)
         fraction = count / of if of else 0.0
-        outcomes.append(Outcome(rule.name, rule.what, count, of, fraction, limit))
+        outcomes.append(Outcome(rule.name, rule.what, count=count, of=of, fraction=fraction,
+                                max_fraction=limit))  # fmt: skip
     return outcomes

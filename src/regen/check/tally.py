@@ -129,5 +129,6 @@ class Tally:
         dirs = list(output_dirs)
         composition = compare(dirs, self.completed) if dirs else None
         outcomes = judge(self.overall, limits, composition)
-        return CheckReport(self.overall, self.sources, outcomes, settings, self.examples,
-                           self.shown(outcomes), composition)  # fmt: skip
+        return CheckReport(self.overall, self.sources, outcomes=outcomes, settings=settings,
+                           error_examples=self.examples,
+                           shown=self.shown(outcomes), composition=composition)  # fmt: skip

@@ -93,8 +93,9 @@ class Encoder:
             ids, offsets = next(tokens)
             try:
                 enc = build_mask(
-                    completion.label, item, ids, offsets, self.specials, self.template_tokens,
-                    completion.regenerated, self.supervise,
+                    completion.label, item, ids=ids, offsets=offsets, specials=self.specials,
+                    template_tokens=self.template_tokens,
+                    written=completion.regenerated, supervise=self.supervise,
                 )  # fmt: skip
                 prompt = self.generation_prompt(completion)
             except InputError as err:

@@ -95,9 +95,12 @@ def from_stored_ids(
     )
     unterminated = 0 if tail.closed else 1
     return Encoded(
-        _joined(prompt, answer, tail.ids), [(start, end)], (start, end), [], "",
-        (start, start + len(answer)), unterminated,
-        flags + (("unterminated_turn",) if unterminated else ()), source_turns, stored=True,
+        _joined(prompt, answer, tail.ids), [(start, end)], final_generated=(start,
+                                                                            end), offsets=[],
+                                                                            text="",
+        final_own=(start, start + len(answer)), unterminated=unterminated,
+        flags=flags + (("unterminated_turn",) if unterminated else ()), source_turns=source_turns,
+        stored=True,
     )  # fmt: skip
 
 

@@ -41,8 +41,9 @@ def row_steps(spec: dict[str, Any]) -> RowSteps:
     steps, accepted = int(spec["num_spec_steps"]), int(spec["num_accepted_draft_tokens"])
     short = tuple(int(d) for d in spec.get("per_step_drafted") or () if d < k)
     # tokens: what the verify steps emitted, each its accepted drafts plus the bonus token
-    return RowSteps(k, steps + accepted, steps, int(spec["num_draft_tokens"]), accepted, runs,
-                    short)  # fmt: skip
+    return RowSteps(k, steps + accepted, steps=steps, drafted=int(spec["num_draft_tokens"]),
+                    accepted=accepted, runs=runs,
+                    short=short)  # fmt: skip
 
 
 def engine_report(run: str | Path, selection: Selection, score_dir: Path) -> ScoreReport:
@@ -61,8 +62,10 @@ def engine_report(run: str | Path, selection: Selection, score_dir: Path) -> Sco
     lines = _tally(draft, rows, k, selection.by)
     draft.groups = dict(sorted(draft.groups.items(), key=lambda kv: (kv[0] == OVERALL, kv[0])))
     _write_rows(draft.rows_file, lines)
-    return ScoreReport(str(store.where), selection.by, [k], selection.per_group, selection.seed,
-                       [draft], dict(invalid), selection.split_json())  # fmt: skip
+    return ScoreReport(str(store.where), selection.by, ks=[k], sample=selection.per_group,
+                       seed=selection.seed,
+                       drafts=[draft], invalid_records=dict(invalid),
+                       split=selection.split_json())  # fmt: skip
 
 
 def _tally(draft: DraftScore, rows: list[Completion], k: int, by: str) -> list[dict[str, Any]]:

@@ -48,7 +48,8 @@ class Lookup:
             if d < k:
                 short.append(d)
             pos += a + 1
-        return RowSteps(k, steps + accepted, steps, drafted, accepted, tuple(runs), tuple(short))
+        return RowSteps(k, steps + accepted, steps=steps, drafted=drafted, accepted=accepted,
+                        runs=tuple(runs), short=tuple(short))
 
     def match(self) -> str:
         return "".join("1" if c != "0" else "0" for c in self.right)
@@ -145,4 +146,5 @@ def expected_steps(accept: list[float], k: int) -> RowSteps:
             accepted += ends_here * j
             begins[pos + j + 1] += ends_here
             reach -= ends_here
-    return RowSteps(k, steps + accepted, steps, steps * k, accepted, tuple(runs), ())
+    return RowSteps(k, steps + accepted, steps=steps, drafted=steps * k, accepted=accepted,
+                    runs=tuple(runs), short=())

@@ -157,5 +157,6 @@ def pool(run: str, drafts: list[DraftScore], selection: Selection, ks: list[int]
             draft.sampling_draft += isinstance(outcome, Accept)
             draft.teacher_forced += line.get("target_probs") == TEACHER_FORCED
         draft.groups = dict(sorted(draft.groups.items(), key=lambda kv: (kv[0] == OVERALL, kv[0])))
-    return ScoreReport(run, selection.by, ks, selection.per_group, selection.seed, drafts,
-                       invalid, selection.split_json())  # fmt: skip
+    return ScoreReport(run, selection.by, ks=ks, sample=selection.per_group, seed=selection.seed,
+                       drafts=drafts,
+                       invalid_records=invalid, split=selection.split_json())  # fmt: skip

@@ -91,7 +91,7 @@ def score_run(
         rows = RowsFile(folder_for(score_dir, draft.name, identity), identity)
         scan = _Pass(rows, on_row)
         try:
-            _score(store, selection, encoder, draft, scan, workers)
+            _score(store, selection, encoder=encoder, draft=draft, scan=scan, workers=workers)
         finally:
             rows.close()
         invalid = scan.invalid
