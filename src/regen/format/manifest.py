@@ -79,7 +79,8 @@ def check_and_record(
     the write happen under a lock on it, so no part's session is lost."""
     with _exclusive(path.with_name(LOCK_NAME)):
         return _check_and_record(
-            path, config, input_fp, allow_changed_input, allow_changed_sampling, command
+            path, config, input_fp=input_fp, allow_changed_input=allow_changed_input,
+            allow_changed_sampling=allow_changed_sampling, command=command
         )
 
 

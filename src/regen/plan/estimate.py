@@ -157,7 +157,8 @@ def estimate(
     # answers that happen to come last.
     tally = Tally()
     walls = [
-        simulate_wall(items, observations, models, slots, rng, tally) for _ in range(POINT_RUNS)
+        simulate_wall(items, observations, models=models, slots=slots, rng=rng,
+                      tally=tally) for _ in range(POINT_RUNS)
     ]
     wall = overhead * sum(walls) / len(walls)
     rounds = []

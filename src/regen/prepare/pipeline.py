@@ -65,7 +65,8 @@ def prepare(
                str(report or beside(out, ".report.json")))  # fmt: skip
     with staged(*targets) as (output_path, rejects_path, report_path):
         return _prepare_checked(
-            recipe, output_path, rejects_path, report_path, targets, log, on_row
+            recipe, output_path, rejects_path=rejects_path, report_path=report_path, names=targets,
+            log=log, on_row=on_row
         )
 
 
@@ -76,7 +77,8 @@ def _prepare_checked(
     for path in (output, rejects_path, report_path):
         _make_parent(path)
     with _writable({output.parent, rejects_path.parent, report_path.parent}):
-        return _prepare(recipe, output, rejects_path, report_path, names, log, on_row)
+        return _prepare(recipe, output, rejects_path=rejects_path, report_path=report_path,
+                        names=names, log=log, on_row=on_row)
 
 
 ANEW = "prepare writes its files anew from the sources (or give -o another folder)"

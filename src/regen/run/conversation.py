@@ -76,8 +76,10 @@ async def regenerate(
             if not first:
                 turn["agent_step"] = step
             answers = Answers(cached if first else [], old, first and original is not None)
-            outcome = await answer_calls(generated, answers, shape.tool_divergence, tool_server,
-                                         _conversation_id(item), len(conv.history) - 1)  # fmt: skip
+            outcome = await answer_calls(generated, answers, divergence=shape.tool_divergence,
+                                         tool_server=tool_server,
+                                         conversation_id=_conversation_id(item),
+                                         turn=len(conv.history) - 1)  # fmt: skip
             if outcome.ended is None and outcome.results and step == MAX_AGENT_STEPS - 1:
                 outcome = Answered([], "agent_steps")  # the target never stopped calling
             if outcome.ended is not None:

@@ -55,7 +55,8 @@ def run_count(
         if progress is not None:  # a batch file's `n` gives some prompts more samples
             items = max(items, progress.get("total") or 0)
     left = max(0, items - completions - errors)
-    return RunCount(items, completions, errors, unusable, left, counted)
+    return RunCount(items, completions, errors=errors, unusable_lines=unusable, left=left,
+                    counted=counted)
 
 
 def _counted(

@@ -74,7 +74,8 @@ def generate(
             embedded = stack.enter_context(EmbeddedFleet(spec))
             leftovers.server_logs = True  # it started: its logs do not say why a run failed
             urls = embedded.urls
-        run = Run(config, store, urls, report, embedded, only_lines, input_fp)
+        run = Run(config, store, urls=urls, report=report, embedded=embedded, only_lines=only_lines,
+                  input_fp=input_fp)
         return asyncio.run(run.execute())
 
 
@@ -163,12 +164,14 @@ class Run:
             events_total=earlier.events_total,
         )
         self.recorder = Recorder(
-            self.layout, self.config, self.stats, self.quality, self.store.seal_after,
-            ledger.bad_lines, input_fp.xxh3_128,
+            self.layout, self.config, stats=self.stats, quality=self.quality,
+            seal_after=self.store.seal_after,
+            already_recorded_lines=ledger.bad_lines, input_digest=input_fp.xxh3_128,
         )  # fmt: skip
         self.worker = ItemWorker(
-            self.fleet, self.store, self.recorder, self.stats, self.config.sampling,
-            self.shape, self.tool_server, self._fail,
+            self.fleet, self.store, recorder=self.recorder, stats=self.stats,
+            sampling=self.config.sampling,
+            shape=self.shape, tool_server=self.tool_server, fail=self._fail,
         )  # fmt: skip
         self.intake = Intake(
             work, part, ledger, self.stats, self.recorder.bad_line,
@@ -182,11 +185,13 @@ class Run:
         self.recorder.close(quiet=False, on_event=self._event)
         intake = self.intake
         seen = InputSeen(
-            work.prompts, intake.lines, intake.usable, intake.first_bad, intake.asked_models,
-            self.model,
+            work.prompts, intake.lines, usable=intake.usable, first_bad=intake.first_bad,
+            asked_models=intake.asked_models,
+            model=self.model,
         )  # fmt: skip
         return run_result(
-            self.store.where, self.stats, seen, self.stop.reason, self.fatal, ledger.repaired
+            self.store.where, self.stats, seen=seen, stopped=self.stop.reason, fatal=self.fatal,
+            repaired=ledger.repaired
         )
 
     def _start_session(self, input_fp: InputFingerprint) -> ledger_mod.Ledger:
@@ -199,16 +204,20 @@ class Run:
         self.report({"config": {**resolved, "shard": self.config.part.described()}})
         if (packed := compression(work.prompts)) and not str(work.prompts).endswith(ZIPPED):
             self._event(f"{work.prompts} is {packed}-compressed; reading it decompressed")
-        return scan_ledger(self.config, self.store, input_fp, manifest, self._event, self._fail)
+        return scan_ledger(self.config, self.store, input_fp=input_fp, manifest=manifest,
+                           on_event=self._event, on_fail=self._fail)
 
     # -- dispatch ------------------------------------------------------------------------
     async def _dispatch_with_monitoring(self) -> None:
         watched = Watched(
-            self.stats, self.servers, self.fleet, self.quality, self.stop, self.recorder
+            self.stats, self.servers, fleet=self.fleet, quality=self.quality, stop=self.stop,
+            recorder=self.recorder,
         )
         monitor = Monitor(
-            watched, self.layout.progress, self.store.where, self.report, self._event,
-            self._request_stop, self.config.limits.abort_on_degenerate,
+            watched, self.layout.progress, where=self.store.where, report=self.report,
+            event=self._event,
+            request_stop=self._request_stop,
+            abort_on_degenerate=self.config.limits.abort_on_degenerate,
         )  # fmt: skip
         monitor.model, monitor.shard = self.model, self.config.part.described()
         monitor.limit = self.config.input.limit

@@ -73,9 +73,10 @@ def plan_servers(spec: ServeSpec) -> list[LaunchSpec]:
         )  # fmt: skip
         command = engine.command(spec.python, server, device, dist_found)
         launches.append(
-            LaunchSpec(f"server-{n}", command, env, port,
-                       spec.log_dir / f"server-{n}.log", served, group, _url_host(spec.host),
-                       key.value)
+            LaunchSpec(f"server-{n}", command, env=env, port=port,
+                       log_path=spec.log_dir / f"server-{n}.log", model_name=served, gpus=group,
+                       host=_url_host(spec.host),
+                       api_key=key.value)
         )  # fmt: skip
     return launches
 
@@ -149,8 +150,8 @@ def _wait_all_ready(processes: list[ServerProcess], timeout: float) -> None:
 
 def fleet_file(spec: ServeSpec, processes: list[ServerProcess]) -> FleetFile:
     servers = [
-        FleetServer(p.spec.name, p.spec.url, p.spec.port, p.pid, str(p.spec.log_path),
-                    p.spec.command, p.spec.gpus)
+        FleetServer(p.spec.name, p.spec.url, port=p.spec.port, pid=p.pid, log=str(p.spec.log_path),
+                    command=p.spec.command, gpus=p.spec.gpus)
         for p in processes
     ]  # fmt: skip
     key_env = serve_key(spec.engine, spec.extra, spec.api_key_env).env

@@ -163,7 +163,8 @@ class Engine:
         prefill = self.args.first_token_s if tokens > 1 else 0.0  # a client's probe: at once
         ready_at = asyncio.get_running_loop().time() + prefill
         serial = self.stats["requests"]
-        self.waiting.append(Answer(conn, self.events, tokens, 16, ready_at, serial))
+        self.waiting.append(Answer(conn, self.events, tokens=tokens, prompt=16, ready_at=ready_at,
+                                   serial=serial))
         self._wake.set()
         return None
 
