@@ -135,9 +135,9 @@ def test_the_target_pass_gives_the_servers_own_logprobs(tmp_path):
     """At temperature 1 without top-k/top-p the embedded server's --logprobs are the drawn
     ones: the target's pass gives the same numbers, and score keeps the server's."""
     from regen.check import Encoder
-    from regen.check.record import Completion
     from regen.embedded_model import default_model_path
     from regen.errors import InputError
+    from regen.finished.record import Completion
     from regen.score.llama_draft import LlamaDraft
     from regen.score.rows import groups_of
     from regen.score.target_probs import target_logprobs
