@@ -9,8 +9,6 @@ from regen.check.composition import Composition
 from regen.check.stats import Group
 from regen.errors import ConfigError, did_you_mean
 
-EXIT_PASS, EXIT_FAIL = 0, 1
-
 
 @dataclass(frozen=True)
 class Rule:

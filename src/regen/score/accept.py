@@ -63,11 +63,6 @@ def simulate(matches: str, k: int) -> RowSteps:
                     runs=tuple(runs), short=())
 
 
-def first_miss(matches: str) -> int | None:
-    at = matches.find("0")
-    return None if at < 0 else at
-
-
 @dataclass
 class Ratio:
     """A pooled ratio sum(x) / sum(y) over rows, with a 95% interval from the spread between
