@@ -91,19 +91,29 @@ def main() -> None:
         peaks = Peaks(out)
         peaks.start()
         start = time.perf_counter()
-        export_run(ExportRequest(["s3://bench/run"], out, make_format("tokenized"),
-                                 encoder=encoder, filters=Filters(), file_type="parquet",
-                                 judge=CardCheck({})),
-                   workers=workers_for(args.workers))  # fmt: skip
+        export_run(
+            ExportRequest(
+                ["s3://bench/run"],
+                out,
+                make_format("tokenized"),
+                encoder=encoder,
+                filters=Filters(),
+                file_type="parquet",
+                judge=CardCheck({}),
+            ),
+            workers=workers_for(args.workers),
+        )
         took = time.perf_counter() - start
         peaks.done.set()
         peaks.join()
     rows = args.shards * args.per_shard
-    print(f"{rows} rows in {args.shards} shards ({size / MIB:.0f} MiB, largest shard "
-          f"{size / args.shards / MIB:.0f} MiB), {args.workers} workers: {took:.1f} s; "
-          f"peak RSS (process + workers) {peaks.rss / MIB:.0f} MiB; peak local disk beside "
-          f"the output {max(0, peaks.disk) / MIB:.1f} MiB (written in all "
-          f"{peaks.wrote() / MIB:.0f} MiB)")  # fmt: skip
+    print(
+        f"{rows} rows in {args.shards} shards ({size / MIB:.0f} MiB, largest shard "
+        f"{size / args.shards / MIB:.0f} MiB), {args.workers} workers: {took:.1f} s; "
+        f"peak RSS (process + workers) {peaks.rss / MIB:.0f} MiB; peak local disk beside "
+        f"the output {max(0, peaks.disk) / MIB:.1f} MiB (written in all "
+        f"{peaks.wrote() / MIB:.0f} MiB)"
+    )
 
 
 if __name__ == "__main__":

@@ -58,14 +58,17 @@ def synthetic(n: int, words: int, seed: int = 0) -> Iterator[dict]:
     for i in range(n):
         text = " ".join(rng.choices(WORDS, k=words))
         yield {
-            "id": f"b{i}", "sample": 0, "finish_reason": "stop",
+            "id": f"b{i}",
+            "sample": 0,
+            "finish_reason": "stop",
             "messages": [
                 {"role": "user", "content": f"Question {i}: " + text[:200]},
                 {"role": "assistant", "content": text},
             ],
-            "source": {"dataset": f"src{i % 4}"}, "category": "math",
+            "source": {"dataset": f"src{i % 4}"},
+            "category": "math",
             "meta": {"sampling": {"thinking": "auto"}},
-        }  # fmt: skip
+        }
 
 
 def baseline(tok, records: Iterator[dict]) -> int:
@@ -120,8 +123,9 @@ def main() -> None:
             options = spread(workers)
             start, cpu = time.perf_counter(), cpu_seconds()
             if run is None:
-                report = check_completions(synthetic(args.samples, args.words), encoder,
-                                           StatOptions(), {}, **options)  # fmt: skip
+                report = check_completions(
+                    synthetic(args.samples, args.words), encoder, StatOptions(), {}, **options
+                )
             else:
                 report = check_run([run], encoder, StatOptions(), {}, **options)
             took, cpu = time.perf_counter() - start, cpu_seconds() - cpu
@@ -130,8 +134,10 @@ def main() -> None:
         start = time.perf_counter()
         baseline(encoder.tok, synthetic(args.samples, args.words))
         took = time.perf_counter() - start
-        print(f"baseline: {args.samples} samples in {took:.1f}s = {args.samples / took:.0f} "
-              f"samples/s (per-prefix re-tokenisation)")  # fmt: skip
+        print(
+            f"baseline: {args.samples} samples in {took:.1f}s = {args.samples / took:.0f} "
+            f"samples/s (per-prefix re-tokenisation)"
+        )
 
 
 def written(root: Path, samples: int, words: int) -> Path:
@@ -144,12 +150,15 @@ def written(root: Path, samples: int, words: int) -> Path:
     return root
 
 
-def show(workers: str | None, samples: int, tokens: int, took: float, cpu: float,
-         report: CheckReport) -> None:  # fmt: skip
-    print(f"check (workers {workers or 'default'}): {samples} samples x ~{tokens} "
-          f"tokens in {took:.1f}s = {samples / took:.0f} samples/s, {cpu:.1f} s CPU "
-          f"= {samples / cpu:.0f}/CPU-s; peak RSS {peak_rss_mib():.0f} MiB; "
-          f"mask p50 {report.overall.to_json()['mask_sum']['p50']}")  # fmt: skip
+def show(
+    workers: str | None, samples: int, tokens: int, took: float, cpu: float, report: CheckReport
+) -> None:
+    print(
+        f"check (workers {workers or 'default'}): {samples} samples x ~{tokens} "
+        f"tokens in {took:.1f}s = {samples / took:.0f} samples/s, {cpu:.1f} s CPU "
+        f"= {samples / cpu:.0f}/CPU-s; peak RSS {peak_rss_mib():.0f} MiB; "
+        f"mask p50 {report.overall.to_json()['mask_sum']['p50']}"
+    )
 
 
 def probe(words: int) -> Completion:

@@ -34,13 +34,16 @@ from regen.fleet.engine_metrics import spec_decode_counters
 ROOT = Path(__file__).resolve().parent.parent
 VLLM_PYTHON = Path(os.environ.get("REGEN_VLLM_PYTHON", ROOT / ".venv-vllm/bin/python"))
 PROMPTS = {
-    "code": ["Write a Python function that returns the sum of a list.",
-             "Write a for loop in Python that prints the numbers 1 to 5."],
-    "chat": ["Say hello to a new colleague in one sentence.",
-             "Give two tips for sleeping well."],
-    "math": ["What is 12 times 12? Explain step by step.",
-             "List the first ten even numbers, separated by commas."],
-}  # fmt: skip
+    "code": [
+        "Write a Python function that returns the sum of a list.",
+        "Write a for loop in Python that prints the numbers 1 to 5.",
+    ],
+    "chat": ["Say hello to a new colleague in one sentence.", "Give two tips for sleeping well."],
+    "math": [
+        "What is 12 times 12? Explain step by step.",
+        "List the first ten even numbers, separated by commas.",
+    ],
+}
 
 
 def target_dir(given: Path | None) -> Path:
@@ -62,8 +65,11 @@ def cut(target: Path, layers: int, out: Path) -> Path:
         if item.name not in ("model.safetensors", "config.json"):
             shutil.copy(item, out / item.name)
     weights = load_file(target / "model.safetensors")
-    save_file({k: v for k, v in weights.items() if _layer(k) < layers},
-              out / "model.safetensors", metadata={"format": "pt"})  # fmt: skip
+    save_file(
+        {k: v for k, v in weights.items() if _layer(k) < layers},
+        out / "model.safetensors",
+        metadata={"format": "pt"},
+    )
     config = json.loads((target / "config.json").read_text())
     config["num_hidden_layers"] = layers
     (out / "config.json").write_text(json.dumps(config, indent=2))
@@ -77,9 +83,22 @@ def _layer(name: str) -> int:
 
 def start_vllm(model: Path, name: str, port: int, log: Path, *extra: str) -> subprocess.Popen:
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}
-    cmd = [str(VLLM_PYTHON), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
-           "--served-model-name", name, "--host", "127.0.0.1", "--port", str(port),
-           "--max-model-len", "2048", *extra]  # fmt: skip
+    cmd = [
+        str(VLLM_PYTHON),
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(model),
+        "--served-model-name",
+        name,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--max-model-len",
+        "2048",
+        *extra,
+    ]
     with open(log, "wb") as fh:
         return subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env)
 
@@ -119,31 +138,73 @@ def run(target: Path, layers: int, k: int, max_new: int, tmp: Path) -> dict:
     spec = json.dumps({"method": "draft_model", "model": str(draft), "num_speculative_tokens": k})
     engine_url, draft_url = "http://127.0.0.1:18231", "http://127.0.0.1:18232"
     procs = [
-        start_vllm(target, "target", 18231, tmp / "engine.log", "--speculative-config", spec,
-                   "--per-request-spec-decode-metrics", "detailed"),
+        start_vllm(
+            target,
+            "target",
+            18231,
+            tmp / "engine.log",
+            "--speculative-config",
+            spec,
+            "--per-request-spec-decode-metrics",
+            "detailed",
+        ),
         start_vllm(draft, "draft", 18232, tmp / "draft.log"),
-    ]  # fmt: skip
+    ]
     try:
         started = time.monotonic()
         wait_ready(engine_url, procs[0], tmp / "engine.log")
         wait_ready(draft_url, procs[1], tmp / "draft.log")
         ready_s = time.monotonic() - started
         prompts = tmp / "prompts.jsonl"
-        prompts.write_text("".join(
-            json.dumps({"id": f"{c}-{i}", "messages": [{"role": "user", "content": p}],
-                        "meta": {"category": c}}) + "\n"
-            for c, ps in PROMPTS.items() for i, p in enumerate(ps)))  # fmt: skip
+        prompts.write_text(
+            "".join(
+                json.dumps(
+                    {
+                        "id": f"{c}-{i}",
+                        "messages": [{"role": "user", "content": p}],
+                        "meta": {"category": c},
+                    }
+                )
+                + "\n"
+                for c, ps in PROMPTS.items()
+                for i, p in enumerate(ps)
+            )
+        )
         before = counters(engine_url)
         started = time.monotonic()
-        regen("generate", "--prompts", str(prompts), "--output-dir", str(tmp / "run"),
-              "--servers", engine_url, "--model", "target", "--temperature", "0",
-              "--max-output-tokens", str(max_new), "--return-token-ids",
-              "--display", "plain")  # fmt: skip
+        regen(
+            "generate",
+            "--prompts",
+            str(prompts),
+            "--output-dir",
+            str(tmp / "run"),
+            "--servers",
+            engine_url,
+            "--model",
+            "target",
+            "--temperature",
+            "0",
+            "--max-output-tokens",
+            str(max_new),
+            "--return-token-ids",
+            "--display",
+            "plain",
+        )
         generate_s = time.monotonic() - started
         after = counters(engine_url)
         engine = regen("score", str(tmp / "run"), "--from-engine", "--all", "--json")
-        scored = regen("score", str(tmp / "run"), "--k", str(k), "--draft-servers", draft_url,
-                       "--tokenizer", str(target), "--all", "--json")  # fmt: skip
+        scored = regen(
+            "score",
+            str(tmp / "run"),
+            "--k",
+            str(k),
+            "--draft-servers",
+            draft_url,
+            "--tokenizer",
+            str(target),
+            "--all",
+            "--json",
+        )
     finally:
         for proc in procs:
             proc.terminate()

@@ -79,15 +79,23 @@ class HalfWay:
             self.at = time.perf_counter()
 
 
-def one(run: Path, out: Path, encoder: Encoder, workers: int, vocab: bool,
-        samples: int) -> tuple[float, ...]:  # fmt: skip
+def one(
+    run: Path, out: Path, encoder: Encoder, workers: int, vocab: bool, samples: int
+) -> tuple[float, ...]:
     """Wall seconds, CPU seconds in all, CPU seconds of this (the folding) process, and the
     samples per second over the second half."""
     options, half = spread(workers), HalfWay(samples)
     wall, cpu, own = time.perf_counter(), cpu_seconds(), cpu_seconds(resource.RUSAGE_SELF)
-    request = ExportRequest([run], out, make_format("tokenized"), encoder=encoder,
-                            filters=Filters(), file_type="parquet", judge=CardCheck({}),
-                            count_tokens=vocab)  # fmt: skip
+    request = ExportRequest(
+        [run],
+        out,
+        make_format("tokenized"),
+        encoder=encoder,
+        filters=Filters(),
+        file_type="parquet",
+        judge=CardCheck({}),
+        count_tokens=vocab,
+    )
     summary = export_run(request, on_row=half, **options)
     if vocab:
         finish(out, summary, encoder, Publish(runs=[str(run)], draft_vocab_size=32000))
@@ -111,23 +119,35 @@ def main() -> None:
     tokens = len(encoder.encode(Completion.of(next(synthetic(1, args.words)))).input_ids)
     print(f"{args.samples} samples of ~{tokens} tokens")
     with tempfile.TemporaryDirectory() as tmp:
-        runs = {source: write_run(Path(tmp) / source, args.samples, args.words,
-                                  encoder if source == "ids" else None)
-                for source in args.sources.split(",")}  # fmt: skip
+        runs = {
+            source: write_run(
+                Path(tmp) / source, args.samples, args.words, encoder if source == "ids" else None
+            )
+            for source in args.sources.split(",")
+        }
         for source, run in runs.items():
             for workers in map(int, args.workers.split(",")):
                 out = Path(tmp) / f"out-{source}-{workers}"
                 wall, cpu, own, steady = one(run, out, encoder, workers, args.vocab, args.samples)
-                line = {"from": source, "workers": workers, "samples": args.samples,
-                        "tokens": tokens, "wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
-                        "per_s": round(args.samples / wall), "per_cpu_s":
-                        round(args.samples / cpu), "main_cpu_s": round(own, 2),
-                        "steady_per_s": round(steady)}  # fmt: skip
-                print(f"from {source:4} workers {workers}: {wall:6.1f} s wall "
-                      f"{args.samples / wall:6.0f}/s (second half {steady:5.0f}/s), "
-                      f"{cpu:6.1f} s CPU "
-                      f"{args.samples / cpu:6.0f}/CPU-s; this process {own:5.1f} s CPU "
-                      f"({own / args.samples * 1e6:.0f} us a row)")  # fmt: skip
+                line = {
+                    "from": source,
+                    "workers": workers,
+                    "samples": args.samples,
+                    "tokens": tokens,
+                    "wall_s": round(wall, 2),
+                    "cpu_s": round(cpu, 2),
+                    "per_s": round(args.samples / wall),
+                    "per_cpu_s": round(args.samples / cpu),
+                    "main_cpu_s": round(own, 2),
+                    "steady_per_s": round(steady),
+                }
+                print(
+                    f"from {source:4} workers {workers}: {wall:6.1f} s wall "
+                    f"{args.samples / wall:6.0f}/s (second half {steady:5.0f}/s), "
+                    f"{cpu:6.1f} s CPU "
+                    f"{args.samples / cpu:6.0f}/CPU-s; this process {own:5.1f} s CPU "
+                    f"({own / args.samples * 1e6:.0f} us a row)"
+                )
                 if args.json:
                     with open(args.json, "a") as fh:
                         fh.write(json.dumps(line) + "\n")

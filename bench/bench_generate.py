@@ -137,11 +137,24 @@ class ServerSpec:
 
     def args(self, port: int) -> list[str]:
         return [
-            sys.executable, "-m", "regen.testing.fake_server", "--port", str(port),
-            "--slots", str(self.slots), "--seconds-per-token", str(self.seconds_per_token),
-            "--tokens", str(self.tokens), "--tokens-jitter", str(self.jitter),
-            "--pad-bytes", str(self.pad_bytes), "--model", MODEL,
-        ]  # fmt: skip
+            sys.executable,
+            "-m",
+            "regen.testing.fake_server",
+            "--port",
+            str(port),
+            "--slots",
+            str(self.slots),
+            "--seconds-per-token",
+            str(self.seconds_per_token),
+            "--tokens",
+            str(self.tokens),
+            "--tokens-jitter",
+            str(self.jitter),
+            "--pad-bytes",
+            str(self.pad_bytes),
+            "--model",
+            MODEL,
+        ]
 
 
 @contextmanager
@@ -201,9 +214,11 @@ def request_body(i: int) -> dict[str, Any]:
     """What regen sends for prompt i (with default sampling), for the naive client."""
     content = f"question p{i:07d}"
     return {
-        "model": MODEL, "messages": [{"role": "user", "content": content}],
-        "stream": False, "max_tokens": MAX_TOKENS,
-    }  # fmt: skip
+        "model": MODEL,
+        "messages": [{"role": "user", "content": content}],
+        "stream": False,
+        "max_tokens": MAX_TOKENS,
+    }
 
 
 # -- running regen -----------------------------------------------------------------------
@@ -218,11 +233,22 @@ class ProcRun:
 
 def regen_cmd(prompts: Path, out: Path | str, urls: list[str], concurrency: int) -> list[str]:
     return [
-        sys.executable, "-m", "regen", "generate", "--prompts", str(prompts),
-        "--output-dir", str(out), "--concurrency-per-server", str(concurrency), "--display", "none",
-        "--servers", *urls,
+        sys.executable,
+        "-m",
+        "regen",
+        "generate",
+        "--prompts",
+        str(prompts),
+        "--output-dir",
+        str(out),
+        "--concurrency-per-server",
+        str(concurrency),
+        "--display",
+        "none",
+        "--servers",
+        *urls,
         *(["--upload-interval", "5"] if "://" in str(out) else []),  # uploads during the run
-    ]  # fmt: skip
+    ]
 
 
 def tree_rss(proc: psutil.Process) -> int:
@@ -454,15 +480,23 @@ def completion_line(i: int, sampling: dict[str, Any], pad: int = 0) -> bytes:
     pid = f"p{i:07d}"
     question = f"question {pid}"
     record = {
-        "id": pid, "sample": 0,
+        "id": pid,
+        "sample": 0,
         "messages": [
             {"role": "user", "content": question},
             {"role": "assistant", "content": f"answer to: {question}" + " lorem" * (pad // 6)},
         ],
-        "finish_reason": "stop", "usage": {"prompt_tokens": 10, "completion_tokens": 8},
-        "meta": {"server": "127.0.0.1:1", "model": MODEL, "sampling": sampling,
-                 "attempts": 1, "latency_s": 0.01, "line": i + 1},
-    }  # fmt: skip
+        "finish_reason": "stop",
+        "usage": {"prompt_tokens": 10, "completion_tokens": 8},
+        "meta": {
+            "server": "127.0.0.1:1",
+            "model": MODEL,
+            "sampling": sampling,
+            "attempts": 1,
+            "latency_s": 0.01,
+            "line": i + 1,
+        },
+    }
     return orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
 
 
@@ -492,9 +526,13 @@ def regen_api() -> SimpleNamespace:
             return GenerateConfig(prompts=prompts, output_dir=out, servers=servers, part=part)
 
     return SimpleNamespace(
-        OutputLayout=OutputLayout, check_and_record=check_and_record, fingerprint=fingerprint,
-        Part=Part, seal_shard=seal_shard, config=config,
-    )  # fmt: skip
+        OutputLayout=OutputLayout,
+        check_and_record=check_and_record,
+        fingerprint=fingerprint,
+        Part=Part,
+        seal_shard=seal_shard,
+        config=config,
+    )
 
 
 def synthesize_output(
@@ -524,9 +562,12 @@ def synthesize_output(
             seal_shard(shard, shard_keys((f"p{i:07d}", 0, i + 1) for i in rows), False)
     resolved = config.resolved(["http://127.0.0.1:1"], MODEL)
     check_and_record(
-        layout.manifest, config=resolved, input_fp=input_fp,
-        allow_changed_input=False, allow_changed_sampling=False,
-    )  # fmt: skip
+        layout.manifest,
+        config=resolved,
+        input_fp=input_fp,
+        allow_changed_input=False,
+        allow_changed_sampling=False,
+    )
 
 
 def _shard_format(input_digest: str, part: Any) -> tuple[str, Callable[[Iterator[tuple]], Any]]:
@@ -745,9 +786,10 @@ def parse_args() -> argparse.Namespace:
         "--record-bytes", type=int, help="size of each synthesized finished completion (resume)"
     )
     ap.add_argument(
-        "--bucket", action="store_true",
+        "--bucket",
+        action="store_true",
         help="util and cost write to S3 (moto on loopback, started here) instead of a dir",
-    )  # fmt: skip
+    )
     ap.add_argument(
         "--no-naive", action="store_true", help="util: measure regen only, not the naive client"
     )

@@ -50,39 +50,59 @@ class FakeSpec:
 
     def args(self, port: int) -> list[str]:
         return [
-            sys.executable, "-m", "regen.testing.fake_server", "--port", str(port),
-            "--slots", "64", "--seconds-per-token", str(self.seconds_per_token),
-            "--tokens", "200", "--tokens-sigma", "1.0", "--base-latency", "0.05",
-            "--model", "fake-model",
-        ]  # fmt: skip
+            sys.executable,
+            "-m",
+            "regen.testing.fake_server",
+            "--port",
+            str(port),
+            "--slots",
+            "64",
+            "--seconds-per-token",
+            str(self.seconds_per_token),
+            "--tokens",
+            "200",
+            "--tokens-sigma",
+            "1.0",
+            "--base-latency",
+            "0.05",
+            "--model",
+            "fake-model",
+        ]
 
 
 def regen(args: list[str], timeout: float) -> tuple[float, str]:
     started = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-m", "regen", *args], capture_output=True, text=True, timeout=timeout,
+        [sys.executable, "-m", "regen", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
         cwd=ROOT,
-    )  # fmt: skip
+    )
     wall = time.monotonic() - started
     if done.returncode != 0:
         raise RuntimeError(f"regen {args[0]} failed ({done.returncode}): {done.stderr[-2000:]}")
     return wall, done.stdout
 
 
-def plan_then_generate(prompts: Path, urls: list[str], flags: list[str], work: Path,
-                       sample: int, timeout: float) -> dict[str, Any]:  # fmt: skip
+def plan_then_generate(
+    prompts: Path, urls: list[str], flags: list[str], work: Path, sample: int, timeout: float
+) -> dict[str, Any]:
     servers = ["--servers", *urls]
     common = ["--prompts", str(prompts), *servers, *flags]
     plan_s, out = regen(["plan", *common, "--sample", str(sample), "--json"], timeout)
     whole = orjson.loads(out)
-    gen_s, _ = regen(["generate", *common, "--output-dir", str(work / "a"), "--display", "none"],
-                     timeout)  # fmt: skip
+    gen_s, _ = regen(
+        ["generate", *common, "--output-dir", str(work / "a"), "--display", "none"], timeout
+    )
     kept = work / "b"
-    keep_s, out = regen(["plan", *common, "--sample", str(sample), "--output-dir", str(kept),
-                         "--json"], timeout)  # fmt: skip
+    keep_s, out = regen(
+        ["plan", *common, "--sample", str(sample), "--output-dir", str(kept), "--json"], timeout
+    )
     left = orjson.loads(out)
-    rest_s, _ = regen(["generate", *common, "--output-dir", str(kept), "--display", "none"],
-                      timeout)  # fmt: skip
+    rest_s, _ = regen(
+        ["generate", *common, "--output-dir", str(kept), "--display", "none"], timeout
+    )
     return {
         "prompts": whole["prompts"],
         "sample": sample,
@@ -108,8 +128,18 @@ def write_fake_prompts(path: Path, count: int) -> None:
             fh.write(orjson.dumps(record) + b"\n")
 
 
-TOPICS = ["the sea", "bread", "a bicycle", "winter", "a library", "trains", "the moon", "tea",
-          "a garden", "rain"]  # fmt: skip
+TOPICS = [
+    "the sea",
+    "bread",
+    "a bicycle",
+    "winter",
+    "a library",
+    "trains",
+    "the moon",
+    "tea",
+    "a garden",
+    "rain",
+]
 
 
 def write_model_prompts(path: Path, count: int) -> None:
@@ -118,10 +148,16 @@ def write_model_prompts(path: Path, count: int) -> None:
     with open(path, "wb") as fh:
         for i in range(count):
             topic = TOPICS[i % len(TOPICS)]
-            source, ask = (("one-word", f"Answer with one word: what colour is {topic}?") if i % 2
-                           else ("essays", f"Write a detailed essay about {topic}."))  # fmt: skip
-            record = {"id": f"m{i}", "messages": [{"role": "user", "content": ask}],
-                      "source": {"dataset": source}}  # fmt: skip
+            source, ask = (
+                ("one-word", f"Answer with one word: what colour is {topic}?")
+                if i % 2
+                else ("essays", f"Write a detailed essay about {topic}.")
+            )
+            record = {
+                "id": f"m{i}",
+                "messages": [{"role": "user", "content": ask}],
+                "source": {"dataset": source},
+            }
             fh.write(orjson.dumps(record) + b"\n")
 
 
@@ -129,8 +165,9 @@ def bench_fake(work: Path, prompts_count: int, timeout: float) -> dict[str, Any]
     specs = [FakeSpec(0.002), FakeSpec(0.002), FakeSpec(0.006)]
     write_fake_prompts(work / "fake.jsonl", prompts_count)
     with fleet(specs) as urls:  # type: ignore[arg-type]
-        result = plan_then_generate(work / "fake.jsonl", urls, FAKE_FLAGS, work / "fake", 100,
-                                    timeout)  # fmt: skip
+        result = plan_then_generate(
+            work / "fake.jsonl", urls, FAKE_FLAGS, work / "fake", 100, timeout
+        )
         result["slow_server_named"] = result["slower_servers"] == [urls[2]]
     return result
 
@@ -140,8 +177,9 @@ def bench_model(work: Path, timeout: float) -> dict[str, Any]:
 
     write_model_prompts(work / "model.jsonl", 40)
     with EmbeddedFleet(embedded_spec(default_model_path(), work / "embedded")) as server:
-        return plan_then_generate(work / "model.jsonl", server.urls, MODEL_FLAGS,
-                                  work / "model", 12, timeout)  # fmt: skip
+        return plan_then_generate(
+            work / "model.jsonl", server.urls, MODEL_FLAGS, work / "model", 12, timeout
+        )
 
 
 def main() -> None:

@@ -50,8 +50,10 @@ def baseline_tree(ref: str) -> Path:
         return Path(ref).resolve()
     sha = subprocess.run(
         ["git", "-C", str(ROOT), "rev-parse", "--short", ref],
-        capture_output=True, text=True, check=True,
-    ).stdout.strip()  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     tree = BENCH_DIR / f"baseline-{sha}"
     if not (tree / "src").is_dir():
         tree.mkdir(parents=True, exist_ok=True)
@@ -154,8 +156,10 @@ def main() -> None:
     for row in results["rows"]:
         for name in trees:
             r = row[name]
-            print(f"{row['prompts']:>12,} {name:<22} {r['peak_rss_mb']:>12} "
-                  f"{r['first_request_s']:>16}")  # fmt: skip
+            print(
+                f"{row['prompts']:>12,} {name:<22} {r['peak_rss_mb']:>12} "
+                f"{r['first_request_s']:>16}"
+            )
     name = "scale.json" if args.shards == 1 else f"scale-{args.shards}-shards.json"
     (BENCH_DIR / name).write_text(json.dumps(results, indent=2) + "\n")
     print(f"\nwritten to {BENCH_DIR / name}")

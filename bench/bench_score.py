@@ -42,22 +42,37 @@ from regen.score.rows import Selection
 from regen.tokenizer import load_tokenizer
 
 PROMPTS = {
-    "chat": ["Say hello to a new colleague.", "Give me a tip for sleeping better.",
-             "What should I pack for a beach trip?", "Describe autumn in two sentences.",
-             "How do I make a cup of tea?", "Suggest a name for a coffee shop.",
-             "What is a good hobby for a rainy day?", "Write a short thank-you note."],
-    "code": ["Write a Python function that reverses a string.",
-             "Write a Python function that returns the largest number in a list.",
-             "Write a for loop in Python that prints 1 to 10.",
-             "Write a Python class for a bank account.", "Write a SQL query selecting all users.",
-             "Write a JavaScript function that adds two numbers.",
-             "Write a Python function that checks if a number is even.",
-             "Write a bash command that counts lines in a file."],
-    "math": ["What is 12 times 7?", "What is the square root of 81?", "What is 15% of 200?",
-             "Solve for x: 2x + 6 = 14.", "What is the area of a circle of radius 3?",
-             "What is 1001 minus 999?", "How many minutes are in 3 hours?",
-             "What is the sum of the angles in a triangle?"],
-}  # fmt: skip
+    "chat": [
+        "Say hello to a new colleague.",
+        "Give me a tip for sleeping better.",
+        "What should I pack for a beach trip?",
+        "Describe autumn in two sentences.",
+        "How do I make a cup of tea?",
+        "Suggest a name for a coffee shop.",
+        "What is a good hobby for a rainy day?",
+        "Write a short thank-you note.",
+    ],
+    "code": [
+        "Write a Python function that reverses a string.",
+        "Write a Python function that returns the largest number in a list.",
+        "Write a for loop in Python that prints 1 to 10.",
+        "Write a Python class for a bank account.",
+        "Write a SQL query selecting all users.",
+        "Write a JavaScript function that adds two numbers.",
+        "Write a Python function that checks if a number is even.",
+        "Write a bash command that counts lines in a file.",
+    ],
+    "math": [
+        "What is 12 times 7?",
+        "What is the square root of 81?",
+        "What is 15% of 200?",
+        "Solve for x: 2x + 6 = 14.",
+        "What is the area of a circle of radius 3?",
+        "What is 1001 minus 999?",
+        "How many minutes are in 3 hours?",
+        "What is the sum of the angles in a triangle?",
+    ],
+}
 
 
 def requantize(src: Path, dst: Path) -> Path:
@@ -69,8 +84,10 @@ def requantize(src: Path, dst: Path) -> Path:
         True,
         2,
     )
-    assert llama_cpp.llama_model_quantize(str(src).encode(), str(dst).encode(),
-                                          ctypes.byref(params)) == 0  # fmt: skip
+    assert (
+        llama_cpp.llama_model_quantize(str(src).encode(), str(dst).encode(), ctypes.byref(params))
+        == 0
+    )
     return dst
 
 
@@ -83,9 +100,13 @@ def write_run(root: Path, rows: Iterable[dict]) -> Path:
 
 
 def record(rid: str, category: str, prompt: list[int], answer: list[int]) -> dict:
-    return {"id": rid, "sample": 0, "category": category,
-            "messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}],
-            "token_ids": {"prompt": prompt, "completion": answer}}  # fmt: skip
+    return {
+        "id": rid,
+        "sample": 0,
+        "category": category,
+        "messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}],
+        "token_ids": {"prompt": prompt, "completion": answer},
+    }
 
 
 def throughput(rows: int) -> dict:
@@ -98,18 +119,27 @@ def throughput(rows: int) -> dict:
         draft.matches(seq, 50)
     elapsed = time.perf_counter() - started
     tokens = sum(len(s) - 1 for s in seqs)
-    return {"rows": rows, "tokens": tokens, "seconds": round(elapsed, 2),
-            "draft_tokens_per_s": round(tokens / elapsed, 1), "threads": 2}  # fmt: skip
+    return {
+        "rows": rows,
+        "tokens": tokens,
+        "seconds": round(elapsed, 2),
+        "draft_tokens_per_s": round(tokens / elapsed, 1),
+        "threads": 2,
+    }
 
 
 def memory(rows: int) -> dict:
     rng = random.Random(0)
     with tempfile.TemporaryDirectory() as tmp:
         rows_made = (
-            record(f"r{i}", f"c{i % 4}", [rng.randrange(50) for _ in range(32)],
-                   [rng.randrange(50) for _ in range(64)])
+            record(
+                f"r{i}",
+                f"c{i % 4}",
+                [rng.randrange(50) for _ in range(32)],
+                [rng.randrange(50) for _ in range(64)],
+            )
             for i in range(rows)
-        )  # fmt: skip
+        )
         run = write_run(Path(tmp) / "run", rows_made)  # streamed: the run is never in memory
         encoder = Encoder.of(load_tokenizer("embedded"))
         before = rss_mb()
@@ -121,16 +151,21 @@ def memory(rows: int) -> dict:
 
         started = time.perf_counter()
         settings = ScoreSettings(Selection("category", None, 0), list(range(1, 9)), "embedded")
-        report = score_run(run, [NgramDraft()], encoder, settings, Path(tmp) / "score",
-                           on_row=sample)  # fmt: skip
+        report = score_run(
+            run, [NgramDraft()], encoder, settings, Path(tmp) / "score", on_row=sample
+        )
         during.append(rss_mb())  # after pooling every row into the report
         elapsed = time.perf_counter() - started
     scored = report.drafts[0].groups["(overall)"].rows
-    return {"rows": rows, "scored": scored, "seconds": round(elapsed, 1),
-            "rows_per_s": round(rows / elapsed), "rss_before_scoring_mb": round(before),
-            "peak_rss_while_scoring_mb": round(max(during)),
-            "process_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
-            }  # fmt: skip
+    return {
+        "rows": rows,
+        "scored": scored,
+        "seconds": round(elapsed, 1),
+        "rows_per_s": round(rows / elapsed),
+        "rss_before_scoring_mb": round(before),
+        "peak_rss_while_scoring_mb": round(max(during)),
+        "process_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+    }
 
 
 def rss_mb() -> float:
@@ -200,8 +235,9 @@ def specdec(n_prompts: int, k: int, max_new: int) -> dict:
         rows, greedy_rows, measured, lossless = [], [], {}, 0
         chosen = [(c, p) for c, ps in PROMPTS.items() for p in ps]
         for i, (category, prompt) in enumerate(chosen[:n_prompts]):
-            text = tok.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
-                                           add_generation_prompt=True)  # fmt: skip
+            text = tok.apply_chat_template(
+                [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
+            )
             ids = tok(text, add_special_tokens=False)["input_ids"]
             answer, steps, accepted = speculate(target, draft, ids, k, eos, max_new)
             plain = greedy(target, ids, eos, len(answer))
@@ -222,8 +258,13 @@ def specdec(n_prompts: int, k: int, max_new: int) -> dict:
         plain_run = write_run(Path(tmp) / "greedy", greedy_rows)
         ties = score_run(plain_run, [identity], Encoder.of(tok), settings, Path(tmp) / "ties")
         agree = ties.to_json()["drafts"][0]["groups"]
-    out = {"prompts": len(rows), "k": k, "max_new": max_new, "lossless_vs_greedy": lossless,
-           "by_category": {}}  # fmt: skip
+    out = {
+        "prompts": len(rows),
+        "k": k,
+        "max_new": max_new,
+        "lossless_vs_greedy": lossless,
+        "by_category": {},
+    }
     for category, (accepted, steps) in measured.items():
         simulated = groups[category]["by_k"][0]["tau"]["value"]
         real = 1 + accepted / steps

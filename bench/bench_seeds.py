@@ -73,8 +73,14 @@ def measure(src: str, window: float, work: Path, slots: int) -> dict[str, Any]:
     write_prompts(prompts, PROMPTS)
     shutil.rmtree(out, ignore_errors=True)
     seconds_per_token = SERVERS * slots / FLEET_RATE  # 0.25 s at 1,024 slots
-    fleet = SseFleet(SERVERS, slots=slots, seconds_per_token=seconds_per_token, tokens=2048,
-                     sigma=0.9, max_tokens=32_768)  # fmt: skip
+    fleet = SseFleet(
+        SERVERS,
+        slots=slots,
+        seconds_per_token=seconds_per_token,
+        tokens=2048,
+        sigma=0.9,
+        max_tokens=32_768,
+    )
     with fleet as urls, open(work / "regen.log", "wb") as log:
         started = time.monotonic()
         cmd = client_cmd(src, prompts, out, urls, slots)
@@ -99,35 +105,51 @@ def measure(src: str, window: float, work: Path, slots: int) -> dict[str, Any]:
 
     sent, span, client = delta("tokens_sent"), t1 - t0, c1 - c0
     return {
-        "window_s": round(span, 1), "slots_full_after_s": round(full_after, 1),
-        "tokens_sent": sent, "tokens_per_s": round(sent / span),
-        "slots_a_server": slots, "ideal_tokens_per_s": FLEET_RATE,
+        "window_s": round(span, 1),
+        "slots_full_after_s": round(full_after, 1),
+        "tokens_sent": sent,
+        "tokens_per_s": round(sent / span),
+        "slots_a_server": slots,
+        "ideal_tokens_per_s": FLEET_RATE,
         "fraction_of_ideal": round(sent / (FLEET_RATE * span), 4),
         "answers_finished": delta("served"),
-        "client_cpu_s": round(client, 2), "client_us_per_token": round(1e6 * client / sent, 2),
+        "client_cpu_s": round(client, 2),
+        "client_us_per_token": round(1e6 * client / sent, 2),
         "client_cores": round(client / span, 3),
         "client_cores_at_30k": round(client / sent * 30_000, 3),
-        "fleet_cores": round((f1 - f0) / span, 3), "late_steps": delta("late_steps"),
+        "fleet_cores": round((f1 - f0) / span, 3),
+        "late_steps": delta("late_steps"),
         "peak_rss_mb": round(peak_rss / 2**20, 1),
         "requests_failed": failed_requests(out),  # a server taken out fails its requests
-    }  # fmt: skip
+    }
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="a 20-s window instead of 60 s")
-    ap.add_argument("--src", default=SRC, help="regen from this src/ (an older tree); 'bare': "
-                    "the bare aiohttp+orjson client instead")  # fmt: skip
+    ap.add_argument(
+        "--src",
+        default=SRC,
+        help="regen from this src/ (an older tree); 'bare': the bare aiohttp+orjson client instead",
+    )
     ap.add_argument("--slots", type=int, default=SLOTS, help="per server (the rate stays)")
     args = ap.parse_args()
     work = BENCH_DIR / "seeds-work"
     work.mkdir(parents=True, exist_ok=True)
     src = args.src if args.src == "bare" else str(Path(args.src).resolve())
     row = measure(src, 20.0 if args.quick else 60.0, work, args.slots)
-    results = {"command": " ".join(sys.argv), "src": args.src, "cpus": os.cpu_count(),
-               "load_avg_at_end": os.getloadavg(), **row}  # fmt: skip
-    targets = [("fraction_of_ideal", ">=", 0.98), ("client_cores_at_30k", "<=", 0.3),
-               ("peak_rss_mb", "<=", 1024)]  # fmt: skip
+    results = {
+        "command": " ".join(sys.argv),
+        "src": args.src,
+        "cpus": os.cpu_count(),
+        "load_avg_at_end": os.getloadavg(),
+        **row,
+    }
+    targets = [
+        ("fraction_of_ideal", ">=", 0.98),
+        ("client_cores_at_30k", "<=", 0.3),
+        ("peak_rss_mb", "<=", 1024),
+    ]
     for name, op, goal in targets:
         met = row[name] >= goal if op == ">=" else row[name] <= goal
         print(f"{name:24} {row[name]:>10} target {op} {goal}  {'met' if met else 'NOT met'}")

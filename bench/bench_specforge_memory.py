@@ -47,15 +47,26 @@ def main() -> None:
         tokens = write_rows(path, args.rows)
         gc.collect()
         before = resident_bytes()
-        tasks = prepare_prompt_tasks(path, None, chat_template=None, max_length=1 << 20,
-                                     is_preformatted=False, train_only_last_turn=False,
-                                     cache_dir=None, cache_key=None, num_proc=1)  # fmt: skip
+        tasks = prepare_prompt_tasks(
+            path,
+            None,
+            chat_template=None,
+            max_length=1 << 20,
+            is_preformatted=False,
+            train_only_last_turn=False,
+            cache_dir=None,
+            cache_key=None,
+            num_proc=1,
+        )
         gc.collect()
         held = resident_bytes() - before
-        result = {"rows": len(tasks), "tokens": tokens,
-                  "file_bytes_per_token": path.stat().st_size / tokens,
-                  "held_bytes_per_token": held / tokens,
-                  "held_gb_at_1_6b_tokens": 1.6e9 * held / tokens / 1e9}  # fmt: skip
+        result = {
+            "rows": len(tasks),
+            "tokens": tokens,
+            "file_bytes_per_token": path.stat().st_size / tokens,
+            "held_bytes_per_token": held / tokens,
+            "held_gb_at_1_6b_tokens": 1.6e9 * held / tokens / 1e9,
+        }
     print(json.dumps(result, indent=1))
     if args.json:
         args.json.write_text(json.dumps(result))

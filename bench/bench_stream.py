@@ -53,9 +53,14 @@ async def bare_client(urls: list[str], count: int, per_server: int) -> int:
     """The least a Python client does: a line at a time, orjson, text joined, ids extended."""
 
     async def one(session: aiohttp.ClientSession, url: str, i: int) -> int:
-        body = {"model": "fake-model", "stream": True, "return_token_ids": True,
-                "messages": [{"role": "user", "content": f"question p{i:07d}"}],
-                "stream_options": {"include_usage": True}, "max_tokens": 40_000}  # fmt: skip
+        body = {
+            "model": "fake-model",
+            "stream": True,
+            "return_token_ids": True,
+            "messages": [{"role": "user", "content": f"question p{i:07d}"}],
+            "stream_options": {"include_usage": True},
+            "max_tokens": 40_000,
+        }
         text, ids = [], []
         async with session.post(url + "/v1/chat/completions", data=orjson.dumps(body)) as resp:
             async for line in resp.content:
@@ -115,8 +120,13 @@ def bench_cost(work: Path, srcs: dict[str, str], scale: float, per_event: int) -
             per_token = client_runs(work / f"cost-{tokens}", fleet, count, srcs)
         ratios = {n: round(v / per_token["bare"], 2) for n, v in per_token.items() if n != "bare"}
         cores = {n: round(v * 30_000 / 1e6, 3) for n, v in per_token.items()}
-        row = {"tokens": tokens, "answers": count, "us_per_token": per_token,
-               "ratio_to_bare": ratios, "cores_at_30k": cores}  # fmt: skip
+        row = {
+            "tokens": tokens,
+            "answers": count,
+            "us_per_token": per_token,
+            "ratio_to_bare": ratios,
+            "cores_at_30k": cores,
+        }
         print(json.dumps(row), flush=True)
         rows.append(row)
     return rows
@@ -133,9 +143,16 @@ def bench_memory(work: Path, src: str, streams: int, tokens: int, per_event: int
     prompts, total = work / "memory-prompts.jsonl", 8 * streams
     write_prompts(prompts, total)
     hold_at = tokens * 15 // 16
-    fleet = SseFleet(8, slots=streams, tokens=tokens, tokens_per_event=per_event,
-                     events_per_write=4, first_token_s=FIRST_TOKEN_S, hold_at=hold_at,
-                     hold_s=HOLD_S)  # fmt: skip
+    fleet = SseFleet(
+        8,
+        slots=streams,
+        tokens=tokens,
+        tokens_per_event=per_event,
+        events_per_write=4,
+        first_token_s=FIRST_TOKEN_S,
+        hold_at=hold_at,
+        hold_s=HOLD_S,
+    )
     shutil.rmtree(work / "memory-out", ignore_errors=True)
     with fleet as urls, open(work / "memory.log", "wb") as log:
         cmd = regen_cmd(src, prompts, work / "memory-out", urls, streams)
@@ -153,11 +170,17 @@ def bench_memory(work: Path, src: str, streams: int, tokens: int, per_event: int
         finally:
             stop(child)
     in_flight = sum(s["tokens_sent"] - s["tokens_done"] for s in stats)
-    return {"streams": total, "tokens_an_answer": tokens, "tokens_per_event": per_event,
-            "idle_rss_mb": round(idle / 2**20, 1), "held_rss_mb": round(held / 2**20, 1),
-            "tokens_in_flight": in_flight, "expected_in_flight": total * hold_at,
-            "bytes_per_token": round((held - idle) / max(in_flight, 1), 2),
-            "peak_rss_mb": round(peak.stop() / 2**20, 1)}  # fmt: skip
+    return {
+        "streams": total,
+        "tokens_an_answer": tokens,
+        "tokens_per_event": per_event,
+        "idle_rss_mb": round(idle / 2**20, 1),
+        "held_rss_mb": round(held / 2**20, 1),
+        "tokens_in_flight": in_flight,
+        "expected_in_flight": total * hold_at,
+        "bytes_per_token": round((held - idle) / max(in_flight, 1), 2),
+        "peak_rss_mb": round(peak.stop() / 2**20, 1),
+    }
 
 
 def parse_args() -> argparse.Namespace:
@@ -184,8 +207,11 @@ def main() -> None:
     work = BENCH_DIR / "stream-work"
     work.mkdir(parents=True, exist_ok=True)
     scale = 0.25 if args.quick else 1.0
-    results: dict[str, Any] = {"command": " ".join(sys.argv), "cpus": os.cpu_count(),
-                               "load_avg_at_start": os.getloadavg()}  # fmt: skip
+    results: dict[str, Any] = {
+        "command": " ".join(sys.argv),
+        "cpus": os.cpu_count(),
+        "load_avg_at_start": os.getloadavg(),
+    }
     parts = set(args.parts.split(","))
     if "cost" in parts:
         results["cost"] = bench_cost(work, srcs, scale, args.tokens_per_event)

@@ -55,11 +55,30 @@ def serve(
     """`regen serve` in the foreground, until it says its servers answer."""
     fleet = folder / "FLEET.json"
     cmd = [
-        sys.executable, "-m", "regen", "serve", "--engine", "vllm", "--model", "embedded",
-        "--device", "cpu", "--replicas", str(replicas), "--python", str(VLLM_PYTHON),
-        "--kv-cache-gib", "1", "--context", "2048", "--fleet", str(fleet),
-        "--startup-timeout", "1200", *(["--", "--enforce-eager"] if eager else []),
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "regen",
+        "serve",
+        "--engine",
+        "vllm",
+        "--model",
+        "embedded",
+        "--device",
+        "cpu",
+        "--replicas",
+        str(replicas),
+        "--python",
+        str(VLLM_PYTHON),
+        "--kv-cache-gib",
+        "1",
+        "--context",
+        "2048",
+        "--fleet",
+        str(fleet),
+        "--startup-timeout",
+        "1200",
+        *(["--", "--enforce-eager"] if eager else []),
+    ]
     log = folder / "serve.out"
     with open(log, "wb") as sink:
         proc = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT)
@@ -78,8 +97,9 @@ def stop_serve(proc: subprocess.Popen, fleet: Path) -> None:
     `regen serve --stop` stops them, by the pids FLEET.json names."""
     stop(proc)
     if fleet.exists():
-        subprocess.run([sys.executable, "-m", "regen", "serve", "--stop", str(fleet)],
-                       check=False, timeout=300)  # fmt: skip
+        subprocess.run(
+            [sys.executable, "-m", "regen", "serve", "--stop", str(fleet)], check=False, timeout=300
+        )
 
 
 def metric(urls: list[str], name: str) -> float:
@@ -116,9 +136,22 @@ def generate(
 ) -> subprocess.Popen:
     """`regen generate` (the regen whose sources are at `src`, else this one)."""
     cmd = [
-        sys.executable, "-m", "regen", "generate", "--prompts", str(prompts), "--output-dir",
-        str(out), "--display", "none", "--servers", *urls, "--temperature", "0.7", *flags,
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "regen",
+        "generate",
+        "--prompts",
+        str(prompts),
+        "--output-dir",
+        str(out),
+        "--display",
+        "none",
+        "--servers",
+        *urls,
+        "--temperature",
+        "0.7",
+        *flags,
+    ]
     env = os.environ | ({"PYTHONPATH": src} if src else {})
     with open(out.parent / f"{out.name}.log", "wb") as log:
         return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, env=env)
@@ -169,8 +202,9 @@ def sweep(urls: list[str], work: Path, seconds: float, levels: list[int], longer
     """Each fixed level for `seconds`; the defaults for `longer` (their climb is a one-off
     cost, which a run of hours pays once: here it counts in full, over `longer`)."""
     rows = {}
-    runs = {f"fixed {n}": ["--fixed-concurrency", "--concurrency-per-server", str(n)]
-            for n in levels}  # fmt: skip
+    runs = {
+        f"fixed {n}": ["--fixed-concurrency", "--concurrency-per-server", str(n)] for n in levels
+    }
     runs["defaults"] = []
     for label, flags in runs.items():
         tag = label.replace(" ", "")
@@ -187,8 +221,11 @@ def sweep(urls: list[str], work: Path, seconds: float, levels: list[int], longer
         finally:
             abandon(proc)
         wait_idle(urls)
-        print(f"  {label:<12} {rate:7.1f} tok/s (second half {settled:7.1f})  "
-              f"{rows[label]['levels']}", flush=True)  # fmt: skip
+        print(
+            f"  {label:<12} {rate:7.1f} tok/s (second half {settled:7.1f})  "
+            f"{rows[label]['levels']}",
+            flush=True,
+        )
     best = max((r["rate"], k) for k, r in rows.items() if k.startswith("fixed"))
     rows["defaults"]["of_best"] = rows["defaults"]["rate"] / best[0]
     rows["defaults"]["second_half_of_best"] = rows["defaults"]["second_half"] / best[0]
@@ -209,15 +246,19 @@ def whole_runs(urls: list[str], work: Path, args: argparse.Namespace) -> dict:
         tag = "w" + label.replace(" ", "").replace(",", "")
         prompts, out = work / f"{tag}.jsonl", work / f"out-{tag}"
         write_prompts(prompts, tag, args.prompts)
-        proc = generate(prompts, out, urls, "--max-output-tokens", str(args.max_tokens), *flags,
-                        src=src)  # fmt: skip
+        proc = generate(
+            prompts, out, urls, "--max-output-tokens", str(args.max_tokens), *flags, src=src
+        )
         try:
             rows[label] = to_the_end(urls, proc, out)
         finally:
             abandon(proc)
         wait_idle(urls)
-        print(f"  {label:<18} {rows[label]['rate']:7.1f} tok/s over {rows[label]['seconds']:.0f}"
-              f" s  levels {rows[label]['trace']}", flush=True)  # fmt: skip
+        print(
+            f"  {label:<18} {rows[label]['rate']:7.1f} tok/s over {rows[label]['seconds']:.0f}"
+            f" s  levels {rows[label]['trace']}",
+            flush=True,
+        )
     best = max((r["rate"], k) for k, r in rows.items() if k.startswith("fixed"))
     for row in rows.values():
         row["of_best"] = row["rate"] / best[0]
@@ -270,11 +311,15 @@ def hit_rate(urls: list[str], work: Path, tag: str, flags: list[str], system: st
 
 def prefix(urls: list[str], work: Path) -> dict:
     catalogue = tool_catalogue()
-    workloads = {"4 samples per prompt": (["--samples-per-prompt", "4"], ""),
-                 "shared 1,500-token system prompt": ([], catalogue)}  # fmt: skip
-    fleets = {"least-loaded, 2 servers": (urls, ["--dispatch", "least-loaded"]),
-              "affine, 2 servers": (urls, ["--dispatch", "affine"]),
-              "one server alone": (urls[:1], [])}  # fmt: skip
+    workloads = {
+        "4 samples per prompt": (["--samples-per-prompt", "4"], ""),
+        "shared 1,500-token system prompt": ([], catalogue),
+    }
+    fleets = {
+        "least-loaded, 2 servers": (urls, ["--dispatch", "least-loaded"]),
+        "affine, 2 servers": (urls, ["--dispatch", "affine"]),
+        "one server alone": (urls[:1], []),
+    }
     results: dict = {}
     for workload, (flags, system) in workloads.items():
         for name, (servers, dispatch) in fleets.items():
@@ -309,11 +354,16 @@ def main() -> None:
     results: dict = {}
     try:
         if "whole" in parts:
-            print(f"whole runs: {args.replicas} vLLM CPU server(s), {args.prompts} prompts x "
-                  f"{args.max_tokens} tokens", flush=True)  # fmt: skip
+            print(
+                f"whole runs: {args.replicas} vLLM CPU server(s), {args.prompts} prompts x "
+                f"{args.max_tokens} tokens",
+                flush=True,
+            )
             results["whole"] = r = whole_runs(urls, work, args)
-            print(f"best fixed: {r['best_fixed']} at {r['best_rate']:.1f} tok/s; " + "; ".join(
-                f"{k} {v['of_best']:.3f}" for k, v in r["rows"].items()))  # fmt: skip
+            print(
+                f"best fixed: {r['best_fixed']} at {r['best_rate']:.1f} tok/s; "
+                + "; ".join(f"{k} {v['of_best']:.3f}" for k, v in r["rows"].items())
+            )
         if "sweep" in parts:
             print(f"sweep: 2 vLLM CPU servers, {args.seconds:.0f} s a level", flush=True)
             levels = [int(n) for n in args.levels.split(",")]

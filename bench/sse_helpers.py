@@ -55,11 +55,28 @@ class SseFleet:
 def regen_cmd(src: str, prompts: Path, out: Path, urls: list[str], per_server: int) -> list[str]:
     """regen from `src` (this tree, or an older one for a before/after), streamed with ids."""
     return [
-        "env", f"PYTHONPATH={src}", sys.executable, "-m", "regen", "generate",
-        "--prompts", str(prompts), "--output-dir", str(out), "--servers", *urls,
-        "--stream", "--return-token-ids", "--max-output-tokens", "40000",
-        "--fixed-concurrency", "--concurrency-per-server", str(per_server), "--display", "none",
-    ]  # fmt: skip
+        "env",
+        f"PYTHONPATH={src}",
+        sys.executable,
+        "-m",
+        "regen",
+        "generate",
+        "--prompts",
+        str(prompts),
+        "--output-dir",
+        str(out),
+        "--servers",
+        *urls,
+        "--stream",
+        "--return-token-ids",
+        "--max-output-tokens",
+        "40000",
+        "--fixed-concurrency",
+        "--concurrency-per-server",
+        str(per_server),
+        "--display",
+        "none",
+    ]
 
 
 def wait(until: Any, timeout: float, what: str) -> None:

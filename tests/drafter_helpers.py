@@ -52,8 +52,14 @@ def truncated_draft(target: Path, out: Path, blocks: int) -> Path:
     return out
 
 
-def eagle3_head(target: Path, out: Path, layers: Sequence[int], rows: Sequence[list[int]],
-                seed: int = 0, rope_theta: float = 10000.0) -> Path:  # fmt: skip
+def eagle3_head(
+    target: Path,
+    out: Path,
+    layers: Sequence[int],
+    rows: Sequence[list[int]],
+    seed: int = 0,
+    rope_theta: float = 10000.0,
+) -> Path:
     """A one-layer EAGLE-3 head in speculators' format, random but for its lm_head, fitted in
     closed form on `rows` (token ids): each draft token's row is the mean of the head's own
     first-step features where it is the token to draft (a nearest-centroid readout). Its
@@ -70,22 +76,30 @@ def eagle3_head(target: Path, out: Path, layers: Sequence[int], rows: Sequence[l
     model_t = load(target)
     tc = model_t.config
     layer = LlamaConfig(
-        vocab_size=tc.vocab_size, hidden_size=tc.hidden_size, intermediate_size=256,
-        num_hidden_layers=1, num_attention_heads=tc.num_attention_heads,
-        num_key_value_heads=tc.num_key_value_heads, rms_norm_eps=tc.rms_norm_eps,
-        max_position_embeddings=tc.max_position_embeddings, rope_theta=rope_theta,
-    )  # fmt: skip
+        vocab_size=tc.vocab_size,
+        hidden_size=tc.hidden_size,
+        intermediate_size=256,
+        num_hidden_layers=1,
+        num_attention_heads=tc.num_attention_heads,
+        num_key_value_heads=tc.num_key_value_heads,
+        rms_norm_eps=tc.rms_norm_eps,
+        max_position_embeddings=tc.max_position_embeddings,
+        rope_theta=rope_theta,
+    )
     layer._attn_implementation = "eager"
     kept = _draft_vocab(rows, tc.vocab_size)
     proposal = GreedyTokenProposalConfig(speculative_tokens=3)
     config = Eagle3SpeculatorConfig(
-        transformer_layer_config=layer, draft_vocab_size=len(kept),
+        transformer_layer_config=layer,
+        draft_vocab_size=len(kept),
         eagle_aux_hidden_state_layer_ids=list(layers),
         speculators_config=SpeculatorsConfig(
-            algorithm="eagle3", proposal_methods=[proposal], default_proposal_method="greedy",
+            algorithm="eagle3",
+            proposal_methods=[proposal],
+            default_proposal_method="greedy",
             verifier=VerifierConfig.from_pretrained(str(target)),
         ),
-    )  # fmt: skip
+    )
     torch.manual_seed(seed)
     head = Eagle3DraftModel(config).eval()
     index = torch.tensor(kept)
@@ -101,8 +115,9 @@ def eagle3_head(target: Path, out: Path, layers: Sequence[int], rows: Sequence[l
     return out
 
 
-def _centroids(head: Any, target: Any, layers: Sequence[int], rows: Sequence[list[int]],
-               kept: list[int]) -> Any:  # fmt: skip
+def _centroids(
+    head: Any, target: Any, layers: Sequence[int], rows: Sequence[list[int]], kept: list[int]
+) -> Any:
     """[draft vocab, hidden]: per draft token, the mean first-step feature (the normed state
     the lm_head reads) over the positions where it comes next, unit length."""
     import torch
@@ -114,8 +129,12 @@ def _centroids(head: Any, target: Any, layers: Sequence[int], rows: Sequence[lis
         for ids in rows:
             features.clear()
             fed = torch.tensor([ids[1:]])
-            head(hidden_states=hidden_by_hooks(target, ids, layers), input_ids=fed,
-                 document_ids=torch.zeros_like(fed), ttt_steps=1)  # fmt: skip
+            head(
+                hidden_states=hidden_by_hooks(target, ids, layers),
+                input_ids=fed,
+                document_ids=torch.zeros_like(fed),
+                ttt_steps=1,
+            )
             for i, token in enumerate(ids[2:]):  # index i drafts ids[i + 2]
                 sums[kept.index(token)] += features[0][i]
     finally:
@@ -148,9 +167,12 @@ def hidden_by_hooks(target: Any, known: list[int], layers: Sequence[int]) -> Any
     import torch
 
     seen: dict[int, Any] = {}
-    hooks = [target.model.layers[i - 1].register_forward_hook(
-        lambda _m, _a, o, i=i: seen.__setitem__(i, o[0] if isinstance(o, tuple) else o)
-    ) for i in layers]  # fmt: skip
+    hooks = [
+        target.model.layers[i - 1].register_forward_hook(
+            lambda _m, _a, o, i=i: seen.__setitem__(i, o[0] if isinstance(o, tuple) else o)
+        )
+        for i in layers
+    ]
     try:
         with torch.no_grad():
             target.model(input_ids=torch.tensor([known[:-1]]))
@@ -174,8 +196,12 @@ def eagle3_proposer(head: Any, target: Any, layers: Sequence[int]) -> Propose:
             for j in range(k):
                 fed = torch.tensor([known[1:] + drafted])
                 pad = torch.zeros(1, j, hidden.shape[-1])
-                steps = head(hidden_states=torch.cat([hidden, pad], dim=1), input_ids=fed,
-                             document_ids=torch.zeros_like(fed), ttt_steps=j + 1)  # fmt: skip
+                steps = head(
+                    hidden_states=torch.cat([hidden, pad], dim=1),
+                    input_ids=fed,
+                    document_ids=torch.zeros_like(fed),
+                    ttt_steps=j + 1,
+                )
                 token = int(steps[j][0, m - 1])
                 drafted.append(token if head.d2t is None else token + int(head.d2t[token]))
         return drafted
@@ -192,8 +218,11 @@ def loop_tau(rows: list[tuple[str, list[int], int]], propose: Propose, k: int) -
         while pos < len(ids):
             drafted = propose(ids[:pos], k)
             accepted = 0
-            while accepted < k and pos + accepted < len(ids) and \
-                    drafted[accepted] == ids[pos + accepted]:  # fmt: skip
+            while (
+                accepted < k
+                and pos + accepted < len(ids)
+                and drafted[accepted] == ids[pos + accepted]
+            ):
                 accepted += 1
             steps[category] = steps.get(category, 0) + 1
             tokens[category] = tokens.get(category, 0) + accepted + 1
@@ -212,8 +241,14 @@ def stored_rows(run: Path) -> list[tuple[str, list[int], int]]:
     return rows
 
 
-def dflash_head(target: Path, out: Path, layers: Sequence[int], rows: Sequence[list[int]],
-                block: int = 4, seed: int = 0) -> Path:  # fmt: skip
+def dflash_head(
+    target: Path,
+    out: Path,
+    layers: Sequence[int],
+    rows: Sequence[list[int]],
+    block: int = 4,
+    seed: int = 0,
+) -> Path:
     """A one-layer DFlash drafter in speculators' format, random but for its lm_head, fitted in
     closed form on `rows` as eagle3_head's is (over every slot of every block), with the same
     reduced vocabulary."""
@@ -226,23 +261,31 @@ def dflash_head(target: Path, out: Path, layers: Sequence[int], rows: Sequence[l
     model_t = load(target)
     tc = model_t.config
     layer = Qwen3Config(
-        vocab_size=tc.vocab_size, hidden_size=tc.hidden_size, intermediate_size=256,
-        num_hidden_layers=1, num_attention_heads=tc.num_attention_heads,
+        vocab_size=tc.vocab_size,
+        hidden_size=tc.hidden_size,
+        intermediate_size=256,
+        num_hidden_layers=1,
+        num_attention_heads=tc.num_attention_heads,
         num_key_value_heads=tc.num_key_value_heads,
-        head_dim=tc.hidden_size // tc.num_attention_heads, rms_norm_eps=tc.rms_norm_eps,
+        head_dim=tc.hidden_size // tc.num_attention_heads,
+        rms_norm_eps=tc.rms_norm_eps,
         max_position_embeddings=tc.max_position_embeddings,
-    )  # fmt: skip
+    )
     layer._attn_implementation = "eager"
     kept = _draft_vocab(rows, tc.vocab_size)
     config = DFlashSpeculatorConfig(
-        transformer_layer_config=layer, draft_vocab_size=len(kept), block_size=block,
-        aux_hidden_state_layer_ids=list(layers), mask_token_id=DFLASH_MASK,
+        transformer_layer_config=layer,
+        draft_vocab_size=len(kept),
+        block_size=block,
+        aux_hidden_state_layer_ids=list(layers),
+        mask_token_id=DFLASH_MASK,
         speculators_config=SpeculatorsConfig(
-            algorithm="dflash", default_proposal_method="greedy",
+            algorithm="dflash",
+            default_proposal_method="greedy",
             proposal_methods=[GreedyTokenProposalConfig(speculative_tokens=block - 1)],
             verifier=VerifierConfig.from_pretrained(str(target)),
         ),
-    )  # fmt: skip
+    )
     torch.manual_seed(seed)
     head = DFlashDraftModel(config).eval()
     index = torch.tensor(kept)
@@ -253,8 +296,7 @@ def dflash_head(target: Path, out: Path, layers: Sequence[int], rows: Sequence[l
     with torch.no_grad():
         head.embed_tokens.weight.copy_(model_t.get_input_embeddings().weight)
         for ids in rows:
-            features = dflash_blocks(head, model_t, layers, ids, range(len(ids) - 1),
-                                     features=True)  # fmt: skip
+            features = dflash_blocks(head, model_t, layers, ids, range(len(ids) - 1), features=True)
             for a in range(len(ids) - 1):
                 for s in range(1, block):
                     if a + s < len(ids):
@@ -272,8 +314,14 @@ def _draft_vocab(rows: Sequence[list[int]], size: int) -> list[int]:
     return sorted(seen | set([i for i in range(size) if i not in seen][: DRAFT_VOCAB - len(seen)]))
 
 
-def dflash_blocks(head: Any, target: Any, layers: Sequence[int], ids: list[int],
-                  anchors: range, features: bool = False) -> Any:  # fmt: skip
+def dflash_blocks(
+    head: Any,
+    target: Any,
+    layers: Sequence[int],
+    ids: list[int],
+    anchors: range,
+    features: bool = False,
+) -> Any:
     """speculators' blocks after `anchors` over ids, each reading only the target's hidden
     states before its anchor (taken by hooks over ids[:-1] is enough for the last anchor):
     [anchors, block] features (the normed state the lm_head reads) or draft-vocabulary ids."""
@@ -290,9 +338,13 @@ def dflash_blocks(head: Any, target: Any, layers: Sequence[int], ids: list[int],
     try:
         with torch.no_grad():
             _, logits, *_ = head._backbone_forward(
-                hidden, tokens, wanted, hidden.new_zeros(1, n + block, head.hidden_size),
-                torch.zeros_like(tokens), max_anchors=len(anchors),
-            )  # fmt: skip
+                hidden,
+                tokens,
+                wanted,
+                hidden.new_zeros(1, n + block, head.hidden_size),
+                torch.zeros_like(tokens),
+                max_anchors=len(anchors),
+            )
     finally:
         hook.remove()
     if features:
@@ -321,14 +373,25 @@ def specforge_eagle3(head: Path, out: Path, layers: Sequence[int]) -> Path:
     from transformers import LlamaConfig
 
     spec = json.loads((head / "config.json").read_text())
-    layer = {k: v for k, v in spec["transformer_layer_config"].items()
-             if k not in ("architectures", "model_type", "transformers_version")}  # fmt: skip
-    config = LlamaConfig(**layer, draft_vocab_size=spec["draft_vocab_size"],
-                         eagle_config={"eagle_aux_hidden_state_layer_ids":
-                                       [i - 1 for i in layers]})  # fmt: skip
+    layer = {
+        k: v
+        for k, v in spec["transformer_layer_config"].items()
+        if k not in ("architectures", "model_type", "transformers_version")
+    }
+    config = LlamaConfig(
+        **layer,
+        draft_vocab_size=spec["draft_vocab_size"],
+        eagle_config={"eagle_aux_hidden_state_layer_ids": [i - 1 for i in layers]},
+    )
     config.architectures = ["LlamaForCausalLMEagle3"]
     config.save_pretrained(str(out))
     state = load_file(str(head / "model.safetensors"))
-    save_file({k.replace("layers.0.", "midlayer.", 1): v for k, v in state.items()
-               if not k.startswith("verifier_")}, str(out / "model.safetensors"))  # fmt: skip
+    save_file(
+        {
+            k.replace("layers.0.", "midlayer.", 1): v
+            for k, v in state.items()
+            if not k.startswith("verifier_")
+        },
+        str(out / "model.safetensors"),
+    )
     return out

@@ -59,10 +59,13 @@ PAIR = {
     "chunked": ("--enable-chunked-prefill", "--max-num-batched-tokens", "256"),
 }
 QWEN3_STYLE_ARGS = (
-    "--chat-template", str(TEMPLATES / "qwen3_style.jinja"),
-    "--reasoning-parser-plugin", str(TEMPLATES / "all_reasoning.py"),
-    "--reasoning-parser", "all_reasoning",
-)  # fmt: skip
+    "--chat-template",
+    str(TEMPLATES / "qwen3_style.jinja"),
+    "--reasoning-parser-plugin",
+    str(TEMPLATES / "all_reasoning.py"),
+    "--reasoning-parser",
+    "all_reasoning",
+)
 QWEN3_STYLE = {"qwen3-style": QWEN3_STYLE_ARGS}
 # The fixtures of the fleets (a module with a test on one runs last).
 FLEET_FIXTURES = {"real_vllm", "real_vllm_pair", "real_vllm_qwen3_style", "real_vllm_fleets"}
@@ -133,8 +136,11 @@ class RealFleet:
         if pids and self.process.poll() is None:
             done = subprocess.run(
                 [sys.executable, "-m", "regen", "serve", "--stop", str(self.fleet_path)],
-                capture_output=True, text=True, timeout=180, env=self.env,
-            )  # fmt: skip
+                capture_output=True,
+                text=True,
+                timeout=180,
+                env=self.env,
+            )
             try:
                 self.process.wait(timeout=60)
             except subprocess.TimeoutExpired:
@@ -166,11 +172,33 @@ class Fleets:
         env = {k: v for k, v in (env or os.environ).items() if not k.startswith("OPENAI_")}
         env["VLLM_API_KEY"] = KEY
         command = [
-            sys.executable, "-m", "regen", "serve", "--engine", "vllm", "--model", "embedded",
-            "--device", "cpu", "--replicas", str(replicas), "--python", str(VLLM_PYTHON),
-            "--kv-cache-gib", "1", "--context", "2048", "--fleet", str(folder / "FLEET.json"),
-            "--startup-timeout", str(START_TIMEOUT), "--restart-dead", "--", EAGER, *engine_args,
-        ]  # fmt: skip
+            sys.executable,
+            "-m",
+            "regen",
+            "serve",
+            "--engine",
+            "vllm",
+            "--model",
+            "embedded",
+            "--device",
+            "cpu",
+            "--replicas",
+            str(replicas),
+            "--python",
+            str(VLLM_PYTHON),
+            "--kv-cache-gib",
+            "1",
+            "--context",
+            "2048",
+            "--fleet",
+            str(folder / "FLEET.json"),
+            "--startup-timeout",
+            str(START_TIMEOUT),
+            "--restart-dead",
+            "--",
+            EAGER,
+            *engine_args,
+        ]
         out = folder / "serve.out"
         with open(out, "wb") as sink:
             process = subprocess.Popen(

@@ -64,12 +64,14 @@ def model_run(root: Path, llm: Any, tok: Any, *, token_ids: bool = True) -> Path
             answer = greedy(llm, prompt_ids, eos)
             content = tok.decode([t for t in answer if t != eos])
             rec: dict[str, Any] = {
-                "id": f"{category}{n}", "sample": 0,
+                "id": f"{category}{n}",
+                "sample": 0,
                 "messages": [*messages, {"role": "assistant", "content": content}],
                 "finish_reason": "stop" if answer[-1] == eos else "length",
                 "usage": {"prompt_tokens": len(prompt_ids), "completion_tokens": len(answer)},
-                "source": {"dataset": f"src-{category}"}, "category": category,
-            }  # fmt: skip
+                "source": {"dataset": f"src-{category}"},
+                "category": category,
+            }
             if token_ids:
                 rec["token_ids"] = {"prompt": prompt_ids, "completion": answer}
             lines.append(json.dumps(rec))

@@ -45,9 +45,15 @@ def _prefix_hits(tmp_path, fake_server, dispatch: str, prompts: list[dict], samp
     path = tmp_path / f"{dispatch}.jsonl"
     path.write_text("".join(json.dumps(p) + "\n" for p in prompts))
     out = tmp_path / f"out-{dispatch}"
-    run(path, out, [s.url for s in servers], samples_per_prompt=samples, dispatch=dispatch,
+    run(
+        path,
+        out,
+        [s.url for s in servers],
+        samples_per_prompt=samples,
+        dispatch=dispatch,
         fixed_concurrency=True,
-        concurrency=8)  # fmt: skip
+        concurrency=8,
+    )
     assert_exactly_once(out, [p["id"] for p in prompts], samples)
     hits = sum(s.engine.counters.prefix_hits for s in servers)
     queries = sum(s.engine.counters.prefix_queries for s in servers)

@@ -35,8 +35,11 @@ TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": 
 def weather_trace(pid: str, asked: str) -> dict:
     """user asks about `asked` -> the dataset called get_weather(Paris) as call_orig -> its
     result; the target's answer comes next."""
-    call = {"id": "call_orig", "type": "function",
-            "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}  # fmt: skip
+    call = {
+        "id": "call_orig",
+        "type": "function",
+        "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+    }
     return {
         "id": pid,
         "tools": TOOLS,
@@ -64,8 +67,11 @@ def test_a_matching_call_reuses_the_cached_result_under_the_new_id(tmp_path, fak
     record = by_id(tmp_path / "out")["same"]
     call, result, final = record["messages"][1:]
     assert call["tool_calls"][0]["id"] == "call_new_0"
-    assert result == {"role": "tool", "tool_call_id": "call_new_0",
-                      "content": "18C and sunny in Paris"}  # fmt: skip
+    assert result == {
+        "role": "tool",
+        "tool_call_id": "call_new_0",
+        "content": "18C and sunny in Paris",
+    }
     assert final["content"] == "answer from tool: 18C and sunny in Paris"
     turns = record["meta"]["turns"]
     assert [t.get("tool_calls_match") for t in turns] == [True, None]
@@ -94,8 +100,7 @@ def test_a_divergent_call_ends_the_trace_at_that_turn(tmp_path, fake_server):
 def test_splice_keeps_going_with_the_cached_results_under_the_new_ids(tmp_path, fake_server):
     server = fake_server(answer=tool_caller())
     prompts = write(tmp_path / "p.jsonl", [weather_trace("other", "Lyon")])
-    run(prompts, tmp_path / "out", [server.url], regenerate_turns="all",
-        tool_divergence="splice")  # fmt: skip
+    run(prompts, tmp_path / "out", [server.url], regenerate_turns="all", tool_divergence="splice")
     record = by_id(tmp_path / "out")["other"]
     result = record["messages"][2]
     assert result["tool_call_id"] == "call_new_0" == record["messages"][1]["tool_calls"][0]["id"]
@@ -131,8 +136,9 @@ def example_tool_server():
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, str(EXAMPLE), "--port", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     url = f"http://127.0.0.1:{port}/call"
     try:
         wait_until_listening(port, process)
@@ -178,8 +184,14 @@ def test_a_down_tool_server_stops_the_run_without_writing_errors(tmp_path, fake_
     server = fake_server(answer=tool_caller())
     prompts = write(tmp_path / "p.jsonl", [weather_trace(f"t{i}", "Lyon") for i in range(3)])
     down = f"http://127.0.0.1:{free_port()}/call"  # nothing listens there
-    result = run(prompts, tmp_path / "out", [server.url], regenerate_turns="all",
-                 tool_server=down, health=HealthPolicy(give_up_after=1.0))  # fmt: skip
+    result = run(
+        prompts,
+        tmp_path / "out",
+        [server.url],
+        regenerate_turns="all",
+        tool_server=down,
+        health=HealthPolicy(give_up_after=1.0),
+    )
     assert result.exit_code == 5
     assert read_lines(tmp_path / "out", "errors") == []
     assert read_lines(tmp_path / "out", "completions") == []
@@ -187,8 +199,11 @@ def test_a_down_tool_server_stops_the_run_without_writing_errors(tmp_path, fake_
 
 def test_status_counts_the_divergent_traces_per_source(tmp_path, fake_server):
     server = fake_server(answer=tool_caller())
-    rows = [weather_trace("same", "Paris"), weather_trace("other", "Lyon"),
-            {**weather_trace("web", "Rome"), "source": {"name": "web"}}]  # fmt: skip
+    rows = [
+        weather_trace("same", "Paris"),
+        weather_trace("other", "Lyon"),
+        {**weather_trace("web", "Rome"), "source": {"name": "web"}},
+    ]
     rows[0]["source"] = rows[1]["source"] = {"name": "agents"}
     prompts = write(tmp_path / "p.jsonl", rows)
     run(prompts, tmp_path / "out", [server.url], regenerate_turns="all")
@@ -205,13 +220,19 @@ def test_kill9_with_a_tool_server_then_resume_is_exactly_once_and_whole(
     resumed: every trace is written once, whole, with the tool server's answers."""
     url, _ = example_tool_server
     slow = tool_caller()
-    server = fake_server(Behaviour(slots=8, seconds_per_token=0.02,
-                                   answer=lambda b: {**slow(b), "tokens": 6}))  # fmt: skip
+    server = fake_server(
+        Behaviour(slots=8, seconds_per_token=0.02, answer=lambda b: {**slow(b), "tokens": 6})
+    )
     n = 200
     ids = [f"t{i:03d}" for i in range(n)]
     write(tmp_path / "p.jsonl", [weather_trace(pid, f"City{i % 7}") for i, pid in enumerate(ids)])
-    command = [*regen_command(tmp_path / "p.jsonl", tmp_path / "out", server.url),
-               "--regenerate-turns", "all", "--tool-server", url]  # fmt: skip
+    command = [
+        *regen_command(tmp_path / "p.jsonl", tmp_path / "out", server.url),
+        "--regenerate-turns",
+        "all",
+        "--tool-server",
+        url,
+    ]
     rng, kills = random.Random(33), 0
     for _ in range(4):
         proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -267,8 +288,9 @@ def test_a_tool_server_that_breaks_the_contract_stops_the_run(
     server = fake_server(answer=tool_caller())
     prompts = write(tmp_path / "p.jsonl", [weather_trace("x", "Lyon")])
     wrong_path = url.replace("/call", "/nothing-here")  # 404: every call alike
-    result = run(prompts, tmp_path / "out", [server.url], regenerate_turns="all",
-                 tool_server=wrong_path)  # fmt: skip
+    result = run(
+        prompts, tmp_path / "out", [server.url], regenerate_turns="all", tool_server=wrong_path
+    )
     assert result.exit_code == 5
     assert "tool server" in result.message and "refused a call" in result.message
     assert read_lines(tmp_path / "out", "errors") == []
@@ -296,14 +318,24 @@ def test_faults_on_a_two_server_fleet_leave_every_trace_once_and_whole(
     is written once, whole, and no fault of the fleet becomes an error row."""
     url, _ = example_tool_server
     faults = ["ok", "500", "ok", "reset", "429", "ok", "abort", "ok"]
-    servers = [fake_server(answer=tool_caller(), faults=faults, retry_after=0.05,
-                           dialect="vllm", reasoning="split") for _ in range(2)]  # fmt: skip
+    servers = [
+        fake_server(
+            answer=tool_caller(), faults=faults, retry_after=0.05, dialect="vllm", reasoning="split"
+        )
+        for _ in range(2)
+    ]
     ids = [f"f{i:02d}" for i in range(30)]
     rows = [weather_trace(pid, ("Paris", "Lyon")[i % 2]) for i, pid in enumerate(ids)]
     prompts = write(tmp_path / "p.jsonl", rows)
     retry = RetryPolicy(max_retries=12, base_delay=0.01, max_delay=0.05)  # faults, not prompts
-    result = run(prompts, tmp_path / "out", [s.url for s in servers], regenerate_turns="all",
-                 tool_server=url, retry=retry)  # fmt: skip
+    result = run(
+        prompts,
+        tmp_path / "out",
+        [s.url for s in servers],
+        regenerate_turns="all",
+        tool_server=url,
+        retry=retry,
+    )
     assert result.exit_code == 0, result.message
     completions, errors = assert_exactly_once(tmp_path / "out", ids)
     assert not errors
@@ -327,8 +359,13 @@ def test_a_tool_server_that_comes_back_finds_the_calls_waiting(tmp_path, fake_se
     timer = threading.Timer(1.0, bring_up)
     timer.start()
     try:
-        result = run(prompts, tmp_path / "out", [server.url], regenerate_turns="all",
-                     tool_server=f"http://127.0.0.1:{port}/call")  # fmt: skip
+        result = run(
+            prompts,
+            tmp_path / "out",
+            [server.url],
+            regenerate_turns="all",
+            tool_server=f"http://127.0.0.1:{port}/call",
+        )
     finally:
         timer.join()
         for process in started:
@@ -336,8 +373,9 @@ def test_a_tool_server_that_comes_back_finds_the_calls_waiting(tmp_path, fake_se
             process.wait(timeout=10)
     assert result.exit_code == 0, result.message
     completions, errors = assert_exactly_once(tmp_path / "out", ids)
-    assert not errors and all(r["messages"][2]["content"] == "14C and cloudy in Lyon"
-                              for r in completions)  # fmt: skip
+    assert not errors and all(
+        r["messages"][2]["content"] == "14C and cloudy in Lyon" for r in completions
+    )
     assert any("tool server" in e and "does not answer" in e for e in result.stats.events)
 
 
@@ -347,25 +385,47 @@ def test_the_shipped_tool_calling_stand_in_shows_the_tool_paths(tmp_path, exampl
     turn on the tool server's results (the embedded model would end each there), whole."""
     url, _ = example_tool_server
     port = free_port()
-    command = [sys.executable, "-m", "regen.testing.fake_server", "--port", str(port),
-               "--tool-caller"]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "regen.testing.fake_server",
+        "--port",
+        str(port),
+        "--tool-caller",
+    ]
     stand_in = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         wait_until_listening(port, stand_in)
         prompts, out = tmp_path / "work" / "prompts.jsonl", tmp_path / "work" / "agents"
         recipe = str(EXAMPLE.parent / "recipe.yaml")
-        for argv in (["prepare", recipe, "--output", str(prompts)],
-                     ["generate", "--prompts", str(prompts), "--output-dir", str(out),
-                      "--servers", f"http://127.0.0.1:{port}", "--regenerate-turns", "all",
-                      "--tool-server", url, "--display", "none"]):  # fmt: skip
+        for argv in (
+            ["prepare", recipe, "--output", str(prompts)],
+            [
+                "generate",
+                "--prompts",
+                str(prompts),
+                "--output-dir",
+                str(out),
+                "--servers",
+                f"http://127.0.0.1:{port}",
+                "--regenerate-turns",
+                "all",
+                "--tool-server",
+                url,
+                "--display",
+                "none",
+            ],
+        ):
             result = CliRunner().invoke(main, argv)
             assert result.exit_code == 0, result.output
     finally:
         stand_in.terminate()
         stand_in.wait(timeout=10)
     shown = CliRunner().invoke(main, ["status", str(out)])
-    assert ("tool calls that differ from the dataset's (this session): agent 5 of 5, "
-            "hermes_fc 1 of 1, infinity 1 of 1, traces 1 of 1") in shown.output  # fmt: skip
+    assert (
+        "tool calls that differ from the dataset's (this session): agent 5 of 5, "
+        "hermes_fc 1 of 1, infinity 1 of 1, traces 1 of 1"
+    ) in shown.output
     records = read_lines(out, "completions")
     assert len(records) == 20 and all(trace_faults(r["messages"]) == [] for r in records)
     traces = [r for r in records if r["meta"]["turns"][0].get("tool_calls_match") is False]

@@ -49,16 +49,23 @@ async def prompt_of(fleet: RealFleet, history: list[dict]) -> str:
 
 
 def test_the_reasoning_of_the_current_tool_loop_reaches_the_template(real_vllm_qwen3_style):
-    call = {"id": "call_1", "type": "function",
-            "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}  # fmt: skip
+    call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+    }
     history = [
         {"role": "user", "content": "Hello."},
         {"role": "assistant", "content": "Hi.", "reasoning_content": "EARLIER-TURN-THOUGHT"},
         {"role": "user", "content": "Weather in Paris?"},
-        {"role": "assistant", "content": "", "tool_calls": [call],
-         "reasoning_content": "IN-TURN-THOUGHT"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [call],
+            "reasoning_content": "IN-TURN-THOUGHT",
+        },
         {"role": "tool", "tool_call_id": "call_1", "content": "18C and sunny"},
-    ]  # fmt: skip
+    ]
     prompt = asyncio.run(prompt_of(real_vllm_qwen3_style, history))
     assert "<think>\nIN-TURN-THOUGHT\n</think>" in prompt
     assert "EARLIER-TURN-THOUGHT" not in prompt
@@ -74,15 +81,25 @@ def test_a_run_sends_the_reasoning_back_and_the_template_leaves_earlier_turns_ou
     prompt file's trailing answer is the one to make, so a run's own in-turn case is a tool
     loop, which SmolLM2 never starts: the test above sends one as a run would.)"""
     monkeypatch.setenv("VLLM_API_KEY", KEY)
-    messages = [{"role": "user", "content": "Name a fruit."},
-                {"role": "assistant", "content": "Apple."},
-                {"role": "user", "content": "Name a colour."}]  # fmt: skip
+    messages = [
+        {"role": "user", "content": "Name a fruit."},
+        {"role": "assistant", "content": "Apple."},
+        {"role": "user", "content": "Name a colour."},
+    ]
     row = {"id": "earlier", "messages": messages}
     (tmp_path / "p.jsonl").write_bytes(orjson.dumps(row) + b"\n")
     fleet = real_vllm_qwen3_style
-    result = run(tmp_path / "p.jsonl", tmp_path / "out", [fleet.url], model=fleet.model,
-                 api_key_env="VLLM_API_KEY", regenerate_turns="all", return_token_ids=True,
-                 timeouts=Timeouts(request=600, connect=5), sampling=GREEDY)  # fmt: skip
+    result = run(
+        tmp_path / "p.jsonl",
+        tmp_path / "out",
+        [fleet.url],
+        model=fleet.model,
+        api_key_env="VLLM_API_KEY",
+        regenerate_turns="all",
+        return_token_ids=True,
+        timeouts=Timeouts(request=600, connect=5),
+        sampling=GREEDY,
+    )
     assert result.exit_code == 0, result.message
     (record,) = read_lines(tmp_path / "out", "completions")
     assert len(record["meta"]["turns"]) == 2

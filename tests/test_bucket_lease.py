@@ -116,9 +116,12 @@ def test_a_run_whose_lease_was_taken_stops_writing(tmp_path, fake_server, bucket
     started = time.monotonic()
     with pytest.raises(LeaseLost) as err:
         run(
-            tmp_path / "p.jsonl", URL, [s.url for s in servers], staging_dir=tmp_path / "st",
+            tmp_path / "p.jsonl",
+            URL,
+            [s.url for s in servers],
+            staging_dir=tmp_path / "st",
             upload=FAST,
-        )  # fmt: skip
+        )
     thief.join()
     assert "taken over by pid 4242 on node-b" in err.value.message
     assert time.monotonic() - started < 20  # it stopped, it did not run to the end
@@ -133,12 +136,25 @@ def test_retry_errors_on_a_sharded_bucket_run_retries_only_its_part(tmp_path, fa
     ids = write_prompts(tmp_path / "p.jsonl", 12)
     parts = [Part(0, 2), Part(1, 2)]
     for part in parts:  # every request fails: both parts end with their prompts in errors/
-        run(tmp_path / "p.jsonl", URL, [failing.url], part=part,
-            staging_dir=tmp_path / part.name, upload=FAST)  # fmt: skip
+        run(
+            tmp_path / "p.jsonl",
+            URL,
+            [failing.url],
+            part=part,
+            staging_dir=tmp_path / part.name,
+            upload=FAST,
+        )
     errors_before = open_store(URL).count("errors")
     assert errors_before == 12
-    result = run(tmp_path / "p.jsonl", URL, [healthy.url], part=parts[0], retry_errors=True,
-                 staging_dir=tmp_path / parts[0].name, upload=FAST)  # fmt: skip
+    result = run(
+        tmp_path / "p.jsonl",
+        URL,
+        [healthy.url],
+        part=parts[0],
+        retry_errors=True,
+        staging_dir=tmp_path / parts[0].name,
+        upload=FAST,
+    )
     mine = [i for i in ids if parts[0].owns_id(i)]
     assert result.stats.completed == len(mine) and 0 < len(mine) < 12
     bucket_run = open_store(URL)

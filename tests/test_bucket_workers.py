@@ -27,9 +27,14 @@ def shards() -> list[list[dict]]:
     """Four shards of mixed samples: healthy in two domains, empty, cut short."""
     out = []
     for k in range(4):
-        rows = [checkfix.completion(f"k{k}-{i}", f"Paris is the capital, answer {k}.{i} of "
-                                    f"several words.", category=("web", "code")[i % 2])
-                for i in range(25)]  # fmt: skip
+        rows = [
+            checkfix.completion(
+                f"k{k}-{i}",
+                f"Paris is the capital, answer {k}.{i} of several words.",
+                category=("web", "code")[i % 2],
+            )
+            for i in range(25)
+        ]
         rows.append(checkfix.completion(f"k{k}-empty", "", reasoning="", thinking="on"))
         rows.append(checkfix.completion(f"k{k}-cut", "Half an answ", finish="length"))
         out.append(rows)
@@ -47,16 +52,29 @@ def test_a_bucket_run_exports_and_checks_as_its_local_copy(tmp_path, s3_endpoint
         adopt(bucket, "completions", f"{k:05d}.jsonl")  # committed, as generate leaves it
     encoder = Encoder.of(checkfix.load("qwen"))
     files = []
-    for name, run, workers in (("local", local, InProcess()),
-                               ("bucket", URL, LocalWorkers(2, small=1))):  # fmt: skip
+    for name, run, workers in (
+        ("local", local, InProcess()),
+        ("bucket", URL, LocalWorkers(2, small=1)),
+    ):
         out = tmp_path / name
-        request = ExportRequest([run], out, make_format("tokenized"), encoder=encoder,
-                                filters=Filters(drop_truncated=True), eval_fraction=0.2,
-                                file_type="parquet", judge=CardCheck({}))  # fmt: skip
+        request = ExportRequest(
+            [run],
+            out,
+            make_format("tokenized"),
+            encoder=encoder,
+            filters=Filters(drop_truncated=True),
+            eval_fraction=0.2,
+            file_type="parquet",
+            judge=CardCheck({}),
+        )
         summary = export_run(request, workers=workers)
         assert summary.read == 108 and summary.dropped == {"truncated": 4}
-        files.append({p.relative_to(out).as_posix(): p.read_bytes()
-                      for p in sorted((out / "data").rglob("*.parquet"))})  # fmt: skip
+        files.append(
+            {
+                p.relative_to(out).as_posix(): p.read_bytes()
+                for p in sorted((out / "data").rglob("*.parquet"))
+            }
+        )
     assert files[0] == files[1] and len(files[0]) >= 3
     reports = [
         check_run([run], encoder, StatOptions(), {}, workers=workers).to_json()

@@ -23,10 +23,18 @@ def closed_port() -> int:
 
 def test_comma_separated_servers_is_a_usage_error_with_the_fix(tmp_path):
     write_prompts(tmp_path / "p.jsonl", 1)
-    result = CliRunner().invoke(main, [
-        "generate", "--prompts", str(tmp_path / "p.jsonl"), "-o", str(tmp_path / "run"),
-        "--servers", "http://127.0.0.1:8000,http://127.0.0.1:8001",
-    ])  # fmt: skip
+    result = CliRunner().invoke(
+        main,
+        [
+            "generate",
+            "--prompts",
+            str(tmp_path / "p.jsonl"),
+            "-o",
+            str(tmp_path / "run"),
+            "--servers",
+            "http://127.0.0.1:8000,http://127.0.0.1:8001",
+        ],
+    )
     assert result.exit_code == 2
     assert "separate URLs with spaces" in result.output
     assert "--servers http://127.0.0.1:8000 http://127.0.0.1:8001" in result.output

@@ -15,8 +15,11 @@ from regen.finished.encode import Encoder
 from regen.finished.record import Completion
 
 WEATHER_TOOL = {"type": "function", "function": {"name": "get_weather", "parameters": {}}}
-CALL = {"id": "c1", "type": "function",
-        "function": {"name": "get_weather", "arguments": '{"city": "Berlin"}'}}  # fmt: skip
+CALL = {
+    "id": "c1",
+    "type": "function",
+    "function": {"name": "get_weather", "arguments": '{"city": "Berlin"}'},
+}
 
 
 def supervised_text(enc) -> list[str]:
@@ -57,8 +60,9 @@ def test_tool_calls_supervised_and_tool_results_not(encoder):
         {"role": "assistant", "content": "", "tool_calls": [CALL]},
         {"role": "tool", "tool_call_id": "c1", "content": "sunny, 21C"},
     ]
-    rec = checkfix.completion("t", "It is sunny.", history=history, tools=[WEATHER_TOOL],
-                              regenerated=2)  # fmt: skip
+    rec = checkfix.completion(
+        "t", "It is sunny.", history=history, tools=[WEATHER_TOOL], regenerated=2
+    )
     enc = encoder.encode(Completion.of(rec))
     joined = "".join(supervised_text(enc))
     assert "It is sunny." in joined and "sunny, 21C" not in joined
@@ -104,9 +108,12 @@ def test_mask_equals_the_server_token_id_span(thinking):
         generated = "Paris.<|im_end|>"
     ids = tok.encode(generated, add_special_tokens=False)
     rec = checkfix.completion(
-        "i", "Paris.", reasoning="Let me think." if thinking == "on" else None,
-        thinking=thinking, token_ids={"prompt": [], "completion": ids},
-    )  # fmt: skip
+        "i",
+        "Paris.",
+        reasoning="Let me think." if thinking == "on" else None,
+        thinking=thinking,
+        token_ids={"prompt": [], "completion": ids},
+    )
     encoder = Encoder.of(tok)
     enc = encoder.encode(Completion.of(rec))
     start, end = enc.final_generated

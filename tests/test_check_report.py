@@ -132,19 +132,31 @@ def test_html_report_renders_in_headless_chromium(tmp_path):
     result, _ = run_check(tmp_path, records, "--html", str(html))
     assert result.exit_code == 1
     flags = [
-        "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run",
-        f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1280,1400",
-    ]  # fmt: skip
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        "--window-size=1280,1400",
+    ]
     # The page has no script; this copy gets one that reports the laid-out width.
     probe = tmp_path / "probe.html"
-    probe.write_text(html.read_text().replace(
-        "</body>", "<script>document.title = 'W=' + document.documentElement.scrollWidth;"
-        "</script></body>"))  # fmt: skip
+    probe.write_text(
+        html.read_text().replace(
+            "</body>",
+            "<script>document.title = 'W=' + document.documentElement.scrollWidth;</script></body>",
+        )
+    )
     dom = subprocess.run(
         [CHROMIUM, *flags, "--dump-dom", probe.as_uri()],
-        capture_output=True, text=True, timeout=120, check=True,
-    ).stdout  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
     assert "Verdict: FAIL" in dom and "degenerate" in dom
     assert dom.count('<svg class="plot"') == 5
     assert "≤ 10: 20 samples" in dom  # the threshold is a line, with what the rule counts
@@ -155,18 +167,29 @@ def test_html_report_renders_in_headless_chromium(tmp_path):
     shot = tmp_path / "shot.png"
     subprocess.run(
         [CHROMIUM, *flags, f"--screenshot={shot}", html.as_uri()],
-        capture_output=True, timeout=120, check=True,
-    )  # fmt: skip
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
 
 
 def chromium_dom(tmp_path: Path, html: Path) -> str:
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-             f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1280,1400"]  # fmt: skip
+    flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        "--window-size=1280,1400",
+    ]
     return subprocess.run(
         [CHROMIUM, *flags, "--dump-dom", html.as_uri()],
-        capture_output=True, text=True, timeout=120, check=True,
-    ).stdout  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
 
 
 def test_html_report_says_what_it_judged_and_lists_the_failing_samples(tmp_path):
@@ -231,12 +254,16 @@ def test_output_tokens_are_the_engines_count_that_the_cap_bounds(tmp_path):
     # Capped at 64 by the engine: its count is what the cap bounds; the templated span of the
     # turn adds the closing tokens, which read as over the cap (the new user's 259 of 256).
     long = " ".join(f"word{i}" for i in range(200))
-    capped = [checkfix.completion(f"c{i}", long, finish="length", completion_tokens=64)
-              for i in range(3)]  # fmt: skip
+    capped = [
+        checkfix.completion(f"c{i}", long, finish="length", completion_tokens=64) for i in range(3)
+    ]
     ids = {"prompt": [1, 2, 3], "completion": list(range(5, 45))}  # the engine's own: 40
     stored = [checkfix.completion("ids", long, token_ids=ids, completion_tokens=64)]
-    history = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello."},
-               {"role": "user", "content": "Count."}]  # fmt: skip
+    history = [
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": "Hello."},
+        {"role": "user", "content": "Count."},
+    ]
     turns = [
         checkfix.completion("turns", long, history=history, regenerated=2, completion_tokens=30)
     ]  # the last request's 30, not 60

@@ -32,9 +32,19 @@ def check(tmp_path: Path, records: list[dict], *args: str, template: str | None 
         (tmp_path / "t.jinja").write_text(template)
         extra = ["--chat-template", str(tmp_path / "t.jinja")]
     out = tmp_path / "r.json"
-    result = CliRunner().invoke(main, ["check", str(run), "--tokenizer",
-                                       str(checkfix.qwen_style_dir()), "--json", str(out),
-                                       *extra, *args])  # fmt: skip
+    result = CliRunner().invoke(
+        main,
+        [
+            "check",
+            str(run),
+            "--tokenizer",
+            str(checkfix.qwen_style_dir()),
+            "--json",
+            str(out),
+            *extra,
+            *args,
+        ],
+    )
     assert result.exit_code in (0, 1), result.output
     return result, json.loads(out.read_text())
 
@@ -83,10 +93,13 @@ def test_inline_think_with_thinking_auto_renders_two_blocks(tmp_path):
 
 def test_inline_think_is_fine_when_the_template_adds_none(tmp_path):
     no_think = QWEN.replace("<think>\n{{ (m.reasoning_content or '') | trim }}\n</think>\n\n", "")
-    inline = [checkfix.completion(f"in{i}", f"<think>\nStep {i}.\n</think>\n\nParis {i}.")
-              for i in range(5)]  # fmt: skip
-    plain = [checkfix.completion(f"p{i}", f"Plain answer number {i} about Paris.")
-             for i in range(40)]  # fmt: skip
+    inline = [
+        checkfix.completion(f"in{i}", f"<think>\nStep {i}.\n</think>\n\nParis {i}.")
+        for i in range(5)
+    ]
+    plain = [
+        checkfix.completion(f"p{i}", f"Plain answer number {i} about Paris.") for i in range(40)
+    ]
     _, report = check(tmp_path, plain + inline, template=no_think)
     assert "double_reasoning" not in report["overall"]["flags"]
 
@@ -96,8 +109,10 @@ def test_inline_think_is_fine_when_the_template_adds_none(tmp_path):
 
 def test_repetition_loop_ending_with_stop_fails(tmp_path):
     loop = "I will answer now. " * 200
-    bad = [checkfix.completion(f"loop{i}", f"Answer {i}: {loop}", reasoning=f"r{i}", thinking="on")
-           for i in range(2)]  # fmt: skip
+    bad = [
+        checkfix.completion(f"loop{i}", f"Answer {i}: {loop}", reasoning=f"r{i}", thinking="on")
+        for i in range(2)
+    ]
     long_prose = " ".join(f"word{i} follows word{i * 7 % 13} in sentence {i}." for i in range(300))
     fine = checkfix.completion("prose", long_prose, reasoning="r", thinking="on")
     _, report = check(tmp_path, healthy() + bad + [fine])
@@ -108,12 +123,16 @@ def test_repetition_loop_ending_with_stop_fails(tmp_path):
 def test_echo_of_user_prompt_and_system_prompt_fail(tmp_path):
     ask = "Please explain in detail why the sky appears blue during the day."
     system = "You are a careful assistant who answers questions about physics precisely."
-    echo = checkfix.completion("e1", f"{ask} Because of Rayleigh scattering.", prompt=ask,
-                               reasoning="r", thinking="on")  # fmt: skip
+    echo = checkfix.completion(
+        "e1", f"{ask} Because of Rayleigh scattering.", prompt=ask, reasoning="r", thinking="on"
+    )
     sysecho = checkfix.completion(
-        "e2", f"{system} The sky is blue because of scattering.", reasoning="r", thinking="on",
+        "e2",
+        f"{system} The sky is blue because of scattering.",
+        reasoning="r",
+        thinking="on",
         history=[{"role": "system", "content": system}, {"role": "user", "content": ask}],
-    )  # fmt: skip
+    )
     _, report = check(tmp_path, [*healthy(20), echo, sysecho])
     assert failed(report) == {"echo_prompt", "echo_system"}
     assert report["overall"]["flags"]["echo_prompt"] == 1
@@ -124,10 +143,12 @@ def call(name: str, arguments: str, cid: str = "c") -> dict:
 
 
 def test_tool_calls_with_invalid_json_or_unknown_tool_fail(tmp_path):
-    bad_json = checkfix.completion("j", "", tools=[WEATHER],
-                                   tool_calls=[call("get_weather", '{"city": "Ber')])  # fmt: skip
-    unknown = checkfix.completion("u", "", tools=[WEATHER],
-                                  tool_calls=[call("send_email", '{"to": "x"}')])  # fmt: skip
+    bad_json = checkfix.completion(
+        "j", "", tools=[WEATHER], tool_calls=[call("get_weather", '{"city": "Ber')]
+    )
+    unknown = checkfix.completion(
+        "u", "", tools=[WEATHER], tool_calls=[call("send_email", '{"to": "x"}')]
+    )
     _, report = check(tmp_path, [*healthy(), bad_json, unknown])
     assert failed(report) == {"bad_tool_call"}
     assert report["overall"]["flags"]["bad_tool_call"] == 2
@@ -138,23 +159,32 @@ def test_tool_calls_with_invalid_json_or_unknown_tool_fail(tmp_path):
 
 def test_text_less_tool_call_answers_are_not_duplicates(tmp_path):
     calls = [
-        checkfix.completion(f"t{i}", "", tools=[WEATHER], prompt=f"Weather in city {i}?",
-                            tool_calls=[call("get_weather", json.dumps({"city": f"c{i}"}),
-                                             f"id{i}")])
+        checkfix.completion(
+            f"t{i}",
+            "",
+            tools=[WEATHER],
+            prompt=f"Weather in city {i}?",
+            tool_calls=[call("get_weather", json.dumps({"city": f"c{i}"}), f"id{i}")],
+        )
         for i in range(20)
-    ]  # fmt: skip
+    ]
     result, report = check(tmp_path, healthy() + calls)
     assert result.exit_code == 0, result.output
     assert report["overall"]["duplicate_answers"]["count"] == 0
 
 
 def test_same_short_answer_after_distinct_reasoning_is_not_a_duplicate(tmp_path):
-    math = [checkfix.completion(f"m{i}", "42", reasoning=f"Compute 6 * 7 by way number {i}.",
-                                thinking="on") for i in range(20)]  # fmt: skip
+    math = [
+        checkfix.completion(
+            f"m{i}", "42", reasoning=f"Compute 6 * 7 by way number {i}.", thinking="on"
+        )
+        for i in range(20)
+    ]
     result, report = check(tmp_path, healthy() + math)
     assert result.exit_code == 0, result.output
-    copies = [checkfix.completion(f"c{i}", "42", reasoning="Same.", thinking="on")
-              for i in range(20)]  # fmt: skip
+    copies = [
+        checkfix.completion(f"c{i}", "42", reasoning="Same.", thinking="on") for i in range(20)
+    ]
     _, report = check(tmp_path, healthy() + copies)
     assert "duplicate_answers" in failed(report)
 
@@ -175,8 +205,12 @@ def test_empty_think_wrapper_is_still_degenerate(tmp_path):
 
 def test_near_duplicates_are_reported_beside_exact_ones(tmp_path):
     opening = "Here is a long explanation that every one of these answers starts with. " * 8
-    near = [checkfix.completion(f"n{i}", f"{opening} The particular ending is {i}.",
-                                reasoning=f"r{i}", thinking="on") for i in range(10)]  # fmt: skip
+    near = [
+        checkfix.completion(
+            f"n{i}", f"{opening} The particular ending is {i}.", reasoning=f"r{i}", thinking="on"
+        )
+        for i in range(10)
+    ]
     result, report = check(tmp_path, healthy() + near)
     assert report["overall"]["near_duplicates"] == 9
     assert report["overall"]["duplicate_answers"]["count"] == 0
@@ -194,12 +228,21 @@ def test_composition_drift_when_one_source_mostly_errored(tmp_path):
         for i in range(n):
             messages = [{"role": "user", "content": f"{src} question {i}"}]
             pid = stable_id(messages, None)
-            prompts.append({"messages": messages, "source": {"dataset": src},
-                            "meta": {"category": f"{src}-cat"}})  # fmt: skip
+            prompts.append(
+                {
+                    "messages": messages,
+                    "source": {"dataset": src},
+                    "meta": {"category": f"{src}-cat"},
+                }
+            )
             if i < ok:
-                rec = checkfix.completion(pid, f"A full answer to {src} question {i} here.",
-                                          prompt=messages[0]["content"], source=src,
-                                          category=f"{src}-cat")  # fmt: skip
+                rec = checkfix.completion(
+                    pid,
+                    f"A full answer to {src} question {i} here.",
+                    prompt=messages[0]["content"],
+                    source=src,
+                    category=f"{src}-cat",
+                )
                 completions.append(rec)
             else:
                 errors.append({"id": pid, "sample": 0, "error": {"type": "http_500"}})
@@ -223,8 +266,9 @@ def test_composition_drift_when_one_source_mostly_errored(tmp_path):
 
 def test_show_prints_the_failing_samples_not_the_first(tmp_path):
     records = healthy(30)
-    records.insert(25, checkfix.completion("loop", "Again and again. " * 300, reasoning="r",
-                                           thinking="on"))  # fmt: skip
+    records.insert(
+        25, checkfix.completion("loop", "Again and again. " * 300, reasoning="r", thinking="on")
+    )
     result, _ = check(tmp_path, records, "--show", "1")
     assert "--- loop (sample 0)" in result.output and "[repetition]" in result.output
     assert "--- web0 " not in result.output and "#0" not in result.output
@@ -238,9 +282,16 @@ def test_every_new_rule_can_be_tuned_or_turned_off(tmp_path, rule):
 
 def test_template_without_tool_call_slot_fails_by_rendering(tmp_path):
     """SmolLM2's real template (from its GGUF) renders no tool calls."""
-    calls = [checkfix.completion(f"t{i}", "", tools=[WEATHER], prompt=f"Weather in {i}?",
-                                 tool_calls=[call("get_weather", json.dumps({"city": f"c{i}"}))])
-             for i in range(3)]  # fmt: skip
+    calls = [
+        checkfix.completion(
+            f"t{i}",
+            "",
+            tools=[WEATHER],
+            prompt=f"Weather in {i}?",
+            tool_calls=[call("get_weather", json.dumps({"city": f"c{i}"}))],
+        )
+        for i in range(3)
+    ]
     plain = [checkfix.completion(f"p{i}", f"Paris, answer {i}.") for i in range(10)]
     run = checkfix.write_run(tmp_path / "run", plain + calls)
     out = tmp_path / "r.json"

@@ -92,8 +92,16 @@ def test_token_offsets_read_one_by_one_equal_the_tokenizers_list(name):
 
 
 def test_an_exported_rows_token_arrays_hash_and_hold_what_its_lists_do():
-    row = {"id": "a", "sample": 0, "input_ids": [1, 70_000, 3, 2**40], "loss_mask": [0, 1, 1, 1],
-           "attention_mask": [1, 1, 1, 1], "source": "s", "category": "c", "tools": []}  # fmt: skip
+    row = {
+        "id": "a",
+        "sample": 0,
+        "input_ids": [1, 70_000, 3, 2**40],
+        "loss_mask": [0, 1, 1, 1],
+        "attention_mask": [1, 1, 1, 1],
+        "source": "s",
+        "category": "c",
+        "tools": [],
+    }
     arrays = as_arrays(row)
     assert content_key(arrays) == content_key(row)  # dedup and --merge-into see one key
     for name in ("input_ids", "loss_mask", "attention_mask"):
@@ -103,9 +111,19 @@ def test_an_exported_rows_token_arrays_hash_and_hold_what_its_lists_do():
 
 def test_a_rows_content_key_reads_its_token_columns_as_values():
     row = {"id": "a", "input_ids": [5, 6, 7], "loss_mask": [0, 1, 1], "category": "c", "x": [1]}
-    same = {"loss_mask": np.array([0, 1, 1]), "x": [1], "input_ids": np.array([5, 6, 7]),
-            "id": "b", "category": "d"}  # fmt: skip
+    same = {
+        "loss_mask": np.array([0, 1, 1]),
+        "x": [1],
+        "input_ids": np.array([5, 6, 7]),
+        "id": "b",
+        "category": "d",
+    }
     assert content_key(same) == content_key(row)  # column order and labels are not content
-    for changed in ({"input_ids": [5, 6, 8]}, {"loss_mask": [0, 0, 1]}, {"x": [2]},
-                    {"input_ids": [5, 6, 7, 0]}, {"input_ids": [5.0, 6.0, 7.0]}):  # fmt: skip
+    for changed in (
+        {"input_ids": [5, 6, 8]},
+        {"loss_mask": [0, 0, 1]},
+        {"x": [2]},
+        {"input_ids": [5, 6, 7, 0]},
+        {"input_ids": [5.0, 6.0, 7.0]},
+    ):
         assert content_key({**row, **changed}) != content_key(row), changed

@@ -100,14 +100,24 @@ def test_every_tokenised_export_carries_the_choice(tmp_path):
     want = expected_mask(tok, three_turn()["messages"], {5})
     for fmt in ("tokenized", "specforge-tokenized", "speculators"):
         out = tmp_path / fmt
-        code, text = run_cli("export", run, "-o", out, "--format", fmt,
-                             "--tokenizer", checkfix.qwen_style_dir())  # fmt: skip
+        code, text = run_cli(
+            "export", run, "-o", out, "--format", fmt, "--tokenizer", checkfix.qwen_style_dir()
+        )
         assert code == 0, text
         [row] = datasets.load_dataset(str(out))["train"].to_list()
         assert row["loss_mask"] == want, fmt
-    code, text = run_cli("export", run, "-o", tmp_path / "all", "--format", "tokenized",
-                         "--tokenizer", checkfix.qwen_style_dir(),
-                         "--supervise", "all")  # fmt: skip
+    code, text = run_cli(
+        "export",
+        run,
+        "-o",
+        tmp_path / "all",
+        "--format",
+        "tokenized",
+        "--tokenizer",
+        checkfix.qwen_style_dir(),
+        "--supervise",
+        "all",
+    )
     [row] = datasets.load_dataset(str(tmp_path / "all"))["train"].to_list()
     assert row["loss_mask"] == expected_mask(tok, three_turn()["messages"], {1, 3, 5})
 
@@ -118,9 +128,16 @@ def test_specforge_conversations_train_only_the_regenerated_turn_with_its_own_se
     from specforge.data.preprocessing import build_eagle3_dataset
     from specforge.data.template import TEMPLATE_REGISTRY, ChatTemplate
 
-    TEMPLATE_REGISTRY.register("regen-chatml", ChatTemplate(
-        assistant_header="<|im_start|>assistant\n", user_header="<|im_start|>user\n",
-        system_prompt=None, end_of_turn_token="<|im_end|>"), override=True)  # fmt: skip
+    TEMPLATE_REGISTRY.register(
+        "regen-chatml",
+        ChatTemplate(
+            assistant_header="<|im_start|>assistant\n",
+            user_header="<|im_start|>user\n",
+            system_prompt=None,
+            end_of_turn_token="<|im_end|>",
+        ),
+        override=True,
+    )
     run = checkfix.write_run(tmp_path / "run", [three_turn()])
     code, text = run_cli("export", run, "-o", tmp_path / "conv")
     assert code == 0, text
@@ -128,7 +145,13 @@ def test_specforge_conversations_train_only_the_regenerated_turn_with_its_own_se
     assert "data.train_only_last_turn: true" in text
     rows = datasets.load_dataset(str(tmp_path / "conv"))["train"]
     tok = checkfix.load("qwen")
-    [theirs] = build_eagle3_dataset(rows, tok, chat_template="regen-chatml", max_length=4096,
-                                    num_proc=None, shuffle_seed=None,
-                                    train_only_last_turn=True).with_format(None)  # fmt: skip
+    [theirs] = build_eagle3_dataset(
+        rows,
+        tok,
+        chat_template="regen-chatml",
+        max_length=4096,
+        num_proc=None,
+        shuffle_seed=None,
+        train_only_last_turn=True,
+    ).with_format(None)
     assert theirs["loss_mask"][0] == expected_mask(tok, three_turn()["messages"], {5})

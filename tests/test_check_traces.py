@@ -25,8 +25,9 @@ def trace(cid: str, middle: list[dict], source: str = "agents", **meta) -> dict:
     """user -> (middle) -> final answer, as a completion of a run."""
     history = [{"role": "user", "content": "Weather in Paris?"}, *middle]
     answer = f"It is 18C in Paris, says trace {cid}."
-    record = checkfix.completion(cid, answer, history=history, tools=[WEATHER], source=source,
-                                 regenerated=2)  # fmt: skip
+    record = checkfix.completion(
+        cid, answer, history=history, tools=[WEATHER], source=source, regenerated=2
+    )
     for key, value in meta.items():
         record["meta"]["turns"][0] = {**record["meta"]["turns"][0], key: value}
     return record
@@ -46,13 +47,20 @@ def test_broken_traces_fail_their_rule_with_per_sample_flags(tmp_path):
     unanswered = trace("unanswered", [calling("c1"), {"role": "user", "content": "and?"}])
     not_json = trace("not-json", [calling("c1", '{"city": "Par'), result("c1")])
     per_sample = tmp_path / "samples.jsonl"
-    result_, report = check(tmp_path, [*checkfix.healthy(20), whole, orphan, unanswered,
-                                       not_json], "--per-sample", str(per_sample))  # fmt: skip
+    result_, report = check(
+        tmp_path,
+        [*checkfix.healthy(20), whole, orphan, unanswered, not_json],
+        "--per-sample",
+        str(per_sample),
+    )
     assert failed(report) == {"broken_trace"} and result_.exit_code == 1
     flags = report["overall"]["flags"]
     assert flags["broken_trace"] == 3
-    assert (flags["orphan_tool_result"], flags["unanswered_tool_call"],
-            flags["tool_arguments_not_json"]) == (1, 2, 1)  # fmt: skip
+    assert (
+        flags["orphan_tool_result"],
+        flags["unanswered_tool_call"],
+        flags["tool_arguments_not_json"],
+    ) == (1, 2, 1)
     # (the stale id also leaves c1 unanswered: two faults, one sample)
     rows = {r["id"]: r for r in map(json.loads, per_sample.read_text().splitlines())}
     assert "broken_trace" not in rows["whole"]["flags"]
@@ -60,8 +68,13 @@ def test_broken_traces_fail_their_rule_with_per_sample_flags(tmp_path):
 
 
 def test_divergent_traces_are_counted_per_source_and_pass(tmp_path):
-    diverged = trace("d", [calling("c1")], source="agents", tool_calls_match=False,
-                     trace_ended="tool_calls_differ")  # fmt: skip
+    diverged = trace(
+        "d",
+        [calling("c1")],
+        source="agents",
+        tool_calls_match=False,
+        trace_ended="tool_calls_differ",
+    )
     diverged["messages"] = diverged["messages"][:2]  # the trace ends on the divergent call
     diverged["meta"]["turns"] = diverged["meta"]["turns"][:1]
     matched = trace("m", [calling("c1"), result("c1")], source="agents", tool_calls_match=True)
@@ -89,13 +102,17 @@ def test_a_prompt_file_is_checked_for_broken_traces_without_a_tokenizer(tmp_path
         "source": {"name": "agents"},
         "messages": [{"role": "user", "content": "q"}, calling("c1"), result("call_orig")],
     }
-    plain = {"id": "plain", "source": {"name": "web"},
-             "messages": [{"role": "user", "content": "hi"}]}  # fmt: skip
+    plain = {
+        "id": "plain",
+        "source": {"name": "web"},
+        "messages": [{"role": "user", "content": "hi"}],
+    }
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text("".join(json.dumps(r) + "\n" for r in (whole, stale, plain)))
     out, samples = tmp_path / "r.json", tmp_path / "s.jsonl"
-    shown = CliRunner().invoke(main, ["check", str(prompts), "--json", str(out),
-                                       "--per-sample", str(samples)])  # fmt: skip
+    shown = CliRunner().invoke(
+        main, ["check", str(prompts), "--json", str(out), "--per-sample", str(samples)]
+    )
     assert shown.exit_code == 1, shown.output
     assert "FAIL broken_trace" in shown.output and "source agents" in shown.output
     report = json.loads(out.read_text())
@@ -114,8 +131,13 @@ def test_split_parallel_results_reach_the_rendered_text_and_are_never_trained(te
     calls, responses, expected = PARALLEL["three-named-out-of-order"]
     row = hermes_row(("gpt", hermes_calls(*calls)), ("tool", hermes_responses(*responses)))
     prompt = prompt_of(row, FunctionCalling)
-    record = checkfix.completion("p", "Paris 18C, Rome 21C, Oslo 9:00.", history=prompt.messages,
-                                 tools=prompt.tools or [WEATHER], regenerated=2)  # fmt: skip
+    record = checkfix.completion(
+        "p",
+        "Paris 18C, Rome 21C, Oslo 9:00.",
+        history=prompt.messages,
+        tools=prompt.tools or [WEATHER],
+        regenerated=2,
+    )
     enc = Encoder.of(checkfix.load(template)).encode(Completion.of(record))
     where = [enc.text.find(f'"content": "{text}"') for text in expected]
     assert -1 not in where and where == sorted(where), enc.text

@@ -27,9 +27,14 @@ def run(*args: str, env: dict[str, str] | None = None):
 def test_a_full_endpoint_url_asks_for_the_base_url(tmp_path):
     write_prompts(tmp_path / "p.jsonl", 1)
     result = run(
-        "generate", "--prompts", str(tmp_path / "p.jsonl"), "-o", str(tmp_path / "run"),
-        "--servers", "http://127.0.0.1:8000/v1/chat/completions",
-    )  # fmt: skip
+        "generate",
+        "--prompts",
+        str(tmp_path / "p.jsonl"),
+        "-o",
+        str(tmp_path / "run"),
+        "--servers",
+        "http://127.0.0.1:8000/v1/chat/completions",
+    )
     assert result.exit_code == 2
     assert "pass the base URL" in result.output
     assert "write it as http://127.0.0.1:8000/v1 " in result.output

@@ -54,9 +54,17 @@ def test_old_spellings_work_but_are_not_shown():
 
 def test_a_typo_gets_did_you_mean_even_after_several_server_urls():
     result = run(
-        "generate", "--servers", "http://127.0.0.1:1", "http://127.0.0.1:2",
-        "--prompts", "p", "-o", "o", "--concurency-per-server", "8",
-    )  # fmt: skip
+        "generate",
+        "--servers",
+        "http://127.0.0.1:1",
+        "http://127.0.0.1:2",
+        "--prompts",
+        "p",
+        "-o",
+        "o",
+        "--concurency-per-server",
+        "8",
+    )
     assert result.exit_code == 2
     assert "No such option '--concurency-per-server'" in result.output
     assert "Did you mean '--concurrency-per-server'?" in result.output
@@ -80,9 +88,19 @@ def test_old_and_new_spellings_run_the_same_and_print_the_total_in_flight(tmp_pa
     ids = write_prompts(tmp_path / "p.jsonl", 6)
     for flag, out in (("--concurrency-per-server", "new"), ("--concurrency", "old")):
         result = run(
-            "generate", "--prompts", str(tmp_path / "p.jsonl"), "-o", str(tmp_path / out),
-            "--servers", a.url, b.url, flag, "3", "--display", "plain",
-        )  # fmt: skip
+            "generate",
+            "--prompts",
+            str(tmp_path / "p.jsonl"),
+            "-o",
+            str(tmp_path / out),
+            "--servers",
+            a.url,
+            b.url,
+            flag,
+            "3",
+            "--display",
+            "plain",
+        )
         assert result.exit_code == 0, result.output
         assert "2 x at most 3 per server (live concurrency picks the level)" in result.output
         assert_exactly_once(tmp_path / out, ids)
@@ -91,8 +109,17 @@ def test_old_and_new_spellings_run_the_same_and_print_the_total_in_flight(tmp_pa
 def test_export_takes_output_dir_and_the_old_out(tmp_path, fake_server):
     write_prompts(tmp_path / "p.jsonl", 3)
     runs = tmp_path / "run"
-    gen = run("generate", "--prompts", str(tmp_path / "p.jsonl"), "-o", str(runs),
-              "--servers", fake_server().url, "--display", "none")  # fmt: skip
+    gen = run(
+        "generate",
+        "--prompts",
+        str(tmp_path / "p.jsonl"),
+        "-o",
+        str(runs),
+        "--servers",
+        fake_server().url,
+        "--display",
+        "none",
+    )
     assert gen.exit_code == 0, gen.output
     for flag in ("--output-dir", "-o", "--out"):
         target = tmp_path / flag.strip("-")

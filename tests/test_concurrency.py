@@ -236,7 +236,7 @@ def test_a_resumed_run_starts_each_server_where_the_last_session_left_it(tmp_pat
 
 
 def test_last_levels_are_the_latest_ended_sessions_live_ones():
-    from regen.format.manifest import last_levels
+    from regen.format.sessions import last_levels
 
     def ended(*servers):
         keys = ("url", "concurrency", "concurrency_why")

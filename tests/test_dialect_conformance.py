@@ -70,14 +70,23 @@ def test_streamed_token_ids(vllm_server):
     url, model = vllm_server
     request = urllib.request.Request(
         url + "/v1/chat/completions",
-        data=json.dumps({"model": model, "max_tokens": 8, "stream": True,
-                         "return_token_ids": True,
-                         "messages": [{"role": "user", "content": "Hi"}]}).encode(),
+        data=json.dumps(
+            {
+                "model": model,
+                "max_tokens": 8,
+                "stream": True,
+                "return_token_ids": True,
+                "messages": [{"role": "user", "content": "Hi"}],
+            }
+        ).encode(),
         headers={"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"},
-    )  # fmt: skip
+    )
     with urllib.request.urlopen(request, timeout=120) as resp:
-        events = [json.loads(line[6:]) for line in resp.read().decode().splitlines()
-                  if line.startswith("data: {")]  # fmt: skip
+        events = [
+            json.loads(line[6:])
+            for line in resp.read().decode().splitlines()
+            if line.startswith("data: {")
+        ]
     assert VLLM.stream_token_ids == "chunks"
     assert events[0].get("prompt_token_ids")
     streamed = [i for e in events for c in e["choices"] for i in c.get("token_ids") or []]

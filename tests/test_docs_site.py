@@ -72,8 +72,9 @@ def test_regen_help_lists_every_verb_without_importing_any():
         "    pass\n"
         "print(json.dumps(sorted(sys.modules)), file=sys.stderr)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120, check=True)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
     loaded = set(json.loads(done.stderr.strip().splitlines()[-1]))
     for verb, summary in SUMMARIES.items():
         assert re.search(rf"^  {verb} +{re.escape(summary)}$", done.stdout, re.M), verb

@@ -30,13 +30,20 @@ def test_a_loaded_embedded_server_is_not_taken_out_while_it_generates(tmp_path):
     ids = write_prompts(tmp_path / "p.jsonl", 4)
     # checked every 0.5 s, out after two 1 s misses in a row with no answer between: each
     # answer of 160 tokens takes longer than that here, and the second one waits its turn
-    health = HealthPolicy(liveness_interval=0.5, liveness_timeout=1.0, liveness_failures=2,
-                          give_up_after=300)  # fmt: skip
+    health = HealthPolicy(
+        liveness_interval=0.5, liveness_timeout=1.0, liveness_failures=2, give_up_after=300
+    )
     load = busy_loops(min(os.cpu_count() or 1, 4))
     try:
-        result = run(tmp_path / "p.jsonl", tmp_path / "out", [], concurrency=2, health=health,
-                     timeouts=Timeouts(request=300, connect=5),
-                     sampling=Sampling(max_tokens=160, temperature=0.0))  # fmt: skip
+        result = run(
+            tmp_path / "p.jsonl",
+            tmp_path / "out",
+            [],
+            concurrency=2,
+            health=health,
+            timeouts=Timeouts(request=300, connect=5),
+            sampling=Sampling(max_tokens=160, temperature=0.0),
+        )
     finally:
         for proc in load:
             proc.kill()

@@ -36,10 +36,21 @@ def servers_on_port(port: str) -> list[psutil.Process]:
 def test_embedded_server_end_to_end(tmp_path):
     out = tmp_path / "out"
     command = [
-        sys.executable, "-m", "regen", "generate", "--prompts", str(EXAMPLES),
-        "--output-dir", str(out), "--max-output-tokens", "24", "--temperature", "0",
-        "--display", "plain",
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "regen",
+        "generate",
+        "--prompts",
+        str(EXAMPLES),
+        "--output-dir",
+        str(out),
+        "--max-output-tokens",
+        "24",
+        "--temperature",
+        "0",
+        "--display",
+        "plain",
+    ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"output in {out}" in done.stdout
@@ -64,8 +75,10 @@ def test_embedded_server_end_to_end(tmp_path):
 
     status = subprocess.run(
         [sys.executable, "-m", "regen", "status", str(out), "--json"],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     info = orjson.loads(status.stdout)
     assert info["alive"]["alive"] is False
     assert info["files"] == {"completions": 7, "errors": 1}
@@ -114,11 +127,28 @@ def test_kill9_of_the_embedded_server_mid_run_is_restarted_and_finishes(tmp_path
     ids = many_prompts(tmp_path / "p.jsonl", 24)
     out = tmp_path / "out"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "regen", "generate", "--prompts", str(tmp_path / "p.jsonl"),
-         "--output-dir", str(out), "--max-output-tokens", "16", "--temperature", "0",
-         "--display", "plain", "--log-interval", "1"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "regen",
+            "generate",
+            "--prompts",
+            str(tmp_path / "p.jsonl"),
+            "--output-dir",
+            str(out),
+            "--max-output-tokens",
+            "16",
+            "--temperature",
+            "0",
+            "--display",
+            "plain",
+            "--log-interval",
+            "1",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         record = out / "servers" / "FLEET.json"
         wait_for(record.exists, 120, "embedded server")
@@ -147,14 +177,37 @@ def test_serve_two_llamacpp_servers_restart_dead_and_generate_with_fleet(tmp_pat
 
     fleet_path = tmp_path / "fleet.json"
     gguf = subprocess.run(
-        [sys.executable, "-c", "from regen.fleet.embedded import default_model_path as d; "
-         "print(d())"], capture_output=True, text=True, check=True,
-    ).stdout.strip()  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            "from regen.fleet.embedded import default_model_path as d; print(d())",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     serve = subprocess.Popen(
-        [sys.executable, "-m", "regen", "serve", "--engine", "llamacpp", "--model", gguf,
-         "--replicas", "2", "--threads", "1", "--fleet", str(fleet_path), "--restart-dead"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "regen",
+            "serve",
+            "--engine",
+            "llamacpp",
+            "--model",
+            gguf,
+            "--replicas",
+            "2",
+            "--threads",
+            "1",
+            "--fleet",
+            str(fleet_path),
+            "--restart-dead",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     said: list[str] = []  # serve's output as it comes: the restart is waited for, not raced
     reader = threading.Thread(target=lambda: said.extend(serve.stdout), daemon=True)
     reader.start()
@@ -165,19 +218,42 @@ def test_serve_two_llamacpp_servers_restart_dead_and_generate_with_fleet(tmp_pat
         ids = many_prompts(tmp_path / "p.jsonl", 40)
         out = tmp_path / "out"
         generate = subprocess.Popen(
-            [sys.executable, "-m", "regen", "generate", "--prompts", str(tmp_path / "p.jsonl"),
-             "--output-dir", str(out), "--fleet", str(fleet_path), "--concurrency", "2",
-             "--max-output-tokens", "16", "--temperature", "0", "--display", "plain",
-             "--log-interval", "1", "--health-interval", "1"],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "regen",
+                "generate",
+                "--prompts",
+                str(tmp_path / "p.jsonl"),
+                "--output-dir",
+                str(out),
+                "--fleet",
+                str(fleet_path),
+                "--concurrency",
+                "2",
+                "--max-output-tokens",
+                "16",
+                "--temperature",
+                "0",
+                "--display",
+                "plain",
+                "--log-interval",
+                "1",
+                "--health-interval",
+                "1",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         wait_for(lambda: len(read_lines(out, "completions")) >= 4, 120, "first completions")
         victim = fleet.servers[1]
         os.kill(victim.pid, signal.SIGKILL)
         back = wait_for(
             lambda: [s for s in FleetFile.read(fleet_path).servers[1:] if s.pid != victim.pid],
-            120, "restarted server",
-        )  # fmt: skip
+            120,
+            "restarted server",
+        )
         assert is_our_process(back[0]) and back[0].port == victim.port
         text, _ = generate.communicate(timeout=300)
         assert generate.returncode == 0, text

@@ -29,12 +29,27 @@ def generate(tmp_path: Path, n: int, **env: str) -> tuple[subprocess.Popen, list
     model.write_bytes(b"GGUF")
     out = tmp_path / "out"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "regen", "generate", "--prompts", str(tmp_path / "p.jsonl"),
-         "--output-dir", str(out), "--local-model", str(model), "--display", "plain",
-         "--log-interval", "1"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [
+            sys.executable,
+            "-m",
+            "regen",
+            "generate",
+            "--prompts",
+            str(tmp_path / "p.jsonl"),
+            "--output-dir",
+            str(out),
+            "--local-model",
+            str(model),
+            "--display",
+            "plain",
+            "--log-interval",
+            "1",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
         env={**os.environ, "PYTHONPATH": standins_path(), **env},
-    )  # fmt: skip
+    )
     return proc, ids, out
 
 
@@ -97,9 +112,12 @@ def test_the_server_dies_with_a_killed_regen_and_a_leftover_is_cleaned(tmp_path)
             proc.kill()
     # A leftover that did not die (another OS, or started by hand) is stopped by the next run.
     leftover = subprocess.Popen(
-        server.command, env={**os.environ, "PYTHONPATH": standins_path()},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
+        server.command,
+        env={**os.environ, "PYTHONPATH": standins_path()},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         fleet = FleetFile.read(record)
         fleet.servers[0].pid = leftover.pid

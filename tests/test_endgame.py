@@ -163,10 +163,22 @@ def test_kill9_while_a_copy_races_then_resume_is_exactly_once(tmp_path, fake_ser
     ids = write_prompts(tmp_path / "p.jsonl", 600)  # the slow server answers 8 before the end
     out = tmp_path / "out"
     command = [
-        sys.executable, "-m", "regen", "generate", "--prompts", str(tmp_path / "p.jsonl"),
-        "--output-dir", str(out), "--servers", fast.url, slow.url,
-        "--concurrency", str(SLOTS), "--display", "none",
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "regen",
+        "generate",
+        "--prompts",
+        str(tmp_path / "p.jsonl"),
+        "--output-dir",
+        str(out),
+        "--servers",
+        fast.url,
+        slow.url,
+        "--concurrency",
+        str(SLOTS),
+        "--display",
+        "none",
+    ]
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         assert seen.copy_arrived.wait(timeout=60), "no copy was ever started"

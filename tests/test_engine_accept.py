@@ -27,8 +27,11 @@ def categorised(path, n: int) -> list[str]:
     with open(path, "wb") as fh:
         for i in range(n):
             ids.append(f"q{i}")
-            line = {"id": f"q{i}", "messages": [{"role": "user", "content": "w " * (3 + 5 * i)}],
-                    "meta": {"category": "code" if i % 2 else "chat"}}  # fmt: skip
+            line = {
+                "id": f"q{i}",
+                "messages": [{"role": "user", "content": "w " * (3 + 5 * i)}],
+                "meta": {"category": "code" if i % 2 else "chat"},
+            }
             fh.write(orjson.dumps(line) + b"\n")
     return ids
 
@@ -53,14 +56,18 @@ def test_each_answer_keeps_the_engines_acceptance(tmp_path, fake_server, timeout
 
 def test_a_conversation_regenerated_turn_by_turn_counts_every_turns_steps(tmp_path, fake_server):
     server = fake_server(dialect="vllm", spec_tokens=3, answer=long_answer)
-    turns = [{"role": "user", "content": "w " * 6}, {"role": "assistant", "content": "old"},
-             {"role": "user", "content": "w " * 11}]  # fmt: skip
+    turns = [
+        {"role": "user", "content": "w " * 6},
+        {"role": "assistant", "content": "old"},
+        {"role": "user", "content": "w " * 11},
+    ]
     (tmp_path / "p.jsonl").write_bytes(orjson.dumps({"id": "c", "messages": turns}) + b"\n")
     run(tmp_path / "p.jsonl", tmp_path / "out", [server.url], regenerate_turns="all")
     (record,) = read_lines(tmp_path / "out", "completions")
     per_turn = [t["speculative_decoding"] for t in record["meta"]["turns"]]
-    assert per_turn == [spec_decoding(t["usage"]["completion_tokens"], 3)
-                        for t in record["meta"]["turns"]]  # fmt: skip
+    assert per_turn == [
+        spec_decoding(t["usage"]["completion_tokens"], 3) for t in record["meta"]["turns"]
+    ]
     both = record["meta"]["speculative_decoding"]
     for name in ("num_spec_steps", "num_accepted_draft_tokens", "num_draft_tokens"):
         assert both[name] == per_turn[0][name] + per_turn[1][name] > per_turn[1][name]
@@ -92,14 +99,18 @@ def test_from_engine_pools_the_steps_per_group_as_vllm_counts(tmp_path, fake_ser
     server = fake_server(dialect="vllm", spec_tokens=3, answer=long_answer)
     categorised(tmp_path / "p.jsonl", 6)
     run(tmp_path / "p.jsonl", tmp_path / "out", [server.url])
-    result = CliRunner().invoke(main, ["score", str(tmp_path / "out"), "--from-engine", "--all",
-                                       "--json"])  # fmt: skip
+    result = CliRunner().invoke(
+        main, ["score", str(tmp_path / "out"), "--from-engine", "--all", "--json"]
+    )
     assert result.exit_code == 0, result.output
     draft = orjson.loads(result.output)["drafts"][0]
     records = read_lines(tmp_path / "out", "completions")
     for group in ("chat", "code", "(overall)"):
-        mine = [r["meta"]["speculative_decoding"] for r in records
-                if group == "(overall)" or r["category"] == group]  # fmt: skip
+        mine = [
+            r["meta"]["speculative_decoding"]
+            for r in records
+            if group == "(overall)" or r["category"] == group
+        ]
         steps = sum(s["num_spec_steps"] for s in mine)
         accepted = sum(s["num_accepted_draft_tokens"] for s in mine)
         at3 = draft["groups"][group]["by_k"][0]
@@ -141,8 +152,10 @@ def test_summary_level_metrics_have_no_per_step_arrays():
     summary = {k: v for k, v in detailed.items() if not k.startswith("per_step")}
     for spec in (detailed, summary):
         row = row_steps(spec)
-        assert (row.steps, row.accepted) == (spec["num_spec_steps"],
-                                             spec["num_accepted_draft_tokens"])  # fmt: skip
+        assert (row.steps, row.accepted) == (
+            spec["num_spec_steps"],
+            spec["num_accepted_draft_tokens"],
+        )
         assert row.tau == spec["mean_acceptance_length"]
     # an n-gram drafter can draft fewer than k: those steps draft fewer positions
     short = {**detailed, "per_step_drafted": [3, 1, 3, 2, 3, 3, 3][: detailed["num_spec_steps"]]}
@@ -218,9 +231,16 @@ def test_the_live_view_has_an_acceptance_column_only_for_a_speculating_fleet():
 
     from regen.display import server_table
 
-    plain = {"url": "http://127.0.0.1:8000", "state": "healthy", "in_flight": 1,
-             "completed": 3, "failed": 0, "latency_ewma_s": 0.5, "completion_tokens": 99,
-             "last_error": None}  # fmt: skip
+    plain = {
+        "url": "http://127.0.0.1:8000",
+        "state": "healthy",
+        "in_flight": 1,
+        "completed": 3,
+        "failed": 0,
+        "latency_ewma_s": 0.5,
+        "completion_tokens": 99,
+        "last_error": None,
+    }
     spec = {**plain, "spec_steps": 10, "spec_accepted_tokens": 13, "acceptance_length": 2.3}
     for servers, shown in (([spec, plain], True), ([plain], False)):
         console = Console(width=140, record=True)

@@ -17,8 +17,15 @@ from regen.testing.fake_spec import sglang_details, spec_decoding
 from test_engine_accept import categorised, long_answer
 
 STREAM = Timeouts(request=30, connect=2, stall=5, stream=True)
-COUNTS = ("num_spec_steps", "num_accepted_draft_tokens", "num_draft_tokens", "num_spec_tokens",
-          "acceptance_histogram", "mean_acceptance_length", "draft_acceptance_rate")  # fmt: skip
+COUNTS = (
+    "num_spec_steps",
+    "num_accepted_draft_tokens",
+    "num_draft_tokens",
+    "num_spec_tokens",
+    "acceptance_histogram",
+    "mean_acceptance_length",
+    "draft_acceptance_rate",
+)
 
 
 @pytest.mark.parametrize("timeouts", [None, STREAM], ids=["plain", "streamed"])
@@ -59,8 +66,9 @@ def test_from_engine_and_replay_tabulate_an_sglang_fleet(tmp_path, fake_server):
     categorised(tmp_path / "p.jsonl", 6)
     run(tmp_path / "p.jsonl", tmp_path / "out", [fleet.url])
     records = read_lines(tmp_path / "out", "completions")
-    result = CliRunner().invoke(main, ["score", str(tmp_path / "out"), "--from-engine", "--all",
-                                       "--json"])  # fmt: skip
+    result = CliRunner().invoke(
+        main, ["score", str(tmp_path / "out"), "--from-engine", "--all", "--json"]
+    )
     assert result.exit_code == 0, result.output
     groups = orjson.loads(result.output)["drafts"][0]["groups"]
     for group in ("chat", "code"):

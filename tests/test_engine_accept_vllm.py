@@ -24,13 +24,21 @@ from regen.score.replay import PROBE_TOKENS
 pytestmark = pytest.mark.timeout(1500)  # the first test may wait for the fleets' start
 # Prompts whose answers repeat the prompt, so that n-gram lookup drafts and hits.
 PROMPTS = {
-    "copy": ["Repeat exactly: the cat sat on the mat, the cat sat on the mat.",
-             "Repeat exactly: one two three four, one two three four, one two three four."],
-    "list": ["List the days of the week, separated by commas.",
-             "Count from one to twelve in words, separated by commas."],
-}  # fmt: skip
-COUNTED = ("num_drafts", "num_draft_tokens", "num_accepted_tokens",
-           *(f"accepted_at_{i}" for i in range(K)))  # fmt: skip
+    "copy": [
+        "Repeat exactly: the cat sat on the mat, the cat sat on the mat.",
+        "Repeat exactly: one two three four, one two three four, one two three four.",
+    ],
+    "list": [
+        "List the days of the week, separated by commas.",
+        "Count from one to twelve in words, separated by commas.",
+    ],
+}
+COUNTED = (
+    "num_drafts",
+    "num_draft_tokens",
+    "num_accepted_tokens",
+    *(f"accepted_at_{i}" for i in range(K)),
+)
 
 
 @pytest.fixture
@@ -48,8 +56,11 @@ def write_prompts(path: Path) -> None:
     with open(path, "wb") as fh:
         for category, texts in PROMPTS.items():
             for i, text in enumerate(texts):
-                line = {"id": f"{category}-{i}", "messages": [{"role": "user", "content": text}],
-                        "meta": {"category": category}}  # fmt: skip
+                line = {
+                    "id": f"{category}-{i}",
+                    "messages": [{"role": "user", "content": text}],
+                    "meta": {"category": category},
+                }
                 fh.write(orjson.dumps(line) + b"\n")
 
 
@@ -58,19 +69,28 @@ def test_engine_acceptance_per_answer_adds_up_to_its_metrics(tmp_path, real_vllm
     write_prompts(tmp_path / "p.jsonl")
     before = counters(real_vllm)
     timeouts = Timeouts(request=600, connect=5, stall=300, stream=stream)
-    result = run(tmp_path / "p.jsonl", tmp_path / "out", [real_vllm.url], model=real_vllm.model,
-                 api_key_env=keyed, timeouts=timeouts,
-                 sampling=Sampling(max_tokens=48, temperature=0.0))  # fmt: skip
+    result = run(
+        tmp_path / "p.jsonl",
+        tmp_path / "out",
+        [real_vllm.url],
+        model=real_vllm.model,
+        api_key_env=keyed,
+        timeouts=timeouts,
+        sampling=Sampling(max_tokens=48, temperature=0.0),
+    )
     assert result.exit_code == 0, result.message
     delta = since(before, counters(real_vllm))
     records = read_lines(tmp_path / "out", "completions")
     assert len(records) == 4
     specs = [r["meta"]["speculative_decoding"] for r in records]
-    assert all(s["num_spec_tokens"] == K and len(s["per_step_accepted"]) == s["num_spec_steps"]
-               for s in specs)  # fmt: skip
+    assert all(
+        s["num_spec_tokens"] == K and len(s["per_step_accepted"]) == s["num_spec_steps"]
+        for s in specs
+    )
     assert sum(s["num_spec_steps"] for s in specs) == delta["num_drafts"] > 0
-    cli = CliRunner().invoke(main, ["score", str(tmp_path / "out"), "--from-engine", "--all",
-                                    "--json"])  # fmt: skip
+    cli = CliRunner().invoke(
+        main, ["score", str(tmp_path / "out"), "--from-engine", "--all", "--json"]
+    )
     assert cli.exit_code == 0, cli.output
     draft = orjson.loads(cli.output)["drafts"][0]
     assert_counted(draft, delta)
@@ -81,12 +101,26 @@ def test_replay_of_a_runs_prompts_on_the_speculating_fleet(tmp_path, real_vllm, 
     """A run generated without speculation's records (here: plain answers of another
     length) is replayed greedy on the fleet: its table is the fleet's own counting."""
     write_prompts(tmp_path / "p.jsonl")
-    result = run(tmp_path / "p.jsonl", tmp_path / "out", [real_vllm.url], model=real_vllm.model,
-                 api_key_env=keyed, sampling=Sampling(max_tokens=40, temperature=0.8))  # fmt: skip
+    result = run(
+        tmp_path / "p.jsonl",
+        tmp_path / "out",
+        [real_vllm.url],
+        model=real_vllm.model,
+        api_key_env=keyed,
+        sampling=Sampling(max_tokens=40, temperature=0.8),
+    )
     assert result.exit_code == 0, result.message
     before = counters(real_vllm)
-    args = ["score", str(tmp_path / "out"), "--replay-servers", real_vllm.url,
-            "--api-key-env", keyed, "--all", "--json"]  # fmt: skip
+    args = [
+        "score",
+        str(tmp_path / "out"),
+        "--replay-servers",
+        real_vllm.url,
+        "--api-key-env",
+        keyed,
+        "--all",
+        "--json",
+    ]
     cli = CliRunner().invoke(main, args)
     assert cli.exit_code == 0, cli.output
     delta = since(before, counters(real_vllm))

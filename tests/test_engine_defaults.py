@@ -34,8 +34,13 @@ def test_llamacpp_requests_carry_neutral_values_for_what_is_unset(tmp_path, fake
     server = fake_server(dialect="llamacpp")
     write_prompts(tmp_path / "p.jsonl", 2)
     fleet = llamacpp_fleet(tmp_path, server.url)
-    run(tmp_path / "p.jsonl", tmp_path / "out", [], fleet=fleet,
-        sampling=Sampling(max_tokens=16, temperature=0.0, top_k=5))  # fmt: skip
+    run(
+        tmp_path / "p.jsonl",
+        tmp_path / "out",
+        [],
+        fleet=fleet,
+        sampling=Sampling(max_tokens=16, temperature=0.0, top_k=5),
+    )
     for body in server.requests:
         assert body["repeat_penalty"] == 1.0 and body["min_p"] == 0.0
         assert body["top_p"] == 1.0 and body["typical_p"] == 1.0 and body["mirostat_mode"] == 0
@@ -51,9 +56,22 @@ def test_vllm_and_sglang_requests_carry_only_what_the_user_set(tmp_path, fake_se
     server = fake_server(dialect=dialect)
     write_prompts(tmp_path / "p.jsonl", 2)
     out = tmp_path / "out"
-    result = CliRunner().invoke(main, ["generate", "--servers", server.url, "--prompts",
-                                       str(tmp_path / "p.jsonl"), "--output-dir", str(out),
-                                       "--display", "plain", "--temperature", "0"])  # fmt: skip
+    result = CliRunner().invoke(
+        main,
+        [
+            "generate",
+            "--servers",
+            server.url,
+            "--prompts",
+            str(tmp_path / "p.jsonl"),
+            "--output-dir",
+            str(out),
+            "--display",
+            "plain",
+            "--temperature",
+            "0",
+        ],
+    )
     assert result.exit_code == 0, result.output
     for body in server.requests:
         assert not {"repeat_penalty", "min_p", "top_p", "top_k"} & set(body)
@@ -68,25 +86,61 @@ def test_the_embedded_model_greedy_scores_as_itself(tmp_path):
     is left is batched against incremental logits. llama.cpp's repeat penalty 1.1 made
     this top-1 0.78, tau(3) 2.81 on the same prompts."""
     prompts = tmp_path / "p.jsonl"
-    questions = ["Explain what a hash table is.", "Write a short poem about the sea.",
-                 "How do I reverse a list in Python?", "Describe the water cycle.",
-                 "Give three tips for learning a language.", "Why is the sky blue?"]  # fmt: skip
-    prompts.write_text("".join(json.dumps({"id": f"q{i}", "messages": [
-        {"role": "user", "content": q}]}) + "\n" for i, q in enumerate(questions)))  # fmt: skip
+    questions = [
+        "Explain what a hash table is.",
+        "Write a short poem about the sea.",
+        "How do I reverse a list in Python?",
+        "Describe the water cycle.",
+        "Give three tips for learning a language.",
+        "Why is the sky blue?",
+    ]
+    prompts.write_text(
+        "".join(
+            json.dumps({"id": f"q{i}", "messages": [{"role": "user", "content": q}]}) + "\n"
+            for i, q in enumerate(questions)
+        )
+    )
     out = tmp_path / "out"
-    command = [sys.executable, "-m", "regen", "generate", "--prompts", str(prompts),
-               "--output-dir", str(out), "--max-output-tokens", "64", "--temperature", "0",
-               "--display", "plain"]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "regen",
+        "generate",
+        "--prompts",
+        str(prompts),
+        "--output-dir",
+        str(out),
+        "--max-output-tokens",
+        "64",
+        "--temperature",
+        "0",
+        "--display",
+        "plain",
+    ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "on llamacpp, regen sends" in done.stdout and "repeat_penalty=1.0" in done.stdout
     for record in read_lines(out, "completions"):
         assert record["meta"]["sampling"]["neutral"]["repeat_penalty"] == 1.0
     score = subprocess.run(
-        [sys.executable, "-m", "regen", "score", str(out), "--draft", str(default_model_path()),
-         "--tokenizer", "embedded", "--k", "3", "--json"],
-        capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "regen",
+            "score",
+            str(out),
+            "--draft",
+            str(default_model_path()),
+            "--tokenizer",
+            "embedded",
+            "--k",
+            "3",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert score.returncode == 0, score.stdout + score.stderr
     (draft,) = json.loads(score.stdout)["drafts"]
     group = draft["groups"]["(overall)"]

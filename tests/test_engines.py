@@ -105,8 +105,13 @@ def test_sglang_refusing_streamed_token_ids_stops_at_preflight_with_the_fix(tmp_
     server = fake_server(dialect="sglang")
     write_prompts(tmp_path / "p.jsonl", 3)
     with pytest.raises(ConfigError) as caught:
-        run(tmp_path / "p.jsonl", tmp_path / "out", [server.url], return_token_ids=True,
-            timeouts=STREAM)  # fmt: skip
+        run(
+            tmp_path / "p.jsonl",
+            tmp_path / "out",
+            [server.url],
+            return_token_ids=True,
+            timeouts=STREAM,
+        )
     assert "--stream with --return-token-ids" in caught.value.message
     assert "\n" not in caught.value.message
     assert "drop --stream" in (caught.value.hint or "")
@@ -147,17 +152,34 @@ def test_chaos_with_kill9_and_stream_ends_exactly_once_with_full_answers(
     tmp_path, fake_server, dialect
 ):
     server = fake_server(
-        dialect=dialect, faults=chaos_faults(dialect), slots=8, seconds_per_token=0.02,
+        dialect=dialect,
+        faults=chaos_faults(dialect),
+        slots=8,
+        seconds_per_token=0.02,
         answer=lambda b: {**echo_answer(b), "tokens": 6},
-    )  # fmt: skip
+    )
     n = 120
     ids = write_prompts(tmp_path / "p.jsonl", n)
     out = tmp_path / "out"
     command = [
-        sys.executable, "-m", "regen", "generate", "--prompts", str(tmp_path / "p.jsonl"),
-        "--output-dir", str(out), "--servers", server.url, "--concurrency", "8", "--stream",
-        "--stall-timeout", "5", "--display", "none",
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "regen",
+        "generate",
+        "--prompts",
+        str(tmp_path / "p.jsonl"),
+        "--output-dir",
+        str(out),
+        "--servers",
+        server.url,
+        "--concurrency",
+        "8",
+        "--stream",
+        "--stall-timeout",
+        "5",
+        "--display",
+        "none",
+    ]
     rng = random.Random(f"chaos-{dialect}")
     for _ in range(2):
         proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -226,8 +248,9 @@ def test_context_overflow_gives_the_same_data_on_either_engine(tmp_path, fake_se
 
 @pytest.mark.parametrize("dialect", ["sglang", "vllm"])
 def test_a_prompt_longer_than_the_context_stays_a_permanent_error(tmp_path, fake_server, dialect):
-    server = fake_server(dialect=dialect, context=100,
-                         answer=lambda b: {**echo_answer(b), "prompt_tokens": 150})  # fmt: skip
+    server = fake_server(
+        dialect=dialect, context=100, answer=lambda b: {**echo_answer(b), "prompt_tokens": 150}
+    )
     ids = write_prompts(tmp_path / "p.jsonl", 2)
     run(tmp_path / "p.jsonl", tmp_path / "out", [server.url])
     _, errors = assert_exactly_once(tmp_path / "out", ids)

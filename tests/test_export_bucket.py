@@ -48,23 +48,41 @@ def python(code: str, cwd: Path, **env: str) -> str:
     `datasets` free to reach the bucket (the suite holds it offline for the Hub)."""
     gone = ("AWS_ENDPOINT_URL", "HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE")
     clean = {k: v for k, v in os.environ.items() if k not in gone}
-    done = subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True,
-                          text=True, timeout=180, env=clean | env)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=clean | env,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
 
 
 def test_the_printed_datasets_call_loads_the_bucket_export(tmp_path, finished, s3):
     url = f"s3://{BUCKET}/tok"
-    out = export(str(finished), "-o", url, "--format", "tokenized", "--val-fraction", "0.3",
-                 "--tokenizer", str(checkfix.qwen_style_dir()))  # fmt: skip
+    out = export(
+        str(finished),
+        "-o",
+        url,
+        "--format",
+        "tokenized",
+        "--val-fraction",
+        "0.3",
+        "--tokenizer",
+        str(checkfix.qwen_style_dir()),
+    )
     call = re.search(r"train with: (datasets\.load_dataset\(.*?\)) gives", out)
     assert call, out
     assert f'"{s3}"' in call.group(1)  # the endpoint, as storage options; no credential
     assert "testing" not in out
-    loaded = python(f"import datasets, json; ds = {call.group(1)}; "
-                    "print(json.dumps({k: v.num_rows for k, v in ds.items()}))", tmp_path,
-                    HF_DATASETS_CACHE=str(tmp_path / "hf"))  # fmt: skip
+    loaded = python(
+        f"import datasets, json; ds = {call.group(1)}; "
+        "print(json.dumps({k: v.num_rows for k, v in ds.items()}))",
+        tmp_path,
+        HF_DATASETS_CACHE=str(tmp_path / "hf"),
+    )
     counts = json.loads(loaded)
     assert sum(counts.values()) == 6 and set(counts) <= {"train", "validation"}
 
@@ -73,8 +91,15 @@ def test_a_bucket_export_for_specforge_says_how_to_copy_it_first(tmp_path, finis
     from specforge.data.prompt_builder import prepare_prompt_tasks
 
     url = f"s3://{BUCKET}/runs/sf"
-    out = export(str(finished), "-o", url, "--format", "specforge-tokenized",
-                 "--tokenizer", str(checkfix.qwen_style_dir()))  # fmt: skip
+    out = export(
+        str(finished),
+        "-o",
+        url,
+        "--format",
+        "specforge-tokenized",
+        "--tokenizer",
+        str(checkfix.qwen_style_dir()),
+    )
     assert "data.prompts_path=s3://" not in out
     copy = re.search(r"^  (python -c .*)$", out, re.M)
     assert copy, out
@@ -82,20 +107,39 @@ def test_a_bucket_export_for_specforge_says_how_to_copy_it_first(tmp_path, finis
     where.mkdir()
     for _ in range(2):  # run again, the same files: no folder nested in the copy
         path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"  # the venv's
-        subprocess.run(copy.group(1), shell=True, cwd=where, check=True, timeout=180,
-                       env={**os.environ, "PATH": path})  # fmt: skip
+        subprocess.run(
+            copy.group(1),
+            shell=True,
+            cwd=where,
+            check=True,
+            timeout=180,
+            env={**os.environ, "PATH": path},
+        )
     prompts = re.search(r"data\.prompts_path=(\S+?);", out).group(1)
     assert not Path(prompts).is_absolute()
-    tasks = prepare_prompt_tasks(where / prompts, None, chat_template=None, max_length=4096,
-                                 is_preformatted=False, train_only_last_turn=False,
-                                 cache_dir=None, cache_key=None, num_proc=1)  # fmt: skip
+    tasks = prepare_prompt_tasks(
+        where / prompts,
+        None,
+        chat_template=None,
+        max_length=4096,
+        is_preformatted=False,
+        train_only_last_turn=False,
+        cache_dir=None,
+        cache_key=None,
+        num_proc=1,
+    )
     assert len(tasks) == 6
     assert sorted(p.name for p in (where / "sf").iterdir()) == [
-        ".regen-export", "README.md", "data", "regen.json"]  # fmt: skip
+        ".regen-export",
+        "README.md",
+        "data",
+        "regen.json",
+    ]
 
 
-def test_a_bucket_export_is_built_under_the_staging_dir_and_removed(tmp_path, finished, s3,
-                                                                     monkeypatch):  # fmt: skip
+def test_a_bucket_export_is_built_under_the_staging_dir_and_removed(
+    tmp_path, finished, s3, monkeypatch
+):
     """Every file uploaded was read from under --staging-dir; nothing is left there."""
     from regen.storage.bucket import Bucket
 

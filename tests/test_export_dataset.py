@@ -27,8 +27,13 @@ TOKEN = "hf_loopback_secret_0123456789"
 
 
 def regen(*args, ok=(0,), env=None) -> subprocess.CompletedProcess:
-    done = subprocess.run([sys.executable, "-m", "regen", *map(str, args)], capture_output=True,
-                          text=True, timeout=600, env=env)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "regen", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
     assert done.returncode in ok, done.stdout + done.stderr
     return done
 
@@ -54,7 +59,7 @@ def walkthrough(tmp_path_factory) -> Path:
         "--display",
         "plain",
     )
-    return work / "run"  # fmt: skip
+    return work / "run"
 
 
 def export(run: Path, out: Path, *extra, ok=(0,), env=None) -> subprocess.CompletedProcess:
@@ -128,16 +133,31 @@ def hub_env(hub: HubStandIn, token: str = TOKEN) -> dict[str, str]:
 
 
 def local_files(out: Path) -> dict[str, bytes]:
-    return {p.relative_to(out).as_posix(): p.read_bytes() for p in out.rglob("*")
-            if p.is_file() and not p.name.startswith(".")}  # fmt: skip
+    return {
+        p.relative_to(out).as_posix(): p.read_bytes()
+        for p in out.rglob("*")
+        if p.is_file() and not p.name.startswith(".")
+    }
 
 
 def test_push_commits_the_export_and_its_card_once(walkthrough, tmp_path):
     out = tmp_path / "push"
     with HubStandIn(TOKEN, fail_commits=1) as hub:  # the first commit meets a 503
-        done = export(walkthrough, out, "--format", "specforge-tokenized", "--tokenizer",
-                      "embedded", "--draft-vocab-size", "64", "--push-to-hub", "org/regen-set",
-                      "--private", "--allow-failed-check", env=hub_env(hub))  # fmt: skip
+        done = export(
+            walkthrough,
+            out,
+            "--format",
+            "specforge-tokenized",
+            "--tokenizer",
+            "embedded",
+            "--draft-vocab-size",
+            "64",
+            "--push-to-hub",
+            "org/regen-set",
+            "--private",
+            "--allow-failed-check",
+            env=hub_env(hub),
+        )
         [commit] = hub.state.commits
         assert commit["repo"] == "org/regen-set" and hub.state.private["org/regen-set"]
         assert commit["added"] == local_files(out)
@@ -154,16 +174,38 @@ def test_push_commits_the_export_and_its_card_once(walkthrough, tmp_path):
 
 def test_push_refuses_a_failed_check_a_bad_token_and_someone_elses_repo(walkthrough, tmp_path):
     with HubStandIn(TOKEN) as hub:
-        failed = export(walkthrough, tmp_path / "a", "--tokenizer", "embedded",
-                        "--push-to-hub", "org/x", ok=(2,), env=hub_env(hub))  # fmt: skip
+        failed = export(
+            walkthrough,
+            tmp_path / "a",
+            "--tokenizer",
+            "embedded",
+            "--push-to-hub",
+            "org/x",
+            ok=(2,),
+            env=hub_env(hub),
+        )
         assert "failed `regen check`" in failed.stderr and "--allow-failed-check" in failed.stderr
-        refused = export(walkthrough, tmp_path / "b", "--push-to-hub", "org/x",
-                         "--allow-failed-check", ok=(7,), env=hub_env(hub, "hf_wrong"))  # fmt: skip
+        refused = export(
+            walkthrough,
+            tmp_path / "b",
+            "--push-to-hub",
+            "org/x",
+            "--allow-failed-check",
+            ok=(7,),
+            env=hub_env(hub, "hf_wrong"),
+        )
         assert "the Hub refused the token (401)" in refused.stderr
         assert "hf_wrong" not in refused.stdout + refused.stderr
         hub.state.repos["org/theirs"] = {"main": {"train.csv": b"a,b\n"}}
-        theirs = export(walkthrough, tmp_path / "c", "--push-to-hub", "org/theirs",
-                        "--allow-failed-check", ok=(2,), env=hub_env(hub))  # fmt: skip
+        theirs = export(
+            walkthrough,
+            tmp_path / "c",
+            "--push-to-hub",
+            "org/theirs",
+            "--allow-failed-check",
+            ok=(2,),
+            env=hub_env(hub),
+        )
         assert "already holds files that a regen export did not write (train.csv)" in theirs.stderr
         assert hub.state.commits == [] and set(hub.state.repos) == {"org/theirs"}
 
@@ -197,8 +239,16 @@ def test_draft_vocab_loads_with_the_trainers_own_code(walkthrough, tmp_path, siz
     from speculators.train.vocab_mapping import build_vocab_mappings_from_distribution
 
     out = tmp_path / "vocab"
-    done = export(walkthrough, out, "--format", "speculators", "--tokenizer", "embedded",
-                  "--draft-vocab-size", size)  # fmt: skip
+    done = export(
+        walkthrough,
+        out,
+        "--format",
+        "speculators",
+        "--tokenizer",
+        "embedded",
+        "--draft-vocab-size",
+        size,
+    )
     folder = out / "draft_vocab"
     d2t, t2d, n = _load_mappings(folder / f"d2t-{size}.npy", folder / f"t2d-{size}.npy", size)
     rows = datasets.load_dataset(str(out))["train"].to_list()
@@ -232,8 +282,9 @@ def export_rows(run: Path, out: Path, fmt: str) -> tuple[list[dict], dict]:
 def test_llamafactory_keeps_every_row_the_export_does_not_name(walkthrough, tmp_path, monkeypatch):
     converter = trainer_readers.llamafactory_converter(monkeypatch)
     rows, summary = export_rows(walkthrough, tmp_path / "lf", "sharegpt-llamafactory")
-    lost = {(r["id"], r["sample"]) for r in rows
-            if not trainer_readers.llamafactory_keeps(converter, r)}  # fmt: skip
+    lost = {
+        (r["id"], r["sample"]) for r in rows if not trainer_readers.llamafactory_keeps(converter, r)
+    }
     named = {(i["id"], i["sample"]) for ids in summary["trainer_skips"].values() for i in ids}
     assert lost == named and len(rows) == 20
     # What LLaMA-Factory cannot hold (a user turn right after a tool result) is named; see
@@ -280,15 +331,29 @@ def test_a_second_push_replaces_the_data_and_a_branch_gets_its_own(walkthrough, 
 
 def test_push_in_offline_mode_says_so(walkthrough, tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_TOKEN": TOKEN}
-    done = export(walkthrough, tmp_path / "off", "--push-to-hub", "org/x",
-                  "--allow-failed-check", ok=(2,), env=env)  # fmt: skip
+    done = export(
+        walkthrough,
+        tmp_path / "off",
+        "--push-to-hub",
+        "org/x",
+        "--allow-failed-check",
+        ok=(2,),
+        env=env,
+    )
     assert "HF_HUB_OFFLINE is set" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_a_push_that_keeps_failing_leaves_no_repo_behind(walkthrough, tmp_path):
     with HubStandIn(TOKEN, fail_commits=100) as hub:
-        done = export(walkthrough, tmp_path / "x", "--push-to-hub", "org/flaky",
-                      "--allow-failed-check", ok=(7,), env=hub_env(hub))  # fmt: skip
+        done = export(
+            walkthrough,
+            tmp_path / "x",
+            "--push-to-hub",
+            "org/flaky",
+            "--allow-failed-check",
+            ok=(7,),
+            env=hub_env(hub),
+        )
         assert "the Hub answered 503 when trying to upload the export" in done.stderr
         commits = [
             c for c in hub.state.calls if c.startswith("POST /api/datasets/org/flaky/commit")

@@ -19,10 +19,12 @@ from regen.cli import main
 
 # SpecForge's configs/qwen3-8b-dflash.json, the DFlash fields (the rest shape the model)
 DRAFT = {
-    "architectures": ["DFlashDraftModel"], "block_size": 16, "num_hidden_layers": 5,
+    "architectures": ["DFlashDraftModel"],
+    "block_size": 16,
+    "num_hidden_layers": 5,
     "num_target_layers": 36,
     "dflash_config": {"mask_token_id": 151669, "target_layer_ids": [1, 9, 17, 25, 33]},
-}  # fmt: skip
+}
 
 
 def dflash_config(tmp_path: Path, data: dict) -> object:
@@ -31,22 +33,37 @@ def dflash_config(tmp_path: Path, data: dict) -> object:
 
     (tmp_path / "draft.json").write_text(json.dumps(DRAFT))
     server = {
-        "control_dir": str(tmp_path / "control"), "backend": "mooncake",
+        "control_dir": str(tmp_path / "control"),
+        "backend": "mooncake",
         "consumer_state_dir": str(tmp_path / "consumer"),
         "server_urls": ["http://127.0.0.1:30000"],
         "mooncake_metadata_server": "http://127.0.0.1:35880/metadata",
-        "mooncake_master_server_addr": "127.0.0.1:35551", "mooncake_protocol": "tcp",
-    }  # fmt: skip
+        "mooncake_master_server_addr": "127.0.0.1:35551",
+        "mooncake_protocol": "tcp",
+    }
     draft = str(tmp_path / "draft.json")
     return Config(
         model={"target_model_path": "Qwen/Qwen3-8B", "draft_model_config": draft},
-        data={"max_length": 3072, "build_dataset_num_proc": 1,
-              "cache_dir": str(tmp_path / "cache"), **data},
-        training={"strategy": "dflash", "num_epochs": 6, "batch_size": 4, "learning_rate": 6e-4,
-                  "num_anchors": 512, "loss_decay_gamma": 7.0},
-        deployment={"mode": "disaggregated", "trainer": {"nnodes": 1, "nproc_per_node": 8},
-                    "disaggregated": server},
-    )  # fmt: skip
+        data={
+            "max_length": 3072,
+            "build_dataset_num_proc": 1,
+            "cache_dir": str(tmp_path / "cache"),
+            **data,
+        },
+        training={
+            "strategy": "dflash",
+            "num_epochs": 6,
+            "batch_size": 4,
+            "learning_rate": 6e-4,
+            "num_anchors": 512,
+            "loss_decay_gamma": 7.0,
+        },
+        deployment={
+            "mode": "disaggregated",
+            "trainer": {"nnodes": 1, "nproc_per_node": 8},
+            "disaggregated": server,
+        },
+    )
 
 
 def specforge_dflash_prompts(cfg: object) -> list[tuple[list[int], list[int]]]:
@@ -61,9 +78,16 @@ def specforge_dflash_prompts(cfg: object) -> list[tuple[list[int], list[int]]]:
 
 
 def records() -> list[dict]:
-    plain = [checkfix.completion(f"p{i}", f"Paris is answer {i}.", reasoning=f"Think {i}.",
-                                 thinking="on", category=("qa", "code")[i % 2])
-             for i in range(12)]  # fmt: skip
+    plain = [
+        checkfix.completion(
+            f"p{i}",
+            f"Paris is answer {i}.",
+            reasoning=f"Think {i}.",
+            thinking="on",
+            category=("qa", "code")[i % 2],
+        )
+        for i in range(12)
+    ]
     return plain
 
 
@@ -91,9 +115,16 @@ def test_specforge_dflash_reads_the_tokenized_export_exactly(tmp_path):
 def test_specforge_dflash_renders_the_conversations_as_regen_tokenises_them(tmp_path):
     from specforge.data.template import TEMPLATE_REGISTRY, ChatTemplate
 
-    TEMPLATE_REGISTRY.register("regen-chatml", ChatTemplate(
-        assistant_header="<|im_start|>assistant\n", user_header="<|im_start|>user\n",
-        system_prompt=None, end_of_turn_token="<|im_end|>"), override=True)  # fmt: skip
+    TEMPLATE_REGISTRY.register(
+        "regen-chatml",
+        ChatTemplate(
+            assistant_header="<|im_start|>assistant\n",
+            user_header="<|im_start|>user\n",
+            system_prompt=None,
+            end_of_turn_token="<|im_end|>",
+        ),
+        override=True,
+    )
     plain = [checkfix.completion(f"c{i}", f"Paris is answer {i}.") for i in range(8)]
     run = checkfix.write_run(tmp_path / "run", plain)
     export(run, tmp_path / "tok", "specforge-tokenized")

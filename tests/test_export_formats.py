@@ -24,20 +24,34 @@ WEATHER_TOOL = {"type": "function", "function": {"name": "get_weather", "paramet
 
 def records() -> list[dict]:
     good = [
-        checkfix.completion(f"g{i}", f"Answer {i}: Paris is the capital of France.",
-                            reasoning=f"Thinking about {i}.", thinking="on")
+        checkfix.completion(
+            f"g{i}",
+            f"Answer {i}: Paris is the capital of France.",
+            reasoning=f"Thinking about {i}.",
+            thinking="on",
+        )
         for i in range(30)
-    ]  # fmt: skip
+    ]
     tool = checkfix.completion(
-        "tool", "It is sunny.", tools=[WEATHER_TOOL],
+        "tool",
+        "It is sunny.",
+        tools=[WEATHER_TOOL],
         history=[
             {"role": "user", "content": "weather?"},
-            {"role": "assistant", "content": "", "tool_calls": [
-                {"id": "1", "type": "function",
-                 "function": {"name": "get_weather", "arguments": "{}"}}]},
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {
+                        "id": "1",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": "{}"},
+                    }
+                ],
+            },
             {"role": "tool", "tool_call_id": "1", "content": "sunny"},
         ],
-    )  # fmt: skip
+    )
     bad = checkfix.completion("empty", "", reasoning="", thinking="on")
     cut = checkfix.completion("cut", "Paris is", reasoning="long", finish="length")
     return [*good, tool, bad, cut]
@@ -77,8 +91,11 @@ def test_reasoning_can_go_to_a_field(run, tmp_path):
     rows = [json.loads(line) for line in data_file(out).read_text().splitlines()]
     assert "cut" not in {r["id"] for r in rows}
     g1 = next(r for r in rows if r["id"] == "g1")["conversations"][1]
-    assert g1 == {"role": "assistant", "content": "Answer 1: Paris is the capital of France.",
-                  "reasoning_content": "Thinking about 1."}  # fmt: skip
+    assert g1 == {
+        "role": "assistant",
+        "content": "Answer 1: Paris is the capital of France.",
+        "reasoning_content": "Thinking about 1.",
+    }
     tool = next(r for r in rows if r["id"] == "tool")
     assert tool["tools"] == [WEATHER_TOOL] and tool["conversations"][1]["tool_calls"]
 
@@ -107,9 +124,24 @@ def test_tokenized_jsonl_and_filters(run, tmp_path):
     tok = str(checkfix.qwen_style_dir())
     out = tmp_path / "tokj"
     report = tmp_path / "export.json"
-    cli("export", run, "--out", out, "--format", "tokenized", "--file-type", "jsonl",
-        "--tokenizer", tok, "--drop-degenerate", "--drop-truncated",
-        "--min-supervised-tokens", "12", "--report", report)  # fmt: skip
+    cli(
+        "export",
+        run,
+        "--out",
+        out,
+        "--format",
+        "tokenized",
+        "--file-type",
+        "jsonl",
+        "--tokenizer",
+        tok,
+        "--drop-degenerate",
+        "--drop-truncated",
+        "--min-supervised-tokens",
+        "12",
+        "--report",
+        report,
+    )
     summary = json.loads(report.read_text())
     assert summary["dropped"] == {"degenerate": 1, "truncated": 1}
     ds = datasets.load_dataset(str(out))["train"]
@@ -122,10 +154,32 @@ def test_the_cards_check_judges_the_rows_the_export_holds(run, tmp_path):
     fail it, and the rows it kept are counted."""
     tok = str(checkfix.qwen_style_dir())
     kept, unfiltered = tmp_path / "export.json", tmp_path / "all.json"
-    cli("export", run, "--out", tmp_path / "kept", "--format", "tokenized", "--tokenizer", tok,
-        "--drop-degenerate", "--drop-truncated", "--report", kept)  # fmt: skip
-    cli("export", run, "--out", tmp_path / "all", "--format", "tokenized", "--tokenizer", tok,
-        "--report", unfiltered)  # fmt: skip
+    cli(
+        "export",
+        run,
+        "--out",
+        tmp_path / "kept",
+        "--format",
+        "tokenized",
+        "--tokenizer",
+        tok,
+        "--drop-degenerate",
+        "--drop-truncated",
+        "--report",
+        kept,
+    )
+    cli(
+        "export",
+        run,
+        "--out",
+        tmp_path / "all",
+        "--format",
+        "tokenized",
+        "--tokenizer",
+        tok,
+        "--report",
+        unfiltered,
+    )
     filtered = json.loads(kept.read_text())["check"]
     whole = json.loads(unfiltered.read_text())["check"]
     assert whole["verdict"] == "fail" and "empty_answer" in whole["failed_rules"]
@@ -160,8 +214,12 @@ def test_merge_into_dedups_by_id_and_content(run, tmp_path):
     report = tmp_path / "merge.json"
     cli("export", run2, "--out", out, "--merge-into", out, "--report", report)
     summary = json.loads(report.read_text())
-    assert summary["outcomes"] == {"replaced": 1, "skipped_same": 4,
-                                   "skipped_duplicate_content": 1, "added": 1}  # fmt: skip
+    assert summary["outcomes"] == {
+        "replaced": 1,
+        "skipped_same": 4,
+        "skipped_duplicate_content": 1,
+        "added": 1,
+    }
     ds = datasets.load_dataset(str(out))["train"]
     assert ds.num_rows == 34 and len(set(ds["id"])) == 34
     g0 = next(r for r in ds if r["id"] == "g0")
@@ -192,8 +250,14 @@ def test_a_failed_export_leaves_no_finished_looking_file(run, tmp_path):
 
 def test_library_call_with_encoder(run, tmp_path):
     encoder = Encoder.of(checkfix.load("smol"))
-    request = ExportRequest([run], tmp_path / "s", make_format("tokenized", "inline"),
-                            encoder=encoder, filters=Filters(), file_type="parquet")  # fmt: skip
+    request = ExportRequest(
+        [run],
+        tmp_path / "s",
+        make_format("tokenized", "inline"),
+        encoder=encoder,
+        filters=Filters(),
+        file_type="parquet",
+    )
     summary = export_run(request)
     assert summary.written == {"train": 33} and summary.outcomes == {"added": 33}
 
@@ -211,9 +275,12 @@ def test_sharegpt_is_from_value_as_axolotl_and_llama_factory_read_it(run, tmp_pa
     assert g1[1]["value"].startswith("<think>\nThinking about 1.\n</think>\n\nAnswer 1")
     tool = rows["tool"]
     assert [t["from"] for t in tool["conversations"]] == [
-        "human", "function_call", "observation", "gpt"]  # fmt: skip
-    assert json.loads(tool["conversations"][1]["value"]) == {"name": "get_weather",
-                                                             "arguments": {}}  # fmt: skip
+        "human",
+        "function_call",
+        "observation",
+        "gpt",
+    ]
+    assert json.loads(tool["conversations"][1]["value"]) == {"name": "get_weather", "arguments": {}}
     assert json.loads(tool["tools"]) == [WEATHER_TOOL]  # LLaMA-Factory's tools: a JSON string
 
 
@@ -223,8 +290,9 @@ def test_a_second_export_to_the_same_directory_is_refused(run, tmp_path):
     assert f"wrote {out.resolve()} (specforge): train 33" in first
     assert "{" not in first and "train with: SpecForge" in first
     before = data_file(out).read_bytes()
-    again = CliRunner().invoke(main, ["export", str(run), "--out", str(out), "--format",
-                                      "sharegpt-axolotl"])  # fmt: skip
+    again = CliRunner().invoke(
+        main, ["export", str(run), "--out", str(out), "--format", "sharegpt-axolotl"]
+    )
     assert again.exit_code == 2 and "already holds an export" in again.output
     assert "--overwrite" in again.output and data_file(out).read_bytes() == before
     cli("export", run, "--out", out, "--format", "sharegpt-axolotl", "--overwrite")
@@ -243,8 +311,9 @@ def test_an_unrelated_non_empty_directory_is_refused(run, tmp_path):
 def test_targets_warn_when_they_would_drop_reasoning(run, tmp_path):
     field = cli("export", run, "--out", tmp_path / "f", "--reasoning", "field")
     assert "warning: 31 samples carry reasoning in reasoning_content" in field
-    dropped = cli("export", run, "--out", tmp_path / "d", "--format", "sharegpt",
-                  "--reasoning", "drop")  # fmt: skip
+    dropped = cli(
+        "export", run, "--out", tmp_path / "d", "--format", "sharegpt", "--reasoning", "drop"
+    )
     assert "--reasoning drop left it out" in dropped
     assert "rows have no system message" in field
 
@@ -262,10 +331,17 @@ def test_specforge_tokenized_reads_with_specforge_prompt_builder(run, tmp_path):
     from specforge.data.prompt_builder import prepare_prompt_tasks
 
     ours = regen_rows(run, tmp_path)
-    tasks = prepare_prompt_tasks(data_file(tmp_path / "specforge-tokenized"), None,
-                                 chat_template=None, max_length=4096, is_preformatted=False,
-                                 train_only_last_turn=False, cache_dir=None, cache_key=None,
-                                 num_proc=1)  # fmt: skip
+    tasks = prepare_prompt_tasks(
+        data_file(tmp_path / "specforge-tokenized"),
+        None,
+        chat_template=None,
+        max_length=4096,
+        is_preformatted=False,
+        train_only_last_turn=False,
+        cache_dir=None,
+        cache_key=None,
+        num_proc=1,
+    )
     assert len(tasks) == len(ours) == 33
     got = sorted((t["payload"]["input_ids"], t["payload"]["loss_mask"]) for t in tasks)
     assert got == sorted((r["input_ids"], r["loss_mask"]) for r in ours.values())
@@ -279,8 +355,7 @@ def test_speculators_reads_the_rows_without_rendering(run, tmp_path):
 
     ours = regen_rows(run, tmp_path, "speculators")
     raw, _ = load_raw_dataset(str(tmp_path / "speculators" / "data" / "*" / "train-*.jsonl"))
-    ds = build_speculator_training_dataset(raw, checkfix.load("qwen"), max_length=4096,
-                                           num_proc=1)  # fmt: skip
+    ds = build_speculator_training_dataset(raw, checkfix.load("qwen"), max_length=4096, num_proc=1)
     assert len(ds) == 33
     got = sorted((r["input_ids"].tolist(), r["loss_mask"].tolist()) for r in ds)
     assert got == sorted((r["input_ids"], r["loss_mask"]) for r in ours.values())
@@ -294,8 +369,18 @@ def test_jsonl_is_cut_by_size_and_each_trainer_reads_every_file(run, tmp_path):
 
     ours = regen_rows(run, tmp_path)
     out = tmp_path / "cut"
-    said = cli("export", run, "--out", out, "--format", "specforge-tokenized", "--tokenizer",
-               checkfix.qwen_style_dir(), "--max-file-mb", "0.004")  # fmt: skip
+    said = cli(
+        "export",
+        run,
+        "--out",
+        out,
+        "--format",
+        "specforge-tokenized",
+        "--tokenizer",
+        checkfix.qwen_style_dir(),
+        "--max-file-mb",
+        "0.004",
+    )
     files = sorted((out / "data" / "default").glob("train-*.jsonl"))
     n = len(files)
     assert n > 2 and all(f.name.endswith(f"-of-{n:05d}.jsonl") for f in files)
@@ -304,15 +389,34 @@ def test_jsonl_is_cut_by_size_and_each_trainer_reads_every_file(run, tmp_path):
     assert f"SpecForge opens one file per run: the train split is {n} files" in said
     got = []
     for f in files:
-        got += prepare_prompt_tasks(f, None, chat_template=None, max_length=4096,
-                                    is_preformatted=False, train_only_last_turn=False,
-                                    cache_dir=None, cache_key=None, num_proc=1)  # fmt: skip
+        got += prepare_prompt_tasks(
+            f,
+            None,
+            chat_template=None,
+            max_length=4096,
+            is_preformatted=False,
+            train_only_last_turn=False,
+            cache_dir=None,
+            cache_key=None,
+            num_proc=1,
+        )
     assert sorted((t["payload"]["input_ids"], t["payload"]["loss_mask"]) for t in got) == sorted(
-        (r["input_ids"], r["loss_mask"]) for r in ours.values())  # fmt: skip
+        (r["input_ids"], r["loss_mask"]) for r in ours.values()
+    )
     assert len(datasets.load_dataset(str(out), split="train")) == 33
     speculators = tmp_path / "spec"
-    cli("export", run, "--out", speculators, "--format", "speculators", "--tokenizer",
-        checkfix.qwen_style_dir(), "--max-file-mb", "0.004")  # fmt: skip
+    cli(
+        "export",
+        run,
+        "--out",
+        speculators,
+        "--format",
+        "speculators",
+        "--tokenizer",
+        checkfix.qwen_style_dir(),
+        "--max-file-mb",
+        "0.004",
+    )
     domains = len(list(speculators.glob("data/*")))
     assert len(list(speculators.glob("data/*/train-*.jsonl"))) > domains
     raw, _ = load_raw_dataset(str(speculators / "data" / "*" / "train-*.jsonl"))
@@ -323,8 +427,14 @@ def specforge_encode(rows_path: Path, template_name: str) -> list[tuple[list[int
     from specforge.data.preprocessing import build_eagle3_dataset
 
     ds = datasets.load_dataset("json", data_files=str(rows_path), split="train")
-    out = build_eagle3_dataset(ds, checkfix.load("qwen"), chat_template=template_name,
-                               max_length=4096, num_proc=None, shuffle_seed=None)  # fmt: skip
+    out = build_eagle3_dataset(
+        ds,
+        checkfix.load("qwen"),
+        chat_template=template_name,
+        max_length=4096,
+        num_proc=None,
+        shuffle_seed=None,
+    )
     return [(r["input_ids"][0], r["loss_mask"][0]) for r in out.with_format(None)]
 
 
@@ -333,9 +443,16 @@ def test_specforge_conversations_give_regens_ids_with_a_template_without_system_
 ):
     from specforge.data.template import TEMPLATE_REGISTRY, ChatTemplate
 
-    TEMPLATE_REGISTRY.register("regen-chatml", ChatTemplate(
-        assistant_header="<|im_start|>assistant\n", user_header="<|im_start|>user\n",
-        system_prompt=None, end_of_turn_token="<|im_end|>"), override=True)  # fmt: skip
+    TEMPLATE_REGISTRY.register(
+        "regen-chatml",
+        ChatTemplate(
+            assistant_header="<|im_start|>assistant\n",
+            user_header="<|im_start|>user\n",
+            system_prompt=None,
+            end_of_turn_token="<|im_end|>",
+        ),
+        override=True,
+    )
     plain = [checkfix.completion(f"p{i}", f"Paris is answer {i}.") for i in range(20)]
     run = checkfix.write_run(tmp_path / "run", plain)
     cli("export", run, "--out", tmp_path / "conv", "--format", "specforge")
@@ -344,16 +461,31 @@ def test_specforge_conversations_give_regens_ids_with_a_template_without_system_
     assert sorted(theirs) == ours  # 20/20: the same ids and the same masks
     # SpecForge's built-in `qwen` template adds a system prompt: the context changes.
     with_default = specforge_encode(data_file(tmp_path / "conv"), "qwen")
-    assert all(len(ids) > len(o[0]) for (ids, _), o in zip(sorted(with_default), ours,
-                                                            strict=True))  # fmt: skip
+    assert all(len(ids) > len(o[0]) for (ids, _), o in zip(sorted(with_default), ours, strict=True))
 
 
 def test_tokenized_targets_warn_when_the_template_drops_reasoning(run, tmp_path):
-    out = cli("export", run, "--out", tmp_path / "t", "--format", "tokenized",
-              "--tokenizer", checkfix.smollm2_gguf())  # fmt: skip
+    out = cli(
+        "export",
+        run,
+        "--out",
+        tmp_path / "t",
+        "--format",
+        "tokenized",
+        "--tokenizer",
+        checkfix.smollm2_gguf(),
+    )
     assert "warning: 31 rows lose their reasoning: the chat template does not render it" in out
-    quiet = cli("export", run, "--out", tmp_path / "q", "--format", "specforge-tokenized",
-                "--tokenizer", checkfix.qwen_style_dir())  # fmt: skip
+    quiet = cli(
+        "export",
+        run,
+        "--out",
+        tmp_path / "q",
+        "--format",
+        "specforge-tokenized",
+        "--tokenizer",
+        checkfix.qwen_style_dir(),
+    )
     assert "warning" not in quiet
 
 
@@ -367,11 +499,14 @@ def test_llamafactory_keeps_text_with_calls_and_parallel_results(tmp_path, monke
     }
     history = [
         {"role": "user", "content": "weather in Paris and Rome?"},
-        {"role": "assistant", "content": "Let me look both up.",
-         "tool_calls": [call, {**call, "id": "2"}]},
+        {
+            "role": "assistant",
+            "content": "Let me look both up.",
+            "tool_calls": [call, {**call, "id": "2"}],
+        },
         {"role": "tool", "tool_call_id": "1", "content": "sunny"},
         {"role": "tool", "tool_call_id": "2", "content": "rain"},
-    ]  # fmt: skip
+    ]
     run = checkfix.write_run(
         tmp_path / "run",
         [
@@ -385,7 +520,11 @@ def test_llamafactory_keeps_text_with_calls_and_parallel_results(tmp_path, monke
     assert "would skip" not in text
     [row] = rows_of(data_file(out))
     assert [t["from"] for t in row["conversations"]] == [
-        "human", "function_call", "observation", "gpt"]  # fmt: skip
+        "human",
+        "function_call",
+        "observation",
+        "gpt",
+    ]
     value = row["conversations"][1]["value"]
     assert value.startswith("Let me look both up.<tool_call>[") and value.endswith("</tool_call>")
     assert json.loads(row["conversations"][2]["value"]) == ["sunny", "rain"]
@@ -399,10 +538,22 @@ def test_openai_batch_output_is_joined_on_custom_id_with_the_errors(tmp_path):
     run = checkfix.write_run(tmp_path / "run", rows)
     errors = run / "errors"
     errors.mkdir()
-    failed = [{"id": "req-3", "sample": 0, "line": 3, "attempts": 4,
-               "error": {"type": "server_error", "message": "503 from the server"}},
-              {"id": "req-1", "sample": 0, "line": 1, "attempts": 1,
-               "error": {"type": "timeout", "message": "retried, then answered"}}]  # fmt: skip
+    failed = [
+        {
+            "id": "req-3",
+            "sample": 0,
+            "line": 3,
+            "attempts": 4,
+            "error": {"type": "server_error", "message": "503 from the server"},
+        },
+        {
+            "id": "req-1",
+            "sample": 0,
+            "line": 1,
+            "attempts": 1,
+            "error": {"type": "timeout", "message": "retried, then answered"},
+        },
+    ]
     (errors / "00000.jsonl").write_text("".join(json.dumps(e) + "\n" for e in failed))
     out = tmp_path / "batch"
     cli("export", run, "--out", out, "--format", "openai-batch", "--val-fraction", "0.5")
@@ -430,12 +581,29 @@ def test_specforge_names_the_rows_it_would_tokenise_differently(run, tmp_path):
     own code agrees, row by row."""
     from specforge.data.template import TEMPLATE_REGISTRY, ChatTemplate
 
-    TEMPLATE_REGISTRY.register("regen-chatml", ChatTemplate(
-        assistant_header="<|im_start|>assistant\n", user_header="<|im_start|>user\n",
-        system_prompt=None, end_of_turn_token="<|im_end|>"), override=True)  # fmt: skip
+    TEMPLATE_REGISTRY.register(
+        "regen-chatml",
+        ChatTemplate(
+            assistant_header="<|im_start|>assistant\n",
+            user_header="<|im_start|>user\n",
+            system_prompt=None,
+            end_of_turn_token="<|im_end|>",
+        ),
+        override=True,
+    )
     out, report = tmp_path / "conv", tmp_path / "summary.json"
-    text = cli("export", run, "--out", out, "--format", "specforge", "--tokenizer",
-               checkfix.qwen_style_dir(), "--report", report)  # fmt: skip
+    text = cli(
+        "export",
+        run,
+        "--out",
+        out,
+        "--format",
+        "specforge",
+        "--tokenizer",
+        checkfix.qwen_style_dir(),
+        "--report",
+        report,
+    )
     differs = json.loads(report.read_text())["render_differs"].values()
     named = {(r["id"], r["sample"]) for rows in differs for r in rows}
     assert "rows that SpecForge tokenises differently" in text and "reasoning:" in text
@@ -444,8 +612,11 @@ def test_specforge_names_the_rows_it_would_tokenise_differently(run, tmp_path):
     theirs = specforge_encode(data_file(out), "regen-chatml")
     assert len(theirs) == len(conv) == 33
     same = {tuple(ids) for ids, _ in theirs}  # SpecForge reorders its rows: match by tokens
-    differ = {(row["id"], row["sample"]) for row in conv
-              if tuple(ours[row["id"]]["input_ids"]) not in same}  # fmt: skip
+    differ = {
+        (row["id"], row["sample"])
+        for row in conv
+        if tuple(ours[row["id"]]["input_ids"]) not in same
+    }
     assert differ == named and len(named) == 31  # the 31 rows with reasoning
 
 
@@ -479,12 +650,21 @@ def test_parquet_is_cut_into_shards_that_the_card_lists(run, tmp_path, monkeypat
     monkeypatch.setattr(files, "SHARD_BYTES", 2000)
     monkeypatch.setattr(files, "ROW_GROUP", 5)
     out = tmp_path / "tok"
-    cli("export", run, "--out", out, "--format", "tokenized", "--tokenizer",
-        checkfix.qwen_style_dir())  # fmt: skip
+    cli(
+        "export",
+        run,
+        "--out",
+        out,
+        "--format",
+        "tokenized",
+        "--tokenizer",
+        checkfix.qwen_style_dir(),
+    )
     shards = sorted(p.name for p in (out / "data" / "qa").iterdir())
     assert len(shards) > 2 and shards[0] == f"train-00000-of-{len(shards):05d}.parquet"
-    [default] = [c for c in DatasetCard.load(out / "README.md").data.configs
-                 if c["config_name"] == "default"]  # fmt: skip
+    [default] = [
+        c for c in DatasetCard.load(out / "README.md").data.configs if c["config_name"] == "default"
+    ]
     assert default["data_files"][0]["path"] == [f"data/qa/{name}" for name in shards]
     assert datasets.load_dataset(str(out))["train"].num_rows == 33
 
@@ -492,9 +672,17 @@ def test_parquet_is_cut_into_shards_that_the_card_lists(run, tmp_path, monkeypat
 def test_the_card_carries_the_acceptance_profile_of_a_scored_run(run, tmp_path):
     """`regen score` writes RUN/score/score.json; the card shows tau per group and k."""
     at = [{"k": k, "tau": {"value": 1 + k / 2, "ci95": None}} for k in (1, 3)]
-    score = {"run": str(run), "by": "category", "k": [1, 3], "drafts": [
-        {"name": "ngram", "groups": {"qa": {"rows": 33, "top1_match": {"value": 0.41},
-                                            "by_k": at}}}]}  # fmt: skip
+    score = {
+        "run": str(run),
+        "by": "category",
+        "k": [1, 3],
+        "drafts": [
+            {
+                "name": "ngram",
+                "groups": {"qa": {"rows": 33, "top1_match": {"value": 0.41}, "by_k": at}},
+            }
+        ],
+    }
     (run / "score").mkdir()
     (run / "score" / "score.json").write_text(json.dumps(score))
     out = tmp_path / "scored"

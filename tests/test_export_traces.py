@@ -32,11 +32,15 @@ def trace(city: str) -> dict:
         "type": "function",
         "function": {"name": "get_weather", "arguments": orjson.dumps({"city": city}).decode()},
     }
-    return {"id": city, "tools": TOOLS, "messages": [
-        {"role": "user", "content": f"weather in {city}"},
-        {"role": "assistant", "content": "", "tool_calls": [call]},
-        {"role": "tool", "tool_call_id": "orig", "content": f"RESULT-{city}-sunny"},
-    ]}  # fmt: skip
+    return {
+        "id": city,
+        "tools": TOOLS,
+        "messages": [
+            {"role": "user", "content": f"weather in {city}"},
+            {"role": "assistant", "content": "", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "orig", "content": f"RESULT-{city}-sunny"},
+        ],
+    }
 
 
 @pytest.fixture
@@ -53,8 +57,9 @@ def traces_run(tmp_path, fake_server) -> Path:
 
 def export(run_dir: Path, out: Path, fmt: str) -> dict[str, dict]:
     tokenizer = str(checkfix.qwen_style_dir())
-    result = CliRunner().invoke(main, ["export", str(run_dir), "--out", str(out), "--format",
-                                       fmt, "--tokenizer", tokenizer])  # fmt: skip
+    result = CliRunner().invoke(
+        main, ["export", str(run_dir), "--out", str(out), "--format", fmt, "--tokenizer", tokenizer]
+    )
     assert result.exit_code == 0, result.output
     files = sorted(out.glob("data/*/train-*.jsonl"))
     rows = [json.loads(line) for f in files for line in f.read_text().splitlines()]
@@ -65,8 +70,9 @@ def assert_only_the_targets_turns_are_trained(rows: dict[str, dict]) -> None:
     tok = checkfix.load("qwen")
     assert len(rows) == len(CITIES)
     for row in rows.values():
-        trained = tok.decode([t for t, m in zip(row["input_ids"], row["loss_mask"],
-                                                strict=True) if m])  # fmt: skip
+        trained = tok.decode(
+            [t for t, m in zip(row["input_ids"], row["loss_mask"], strict=True) if m]
+        )
         whole = tok.decode(row["input_ids"])
         city = next(c for c in CITIES if f"RESULT-{c}" in whole)
         assert "get_weather" in trained  # the target's call: a turn it wrote
@@ -79,9 +85,17 @@ def test_specforge_reads_regenerated_tool_traces(traces_run, tmp_path):
 
     ours = export(traces_run, tmp_path / "sf", "specforge-tokenized")
     path = next((tmp_path / "sf").glob("data/*/train-*.jsonl"))
-    tasks = prepare_prompt_tasks(path, None, chat_template=None, max_length=4096,
-                                 is_preformatted=False, train_only_last_turn=False,
-                                 cache_dir=None, cache_key=None, num_proc=1)  # fmt: skip
+    tasks = prepare_prompt_tasks(
+        path,
+        None,
+        chat_template=None,
+        max_length=4096,
+        is_preformatted=False,
+        train_only_last_turn=False,
+        cache_dir=None,
+        cache_key=None,
+        num_proc=1,
+    )
     got = sorted((t["payload"]["input_ids"], t["payload"]["loss_mask"]) for t in tasks)
     assert got == sorted((r["input_ids"], r["loss_mask"]) for r in ours.values())
     assert_only_the_targets_turns_are_trained(ours)
@@ -95,8 +109,7 @@ def test_speculators_reads_regenerated_tool_traces(traces_run, tmp_path):
 
     ours = export(traces_run, tmp_path / "sp", "speculators")
     raw, _ = load_raw_dataset(str(tmp_path / "sp" / "data" / "*" / "train-*.jsonl"))
-    ds = build_speculator_training_dataset(raw, checkfix.load("qwen"), max_length=4096,
-                                           num_proc=1)  # fmt: skip
+    ds = build_speculator_training_dataset(raw, checkfix.load("qwen"), max_length=4096, num_proc=1)
     got = sorted((r["input_ids"].tolist(), r["loss_mask"].tolist()) for r in ds)
     assert got == sorted((r["input_ids"], r["loss_mask"]) for r in ours.values())
     assert_only_the_targets_turns_are_trained(ours)

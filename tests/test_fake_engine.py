@@ -121,8 +121,9 @@ def test_the_unmet_engine_serves_no_metrics_and_falls_past_its_kv_cache(fake_ser
 
     def rate(at_once: int) -> float:  # of the benches' mix: 60 words, 400 +- 50% tokens
         engine = FakeEngine(replace(UNMET, time_scale=0.0))
-        queue = [([f"p{i}w{j}" for j in range(60)], 200 + (i * 7919) % 401)
-                 for i in range(6 * at_once)]  # fmt: skip
+        queue = [
+            ([f"p{i}w{j}" for j in range(60)], 200 + (i * 7919) % 401) for i in range(6 * at_once)
+        ]
 
         async def worker() -> None:
             while queue:

@@ -47,9 +47,18 @@ def cli(*args: str):
 
 def generate_cli(prompts: Path, out: Path, *servers: str):
     return cli(
-        "generate", "--prompts", str(prompts), "--output-dir", str(out),
-        "--servers", *servers, "--display", "none", "--max-retries", "2",
-    )  # fmt: skip
+        "generate",
+        "--prompts",
+        str(prompts),
+        "--output-dir",
+        str(out),
+        "--servers",
+        *servers,
+        "--display",
+        "none",
+        "--max-retries",
+        "2",
+    )
 
 
 def write_lines(path: Path, records: list) -> None:
@@ -214,10 +223,25 @@ def test_sigterm_is_honoured_while_every_server_is_down(tmp_path, fake_server):
     write_prompts(tmp_path / "p.jsonl", 200)
     out = tmp_path / "out"
     command = [
-        sys.executable, "-m", "regen", "generate", "--prompts", str(tmp_path / "p.jsonl"),
-        "--output-dir", str(out), "--servers", server.url, "--concurrency", "4",
-        "--display", "none", "--drain-timeout", "5", "--health-interval", "0.5",
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "regen",
+        "generate",
+        "--prompts",
+        str(tmp_path / "p.jsonl"),
+        "--output-dir",
+        str(out),
+        "--servers",
+        server.url,
+        "--concurrency",
+        "4",
+        "--display",
+        "none",
+        "--drain-timeout",
+        "5",
+        "--health-interval",
+        "0.5",
+    ]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         assert _wait_for(lambda: len(server.requests) >= 4, 30), "no request reached the server"
@@ -287,16 +311,27 @@ def test_a_full_disk_ends_with_a_plain_message_and_resume_loses_nothing(tmp_path
     ids = write_prompts(tmp_path / "p.jsonl", 300)
     out = tmp_path / "out"
     command = [
-        sys.executable, "-m", "regen", "generate", "--prompts", str(tmp_path / "p.jsonl"),
-        "--output-dir", str(out), "--servers", server.url, "--display", "none",
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "regen",
+        "generate",
+        "--prompts",
+        str(tmp_path / "p.jsonl"),
+        "--output-dir",
+        str(out),
+        "--servers",
+        server.url,
+        "--display",
+        "none",
+    ]
 
     def small_files() -> None:  # no file may grow past 20 kB: the shard fills up
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, 20_000))
 
-    full = subprocess.run(command, capture_output=True, text=True, timeout=120,
-                          preexec_fn=small_files)  # fmt: skip
+    full = subprocess.run(
+        command, capture_output=True, text=True, timeout=120, preexec_fn=small_files
+    )
     assert full.returncode == 6, full.stderr
     assert f"cannot write to {out / 'completions'}" in full.stderr
     assert "free space" in full.stderr and "Traceback" not in full.stderr
@@ -345,9 +380,19 @@ def test_a_read_only_output_dir_is_a_plain_message(tmp_path, fake_server, existi
     read_only.mkdir()
     out = read_only if existing else read_only / "run"  # an existing dir, or one to create
     command = [
-        sys.executable, "-m", "regen", "generate", "--prompts", str(tmp_path / "p.jsonl"),
-        "--output-dir", str(out), "--servers", server.url, "--display", "none",
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "regen",
+        "generate",
+        "--prompts",
+        str(tmp_path / "p.jsonl"),
+        "--output-dir",
+        str(out),
+        "--servers",
+        server.url,
+        "--display",
+        "none",
+    ]
     result = run_with_read_only(read_only, command)
     assert result.returncode == 6, result.stderr
     assert f"cannot write to {out}" in result.stderr and "hint:" in result.stderr
@@ -359,9 +404,15 @@ def test_prepare_into_a_read_only_dir_is_a_plain_message(tmp_path):
     read_only = tmp_path / "ro"
     read_only.mkdir()
     command = [
-        sys.executable, "-m", "regen", "prepare", "--source", str(tmp_path / "src.jsonl"),
-        "-o", str(read_only / "prompts.jsonl"),
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "regen",
+        "prepare",
+        "--source",
+        str(tmp_path / "src.jsonl"),
+        "-o",
+        str(read_only / "prompts.jsonl"),
+    ]
     result = run_with_read_only(read_only, command)
     assert result.returncode == 6, result.stderr
     assert f"cannot write to {read_only}" in result.stderr and "Traceback" not in result.stderr
@@ -465,9 +516,15 @@ SAMPLING = st.dictionaries(
 )
 RECORD = st.fixed_dictionaries(
     {"messages": st.lists(TURN, max_size=3) | JSON},
-    optional={"id": JSON, "sampling": SAMPLING | JSON, "tools": JSON, "meta": JSON,
-              "source": JSON, "conversations": JSON},
-)  # fmt: skip
+    optional={
+        "id": JSON,
+        "sampling": SAMPLING | JSON,
+        "tools": JSON,
+        "meta": JSON,
+        "source": JSON,
+        "conversations": JSON,
+    },
+)
 LINE = st.one_of(
     RECORD.map(orjson.dumps),
     JSON.map(orjson.dumps),

@@ -15,18 +15,31 @@ def test_a_folder_without_completions_is_refused_with_one_message_by_every_reade
     """check and export read through read_runs; score opens the run itself: the same words."""
     every_row = Selection("category", None, 0)
     refusals = []
-    for read in (open_run, lambda d: list(read_runs([d])),
-                 lambda d: engine_report(d, every_row, tmp_path / "score")):  # fmt: skip
+    for read in (
+        open_run,
+        lambda d: list(read_runs([d])),
+        lambda d: engine_report(d, every_row, tmp_path / "score"),
+    ):
         with pytest.raises(ConfigError) as err:
             read(tmp_path)
         refusals.append((err.value.message, err.value.hint))
-    assert refusals == [(f"no completion shards under {tmp_path}/completions",
-                         "pass the --output-dir of a `regen generate` run")] * 3  # fmt: skip
+    assert (
+        refusals
+        == [
+            (
+                f"no completion shards under {tmp_path}/completions",
+                "pass the --output-dir of a `regen generate` run",
+            )
+        ]
+        * 3
+    )
 
 
 def test_a_line_is_a_completion_or_says_why_not():
-    line = b'{"id": "p1", "sample": 0, "messages": [{"role": "user", "content": "hi"}, ' \
-           b'{"role": "assistant", "content": "yo"}]}'  # fmt: skip
+    line = (
+        b'{"id": "p1", "sample": 0, "messages": [{"role": "user", "content": "hi"}, '
+        b'{"role": "assistant", "content": "yo"}]}'
+    )
     assert isinstance(parse_line(line), Completion)
     bad = parse_line(b"{not json")
     assert isinstance(bad, Unreadable) and bad.kind == "bad_json" and bad.raw == {}

@@ -239,10 +239,17 @@ def test_regenerate_all_turns_uses_regenerated_history(tmp_path, fake_server):
 def test_per_record_sampling_overrides_are_used_and_recorded(tmp_path, fake_server):
     server = fake_server()
     (tmp_path / "p.jsonl").write_bytes(
-        orjson.dumps({"id": "a", "messages": [{"role": "user", "content": "x"}],
-                      "sampling": {"thinking": "off", "max_tokens": 5}}) + b"\n"
-        + orjson.dumps({"id": "b", "messages": [{"role": "user", "content": "y"}]}) + b"\n"
-    )  # fmt: skip
+        orjson.dumps(
+            {
+                "id": "a",
+                "messages": [{"role": "user", "content": "x"}],
+                "sampling": {"thinking": "off", "max_tokens": 5},
+            }
+        )
+        + b"\n"
+        + orjson.dumps({"id": "b", "messages": [{"role": "user", "content": "y"}]})
+        + b"\n"
+    )
     run(tmp_path / "p.jsonl", tmp_path / "out", [server.url], sampling=Sampling(thinking="on"))
     by_id = {r["id"]: r for r in read_lines(tmp_path / "out", "completions")}
     assert by_id["a"]["meta"]["sampling"]["thinking"] == "off"
@@ -267,8 +274,13 @@ def test_token_ids_are_stored_when_the_server_returns_them(tmp_path, fake_server
 def test_logprobs_are_asked_and_kept_one_per_answer_token(tmp_path, fake_server, stream, caplog):
     server = fake_server(dialect="vllm")
     write_prompts(tmp_path / "p.jsonl", 2)
-    result = run(tmp_path / "p.jsonl", tmp_path / "out", [server.url], logprobs=True,
-                 timeouts=Timeouts(request=10, connect=2, stream=stream))  # fmt: skip
+    result = run(
+        tmp_path / "p.jsonl",
+        tmp_path / "out",
+        [server.url],
+        logprobs=True,
+        timeouts=Timeouts(request=10, connect=2, stream=stream),
+    )
     assert result.exit_code == 0, result.message
     # without the engine's token ids, score may not line the logprobs up: said at the start
     said = [r.getMessage() for r in caplog.records if "--return-token-ids" in r.getMessage()]

@@ -28,8 +28,9 @@ def invoke(argv: list[str]):
 
 
 def generate(prompts: str, out: str, url: str):
-    return invoke(["generate", "--prompts", prompts, "-o", out, "--servers", url,
-                   "--display", "none"])  # fmt: skip
+    return invoke(
+        ["generate", "--prompts", prompts, "-o", out, "--servers", url, "--display", "none"]
+    )
 
 
 def follow(output: str) -> None:
@@ -44,19 +45,26 @@ def write_jsonl(path: Path, rows: list[dict]) -> None:
 
 
 def user_turns(out: Path) -> list[str]:
-    records = [json.loads(line) for f in sorted(out.glob("completions/*.jsonl"))
-               for line in f.read_text().splitlines()]  # fmt: skip
+    records = [
+        json.loads(line)
+        for f in sorted(out.glob("completions/*.jsonl"))
+        for line in f.read_text().splitlines()
+    ]
     return sorted(next(m["content"] for m in r["messages"] if m["role"] == "user") for r in records)
 
 
 SHAPES = {  # single-prompt files generate does not read, which prepare converts as they are
     "question": [{"question": "What is 2+2?"}, {"question": "Name a prime."}],
-    "instruction/input": [{"instruction": "Translate.", "input": "bonjour"},
-                          {"instruction": "Sum it.", "input": "1 2"}],
+    "instruction/input": [
+        {"instruction": "Translate.", "input": "bonjour"},
+        {"instruction": "Sum it.", "input": "1 2"},
+    ],
     "query": [{"query": "capital of France"}, {"query": "tallest peak"}],
-    "question/answer": [{"question": "Why?", "answer": "Because."},
-                        {"question": "How?", "answer": "So."}],
-}  # fmt: skip
+    "question/answer": [
+        {"question": "Why?", "answer": "Because."},
+        {"question": "How?", "answer": "So."},
+    ],
+}
 
 
 @pytest.mark.parametrize("shape", SHAPES)
@@ -154,23 +162,40 @@ def test_an_unknown_role_gets_a_role_map_that_prepare_takes(tmp_path, fake_serve
     refused = generate("raw.jsonl", "run", url)
     assert refused.exit_code != 0
     [option] = set(re.findall(r"`(--role-map [^`]+)`", refused.output))
-    converted = invoke(["prepare", "--source", "raw.jsonl", *shlex.split(option), "-o",
-                        "prompts.jsonl"])  # fmt: skip
+    converted = invoke(
+        ["prepare", "--source", "raw.jsonl", *shlex.split(option), "-o", "prompts.jsonl"]
+    )
     assert converted.exit_code == 0, converted.output
     assert generate("prompts.jsonl", "run2", url).exit_code == 0
     assert user_turns(tmp_path / "run2") == ["tell me 0", "tell me 1"]
 
 
 def test_a_stopped_run_names_the_status_command_that_shows_it(tmp_path, fake_server):
-    write_jsonl(tmp_path / "p.jsonl", [{"messages": [{"role": "user", "content": f"q{i}"}]}
-                                       for i in range(40)])  # fmt: skip
+    write_jsonl(
+        tmp_path / "p.jsonl",
+        [{"messages": [{"role": "user", "content": f"q{i}"}]} for i in range(40)],
+    )
     server = fake_server(seconds_per_token=0.02)
     out = tmp_path / "run"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "regen", "generate", "--prompts", str(tmp_path / "p.jsonl"),
-         "-o", str(out), "--servers", server.url, "--display", "none"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "regen",
+            "generate",
+            "--prompts",
+            str(tmp_path / "p.jsonl"),
+            "-o",
+            str(out),
+            "--servers",
+            server.url,
+            "--display",
+            "none",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     deadline = time.monotonic() + 60
     while not server.requests and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -28,8 +28,9 @@ def records(samples: int = 2) -> list[dict]:
     for category, n in SIZES.items():
         for i in range(n):
             for s in range(samples):
-                rec = checkfix.completion(f"{category}-{i}", f"Paris, {category} answer {i}.{s}",
-                                          category=category)  # fmt: skip
+                rec = checkfix.completion(
+                    f"{category}-{i}", f"Paris, {category} answer {i}.{s}", category=category
+                )
                 out.append({**rec, "sample": s})
     return out
 
@@ -50,13 +51,37 @@ def split_ids(out: Path, split: str) -> set[tuple[str, int]]:
 def test_export_and_score_hold_out_the_same_prompts(tmp_path):
     run_dir = checkfix.write_run(tmp_path / "run", records())
     out = tmp_path / "out"
-    cli("export", run_dir, "--out", out, "--format", "sharegpt", "--holdout", "0.2",
-        "--holdout-seed", "7")  # fmt: skip
+    cli(
+        "export",
+        run_dir,
+        "--out",
+        out,
+        "--format",
+        "sharegpt",
+        "--holdout",
+        "0.2",
+        "--holdout-seed",
+        "7",
+    )
     held, train = split_ids(out, "holdout"), split_ids(out, "train")
     assert len(held) == 2 * 7 and len(train) == 2 * 30 and not held & train
-    result = CliRunner().invoke(main, [
-        "score", str(run_dir), "--draft", "ngram", "--tokenizer", str(checkfix.qwen_style_dir()),
-        "--holdout", "0.2", "--holdout-seed", "7", "--all", "--json"])  # fmt: skip
+    result = CliRunner().invoke(
+        main,
+        [
+            "score",
+            str(run_dir),
+            "--draft",
+            "ngram",
+            "--tokenizer",
+            str(checkfix.qwen_style_dir()),
+            "--holdout",
+            "0.2",
+            "--holdout-seed",
+            "7",
+            "--all",
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     report = orjson.loads(result.output)
     assert report["split"] == "holdout"
@@ -69,10 +94,25 @@ def test_export_and_score_hold_out_the_same_prompts(tmp_path):
     assert "## Held-out split" in (out / "README.md").read_text()
     # the other side, and both, from the same results file (nothing scored twice)
     for split, n in (("train", len(train)), ("all", len(train) + len(held))):
-        again = CliRunner().invoke(main, [
-            "score", str(run_dir), "--draft", "ngram", "--tokenizer",
-            str(checkfix.qwen_style_dir()), "--holdout", "0.2", "--holdout-seed", "7",
-            "--split", split, "--all", "--json"])  # fmt: skip
+        again = CliRunner().invoke(
+            main,
+            [
+                "score",
+                str(run_dir),
+                "--draft",
+                "ngram",
+                "--tokenizer",
+                str(checkfix.qwen_style_dir()),
+                "--holdout",
+                "0.2",
+                "--holdout-seed",
+                "7",
+                "--split",
+                split,
+                "--all",
+                "--json",
+            ],
+        )
         assert again.exit_code == 0, again.output
         report = orjson.loads(again.output)
         assert report["split"] == split
@@ -82,12 +122,26 @@ def test_export_and_score_hold_out_the_same_prompts(tmp_path):
 def test_the_split_is_stratified_and_by_prompt(tmp_path):
     run_dir = checkfix.write_run(tmp_path / "run", records(samples=3))
     out = tmp_path / "out"
-    cli("export", run_dir, "--out", out, "--format", "tokenized", "--file-type", "jsonl",
-        "--tokenizer", checkfix.qwen_style_dir(), "--holdout", "0.2")  # fmt: skip
+    cli(
+        "export",
+        run_dir,
+        "--out",
+        out,
+        "--format",
+        "tokenized",
+        "--file-type",
+        "jsonl",
+        "--tokenizer",
+        checkfix.qwen_style_dir(),
+        "--holdout",
+        "0.2",
+    )
     summary = json.loads((out / "regen.json").read_text())["holdout"]
-    assert summary["by_category"] == {"chat": {"prompts": 20, "held_out": 4},
-                                      "code": {"prompts": 10, "held_out": 2},
-                                      "math": {"prompts": 7, "held_out": 1}}  # fmt: skip
+    assert summary["by_category"] == {
+        "chat": {"prompts": 20, "held_out": 4},
+        "code": {"prompts": 10, "held_out": 2},
+        "math": {"prompts": 7, "held_out": 1},
+    }
     held = split_ids(out, "holdout")
     prompts = {pid for pid, _ in held}
     assert held == {(pid, s) for pid in prompts for s in range(3)}  # every sample of a prompt
@@ -100,14 +154,32 @@ def test_the_split_is_stratified_and_by_prompt(tmp_path):
 def test_validation_takes_its_share_of_the_prompts_not_held_out(tmp_path, seeds):
     """The two splits are drawn by different hashes: with the same seed (0 for both by
     default) the held-out prompts were the ones validation would take, and it came out empty."""
-    recs = [checkfix.completion(f"v{i}", f"Paris, answer {i}.", category=("a", "b")[i % 2])
-            for i in range(400)]  # fmt: skip
+    recs = [
+        checkfix.completion(f"v{i}", f"Paris, answer {i}.", category=("a", "b")[i % 2])
+        for i in range(400)
+    ]
     run_dir = checkfix.write_run(tmp_path / "run", recs)
     out = tmp_path / "out"
-    cli("export", run_dir, "--out", out, "--format", "sharegpt", "--holdout", "0.2",
-        "--val-fraction", "0.1", "--holdout-seed", seeds[0], "--split-seed", seeds[1])  # fmt: skip
-    splits = {name: {pid for pid, _ in split_ids(out, name)}
-              for name in ("train", "validation", "holdout")}  # fmt: skip
+    cli(
+        "export",
+        run_dir,
+        "--out",
+        out,
+        "--format",
+        "sharegpt",
+        "--holdout",
+        "0.2",
+        "--val-fraction",
+        "0.1",
+        "--holdout-seed",
+        seeds[0],
+        "--split-seed",
+        seeds[1],
+    )
+    splits = {
+        name: {pid for pid, _ in split_ids(out, name)}
+        for name in ("train", "validation", "holdout")
+    }
     assert len(splits["holdout"]) == 80
     assert 16 <= len(splits["validation"]) <= 48  # about 0.1 of the other 320 (32)
     assert sum(map(len, splits.values())) == 400  # each prompt in one split
@@ -134,8 +206,11 @@ def test_the_split_survives_a_resume_and_another_shard_order(tmp_path, fake_serv
     prompts = tmp_path / "p.jsonl"
     with open(prompts, "wb") as fh:
         for i in range(30):
-            line = {"id": f"q{i}", "messages": [{"role": "user", "content": f"question {i}"}],
-                    "meta": {"category": ("code", "chat", "math")[i % 3]}}  # fmt: skip
+            line = {
+                "id": f"q{i}",
+                "messages": [{"role": "user", "content": f"question {i}"}],
+                "meta": {"category": ("code", "chat", "math")[i % 3]},
+            }
             fh.write(orjson.dumps(line) + b"\n")
     once = tmp_path / "once"
     run(prompts, once, [fake_server().url])
@@ -152,8 +227,9 @@ def test_the_split_survives_a_resume_and_another_shard_order(tmp_path, fake_serv
     assert orders[0] != orders[1]  # the records come in another order
     splits = []
     for name, run_dir in (("a", once), ("b", resumed)):
-        assert "--holdout:" not in cli("export", run_dir, "--out", tmp_path / name,
-                                       "--holdout", "0.1")  # fmt: skip
+        assert "--holdout:" not in cli(
+            "export", run_dir, "--out", tmp_path / name, "--holdout", "0.1"
+        )
         splits.append(split_ids(tmp_path / name, "holdout"))
     assert splits[0] == splits[1] and len(splits[0]) == 3
 
@@ -161,14 +237,34 @@ def test_the_split_survives_a_resume_and_another_shard_order(tmp_path, fake_serv
 def test_an_export_of_two_runs_holds_out_what_score_draws_on_each(tmp_path):
     first = checkfix.write_run(tmp_path / "one", records(samples=1)[:20])  # code, chat
     second = checkfix.write_run(tmp_path / "two", records(samples=1)[20:])  # chat, math
-    cli("export", first, second, "--out", tmp_path / "out", "--format", "sharegpt",
-        "--holdout", "0.2")  # fmt: skip
+    cli(
+        "export",
+        first,
+        second,
+        "--out",
+        tmp_path / "out",
+        "--format",
+        "sharegpt",
+        "--holdout",
+        "0.2",
+    )
     held = split_ids(tmp_path / "out", "holdout")
     scored = set()
     for run_dir in (first, second):
-        report = orjson.loads(cli("score", run_dir, "--draft", "ngram", "--tokenizer",
-                                  checkfix.qwen_style_dir(), "--holdout", "0.2", "--all",
-                                  "--json"))  # fmt: skip
+        report = orjson.loads(
+            cli(
+                "score",
+                run_dir,
+                "--draft",
+                "ngram",
+                "--tokenizer",
+                checkfix.qwen_style_dir(),
+                "--holdout",
+                "0.2",
+                "--all",
+                "--json",
+            )
+        )
         rows = Path(report["drafts"][0]["rows_file"]).read_text().splitlines()
         scored |= {(r["id"], r["sample"]) for r in map(json.loads, rows)}
     assert scored == held and len(held) == 4 + 3  # 20 prompts, then 17
@@ -179,21 +275,42 @@ def test_trainers_still_read_train_only(tmp_path):
 
     run_dir = checkfix.write_run(tmp_path / "run", records(samples=1))
     out = tmp_path / "tok"
-    cli("export", run_dir, "--out", out, "--format", "specforge-tokenized", "--tokenizer",
-        checkfix.qwen_style_dir(), "--holdout", "0.2")  # fmt: skip
+    cli(
+        "export",
+        run_dir,
+        "--out",
+        out,
+        "--format",
+        "specforge-tokenized",
+        "--tokenizer",
+        checkfix.qwen_style_dir(),
+        "--holdout",
+        "0.2",
+    )
     train = out / "data" / "default" / "train-00000-of-00001.jsonl"
-    tasks = prepare_prompt_tasks(train, None, chat_template=None, max_length=4096,
-                                 is_preformatted=False, train_only_last_turn=False,
-                                 cache_dir=None, cache_key=None, num_proc=1)  # fmt: skip
+    tasks = prepare_prompt_tasks(
+        train,
+        None,
+        chat_template=None,
+        max_length=4096,
+        is_preformatted=False,
+        train_only_last_turn=False,
+        cache_dir=None,
+        cache_key=None,
+        num_proc=1,
+    )
     assert len(tasks) == 30
     ds = datasets.load_dataset(str(out))
     assert {s: ds[s].num_rows for s in ds} == {"train": 30, "holdout": 7}
 
 
-@pytest.mark.parametrize(("args", "says"), [
-    (["--split", "train"], "--split train needs the held-out fraction"),
-    (["--holdout", "1.5"], "--holdout 1.5 is not a fraction"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--split", "train"], "--split train needs the held-out fraction"),
+        (["--holdout", "1.5"], "--holdout 1.5 is not a fraction"),
+    ],
+)
 def test_score_refuses_a_split_it_cannot_draw(tmp_path, args, says):
     run_dir = checkfix.write_run(tmp_path / "run", records(samples=1))
     result = CliRunner().invoke(main, ["score", str(run_dir), "--from-engine", *args])

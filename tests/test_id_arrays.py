@@ -41,12 +41,17 @@ def as_lists(value: Any) -> Any:
 def generated(prompt: list[int] | None, answer: list[int], **extra: Any) -> bytes:
     """A completions/ line as `regen generate` writes it (ids from a stream: an array)."""
     record = Completion(
-        id="p1", sample=0, finish_reason="stop", usage=Usage(len(prompt or []), len(answer)),
-        messages=[{"role": "user", "content": 'Say "token_ids": [1, 2]'},
-                  {"role": "assistant", "content": "ok", **extra}],
+        id="p1",
+        sample=0,
+        finish_reason="stop",
+        usage=Usage(len(prompt or []), len(answer)),
+        messages=[
+            {"role": "user", "content": 'Say "token_ids": [1, 2]'},
+            {"role": "assistant", "content": "ok", **extra},
+        ],
         token_ids=TokenIds(prompt, array("i", answer)),
         meta=RecordMeta(server="s", model="m", sampling={}, attempts=1, latency_s=0.1, line=1),
-    )  # fmt: skip
+    )
     return encode_line(record)
 
 
@@ -63,8 +68,13 @@ def test_generates_lines_read_as_arrays_give_the_values_json_gives(prompt, answe
     assert as_lists(parse_line(line, id_arrays=True).raw) == parse_line(line).raw
 
 
-TOOL = {"type": "function", "function": {"name": "f", "parameters": {"type": "object",
-        "properties": {"token_ids": {"type": "array"}}}}}  # fmt: skip
+TOOL = {
+    "type": "function",
+    "function": {
+        "name": "f",
+        "parameters": {"type": "object", "properties": {"token_ids": {"type": "array"}}},
+    },
+}
 IDS = '"token_ids":{"prompt":[1],"completion":[2]}'
 DECLINED = {
     "spaces": json.dumps({"id": "a", "token_ids": {"prompt": [1], "completion": [2]}}),
@@ -76,7 +86,7 @@ DECLINED = {
     "a key that ends in the name": '{"id":"a","x\\"' + IDS[1:] + "}",
     "the name twice": '{"tools":[' + json.dumps(TOOL) + "]," + IDS + "}",
     "not json": '{"id":"a",' + IDS + ",}",
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("name", sorted(DECLINED))
@@ -109,14 +119,24 @@ def test_an_export_reads_generates_lines_fast_and_writes_the_same_bytes(tmp_path
     (compact / "00000.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in recs))
     assert all(loads_with_id_arrays(orjson.dumps(r)) is not None for r in recs)
     spaced = checkfix.write_run(tmp_path / "spaced", recs)
-    passes = {"compact": (compact.parent, InProcess()), "spaced": (spaced, InProcess()),
-              "compact, two workers": (compact.parent, LocalWorkers(2, small=1))}  # fmt: skip
+    passes = {
+        "compact": (compact.parent, InProcess()),
+        "spaced": (spaced, InProcess()),
+        "compact, two workers": (compact.parent, LocalWorkers(2, small=1)),
+    }
     summaries, files = {}, {}
     for name, (run, workers) in passes.items():
         out = tmp_path / f"out-{name}"
-        request = ExportRequest([run], out, make_format("tokenized"), encoder=encoder,
-                                filters=Filters(), file_type="parquet", judge=CardCheck({}),
-                                count_tokens=True)  # fmt: skip
+        request = ExportRequest(
+            [run],
+            out,
+            make_format("tokenized"),
+            encoder=encoder,
+            filters=Filters(),
+            file_type="parquet",
+            judge=CardCheck({}),
+            count_tokens=True,
+        )
         summary = export_run(request, workers=workers)
         facts = {k: v for k, v in summary.to_json().items() if k not in ("out_dir", "files")}
         summaries[name] = json.dumps(facts).replace(str(run), "RUN")

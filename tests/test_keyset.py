@@ -45,6 +45,13 @@ def test_repeats_are_counted_not_kept():
 def test_add_new_says_whether_the_key_was_there(monkeypatch):
     monkeypatch.setattr(keyset, "MERGE_AT", 3)
     ks = KeySet()
-    assert [ks.add_new(k) for k in (5, 6, 5, 7, 8, 6, 9)] == [True, True, False, True, True,
-                                                            False, True]  # fmt: skip
+    assert [ks.add_new(k) for k in (5, 6, 5, 7, 8, 6, 9)] == [
+        True,
+        True,
+        False,
+        True,
+        True,
+        False,
+        True,
+    ]
     assert len(ks) == 5 and ks.duplicates == 0

@@ -19,10 +19,23 @@ CONCURRENCY = 8
 
 def regen_command(prompts: Path, out: Path, url: str) -> list[str]:
     return [
-        sys.executable, "-m", "regen", "generate",
-        "--prompts", str(prompts), "--output-dir", str(out), "--servers", url,
-        "--concurrency", str(CONCURRENCY), "--display", "plain", "--log-interval", "1",
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "regen",
+        "generate",
+        "--prompts",
+        str(prompts),
+        "--output-dir",
+        str(out),
+        "--servers",
+        url,
+        "--concurrency",
+        str(CONCURRENCY),
+        "--display",
+        "plain",
+        "--log-interval",
+        "1",
+    ]
 
 
 def test_sigkill_at_random_points_then_resume_is_exactly_once(tmp_path, fake_server):
@@ -41,8 +54,9 @@ def test_sigkill_at_random_points_then_resume_is_exactly_once(tmp_path, fake_ser
     for _ in range(6):
         proc = subprocess.Popen(
             regen_command(tmp_path / "p.jsonl", out, server.url),
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        )  # fmt: skip
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         try:
             time.sleep(rng.uniform(0.8, 2.0))
             if proc.poll() is None:
@@ -54,8 +68,10 @@ def test_sigkill_at_random_points_then_resume_is_exactly_once(tmp_path, fake_ser
             proc.communicate(timeout=30)
     final = subprocess.run(
         regen_command(tmp_path / "p.jsonl", out, server.url),
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert final.returncode == 0, final.stderr
     assert kills >= 3, "the run finished before it could be killed often enough"
     completions, errors = assert_exactly_once(out, ids)

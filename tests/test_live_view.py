@@ -17,26 +17,42 @@ from regen.display import LiveReporter
 from regen.finished.read import read_runs
 
 CONFIG = {
-    "model": "Qwen/Qwen3-8B-2504", "servers": ["http://10.0.0.1:30000"],
-    "concurrency_per_server": 64, "api_key_from": "none", "prompts": "p.jsonl",
-    "output_dir": "run", "samples_per_prompt": 1, "regenerate_turns": "last",
+    "model": "Qwen/Qwen3-8B-2504",
+    "servers": ["http://10.0.0.1:30000"],
+    "concurrency_per_server": 64,
+    "api_key_from": "none",
+    "prompts": "p.jsonl",
+    "output_dir": "run",
+    "samples_per_prompt": 1,
+    "regenerate_turns": "last",
     "sampling": {"max_tokens": 4096, "temperature": 0.6, "seed": 1234, "extra": None},
-}  # fmt: skip
+}
 
 
 def snapshot(**changes) -> dict:
     snap = {
-        "state": "running", "total": 400, "finished": 120, "eta_s": 754.0,
+        "state": "running",
+        "total": 400,
+        "finished": 120,
+        "eta_s": 754.0,
         "rates": {"last_1m": {"completions_per_s": 3.25, "tokens_per_s": 1810.0}},
-        "servers": [{
-            "url": "http://10.0.0.1:30000", "state": "healthy", "in_flight": 64,
-            "completed": 118, "failed": 3, "retried": 2, "completion_tokens": 65432,
-            "latency_ewma_s": 19.7, "last_error": "ServerFault: HTTP 500: injected 1234",
-        }],
+        "servers": [
+            {
+                "url": "http://10.0.0.1:30000",
+                "state": "healthy",
+                "in_flight": 64,
+                "completed": 118,
+                "failed": 3,
+                "retried": 2,
+                "completion_tokens": 65432,
+                "latency_ewma_s": 19.7,
+                "last_error": "ServerFault: HTTP 500: injected 1234",
+            }
+        ],
         "errors_by_type": {"PermanentError": 2},
         "quality": {"window": 12, "rates": {"empty": 0.0, "length": 0.0833}, "alarms": []},
         "events": ["12:00:01 server 10.0.0.1:30000 back in rotation"],
-    }  # fmt: skip
+    }
     return {**snap, **changes}
 
 
@@ -96,10 +112,20 @@ def test_no_auto_highlighting_of_numbers_and_words():
 
 def test_generate_live_display_ends_with_the_full_bar(tmp_path, fake_server):
     write_prompts(tmp_path / "p.jsonl", 6)
-    result = CliRunner().invoke(main, [
-        "generate", "--prompts", str(tmp_path / "p.jsonl"), "-o", str(tmp_path / "run"),
-        "--servers", fake_server().url, "--display", "live",
-    ])  # fmt: skip
+    result = CliRunner().invoke(
+        main,
+        [
+            "generate",
+            "--prompts",
+            str(tmp_path / "p.jsonl"),
+            "-o",
+            str(tmp_path / "run"),
+            "--servers",
+            fake_server().url,
+            "--display",
+            "live",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "6/6" in result.output and "100%" in result.output
     assert "done: 6 new completions" in result.output
@@ -107,10 +133,20 @@ def test_generate_live_display_ends_with_the_full_bar(tmp_path, fake_server):
 
 def test_row_bar_counts_every_row_of_a_run(tmp_path, fake_server):
     write_prompts(tmp_path / "p.jsonl", 25)
-    gen = CliRunner().invoke(main, [
-        "generate", "--prompts", str(tmp_path / "p.jsonl"), "-o", str(tmp_path / "run"),
-        "--servers", fake_server().url, "--display", "none",
-    ])  # fmt: skip
+    gen = CliRunner().invoke(
+        main,
+        [
+            "generate",
+            "--prompts",
+            str(tmp_path / "p.jsonl"),
+            "-o",
+            str(tmp_path / "run"),
+            "--servers",
+            fake_server().url,
+            "--display",
+            "none",
+        ],
+    )
     assert gen.exit_code == 0, gen.output
     threads = threading.active_count()
     with row_progress("check", enabled=True) as on_row:

@@ -28,10 +28,23 @@ def scrape_live_run(tmp_path: Path, url: str) -> str:
     write_prompts(tmp_path / "p.jsonl", 200)
     port = free_port()
     command = [
-        sys.executable, "-m", "regen", "generate", "--prompts", str(tmp_path / "p.jsonl"),
-        "-o", str(tmp_path / "out"), "--servers", url, "--concurrency-per-server", "4",
-        "--display", "none", "--metrics-port", str(port),
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "regen",
+        "generate",
+        "--prompts",
+        str(tmp_path / "p.jsonl"),
+        "-o",
+        str(tmp_path / "out"),
+        "--servers",
+        url,
+        "--concurrency-per-server",
+        "4",
+        "--display",
+        "none",
+        "--metrics-port",
+        str(port),
+    ]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 30
@@ -52,9 +65,13 @@ def scrape_live_run(tmp_path: Path, url: str) -> str:
 
 def test_metrics_follow_prometheus_conventions(tmp_path, fake_server):
     server = fake_server(
-        Behaviour(slots=4, seconds_per_token=0.01, faults=["ok", "ok", "500", "400"],
-                  answer=lambda b: {**echo_answer(b), "tokens": 8})
-    )  # fmt: skip
+        Behaviour(
+            slots=4,
+            seconds_per_token=0.01,
+            faults=["ok", "ok", "500", "400"],
+            answer=lambda b: {**echo_answer(b), "tokens": 8},
+        )
+    )
     body = scrape_live_run(tmp_path, server.url)
     families = {f.name: f for f in text_string_to_metric_families(body)}
     latency = families["regen_request_duration_seconds"]
@@ -76,9 +93,13 @@ def test_metrics_follow_prometheus_conventions(tmp_path, fake_server):
 
 def test_every_metric_the_dashboard_queries_is_in_a_scrape(tmp_path, fake_server):
     server = fake_server(
-        Behaviour(slots=4, seconds_per_token=0.01, faults=["ok", "500", "400"],
-                  answer=lambda b: {**echo_answer(b), "tokens": 8})
-    )  # fmt: skip
+        Behaviour(
+            slots=4,
+            seconds_per_token=0.01,
+            faults=["ok", "500", "400"],
+            answer=lambda b: {**echo_answer(b), "tokens": 8},
+        )
+    )
     scraped = {
         sample.name
         for family in text_string_to_metric_families(scrape_live_run(tmp_path, server.url))

@@ -31,9 +31,18 @@ def test_prompts_read_from_s3(tmp_path, fake_server, s3_endpoint):
     # Resume over the same object, from the command line, does no work.
     again = CliRunner().invoke(
         main,
-        ["generate", "--prompts", "s3://prompts/blend/prompts.jsonl", "--output-dir",
-         str(tmp_path / "out"), "--servers", server.url, "--display", "none"],
-    )  # fmt: skip
+        [
+            "generate",
+            "--prompts",
+            "s3://prompts/blend/prompts.jsonl",
+            "--output-dir",
+            str(tmp_path / "out"),
+            "--servers",
+            server.url,
+            "--display",
+            "none",
+        ],
+    )
     assert again.exit_code == 0, again.output
     assert "nothing to do" in again.output
 
@@ -43,8 +52,15 @@ def test_a_missing_object_is_a_clear_error(tmp_path, fake_server, s3_endpoint):
     boto3.client("s3", endpoint_url=s3_endpoint).create_bucket(Bucket="prompts")
     result = CliRunner().invoke(
         main,
-        ["generate", "--prompts", "s3://prompts/nope.jsonl", "--output-dir",
-         str(tmp_path / "out"), "--servers", server.url],
-    )  # fmt: skip
+        [
+            "generate",
+            "--prompts",
+            "s3://prompts/nope.jsonl",
+            "--output-dir",
+            str(tmp_path / "out"),
+            "--servers",
+            server.url,
+        ],
+    )
     assert result.exit_code == 2
     assert "s3://prompts/nope.jsonl does not exist" in result.output

@@ -41,10 +41,24 @@ def stop_leftovers():
 
 def start(prompts: Path, out: Path, url: str, *extra: str) -> subprocess.Popen:
     command = [
-        sys.executable, "-m", "regen", "generate", "--prompts", str(prompts),
-        "--output-dir", str(out), "--servers", url, "--concurrency", "4",
-        "--display", "plain", "--log-interval", "0.5", *extra,
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "regen",
+        "generate",
+        "--prompts",
+        str(prompts),
+        "--output-dir",
+        str(out),
+        "--servers",
+        url,
+        "--concurrency",
+        "4",
+        "--display",
+        "plain",
+        "--log-interval",
+        "0.5",
+        *extra,
+    ]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     STARTED.append(proc)
     return proc
@@ -53,8 +67,10 @@ def start(prompts: Path, out: Path, url: str, *extra: str) -> subprocess.Popen:
 def status(out: Path) -> dict:
     done = subprocess.run(
         [sys.executable, "-m", "regen", "status", str(out), "--json"],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     return orjson.loads(done.stdout)
 

@@ -62,9 +62,13 @@ def test_the_systemd_units_start_the_fleet_then_the_run_on_it(tmp_path):
         for name in ("regen-serve.service", "regen-generate.service"):
             text = (OPS / name).read_text().replace(INSTALLED, regen)
             (tmp_path / name).write_text(text)
-        done = subprocess.run(["systemd-analyze", "verify", "regen-serve.service",
-                               "regen-generate.service"], cwd=tmp_path, capture_output=True,
-                              text=True, timeout=60)  # fmt: skip
+        done = subprocess.run(
+            ["systemd-analyze", "verify", "regen-serve.service", "regen-generate.service"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert done.returncode == 0 and not (done.stdout + done.stderr).strip(), done.stderr
 
 
@@ -79,7 +83,7 @@ def stand_in(tmp_path) -> tuple[Path, Path]:
         "#!/bin/sh\n"
         f'log="{calls}/$(date +%s%N)-$(basename "$0")"\n'
         'printf "%s\\n" "$(basename "$0")" "$@" > "$log.args"\n'
-        "env > \"$log.env\"\n"
+        'env > "$log.env"\n'
         '[ "$1" = generate ] && exit "${STANDIN_EXIT:-0}"\n'
         "exit 0\n"
     )
@@ -112,14 +116,21 @@ def test_the_slurm_array_gives_each_task_its_part_and_requeues(stand_in):
     first, last = map(int, text.split("#SBATCH --array=")[1].split()[0].split("-"))
     assert "#SBATCH --requeue" in text
     count = last - first + 1
-    base = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
-            "SLURM_JOB_ID": "900", "SLURM_ARRAY_JOB_ID": "900", "SLURM_ARRAY_TASK_MIN": str(first),
-            "SLURM_ARRAY_TASK_MAX": str(last), "SLURM_ARRAY_TASK_COUNT": str(count)}  # fmt: skip
+    base = {
+        **os.environ,
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        "SLURM_JOB_ID": "900",
+        "SLURM_ARRAY_JOB_ID": "900",
+        "SLURM_ARRAY_TASK_MIN": str(first),
+        "SLURM_ARRAY_TASK_MAX": str(last),
+        "SLURM_ARRAY_TASK_COUNT": str(count),
+    }
     parts = []
     for task in range(first, last + 1):
         env = {**base, "SLURM_ARRAY_TASK_ID": str(task)}
-        done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True,
-                              timeout=60)  # fmt: skip
+        done = subprocess.run(
+            ["bash", str(script)], env=env, capture_output=True, text=True, timeout=60
+        )
         assert done.returncode == 0, done.stderr
         (serve, _), (generate, seen), (stop, _) = recorded(calls)
         fleet = parsed(serve)["fleet_path"]
@@ -132,8 +143,9 @@ def test_the_slurm_array_gives_each_task_its_part_and_requeues(stand_in):
     assert owners(parts, ids) == [1] * len(ids)  # every prompt in exactly one task
     # generate stopped by something a rerun gets past (5: no server could serve): requeued
     env = {**base, "SLURM_ARRAY_TASK_ID": str(last), "STANDIN_EXIT": "5"}
-    done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True,
-                          timeout=60)  # fmt: skip
+    done = subprocess.run(
+        ["bash", str(script)], env=env, capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 5
     assert [argv for argv, _ in recorded(calls)][2] == ["scontrol", "requeue", f"900_{last}"]
     env["STANDIN_EXIT"] = "2"  # a usage error: not requeued, the message is in the log
@@ -145,8 +157,11 @@ def test_the_kubernetes_indexed_job_gives_each_pod_its_part(stand_in):
     bin_dir, calls = stand_in
     job = yaml.safe_load((OPS / "regen-k8s-job.yaml").read_text())
     spec = job["spec"]
-    assert (job["apiVersion"], job["kind"], spec["completionMode"]) == ("batch/v1", "Job",
-                                                                        "Indexed")  # fmt: skip
+    assert (job["apiVersion"], job["kind"], spec["completionMode"]) == (
+        "batch/v1",
+        "Job",
+        "Indexed",
+    )
     pod = spec["template"]["spec"]
     (container,) = pod["containers"]
     env = {e["name"]: e["value"] for e in container["env"]}
@@ -161,10 +176,19 @@ def test_the_kubernetes_indexed_job_gives_each_pod_its_part(stand_in):
     ids = [f"p{i}" for i in range(2000)]
     parts = []
     for index in range(count):
-        pod_env = {**os.environ, **env, "JOB_COMPLETION_INDEX": str(index),
-                   "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}  # fmt: skip
-        done = subprocess.run(["/bin/sh", "-c", container["args"][0]], env=pod_env,
-                              capture_output=True, text=True, timeout=60)  # fmt: skip
+        pod_env = {
+            **os.environ,
+            **env,
+            "JOB_COMPLETION_INDEX": str(index),
+            "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        }
+        done = subprocess.run(
+            ["/bin/sh", "-c", container["args"][0]],
+            env=pod_env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert done.returncode == 0, done.stderr
         (serve, _), (generate, seen) = recorded(calls)
         assert str(parsed(generate)["fleet"]) == str(parsed(serve)["fleet_path"])
@@ -172,7 +196,8 @@ def test_the_kubernetes_indexed_job_gives_each_pod_its_part(stand_in):
     assert parts == [Part(i, count) for i in range(count)]
     assert owners(parts, ids) == [1] * len(ids)
     assert xxhash.xxh3_64_intdigest(b"p0") % count == next(
-        i for i, p in enumerate(parts) if p.owns_id("p0"))  # fmt: skip
+        i for i, p in enumerate(parts) if p.owns_id("p0")
+    )
 
 
 def test_the_ops_files_are_not_demo_files():

@@ -65,15 +65,22 @@ def test_a_run_lands_in_the_bucket_with_the_local_layout(tmp_path, fake_server, 
     server = fake_server()
     ids = write_prompts(tmp_path / "p.jsonl", 30)
     staging = tmp_path / "staging"
-    result = run(tmp_path / "p.jsonl", URL, [server.url], staging_dir=staging,
-                 shard_max_records=7, upload=FAST)  # fmt: skip
+    result = run(
+        tmp_path / "p.jsonl",
+        URL,
+        [server.url],
+        staging_dir=staging,
+        shard_max_records=7,
+        upload=FAST,
+    )
     assert result.exit_code == 0
     assert result.output_dir == URL and URL in result.message
     shards = keys_in(bucket, "completions")
     data = [k for k in shards if k.endswith(".jsonl")]
     assert len(data) == 5 and all(k + ".keys" in shards for k in data)  # by size: 7 a shard
-    assert "manifest.json" in [o["Key"].rsplit("/")[-1] for o in
-                               bucket.list_objects_v2(Bucket=BUCKET)["Contents"]]  # fmt: skip
+    assert "manifest.json" in [
+        o["Key"].rsplit("/")[-1] for o in bucket.list_objects_v2(Bucket=BUCKET)["Contents"]
+    ]
     records = assert_bucket_exactly_once(ids)
     assert {r["messages"][-1]["content"] for r in records} == {
         f"answer to: question {i}" for i in ids
@@ -105,8 +112,15 @@ def test_a_slow_run_uploads_by_age(tmp_path, fake_server, bucket):
     watcher = threading.Thread(target=watch)
     watcher.start()
     try:
-        result = run(tmp_path / "p.jsonl", URL, [server.url], staging_dir=proc_out,
-                     concurrency=1, upload_interval=0.5, upload=FAST)  # fmt: skip
+        result = run(
+            tmp_path / "p.jsonl",
+            URL,
+            [server.url],
+            staging_dir=proc_out,
+            concurrency=1,
+            upload_interval=0.5,
+            upload=FAST,
+        )
     finally:
         ended.set()
         watcher.join(timeout=30)
@@ -121,12 +135,24 @@ def test_resume_on_an_empty_disk_rebuilds_the_ledger_from_the_bucket(tmp_path, f
     server = fake_server()
     ids = write_prompts(tmp_path / "p.jsonl", 40)
     write_prompts(tmp_path / "half.jsonl", 20)  # the first 20 ids
-    first = run(tmp_path / "half.jsonl", URL, [server.url], staging_dir=tmp_path / "a",
-                upload=FAST, allow_changed_input=True)  # fmt: skip
+    first = run(
+        tmp_path / "half.jsonl",
+        URL,
+        [server.url],
+        staging_dir=tmp_path / "a",
+        upload=FAST,
+        allow_changed_input=True,
+    )
     assert first.exit_code == 0
     asked_before = len(server.requests)
-    second = run(tmp_path / "p.jsonl", URL, [server.url], staging_dir=tmp_path / "b",
-                 upload=FAST, allow_changed_input=True)  # fmt: skip
+    second = run(
+        tmp_path / "p.jsonl",
+        URL,
+        [server.url],
+        staging_dir=tmp_path / "b",
+        upload=FAST,
+        allow_changed_input=True,
+    )
     assert second.exit_code == 0
     assert second.stats.finished_before == 20 and second.stats.completed == 20
     assert len(server.requests) - asked_before == 20
@@ -139,8 +165,12 @@ def test_resume_on_an_empty_disk_rebuilds_the_ledger_from_the_bucket(tmp_path, f
 def test_status_check_and_export_read_the_run_from_the_bucket(tmp_path, fake_server, bucket):
     server = fake_server()
     write_prompts(tmp_path / "p.jsonl", 9)
-    assert run(tmp_path / "p.jsonl", URL, [server.url], staging_dir=tmp_path / "s",
-               upload=FAST).exit_code == 0  # fmt: skip
+    assert (
+        run(
+            tmp_path / "p.jsonl", URL, [server.url], staging_dir=tmp_path / "s", upload=FAST
+        ).exit_code
+        == 0
+    )
     status = CliRunner().invoke(main, ["status", URL])
     assert status.exit_code == 0, status.output
     assert f"{URL}: FINISHED" in status.output
@@ -168,9 +198,20 @@ def test_an_unreachable_bucket_is_a_clear_error_at_start(tmp_path, fake_server, 
     write_prompts(tmp_path / "p.jsonl", 3)
     result = CliRunner().invoke(
         main,
-        ["generate", "--prompts", str(tmp_path / "p.jsonl"), "--output-dir", "s3://no-such/x",
-         "--staging-dir", str(tmp_path / "s"), "--servers", server.url, "--display", "none"],
-    )  # fmt: skip
+        [
+            "generate",
+            "--prompts",
+            str(tmp_path / "p.jsonl"),
+            "--output-dir",
+            "s3://no-such/x",
+            "--staging-dir",
+            str(tmp_path / "s"),
+            "--servers",
+            server.url,
+            "--display",
+            "none",
+        ],
+    )
     assert result.exit_code == 6  # the output location cannot be written
     assert "s3://no-such/x" in result.output and "hint:" in result.output
     assert "testing" not in result.output  # the secret key's value never appears
@@ -179,10 +220,25 @@ def test_an_unreachable_bucket_is_a_clear_error_at_start(tmp_path, fake_server, 
 # -- kill -9 at the three dangerous moments ---------------------------------------------------
 def regen_process(prompts: Path, staging: Path, server: str, endpoint: str) -> subprocess.Popen:
     command = [
-        sys.executable, "-m", "regen", "generate", "--prompts", str(prompts),
-        "--output-dir", URL, "--staging-dir", str(staging), "--servers", server,
-        "--concurrency", "4", "--upload-interval", "0.3", "--display", "none",
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "regen",
+        "generate",
+        "--prompts",
+        str(prompts),
+        "--output-dir",
+        URL,
+        "--staging-dir",
+        str(staging),
+        "--servers",
+        server,
+        "--concurrency",
+        "4",
+        "--upload-interval",
+        "0.3",
+        "--display",
+        "none",
+    ]
     env = {**os.environ, "AWS_ENDPOINT_URL": endpoint}
     return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
@@ -232,8 +288,11 @@ def test_killed_between_writing_and_uploading(
     kill_when(proc, lambda: sealed_in(staging) >= 2, "two sealed shards in staging")
     assert keys_in(bucket, "completions") == []
     asked = len(slow_server.requests)
-    again = finish(tmp_path / "p.jsonl", staging if resume_on == "same machine"
-                   else tmp_path / "b", slow_server.url)  # fmt: skip
+    again = finish(
+        tmp_path / "p.jsonl",
+        staging if resume_on == "same machine" else tmp_path / "b",
+        slow_server.url,
+    )
     assert again.exit_code == 0
     assert_bucket_exactly_once(ids)
     if resume_on == "same machine":  # the staged shards were uploaded, not redone
@@ -264,8 +323,14 @@ def test_cut_uploads_are_retried_and_never_stop_generation(
     proxy.rules = [("PUT", "/completions/part-", "cut")]
     monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
     with healed_after(proxy, "cut", 3):
-        result = run(tmp_path / "p.jsonl", URL, [slow_server.url], staging_dir=tmp_path / "s",
-                     upload_interval=0.3, upload=FAST)  # fmt: skip
+        result = run(
+            tmp_path / "p.jsonl",
+            URL,
+            [slow_server.url],
+            staging_dir=tmp_path / "s",
+            upload_interval=0.3,
+            upload=FAST,
+        )
     assert result.exit_code == 0
     assert faults(proxy, "cut") >= 3
     assert len(slow_server.requests) == 40  # generation went on while uploads failed
@@ -284,8 +349,11 @@ def test_killed_after_the_upload_before_local_bookkeeping(
     kill_when(proc, lambda: held() and keys_in(bucket, "completions"), "a committed upload")
     committed = [k for k in keys_in(bucket, "completions") if k.endswith(".keys")]
     assert len(committed) == 1 and (staging / "completions" / committed[0]).exists()
-    again = finish(tmp_path / "p.jsonl", staging if resume_on == "same machine"
-                   else tmp_path / "b", slow_server.url)  # fmt: skip
+    again = finish(
+        tmp_path / "p.jsonl",
+        staging if resume_on == "same machine" else tmp_path / "b",
+        slow_server.url,
+    )
     assert again.exit_code == 0
     assert_bucket_exactly_once(ids)
 
@@ -321,13 +389,20 @@ def test_full_staging_pauses_dispatch_until_the_bucket_is_back(
     ids = write_prompts(tmp_path / "p.jsonl", 40)
     proxy.rules = [("PUT", "/completions/part-", "refuse")]
     monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
-    tight = UploadPolicy(staging_limit_bytes=3000, heartbeat=0.5, poll=0.1, base_delay=0.1,
-                         max_delay=0.3)  # fmt: skip
+    tight = UploadPolicy(
+        staging_limit_bytes=3000, heartbeat=0.5, poll=0.1, base_delay=0.1, max_delay=0.3
+    )
     asked_at_heal: list[int] = []
     # Six refused uploads: over a second of retries, while ~25 records (25 KB) were due.
     with healed_after(proxy, "refuse", 6, lambda: asked_at_heal.append(len(slow_server.requests))):
-        result = run(tmp_path / "p.jsonl", URL, [slow_server.url], staging_dir=tmp_path / "s",
-                     upload_interval=0.3, upload=tight)  # fmt: skip
+        result = run(
+            tmp_path / "p.jsonl",
+            URL,
+            [slow_server.url],
+            staging_dir=tmp_path / "s",
+            upload_interval=0.3,
+            upload=tight,
+        )
     assert result.exit_code == 0
     events = "\n".join(result.stats.events)
     assert "staging is full" in events and "dispatch paused" in events
@@ -342,17 +417,31 @@ def test_prepare_reads_from_and_writes_to_the_bucket(tmp_path, bucket, fake_serv
     bucket.put_object(Bucket=BUCKET, Key="src/math.jsonl", Body=source.read_bytes())
     target = f"s3://{BUCKET}/prepared/prompts.jsonl"
     result = CliRunner().invoke(
-        main, ["prepare", "-o", target, "--source", f"s3://{BUCKET}/src/math.jsonl",
-               "--total", "5", "--seed", "3"],
-    )  # fmt: skip
+        main,
+        [
+            "prepare",
+            "-o",
+            target,
+            "--source",
+            f"s3://{BUCKET}/src/math.jsonl",
+            "--total",
+            "5",
+            "--seed",
+            "3",
+        ],
+    )
     assert result.exit_code == 0, result.output
     listed = {
         o["Key"] for o in bucket.list_objects_v2(Bucket=BUCKET, Prefix="prepared/")["Contents"]
     }
-    assert listed == {"prepared/prompts.jsonl", "prepared/prompts.rejects.jsonl",
-                      "prepared/prompts.report.json"}  # fmt: skip
-    report = orjson.loads(bucket.get_object(Bucket=BUCKET, Key="prepared/prompts.report.json")
-                          ["Body"].read())  # fmt: skip
+    assert listed == {
+        "prepared/prompts.jsonl",
+        "prepared/prompts.rejects.jsonl",
+        "prepared/prompts.report.json",
+    }
+    report = orjson.loads(
+        bucket.get_object(Bucket=BUCKET, Key="prepared/prompts.report.json")["Body"].read()
+    )
     assert target in orjson.dumps(report).decode()
     # ... and generate takes it from there, into the bucket.
     server = fake_server()
@@ -368,8 +457,14 @@ def test_two_shards_share_one_bucket_and_status_shows_both(tmp_path, fake_server
     ids = write_prompts(tmp_path / "p.jsonl", 30)
     for index in (0, 1):  # two machines: each its own staging, one bucket
         part = Part(index, 2)
-        result = run(tmp_path / "p.jsonl", URL, [server.url], part=part,
-                     staging_dir=tmp_path / f"s{index}", upload=FAST)  # fmt: skip
+        result = run(
+            tmp_path / "p.jsonl",
+            URL,
+            [server.url],
+            part=part,
+            staging_dir=tmp_path / f"s{index}",
+            upload=FAST,
+        )
         assert result.exit_code == 0 and 0 < result.stats.completed < 30
     assert_bucket_exactly_once(ids)
     assert len(server.requests) == 30
@@ -384,9 +479,19 @@ def test_staging_defaults_to_the_user_cache(tmp_path, fake_server, bucket, monke
     server = fake_server()
     ids = write_prompts(tmp_path / "p.jsonl", 5)
     result = CliRunner().invoke(
-        main, ["generate", "--prompts", str(tmp_path / "p.jsonl"), "--output-dir", URL,
-               "--servers", server.url, "--display", "none"],
-    )  # fmt: skip
+        main,
+        [
+            "generate",
+            "--prompts",
+            str(tmp_path / "p.jsonl"),
+            "--output-dir",
+            URL,
+            "--servers",
+            server.url,
+            "--display",
+            "none",
+        ],
+    )
     assert result.exit_code == 0, result.output
     (staging,) = (tmp_path / "cache" / "regen" / "staging").iterdir()
     assert (staging / "manifest.json").exists()  # the run staged there, under its URL's hash
@@ -399,8 +504,12 @@ def test_a_bucket_run_is_scored_beside_it_and_resumes_on_another_machine(
     """`regen score s3://...` writes RUN/score into the bucket; a second machine (an empty
     cache) goes on from the rows there, and export selects by them."""
     write_prompts(tmp_path / "p.jsonl", 6)
-    assert run(tmp_path / "p.jsonl", URL, [fake_server().url], staging_dir=tmp_path / "s",
-               upload=FAST).exit_code == 0  # fmt: skip
+    assert (
+        run(
+            tmp_path / "p.jsonl", URL, [fake_server().url], staging_dir=tmp_path / "s", upload=FAST
+        ).exit_code
+        == 0
+    )
     tokenizer = str(checkfix.qwen_style_dir())
     args = ["score", URL, "--draft", "ngram", "--tokenizer", tokenizer, "--all", "--json"]
     for machine in ("one", "two"):

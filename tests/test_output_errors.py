@@ -69,8 +69,9 @@ def test_export_onto_a_full_disk_exits_6(tmp_path, finished, fmt):
     command = [*REGEN, "export", str(finished), "-o", str(out), "--format", fmt]
     if fmt == "tokenized":
         command += ["--tokenizer", str(checkfix.qwen_style_dir())]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=120,
-                            preexec_fn=small_files)  # fmt: skip
+    result = subprocess.run(
+        command, capture_output=True, text=True, timeout=120, preexec_fn=small_files
+    )
     assert_exit_6(result, f"--output-dir {out}")
 
 
@@ -94,8 +95,18 @@ def test_plan_keeping_its_run_in_a_read_only_folder_exits_6(tmp_path, fake_serve
     read_only = tmp_path / "ro"
     read_only.mkdir()
     prompts, out = str(tmp_path / "p.jsonl"), str(read_only / "run")
-    command = [*REGEN, "plan", "--prompts", prompts, "--servers", fake_server().url,
-               "--sample", "4", "--output-dir", out]  # fmt: skip
+    command = [
+        *REGEN,
+        "plan",
+        "--prompts",
+        prompts,
+        "--servers",
+        fake_server().url,
+        "--sample",
+        "4",
+        "--output-dir",
+        out,
+    ]
     result = run_with_read_only(read_only, command)
     assert result.returncode == 6, result.stderr
     assert f"cannot write to {read_only / 'run'}" in result.stderr
@@ -106,8 +117,18 @@ def test_serve_with_a_read_only_fleet_file_exits_6_before_starting_a_server(tmp_
     read_only = tmp_path / "ro"
     read_only.mkdir()
     fleet = read_only / "fleet.json"
-    command = [*REGEN, "serve", "--engine", "llamacpp", "--model", "m.gguf", "--python",
-               standin_env["STANDIN_PYTHON"], "--fleet", str(fleet)]  # fmt: skip
+    command = [
+        *REGEN,
+        "serve",
+        "--engine",
+        "llamacpp",
+        "--model",
+        "m.gguf",
+        "--python",
+        standin_env["STANDIN_PYTHON"],
+        "--fleet",
+        str(fleet),
+    ]
     assert_exit_6(run_with_read_only(read_only, command), f"--fleet {fleet}")
     assert not list((tmp_path / "records").iterdir())  # no stand-in engine was started
 
@@ -116,8 +137,11 @@ def test_serve_with_a_read_only_fleet_file_exits_6_before_starting_a_server(tmp_
 def test_a_bucket_that_refuses_exits_6(tmp_path, finished, s3_endpoint, verb):
     """No such bucket: the upload is refused; the message names the URL, never the key."""
     url = "s3://no-such-bucket/x"
-    args = ["-o", url, "--format", "sharegpt"] if verb == "export" else [
-        "--tokenizer", str(checkfix.qwen_style_dir()), "--html", f"{url}/report.html"]  # fmt: skip
+    args = (
+        ["-o", url, "--format", "sharegpt"]
+        if verb == "export"
+        else ["--tokenizer", str(checkfix.qwen_style_dir()), "--html", f"{url}/report.html"]
+    )
     result = CliRunner().invoke(main, [verb, str(finished), *args])
     assert result.exit_code == 6, result.output
     assert url in result.output and "hint:" in result.output

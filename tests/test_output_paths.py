@@ -33,9 +33,13 @@ PLACE_METAVAR = re.compile(r"FILE|DIR|RUN|\.json|GGUF|RECIPE")
 # Places read as the user gave them (a path or a URL, opened by the library that reads
 # them): never written. A new one must be added here on purpose.
 READ_AS_GIVEN = {
-    ("prepare", "sources"), ("plan", "prompts"), ("generate", "prompts"),
-    ("status", "output_dir"), ("check", "output_dirs"), ("export", "output_dirs"),
-}  # fmt: skip
+    ("prepare", "sources"),
+    ("plan", "prompts"),
+    ("generate", "prompts"),
+    ("status", "output_dir"),
+    ("check", "output_dirs"),
+    ("export", "output_dirs"),
+}
 
 
 def undeclared_places(commands: dict[str, click.Command]) -> list[str]:
@@ -75,8 +79,10 @@ def test_the_scan_sees_a_new_option_that_writes_a_path():
     def newcomer(**_) -> None: ...
 
     assert undeclared_places({"new": newcomer}) == [
-        "new summary_json (a bare Path)", "new dump_report", "new out",
-    ]  # fmt: skip
+        "new summary_json (a bare Path)",
+        "new dump_report",
+        "new out",
+    ]
 
 
 @pytest.fixture
@@ -143,10 +149,23 @@ def test_check_writes_its_reports_to_the_bucket(tmp_path, finished, s3):
 def test_plan_keeps_its_calibration_run_in_the_bucket(tmp_path, fake_server, s3):
     write_prompts(tmp_path / "p.jsonl", 12)
     url = f"s3://{BUCKET}/runs/planned"
-    done = CliRunner().invoke(main, [
-        "plan", "--prompts", str(tmp_path / "p.jsonl"), "--servers", fake_server().url,
-        "--sample", "4", "--concurrency", "2", "--output-dir", url, "--json",
-    ])  # fmt: skip
+    done = CliRunner().invoke(
+        main,
+        [
+            "plan",
+            "--prompts",
+            str(tmp_path / "p.jsonl"),
+            "--servers",
+            fake_server().url,
+            "--sample",
+            "4",
+            "--concurrency",
+            "2",
+            "--output-dir",
+            url,
+            "--json",
+        ],
+    )
     assert done.exit_code == 0, done.output
     assert orjson.loads(done.output)["calibration"]["kept_in"] == url
     held = objects(s3, "runs/planned/")
@@ -168,12 +187,24 @@ def test_demo_writes_its_files_to_the_bucket(tmp_path, s3):
 @pytest.mark.parametrize(
     ("args", "option"),
     [
-        (["serve", "--engine", "llamacpp", "--model", "m.gguf", "--fleet", "s3://b/f.json"],
-         "--fleet"),
-        (["generate", "--prompts", "p.jsonl", "--output-dir", "s3://b/run", "--staging-dir",
-          "s3://b/staging"], "--staging-dir"),
+        (
+            ["serve", "--engine", "llamacpp", "--model", "m.gguf", "--fleet", "s3://b/f.json"],
+            "--fleet",
+        ),
+        (
+            [
+                "generate",
+                "--prompts",
+                "p.jsonl",
+                "--output-dir",
+                "s3://b/run",
+                "--staging-dir",
+                "s3://b/staging",
+            ],
+            "--staging-dir",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_place_that_must_be_local_refuses_a_url_with_the_reason(tmp_path, args, option):
     done = CliRunner().invoke(main, args)
     assert done.exit_code == 2, done.output

@@ -38,8 +38,11 @@ def write_sourced_prompts(path, sizes: dict[str, int]) -> None:
         for source, count in sizes.items():
             for i in range(count):
                 content = f"{source} question {i} " + "x" * (10 if i % 2 else 2000)
-                record = {"id": f"{source}-{i}", "source": {"dataset": source},
-                          "messages": [{"role": "user", "content": content}]}  # fmt: skip
+                record = {
+                    "id": f"{source}-{i}",
+                    "source": {"dataset": source},
+                    "messages": [{"role": "user", "content": content}],
+                }
                 fh.write(orjson.dumps(record) + b"\n")
 
 
@@ -76,8 +79,9 @@ def test_plan_estimates_names_the_slow_server_and_ranges_the_estimate(tmp_path, 
 def test_answers_cut_at_max_tokens_are_counted(tmp_path, fake_server):
     server = fake_server(answer=mixed_lengths)
     write_prompts(tmp_path / "p.jsonl", 60)
-    config = quick_config(tmp_path / "p.jsonl", tmp_path / "o", [server.url],
-                          sampling=Sampling(max_tokens=100))  # fmt: skip
+    config = quick_config(
+        tmp_path / "p.jsonl", tmp_path / "o", [server.url], sampling=Sampling(max_tokens=100)
+    )
     report = plan(config, sample_size=60)
     lengths = [mixed_lengths(b)["tokens"] for b in server.requests]
     assert report.answers["hit_max_tokens_share"] == pytest.approx(
@@ -91,8 +95,10 @@ def test_kept_calibration_answers_are_not_redone_by_generate(tmp_path, fake_serv
     ids = write_prompts(tmp_path / "p.jsonl", 50)
     config = quick_config(tmp_path / "p.jsonl", tmp_path / "run", [server.url])
     report = plan(config, sample_size=12, keep=True)
-    assert report.remaining == {"items": 38, "wall_seconds": pytest.approx(
-        report.remaining["wall_seconds"])}  # fmt: skip
+    assert report.remaining == {
+        "items": 38,
+        "wall_seconds": pytest.approx(report.remaining["wall_seconds"]),
+    }
     assert read_status(tmp_path / "run")["progress"]["state"] == "calibrated"
     sampled = {b["messages"][0]["content"] for b in server.requests}
     assert len(sampled) == 12
@@ -121,8 +127,9 @@ def test_sweep_recommends_the_knee(tmp_path, fake_server):
     # The server batches 4 requests; a client sending 8 only queues there: no more throughput.
     # Each answer takes 0.8 s so that the client's own time around a request (outside the
     # server's slot, which 8 in flight would overlap) stays far below the knee's 10% band.
-    server = fake_server(slots=4, seconds_per_token=0.016, answer=lambda body: {
-        **mixed_lengths(body), "tokens": 50})  # fmt: skip
+    server = fake_server(
+        slots=4, seconds_per_token=0.016, answer=lambda body: {**mixed_lengths(body), "tokens": 50}
+    )
     write_prompts(tmp_path / "p.jsonl", 40)
     config = quick_config(tmp_path / "p.jsonl", tmp_path / "o", [server.url])
     result = sweep(config, [2, 4, 8])
@@ -135,15 +142,25 @@ def test_sweep_recommends_the_knee(tmp_path, fake_server):
 def test_cli_json_has_the_promised_keys(tmp_path, fake_server):
     server = fake_server(answer=mixed_lengths, seconds_per_token=0.002)
     write_prompts(tmp_path / "p.jsonl", 30)
-    result = CliRunner().invoke(main, [
-        "plan", "--prompts", str(tmp_path / "p.jsonl"), "--servers", server.url,
-        "--sample", "10", "--concurrency", "4", "--json",
-    ])  # fmt: skip
+    result = CliRunner().invoke(
+        main,
+        [
+            "plan",
+            "--prompts",
+            str(tmp_path / "p.jsonl"),
+            "--servers",
+            server.url,
+            "--sample",
+            "10",
+            "--concurrency",
+            "4",
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     data = orjson.loads(result.output)
     assert data["prompts"] == 30 and data["cost_usd"] is None
-    for key in ("wall_seconds", "wall_seconds_p10", "wall_seconds_p90",
-                "completions_per_second"):  # fmt: skip
+    for key in ("wall_seconds", "wall_seconds_p10", "wall_seconds_p90", "completions_per_second"):
         assert isinstance(data[key], float) and data[key] > 0
     assert isinstance(data["output_tokens"], int)
     (figures,) = data["servers"]
@@ -170,16 +187,32 @@ def test_the_simulation_dispatches_like_the_fleet_and_scales_by_the_overhead():
 
 def test_cli_plans_on_the_servers_of_a_fleet_file(tmp_path, fake_server):
     a, b = fake_server(answer=mixed_lengths), fake_server(answer=mixed_lengths)
-    fleet = FleetFile("fake", "fake-model", "fake-model", [
-        FleetServer(f"server-{n}", s.url, s.port, None, "log", ["fake"])
-        for n, s in enumerate((a, b))
-    ])  # fmt: skip
+    fleet = FleetFile(
+        "fake",
+        "fake-model",
+        "fake-model",
+        [
+            FleetServer(f"server-{n}", s.url, s.port, None, "log", ["fake"])
+            for n, s in enumerate((a, b))
+        ],
+    )
     fleet.write(tmp_path / "fleet.json")
     write_prompts(tmp_path / "p.jsonl", 20)
-    result = CliRunner().invoke(main, [
-        "plan", "--prompts", str(tmp_path / "p.jsonl"), "--fleet", str(tmp_path / "fleet.json"),
-        "--sample", "12", "--concurrency-per-server", "2", "--json",
-    ])  # fmt: skip
+    result = CliRunner().invoke(
+        main,
+        [
+            "plan",
+            "--prompts",
+            str(tmp_path / "p.jsonl"),
+            "--fleet",
+            str(tmp_path / "fleet.json"),
+            "--sample",
+            "12",
+            "--concurrency-per-server",
+            "2",
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert {s["url"] for s in orjson.loads(result.output)["servers"]} == {a.url, b.url}
 
@@ -198,8 +231,9 @@ def test_a_server_that_queues_gets_the_figures_it_showed_and_they_add_up_to_the_
     slots than the sample fills: each answer's latency is mostly waiting for the others, so
     16 slots / that latency is no rate it can do. The figures hold the load the calibration
     measured, and the server's line is its part of the fleet's."""
-    server = fake_server(slots=1, seconds_per_token=0.002, answer=lambda body: {
-        **mixed_lengths(body), "tokens": 40})  # fmt: skip
+    server = fake_server(
+        slots=1, seconds_per_token=0.002, answer=lambda body: {**mixed_lengths(body), "tokens": 40}
+    )
     write_prompts(tmp_path / "p.jsonl", 60)
     config = quick_config(tmp_path / "p.jsonl", tmp_path / "o", [server.url], concurrency=16)
     data = plan(config, sample_size=6).to_json()
@@ -219,8 +253,9 @@ def test_from_run_on_a_finished_run_says_nothing_is_left(tmp_path, fake_server):
     server = fake_server(answer=mixed_lengths, seconds_per_token=0.0002)
     write_prompts(tmp_path / "p.jsonl", 6)
     generate(quick_config(tmp_path / "p.jsonl", tmp_path / "run", [server.url]))
-    result = CliRunner().invoke(main, ["plan", "--from-run", str(tmp_path / "run"),
-                                       "--gpu-hour-cost", "2"])  # fmt: skip
+    result = CliRunner().invoke(
+        main, ["plan", "--from-run", str(tmp_path / "run"), "--gpu-hour-cost", "2"]
+    )
     assert result.exit_code == 0, result.output
     assert "time left    none: every item is finished" in result.output
     assert "?" not in result.output and "cost left    $0.00" in result.output
@@ -231,9 +266,12 @@ def test_sweep_recommends_the_most_output_and_names_the_latency_trade_off():
     from regen.plan.sweep import Level, SweepResult, recommend
 
     levels = [
-        Level(2, 10, 100.0, 1.0), Level(4, 10, 220.0, 1.1), Level(8, 10, 232.0, 1.9),
-        Level(16, 10, 240.0, 3.8), Level(32, 10, 400.0, 9.0, failed=3),
-    ]  # fmt: skip
+        Level(2, 10, 100.0, 1.0),
+        Level(4, 10, 220.0, 1.1),
+        Level(8, 10, 232.0, 1.9),
+        Level(16, 10, 240.0, 3.8),
+        Level(32, 10, 400.0, 9.0, failed=3),
+    ]
     most, knee = recommend(levels)
     assert (most, knee) == (8, 4)  # 16 is within noise of 8; 32's answers failed
     text = "\n".join(sweep_lines(SweepResult(levels, most, knee).to_json()))

@@ -69,11 +69,19 @@ SMALL_BUT_REAL = trace(
         ],
     }
 )
-TITLE_WORD_BUT_REAL = trace({"model": "big", "max_tokens": 4096, "tools": [LS_TOOL],
-                             "system": "You are an editor. Suggest a title when asked.",
-                             "messages": [user("Fix the typo in README.md"),
-                                          {"role": "assistant", "content": "Done."},
-                                          user("Now suggest a title for the notes")]})  # fmt: skip
+TITLE_WORD_BUT_REAL = trace(
+    {
+        "model": "big",
+        "max_tokens": 4096,
+        "tools": [LS_TOOL],
+        "system": "You are an editor. Suggest a title when asked.",
+        "messages": [
+            user("Fix the typo in README.md"),
+            {"role": "assistant", "content": "Done."},
+            user("Now suggest a title for the notes"),
+        ],
+    }
+)
 
 
 def run(tmp_path: Path, rows: list[dict], **recipe: object) -> dict:
@@ -95,8 +103,11 @@ def test_each_kind_is_skipped_and_reported_apart(tmp_path):
 
 
 def test_the_recipe_can_keep_a_kind_and_tune_thresholds(tmp_path):
-    source = run(tmp_path, [TITLE, PROBE, COUNT, *REAL],
-                 auxiliary={"keep": ["quota_probe"], "title_max_tokens": 16})  # fmt: skip
+    source = run(
+        tmp_path,
+        [TITLE, PROBE, COUNT, *REAL],
+        auxiliary={"keep": ["quota_probe"], "title_max_tokens": 16},
+    )
     # quota probes kept; the title call (max_tokens 32 > 16) still has temperature 0 and one
     # user message, two signals beside the instruction: still skipped
     assert source["skipped"] == {"title_generation": 1, "token_count": 1}
@@ -104,8 +115,12 @@ def test_the_recipe_can_keep_a_kind_and_tune_thresholds(tmp_path):
 
 def test_title_needs_the_instruction_and_two_more_signals():
     rules = AuxRules()
-    body = {"max_tokens": 4096, "system": TITLE_SYSTEM, "tools": [LS_TOOL],
-            "messages": [user("a"), {"role": "assistant", "content": "b"}, user("c")]}  # fmt: skip
+    body = {
+        "max_tokens": 4096,
+        "system": TITLE_SYSTEM,
+        "tools": [LS_TOOL],
+        "messages": [user("a"), {"role": "assistant", "content": "b"}, user("c")],
+    }
     assert rules.classify("/v1/messages", body) is None
     body["temperature"] = 0
     assert rules.classify("/v1/messages", body) is None  # one signal besides the instruction
@@ -115,9 +130,12 @@ def test_title_needs_the_instruction_and_two_more_signals():
 
 @pytest.mark.parametrize(
     "auxiliary, needle",
-    [({"skip": ["x"]}, "unknown key(s) skip"), ({"keep": ["titles"]}, "unknown kind(s)"),
-     ({"title_pattern": "("}, "not a regular expression")],
-)  # fmt: skip
+    [
+        ({"skip": ["x"]}, "unknown key(s) skip"),
+        ({"keep": ["titles"]}, "unknown kind(s)"),
+        ({"title_pattern": "("}, "not a regular expression"),
+    ],
+)
 def test_bad_auxiliary_settings_name_the_fix(auxiliary, needle):
     with pytest.raises(ConfigError) as err:
         parse_recipe({"sources": [{"path": "x.jsonl", "count": "all"}], "auxiliary": auxiliary})

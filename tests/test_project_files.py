@@ -28,9 +28,10 @@ def layers() -> list[str]:
 
 
 def test_the_house_is_declared_top_down_and_make_test_checks_it():
-    order = [next(i for i, layer in enumerate(layers()) if name in layer.split(" | "))
-             for name in ("regen.cli", "regen.executors", "regen.run", "regen.storage",
-                          "regen.format")]  # fmt: skip
+    order = [
+        next(i for i, layer in enumerate(layers()) if name in layer.split(" | "))
+        for name in ("regen.cli", "regen.executors", "regen.run", "regen.storage", "regen.format")
+    ]
     assert order == sorted(order) and len(set(order)) == len(order)
     assert "lint-imports" in (ROOT / "Makefile").read_text().split("test:")[1].split("\n\n")[0]
 
@@ -46,6 +47,9 @@ def test_every_package_of_regen_has_its_place_in_the_house():
 def test_imports_run_only_downward():
     done = subprocess.run(
         [str(Path(sys.executable).parent / "lint-imports")],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stdout[-3000:]

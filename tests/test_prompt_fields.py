@@ -19,9 +19,20 @@ def generate(tmp_path: Path, server, *records: dict):
     prompts = tmp_path / "p.jsonl"
     prompts.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
     out = tmp_path / "out"
-    result = CliRunner().invoke(main, ["generate", "--servers", server.url, "--prompts",
-                                       str(prompts), "--output-dir", str(out), "--display",
-                                       "plain"])  # fmt: skip
+    result = CliRunner().invoke(
+        main,
+        [
+            "generate",
+            "--servers",
+            server.url,
+            "--prompts",
+            str(prompts),
+            "--output-dir",
+            str(out),
+            "--display",
+            "plain",
+        ],
+    )
     return result, out
 
 
@@ -33,12 +44,19 @@ def sent_messages(server) -> dict[str, list[dict]]:
 def test_a_top_level_system_is_sent_as_the_system_prompt(tmp_path, fake_server):
     server = fake_server()
     result, out = generate(
-        tmp_path, server,
-        {"id": "sharegpt", "system": "Always answer in French.",
-         "conversations": [{"from": "human", "value": ASK}, {"from": "gpt", "value": "old"}]},
-        {"id": "beside", "system": "Reply in one word.",
-         "messages": [{"role": "user", "content": "Sky colour?"}]},
-    )  # fmt: skip
+        tmp_path,
+        server,
+        {
+            "id": "sharegpt",
+            "system": "Always answer in French.",
+            "conversations": [{"from": "human", "value": ASK}, {"from": "gpt", "value": "old"}],
+        },
+        {
+            "id": "beside",
+            "system": "Reply in one word.",
+            "messages": [{"role": "user", "content": "Sky colour?"}],
+        },
+    )
     assert result.exit_code == 0, result.output
     sent = sent_messages(server)
     assert sent[ASK][0] == {"role": "system", "content": "Always answer in French."}
@@ -51,12 +69,19 @@ def test_system_and_a_system_message_same_text_once_different_refused(tmp_path, 
     server = fake_server()
     own = {"role": "system", "content": "Be brief."}
     _, out = generate(
-        tmp_path, server,
-        {"id": "same", "system": "Be brief.",
-         "messages": [own, {"role": "user", "content": "same?"}]},
-        {"id": "differ", "system": "Be verbose.",
-         "messages": [own, {"role": "user", "content": "differ?"}]},
-    )  # fmt: skip
+        tmp_path,
+        server,
+        {
+            "id": "same",
+            "system": "Be brief.",
+            "messages": [own, {"role": "user", "content": "same?"}],
+        },
+        {
+            "id": "differ",
+            "system": "Be verbose.",
+            "messages": [own, {"role": "user", "content": "differ?"}],
+        },
+    )
     assert [m["role"] for m in sent_messages(server)["same?"]] == ["system", "user"]
     assert "differ?" not in sent_messages(server)  # never sent with one of the two
     (bad,) = read_lines(out, "errors")
@@ -67,10 +92,15 @@ def test_system_and_a_system_message_same_text_once_different_refused(tmp_path, 
 def test_a_top_level_category_is_read_and_unread_fields_are_said_once(tmp_path, fake_server):
     server = fake_server()
     rows = [
-        {"id": f"r{i}", "category": "maths", "label": "x", "temperature": 0.2,
-         "messages": [{"role": "user", "content": f"question {i}"}]}
+        {
+            "id": f"r{i}",
+            "category": "maths",
+            "label": "x",
+            "temperature": 0.2,
+            "messages": [{"role": "user", "content": f"question {i}"}],
+        }
         for i in range(3)
-    ]  # fmt: skip
+    ]
     result, out = generate(tmp_path, server, *rows)
     assert result.exit_code == 0, result.output
     assert {r["category"] for r in read_lines(out, "completions")} == {"maths"}
@@ -87,8 +117,12 @@ def ask(i: int, **more) -> dict:
 
 def test_a_top_level_sampling_field_is_that_lines_sampling(tmp_path, fake_server):
     server = fake_server()
-    rows = [ask(0, temperature=0.2, top_p=0.5), ask(1), ask(2, temperature=0.3,
-            sampling={"temperature": 0.9}), ask(3, max_tokens="lots")]  # fmt: skip
+    rows = [
+        ask(0, temperature=0.2, top_p=0.5),
+        ask(1),
+        ask(2, temperature=0.3, sampling={"temperature": 0.9}),
+        ask(3, max_tokens="lots"),
+    ]
     _, out = generate(tmp_path, server, *rows)
     sent = {body["messages"][-1]["content"]: body for body in server.requests}
     assert (sent["question 0"]["temperature"], sent["question 0"]["top_p"]) == (0.2, 0.5)

@@ -24,10 +24,23 @@ def test_two_shards_on_ray_with_one_task_killed(tmp_path, fake_server):
     out = tmp_path / "out"
     ray_tmp = tempfile.mkdtemp(prefix="rt", dir="/tmp")  # short: Ray's socket paths are long
     command = [
-        sys.executable, "-m", "regen", "generate", "--prompts", str(tmp_path / "p.jsonl"),
-        "--output-dir", str(out), "--servers", server.url, "--concurrency", "4",
-        "--executor", "ray", "--shards", "2",
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "regen",
+        "generate",
+        "--prompts",
+        str(tmp_path / "p.jsonl"),
+        "--output-dir",
+        str(out),
+        "--servers",
+        server.url,
+        "--concurrency",
+        "4",
+        "--executor",
+        "ray",
+        "--shards",
+        "2",
+    ]
     env = {**os.environ, "RAY_TMPDIR": ray_tmp, "RAY_USAGE_STATS_ENABLED": "0"}
     proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:

@@ -173,9 +173,14 @@ def replay(env_now: dict[str, str]) -> Replay:
         # What a terminal shows: stdout and stderr together, but for STDOUT_ONLY.
         stderr = subprocess.PIPE if command in STDOUT_ONLY else subprocess.STDOUT
         run = subprocess.run(
-            argv(command), cwd=where, env=env, stdout=subprocess.PIPE, stderr=stderr,
-            text=True, timeout=600,
-        )  # fmt: skip
+            argv(command),
+            cwd=where,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            timeout=600,
+        )
         done[command] = run
         ports = set(re.findall(r"127\.0\.0\.1:(\d+)", run.stdout + (run.stderr or "")))
         for proc in llama_servers_on(ports):
@@ -256,18 +261,26 @@ def test_the_readme_walkthrough_shows_every_step_but_the_fleet_in_order():
 @pytest.mark.parametrize(
     ("readme", "printed"),
     [
-        ("[2026-11-30 13:21:30] 14/20 (70.0%) 0.50 compl/s 57 tok/s ETA 0m12s errors 0 servers"
-         " 1/1 up, 2 in flight",
-         "[2026-12-01 09:00:00] 9/20 (45.0%) 0.28 compl/s 9 tok/s ETA 1m36s errors 0 servers"
-         " 1/1 up, 1 in flight"),
-        ("work/run: FINISHED (pid 27597 on vm; no process holds the run lock)",
-         "work/run: FINISHED (pid 3 on gpu-node.lan; no process holds the run lock)"),
-        ("  http://127.0.0.1:34699: 20 done, 0 failed attempts, latency 2.6s",
-         "  http://127.0.0.1:8080: 20 done, 0 failed attempts, latency 13.0s"),
-        ("end of batch: drain 1.8s, fleet idle 39% of it",
-         "end of batch: drain 757ms, fleet idle 100% of it"),
+        (
+            "[2026-11-30 13:21:30] 14/20 (70.0%) 0.50 compl/s 57 tok/s ETA 0m12s errors 0 servers"
+            " 1/1 up, 2 in flight",
+            "[2026-12-01 09:00:00] 9/20 (45.0%) 0.28 compl/s 9 tok/s ETA 1m36s errors 0 servers"
+            " 1/1 up, 1 in flight",
+        ),
+        (
+            "work/run: FINISHED (pid 27597 on vm; no process holds the run lock)",
+            "work/run: FINISHED (pid 3 on gpu-node.lan; no process holds the run lock)",
+        ),
+        (
+            "  http://127.0.0.1:34699: 20 done, 0 failed attempts, latency 2.6s",
+            "  http://127.0.0.1:8080: 20 done, 0 failed attempts, latency 13.0s",
+        ),
+        (
+            "end of batch: drain 1.8s, fleet idle 39% of it",
+            "end of batch: drain 757ms, fleet idle 100% of it",
+        ),
     ],
-)  # fmt: skip
+)
 def test_only_figures_of_the_machine_are_normalised(readme, printed):
     assert_prints([readme], printed, "/x/work")
     for was, now in [("0 failed", "1 failed"), ("of it", ""), ("1/1 up", "0/1 up"), ("ED", "")]:

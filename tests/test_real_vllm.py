@@ -31,17 +31,30 @@ def regen(*args: str, key: str | None = KEY, timeout: float = 600) -> subprocess
     if key:
         env["VLLM_API_KEY"] = key
     return subprocess.run(
-        [sys.executable, "-m", "regen", *args], capture_output=True, text=True, timeout=timeout,
+        [sys.executable, "-m", "regen", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
         env=env,
-    )  # fmt: skip
+    )
 
 
 def generate(fleet: RealFleet, prompts: Path, out: Path, *extra: str, key: str | None = KEY):
     return regen(
-        "generate", "--prompts", str(prompts), "--fleet", str(fleet.fleet_path),
-        "--output-dir", str(out), "--max-output-tokens", "16", "--display", "plain", *extra,
+        "generate",
+        "--prompts",
+        str(prompts),
+        "--fleet",
+        str(fleet.fleet_path),
+        "--output-dir",
+        str(out),
+        "--max-output-tokens",
+        "16",
+        "--display",
+        "plain",
+        *extra,
         key=key,
-    )  # fmt: skip
+    )
 
 
 def whole(record: dict) -> bool:
@@ -58,9 +71,16 @@ def whole(record: dict) -> bool:
 def test_generate_with_token_ids_identifies_the_engine(real_vllm, tmp_path, stream):
     ids = write_prompts(tmp_path / "p.jsonl", 3)
     done = generate(
-        real_vllm, tmp_path / "p.jsonl", tmp_path / "out", "--return-token-ids",
-        *(["--stream"] if stream else []), "--seed", "3", "--temperature", "0.7",
-    )  # fmt: skip
+        real_vllm,
+        tmp_path / "p.jsonl",
+        tmp_path / "out",
+        "--return-token-ids",
+        *(["--stream"] if stream else []),
+        "--seed",
+        "3",
+        "--temperature",
+        "0.7",
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     records, _ = assert_exactly_once(tmp_path / "out", ids)
     for record in records:
@@ -71,15 +91,25 @@ def test_generate_with_token_ids_identifies_the_engine(real_vllm, tmp_path, stre
 def test_a_request_without_the_key_is_refused_with_the_fix(real_vllm, tmp_path):
     status, body = json_post(
         real_vllm.url + "/v1/chat/completions",
-        {"model": real_vllm.model, "messages": [{"role": "user", "content": "Hi"}]}, key=None,
-    )  # fmt: skip
+        {"model": real_vllm.model, "messages": [{"role": "user", "content": "Hi"}]},
+        key=None,
+    )
     assert status == 401, body
     write_prompts(tmp_path / "p.jsonl", 1)
     done = regen(
-        "generate", "--prompts", str(tmp_path / "p.jsonl"), "--servers", real_vllm.url,
-        "--model", real_vllm.model, "--output-dir", str(tmp_path / "out"), "--display", "plain",
+        "generate",
+        "--prompts",
+        str(tmp_path / "p.jsonl"),
+        "--servers",
+        real_vllm.url,
+        "--model",
+        real_vllm.model,
+        "--output-dir",
+        str(tmp_path / "out"),
+        "--display",
+        "plain",
         key=None,
-    )  # fmt: skip
+    )
     said = done.stdout + done.stderr
     assert done.returncode != 0 and "401" in said, said
     assert "OPENAI_API_KEY" in said and "Traceback" not in said
@@ -88,9 +118,12 @@ def test_a_request_without_the_key_is_refused_with_the_fix(real_vllm, tmp_path):
 def test_a_prompt_over_the_context_is_vllms_400(real_vllm):
     status, body = json_post(
         real_vllm.url + "/v1/chat/completions",
-        {"model": real_vllm.model, "max_tokens": 16,
-         "messages": [{"role": "user", "content": "hello " * 2100}]},
-    )  # fmt: skip
+        {
+            "model": real_vllm.model,
+            "max_tokens": 16,
+            "messages": [{"role": "user", "content": "hello " * 2100}],
+        },
+    )
     assert status == 400, body
     assert "maximum context length is 2048 tokens" in body["error"]["message"]
 
@@ -98,8 +131,13 @@ def test_a_prompt_over_the_context_is_vllms_400(real_vllm):
 def test_a_client_that_goes_away_mid_stream_is_aborted_on_the_server(real_vllm):
     host, port = real_vllm.url.removeprefix("http://").split(":")
     conn = http.client.HTTPConnection(host, int(port), timeout=120)
-    body = {"model": real_vllm.model, "stream": True, "max_tokens": 400, "ignore_eos": True,
-            "messages": [{"role": "user", "content": "Count to a thousand."}]}  # fmt: skip
+    body = {
+        "model": real_vllm.model,
+        "stream": True,
+        "max_tokens": 400,
+        "ignore_eos": True,
+        "messages": [{"role": "user", "content": "Count to a thousand."}],
+    }
     headers = {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}
     conn.request("POST", "/v1/chat/completions", json.dumps(body), headers)
     resp = conn.getresponse()
@@ -124,9 +162,20 @@ def test_score_with_the_real_prompt_logprobs_of_a_self_draft(real_vllm, tmp_path
     done = generate(real_vllm, tmp_path / "p.jsonl", tmp_path / "run", "--temperature", "0")
     assert done.returncode == 0, done.stderr
     scored = regen(
-        "score", str(tmp_path / "run"), "--draft-servers", real_vllm.url, "--draft-api", "vllm",
-        "--api-key-env", "VLLM_API_KEY", "--tokenizer", "embedded", "--k", "3", "--json",
-    )  # fmt: skip
+        "score",
+        str(tmp_path / "run"),
+        "--draft-servers",
+        real_vllm.url,
+        "--draft-api",
+        "vllm",
+        "--api-key-env",
+        "VLLM_API_KEY",
+        "--tokenizer",
+        "embedded",
+        "--k",
+        "3",
+        "--json",
+    )
     assert scored.returncode == 0, scored.stdout + scored.stderr
     overall = json.loads(scored.stdout)["drafts"][0]["groups"]["(overall)"]
     assert overall["rows"] == 3
@@ -141,8 +190,14 @@ def test_the_engines_own_ids_export_as_the_template_renders_them(real_vllm, tmp_
     extra = ("--return-token-ids", "--temperature", "0")
     done = generate(real_vllm, tmp_path / "p.jsonl", tmp_path / "run", *extra)
     assert done.returncode == 0, done.stdout + done.stderr
-    checked = regen("check", str(tmp_path / "run"), "--tokenizer", "embedded",
-                    "--json", str(tmp_path / "check.json"))  # fmt: skip
+    checked = regen(
+        "check",
+        str(tmp_path / "run"),
+        "--tokenizer",
+        "embedded",
+        "--json",
+        str(tmp_path / "check.json"),
+    )
     report = json.loads((tmp_path / "check.json").read_text())
     assert report["overall"]["token_ids"] == {"checked": 4, "mismatched": 0}, checked.stdout
     plain = tmp_path / "plain" / "completions"
@@ -151,13 +206,23 @@ def test_the_engines_own_ids_export_as_the_template_renders_them(real_vllm, tmp_
         rows = [json.loads(line) for line in shard.read_text().splitlines() if line.strip()]
         assert all(r["token_ids"]["prompt"] for r in rows)
         (plain / shard.name).write_text(
-            "".join(json.dumps({k: v for k, v in r.items() if k != "token_ids"}) + "\n"
-                    for r in rows))  # fmt: skip
+            "".join(
+                json.dumps({k: v for k, v in r.items() if k != "token_ids"}) + "\n" for r in rows
+            )
+        )
     outs = []
     for name in ("run", "plain"):
         out = tmp_path / f"out-{name}"
-        exported = regen("export", str(tmp_path / name), "-o", str(out), "--format",
-                         "speculators", "--tokenizer", "embedded")  # fmt: skip
+        exported = regen(
+            "export",
+            str(tmp_path / name),
+            "-o",
+            str(out),
+            "--format",
+            "speculators",
+            "--tokenizer",
+            "embedded",
+        )
         assert exported.returncode == 0, exported.stdout + exported.stderr
         outs.append({p.name: p.read_bytes() for p in sorted(out.rglob("*.jsonl"))})
     assert outs[0] == outs[1] and outs[0]
@@ -170,10 +235,15 @@ def _seeded_load(fleet: RealFleet, requests: int) -> list[int]:
     def one(n: int) -> None:
         status, _ = json_post(
             fleet.url + "/v1/chat/completions",
-            {"model": fleet.model, "max_tokens": 16, "temperature": 0.7, "seed": n,
-             "messages": [{"role": "user", "content": f"Tell me fact number {n} about cats."}]},
+            {
+                "model": fleet.model,
+                "max_tokens": 16,
+                "temperature": 0.7,
+                "seed": n,
+                "messages": [{"role": "user", "content": f"Tell me fact number {n} about cats."}],
+            },
             timeout=300,
-        )  # fmt: skip
+        )
         statuses.append(status)
 
     threads = [threading.Thread(target=one, args=(n,)) for n in range(requests)]
@@ -206,11 +276,25 @@ def test_kill_9_of_a_real_server_mid_run_loses_nothing(real_vllm, real_vllm_pair
     before = real_vllm.fleet.servers[0].pid
     env = {**os.environ, "VLLM_API_KEY": KEY}
     command = [
-        sys.executable, "-m", "regen", "generate", "--prompts", str(tmp_path / "p.jsonl"),
-        "--fleet", str(real_vllm.fleet_path), "--output-dir", str(tmp_path / "out"),
-        "--max-output-tokens", "24", "--return-token-ids", "--stream", "--concurrency", "2",
-        "--display", "plain",
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "regen",
+        "generate",
+        "--prompts",
+        str(tmp_path / "p.jsonl"),
+        "--fleet",
+        str(real_vllm.fleet_path),
+        "--output-dir",
+        str(tmp_path / "out"),
+        "--max-output-tokens",
+        "24",
+        "--return-token-ids",
+        "--stream",
+        "--concurrency",
+        "2",
+        "--display",
+        "plain",
+    ]
     with open(tmp_path / "generate.out", "wb") as sink:
         run = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=env)
     try:

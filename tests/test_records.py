@@ -24,12 +24,18 @@ RECORDS_PAGE = Path(__file__).parent.parent / "docs" / "records.md"
 
 
 def completion(**fields) -> Completion:
-    meta = RecordMeta(server="http://s", model="m", sampling={"max_tokens": 8}, attempts=1,
-                      latency_s=0.5, line=3)  # fmt: skip
+    meta = RecordMeta(
+        server="http://s", model="m", sampling={"max_tokens": 8}, attempts=1, latency_s=0.5, line=3
+    )
     values = {
-        "id": "p1", "sample": 0, "messages": [{"role": "user", "content": "hi"}],
-        "finish_reason": "stop", "usage": Usage(4, 2), "meta": meta, **fields,
-    }  # fmt: skip
+        "id": "p1",
+        "sample": 0,
+        "messages": [{"role": "user", "content": "hi"}],
+        "finish_reason": "stop",
+        "usage": Usage(4, 2),
+        "meta": meta,
+        **fields,
+    }
     return Completion(**values)
 
 
@@ -57,8 +63,9 @@ def test_a_completion_line_starts_with_id_and_sample_and_leaves_out_empty_fields
 
 
 def test_records_read_back_as_written():
-    full = completion(tools=[{"type": "function"}], category="code",
-                      token_ids=TokenIds([1, 2], [3]))  # fmt: skip
+    full = completion(
+        tools=[{"type": "function"}], category="code", token_ids=TokenIds([1, 2], [3])
+    )
     assert decode_completion(encode_line(full)) == full
     bad = ErrorRecord(id=None, sample=None, line=7, error={"type": "invalid_json"}, attempts=0)
     line = encode_line(bad)

@@ -19,9 +19,20 @@ pytestmark = pytest.mark.model
 
 def generate(prompts: Path, out: Path, *extra: str) -> dict[str, tuple]:
     command = [
-        sys.executable, "-m", "regen", "generate", "--prompts", str(prompts), "-o", str(out),
-        "--max-output-tokens", "32", "--display", "plain", *extra,
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "regen",
+        "generate",
+        "--prompts",
+        str(prompts),
+        "-o",
+        str(out),
+        "--max-output-tokens",
+        "32",
+        "--display",
+        "plain",
+        *extra,
+    ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     return {

@@ -71,9 +71,11 @@ def test_hanging_requests_time_out_and_go_elsewhere(tmp_path, fake_server):
     good = fake_server()
     ids = write_prompts(tmp_path / "p.jsonl", 20)
     result = run(
-        tmp_path / "p.jsonl", tmp_path / "out", [hanging.url, good.url],
+        tmp_path / "p.jsonl",
+        tmp_path / "out",
+        [hanging.url, good.url],
         timeouts=Timeouts(request=1.0, connect=1.0),
-    )  # fmt: skip
+    )
     completions, errors = assert_exactly_once(tmp_path / "out", ids)
     assert not errors and result.exit_code == 0
     assert {r["meta"]["server"] for r in completions} == {good.url}
@@ -92,9 +94,11 @@ def test_a_server_that_stops_answering_is_taken_out_and_its_requests_move(tmp_pa
     threading.Timer(0.2, wedge).start()
     started = time.monotonic()
     result = run(
-        tmp_path / "p.jsonl", tmp_path / "out", [stuck.url, good.url],
+        tmp_path / "p.jsonl",
+        tmp_path / "out",
+        [stuck.url, good.url],
         timeouts=Timeouts(request=30, connect=1.0),
-    )  # fmt: skip
+    )
     assert time.monotonic() - started < 20
     assert_exactly_once(tmp_path / "out", ids)
     assert any("stopped answering health checks" in e for e in result.stats.events)

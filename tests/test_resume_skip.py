@@ -187,8 +187,11 @@ def test_an_output_written_before_line_maps_resumes_by_ids(tmp_path, fake_server
     for shard in sorted((out / "completions").glob("*.jsonl")):
         old_name = re.sub(r"-i[0-9a-f]{12}-", "-", shard.name)
         records = [orjson.loads(x) for x in shard.read_bytes().splitlines()]
-        old_sidecar = {"shard": old_name, "bytes": shard.stat().st_size,
-                       "keys": [[r["id"], r["sample"]] for r in records]}  # fmt: skip
+        old_sidecar = {
+            "shard": old_name,
+            "bytes": shard.stat().st_size,
+            "keys": [[r["id"], r["sample"]] for r in records],
+        }
         sidecar_path(shard).unlink()
         shard = shard.rename(shard.with_name(old_name))
         sidecar_path(shard).write_bytes(orjson.dumps(old_sidecar))

@@ -35,9 +35,17 @@ def invoke(*args: str) -> str:
 
 def generate(prompts: Path, out: Path, url: str, *more: str) -> str:
     return invoke(
-        "generate", "--prompts", str(prompts), "-o", str(out), "--servers", url,
-        "--display", "none", *more,
-    )  # fmt: skip
+        "generate",
+        "--prompts",
+        str(prompts),
+        "-o",
+        str(out),
+        "--servers",
+        url,
+        "--display",
+        "none",
+        *more,
+    )
 
 
 def assert_one_count(out: Path, items: int, unusable: int) -> None:
@@ -50,9 +58,13 @@ def assert_one_count(out: Path, items: int, unusable: int) -> None:
     ) in status
     info = json.loads(invoke("status", str(out), "--json"))
     assert info["count"] == {
-        "items": items, "completions": items - errors, "errors": errors,
-        "unusable_lines": unusable, "left": 0, "counted": True,
-    }  # fmt: skip
+        "items": items,
+        "completions": items - errors,
+        "errors": errors,
+        "unusable_lines": unusable,
+        "left": 0,
+        "counted": True,
+    }
     assert info["eta"]["items"] == 0 and info["progress"]["remaining"] == 0
     plan = json.loads(invoke("plan", "--from-run", str(out), "--json"))
     assert (plan["items"], plan["finished"], plan["remaining"]) == (items, items, 0)
@@ -103,9 +115,13 @@ def test_a_sharded_run_is_counted_once_every_part_has_read_its_lines(tmp_path, f
     generate(prompts, out, url, "--shard", "1/2")
     info = json.loads(invoke("status", str(out), "--json"))
     assert info["count"] == {
-        "items": 5, "completions": 4, "errors": 1, "unusable_lines": 1, "left": 0,
+        "items": 5,
+        "completions": 4,
+        "errors": 1,
+        "unusable_lines": 1,
+        "left": 0,
         "counted": True,
-    }  # fmt: skip
+    }
 
 
 def test_a_resumed_session_says_the_whole_count_beside_its_own(tmp_path, fake_server):

@@ -77,8 +77,18 @@ def test_a_merge_of_two_runs_keeps_each_id_and_sample_once(tmp_path):
     second = checkfix.write_run(tmp_path / "b", samples(ids, 3, changed=1))
     out, report = tmp_path / "out", tmp_path / "merge.json"
     cli("export", first, "--out", out, "--val-fraction", "0.3")
-    cli("export", second, "--out", out, "--merge-into", out, "--val-fraction", "0.3",
-        "--report", report)  # fmt: skip
+    cli(
+        "export",
+        second,
+        "--out",
+        out,
+        "--merge-into",
+        out,
+        "--val-fraction",
+        "0.3",
+        "--report",
+        report,
+    )
     outcomes = json.loads(report.read_text())["outcomes"]
     assert outcomes == {"skipped_same": 12, "replaced": 12, "added": 12}
     ds = datasets.load_dataset(str(out))
@@ -95,8 +105,10 @@ def to_old_shape(row: dict, fmt: str) -> dict:
     """A row as regen wrote it before the sample had its own field."""
     if fmt == "openai-batch":
         return {k: v for k, v in row.items() if k not in ("prompt_id", "sample")}
-    return {"id": f"{row['id']}#{row['sample']}",
-            **{k: v for k, v in row.items() if k not in ("id", "sample")}}  # fmt: skip
+    return {
+        "id": f"{row['id']}#{row['sample']}",
+        **{k: v for k, v in row.items() if k not in ("id", "sample")},
+    }
 
 
 @pytest.mark.parametrize("fmt", ["specforge", "sharegpt-llamafactory", "openai-batch"])
@@ -107,10 +119,12 @@ def test_a_run_merges_into_an_export_an_earlier_version_wrote(tmp_path, fmt):
     path.write_text("".join(json.dumps(to_old_shape(r, fmt)) + "\n" for r in lines(path)))
     report = tmp_path / "merge.json"
     second = checkfix.write_run(tmp_path / "b", samples(n=3, changed=1))
-    cli("export", second, "--out", old, "--merge-into", old, "--format", fmt,
-        "--report", report)  # fmt: skip
+    cli("export", second, "--out", old, "--merge-into", old, "--format", fmt, "--report", report)
     assert json.loads(report.read_text())["outcomes"] == {
-        "skipped_same": 2, "replaced": 2, "added": 2}  # fmt: skip
+        "skipped_same": 2,
+        "replaced": 2,
+        "added": 2,
+    }
     rows = lines(path)
     named = "prompt_id" if fmt == "openai-batch" else "id"
     keys = [(r[named], r["sample"]) for r in rows]
@@ -139,8 +153,18 @@ def test_export_selects_by_score_rows_old_and_new(tmp_path, old):
     for row, value in zip(rows, acceptance.values(), strict=True):
         row.update(acceptance=value, match="10")
     out = tmp_path / "out"
-    cli("export", run, "--out", out, "--score", score_json(tmp_path, rows),
-        "--max-acceptance", "0.6", "--order", "hard-first")  # fmt: skip
+    cli(
+        "export",
+        run,
+        "--out",
+        out,
+        "--score",
+        score_json(tmp_path, rows),
+        "--max-acceptance",
+        "0.6",
+        "--order",
+        "hard-first",
+    )
     kept = [(r["id"], r["sample"]) for r in lines(data_file(out))]
     assert kept == [("greet-1", 1), ("q#7", 1), ("q#7", 0)]  # hardest first, unscored last
 
@@ -161,9 +185,21 @@ def test_check_names_a_sample_by_its_id_and_sample_number(tmp_path):
     broken = {"id": "greet-1", "sample": 1, "messages": [{"role": "user", "content": "hi"}]}
     run = checkfix.write_run(tmp_path / "run", [*checkfix.healthy(10), broken])
     report, per_sample = tmp_path / "report.json", tmp_path / "samples.jsonl"
-    result = CliRunner().invoke(main, [
-        "check", str(run), "--tokenizer", str(checkfix.qwen_style_dir()), "--show", "1",
-        "--json", str(report), "--per-sample", str(per_sample)])  # fmt: skip
+    result = CliRunner().invoke(
+        main,
+        [
+            "check",
+            str(run),
+            "--tokenizer",
+            str(checkfix.qwen_style_dir()),
+            "--show",
+            "1",
+            "--json",
+            str(report),
+            "--per-sample",
+            str(per_sample),
+        ],
+    )
     assert result.exit_code in (0, 1), result.output
     [example] = json.loads(report.read_text())["error_examples"]
     assert (example["id"], example["sample"], example["error"]) == ("greet-1", 1, "no_assistant")

@@ -15,16 +15,27 @@ from gen_helpers import assert_exactly_once, write_prompts
 def generate(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "regen", "generate", "--display", "none", *args],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def mixed_run(tmp_path, server, out: str, temperature: str = "0.6,1.0"):
     return generate(
-        "--prompts", str(tmp_path / "p.jsonl"), "--output-dir", str(tmp_path / out),
-        "--servers", server.url, "--temperature", temperature, "--thinking", "on,off",
-        "--seed", "3",
-    )  # fmt: skip
+        "--prompts",
+        str(tmp_path / "p.jsonl"),
+        "--output-dir",
+        str(tmp_path / out),
+        "--servers",
+        server.url,
+        "--temperature",
+        temperature,
+        "--thinking",
+        "on,off",
+        "--seed",
+        "3",
+    )
 
 
 def test_a_list_picks_a_setting_per_sample_and_the_record_says_which(tmp_path, fake_server):
@@ -48,8 +59,10 @@ def test_a_list_picks_a_setting_per_sample_and_the_record_says_which(tmp_path, f
     assert repeat == picks
     status = subprocess.run(
         [sys.executable, "-m", "regen", "status", str(tmp_path / "out")],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert (
         "sampling mix (this session's 40 completions): temperature=0.6 thinking=" in status.stdout
     )
@@ -72,8 +85,14 @@ def test_a_bad_item_in_a_list_is_a_usage_error(tmp_path, fake_server):
     server = fake_server()
     write_prompts(tmp_path / "p.jsonl", 1)
     done = generate(
-        "--prompts", str(tmp_path / "p.jsonl"), "--output-dir", str(tmp_path / "out"),
-        "--servers", server.url, "--thinking", "on,maybe",
-    )  # fmt: skip
+        "--prompts",
+        str(tmp_path / "p.jsonl"),
+        "--output-dir",
+        str(tmp_path / "out"),
+        "--servers",
+        server.url,
+        "--thinking",
+        "on,maybe",
+    )
     assert done.returncode == 2 and "maybe" in done.stderr
     assert not server.requests

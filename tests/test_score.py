@@ -97,8 +97,7 @@ def identity_tau(n: int, k: int) -> float:
     return 1 + ((steps - 1) * k + min(k, last)) / steps if steps else 1.0
 
 
-def test_requantized_draft_scores_between_ngram_and_identity(run, identity, requantized,
-                                                             encoder):  # fmt: skip
+def test_requantized_draft_scores_between_ngram_and_identity(run, identity, requantized, encoder):
     lookup = NgramDraft(NgramSettings(1, 3, "test"))  # vLLM's 5-5 drafts little on short answers
     report = score(run, [lookup, requantized, identity], encoder)
     ngram, requant, ident = (d["groups"] for d in report["drafts"])
@@ -121,9 +120,9 @@ def test_a_draft_with_another_vocabulary_is_refused(run):
 
 def test_a_run_without_token_ids_says_it_retokenized(run, tmp_path):
     records = [json.loads(line) for line in (run / "completions" / "00000.jsonl").open()]
-    text_only = checkfix.write_run(tmp_path / "run", [
-        {k: v for k, v in r.items() if k != "token_ids"} for r in records
-    ])  # fmt: skip
+    text_only = checkfix.write_run(
+        tmp_path / "run", [{k: v for k, v in r.items() if k != "token_ids"} for r in records]
+    )
     result = CliRunner().invoke(
         main, ["score", str(text_only), "--draft", "ngram", "--tokenizer", "embedded"]
     )
@@ -165,23 +164,52 @@ def test_sampling_is_stratified_and_seeded(run, encoder, tmp_path):
         report = score(run, [NgramDraft()], encoder, out, settings=settings(1, seed, "source"))
         groups = report["drafts"][0]["groups"]
         assert {g: v["rows"] for g, v in groups.items()} == {
-            "src-chat": 1, "src-code": 1, "src-math": 1, "(overall)": 3
-        }  # fmt: skip
+            "src-chat": 1,
+            "src-code": 1,
+            "src-math": 1,
+            "(overall)": 3,
+        }
         picked.append({r["id"] for r in read_rows(Path(report["drafts"][0]["rows_file"]))})
     assert picked[0] == picked[1] and picked[0] != picked[2]
 
 
 def test_cli_json_baseline_and_bad_input(run, requantized, tmp_path):
     runner = CliRunner()
-    first = runner.invoke(main, ["score", str(run), "--draft", "ngram", "--ngram-lookup", "1-3",
-                                 "--tokenizer", "embedded", "--k", "3", "--json"])  # fmt: skip
+    first = runner.invoke(
+        main,
+        [
+            "score",
+            str(run),
+            "--draft",
+            "ngram",
+            "--ngram-lookup",
+            "1-3",
+            "--tokenizer",
+            "embedded",
+            "--k",
+            "3",
+            "--json",
+        ],
+    )
     assert first.exit_code == 0, first.output
     assert json.loads(first.output)["k"] == [3]
     before = tmp_path / "before.json"
     before.write_text((run / "score" / "score.json").read_text())
-    second = runner.invoke(main, ["score", str(run), "--draft", str(requantized.path),
-                                  "--tokenizer", "embedded", "--k", "3",
-                                  "--baseline", str(before)])  # fmt: skip
+    second = runner.invoke(
+        main,
+        [
+            "score",
+            str(run),
+            "--draft",
+            str(requantized.path),
+            "--tokenizer",
+            "embedded",
+            "--k",
+            "3",
+            "--baseline",
+            str(before),
+        ],
+    )
     assert second.exit_code == 0, second.output
     assert "on the same rows" in second.output
     report = json.loads((run / "score" / "score.json").read_text())
@@ -193,8 +221,9 @@ def test_cli_json_baseline_and_bad_input(run, requantized, tmp_path):
     assert [d["name"] for d in report["drafts"]] == [requantized.name, "ngram"]
     assert kept["earlier"] and kept["baseline"] is None and kept["groups"] == was["groups"]
     assert "draft ngram" in second.output and "scored by an earlier regen score" in second.output
-    bad = runner.invoke(main, ["score", str(run), "--draft", "model.bin", "--tokenizer",
-                               "embedded"])  # fmt: skip
+    bad = runner.invoke(
+        main, ["score", str(run), "--draft", "model.bin", "--tokenizer", "embedded"]
+    )
     assert bad.exit_code == 2 and "not a .gguf file" in bad.output
 
 
@@ -213,8 +242,19 @@ def test_fleet_path_gives_the_local_per_row_results(
         served = score(run, [draft], encoder, tmp_path)["drafts"][0]
         asked = set(server.requests)
         if api == "sglang":  # and once through the command line, as a user runs it
-            args = ["score", str(run), "--draft-servers", server.url, "--draft-api", api,
-                    "--tokenizer", "embedded", "--k", "3", "--json"]  # fmt: skip
+            args = [
+                "score",
+                str(run),
+                "--draft-servers",
+                server.url,
+                "--draft-api",
+                api,
+                "--tokenizer",
+                "embedded",
+                "--k",
+                "3",
+                "--json",
+            ]
             monkeypatch.delenv("OPENAI_API_KEY", raising=False)
             refused = CliRunner().invoke(main, args)
             assert refused.exit_code != 0 and "API key" in refused.output, refused.output
@@ -239,9 +279,23 @@ def test_export_selects_and_orders_by_score(run, encoder, tmp_path):
     rows = {r["id"]: r["acceptance"] for r in read_rows(report.drafts[0].rows_file)}
     cut = sorted(rows.values())[ROWS // 2]
     out = tmp_path / "export"
-    result = CliRunner().invoke(main, ["export", str(run), "-o", str(out), "--format", "sharegpt",
-                                       "--score", str(score_json), "--max-acceptance", str(cut),
-                                       "--order", "hard-first"])  # fmt: skip
+    result = CliRunner().invoke(
+        main,
+        [
+            "export",
+            str(run),
+            "-o",
+            str(out),
+            "--format",
+            "sharegpt",
+            "--score",
+            str(score_json),
+            "--max-acceptance",
+            str(cut),
+            "--order",
+            "hard-first",
+        ],
+    )
     assert result.exit_code == 0, result.output
     files = sorted(out.glob("data/**/*.jsonl"))
     per_file = [[json.loads(line)["id"] for line in f.read_text().splitlines()] for f in files]
@@ -258,8 +312,9 @@ def test_check_html_report_shows_the_acceptance_section(run, identity, encoder, 
 
     write_report(score_run(run, [identity], encoder, settings(), run / "score"), run / "score")
     html = tmp_path / "report.html"
-    result = CliRunner().invoke(main, ["check", str(run), "--tokenizer", "embedded",
-                                       "--html", str(html)])  # fmt: skip
+    result = CliRunner().invoke(
+        main, ["check", str(run), "--tokenizer", "embedded", "--html", str(html)]
+    )
     assert result.exit_code in (0, 1), result.output  # the verdict does not matter here
     page = html.read_text()
     assert "Acceptance (regen score, k=8)" in page
@@ -283,16 +338,16 @@ def test_a_served_draft_with_another_vocabulary_is_refused(run, tmp_path):
     assert not [r for f in tmp_path.glob("vllm-fleet-*/rows.jsonl") for r in read_rows(f)]
 
 
-def test_rows_are_the_same_scored_in_one_process_or_two_workers(run, requantized, encoder,
-                                                                 tmp_path):  # fmt: skip
+def test_rows_are_the_same_scored_in_one_process_or_two_workers(
+    run, requantized, encoder, tmp_path
+):
     """A GGUF draft and the n-gram draft, each row scored in whichever worker: the rows file
     is the same bytes as one process's (each worker runs the draft with the same threads)."""
     from regen.executors.pool import LocalWorkers
 
     files = []
     for name, workers in (("one", None), ("two", LocalWorkers(2, small=1))):
-        report = score(run, [requantized, NgramDraft()], encoder, tmp_path / name,
-                       workers=workers)  # fmt: skip
+        report = score(run, [requantized, NgramDraft()], encoder, tmp_path / name, workers=workers)
         files.append([Path(d["rows_file"]).read_bytes() for d in report["drafts"]])
         assert [d["groups"]["(overall)"]["rows"] for d in report["drafts"]] == [ROWS, ROWS]
     assert files[0] == files[1]

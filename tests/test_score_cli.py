@@ -17,8 +17,13 @@ def embedded_run(root: Path) -> Path:
     says so, and one completion."""
     (root / "completions").mkdir(parents=True)
     messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
-    line = {"id": "p1", "sample": 0, "finish_reason": "stop", "messages": messages,
-            "usage": {"prompt_tokens": 3, "completion_tokens": 2}}  # fmt: skip
+    line = {
+        "id": "p1",
+        "sample": 0,
+        "finish_reason": "stop",
+        "messages": messages,
+        "usage": {"prompt_tokens": 3, "completion_tokens": 2},
+    }
     (root / "completions" / "part-0.jsonl").write_text(json.dumps(line) + "\n")
     manifest = {"config": {"embedded": True, "model": "smollm2-135m-instruct"}}
     (root / "manifest.json").write_text(json.dumps(manifest))
@@ -68,8 +73,17 @@ def test_output_dir_scores_a_run_that_is_left_untouched(tmp_path):
     before = _tree(run)
     run.chmod(0o555)
     out = tmp_path / "elsewhere"
-    args = ["score", str(run), "--draft", "ngram", "--tokenizer", "embedded", "--all",
-            "--output-dir", str(out)]  # fmt: skip
+    args = [
+        "score",
+        str(run),
+        "--draft",
+        "ngram",
+        "--tokenizer",
+        "embedded",
+        "--all",
+        "--output-dir",
+        str(out),
+    ]
     try:
         first = CliRunner().invoke(main, [*args, "--json"])
         again = CliRunner().invoke(main, args)

@@ -80,8 +80,7 @@ def assert_matches_loop(report: dict, loop: dict[str, float], k: int) -> None:
         assert scored[category] == pytest.approx(loop[category], rel=0.02), (k, scored, loop)
 
 
-def test_a_hugging_face_draft_model_scores_as_a_real_loop_accepts(run, encoder, target,
-                                                                  tmp_path):  # fmt: skip
+def test_a_hugging_face_draft_model_scores_as_a_real_loop_accepts(run, encoder, target, tmp_path):
     folder = truncated_draft(target, tmp_path / "smol-24-blocks", blocks=24)
     draft = open_draft(str(folder), threads=1)
     try:
@@ -101,8 +100,13 @@ def test_a_draft_with_another_vocabulary_is_refused_with_what_to_do(encoder, tmp
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
-    small = LlamaConfig(vocab_size=1000, hidden_size=32, intermediate_size=64,
-                        num_hidden_layers=1, num_attention_heads=2)  # fmt: skip
+    small = LlamaConfig(
+        vocab_size=1000,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+    )
     LlamaForCausalLM(small).save_pretrained(str(tmp_path / "other-vocab"))
     draft = open_draft(str(tmp_path / "other-vocab"))
     with pytest.raises(ConfigError) as err:
@@ -112,14 +116,17 @@ def test_a_draft_with_another_vocabulary_is_refused_with_what_to_do(encoder, tmp
     assert "trained on the target's tokenizer" in err.value.hint
 
 
-def test_an_eagle3_head_is_scored_along_its_own_chain_as_a_real_loop_accepts(run, encoder, target,
-                                                                            tmp_path):  # fmt: skip
+def test_an_eagle3_head_is_scored_along_its_own_chain_as_a_real_loop_accepts(
+    run, encoder, target, tmp_path
+):
     folder = eagle3_head(target, tmp_path / "eagle3", LAYERS, run_ids(run))
     draft = open_draft(str(folder), threads=1, checkpoint=CheckpointSettings(str(target), depth=8))
     try:
         report = score(run, draft, encoder)
-        loops = {k: loop_tau(stored_rows(run), eagle3_proposer(draft.model, draft.target, LAYERS),
-                             k) for k in KS}  # fmt: skip
+        loops = {
+            k: loop_tau(stored_rows(run), eagle3_proposer(draft.model, draft.target, LAYERS), k)
+            for k in KS
+        }
     finally:
         draft.close()
     for k in KS:
@@ -135,7 +142,8 @@ def test_an_eagle3_head_is_scored_along_its_own_chain_as_a_real_loop_accepts(run
 
 
 def test_a_specforge_eagle3_head_is_converted_and_scored_as_its_speculators_twin(
-        run, encoder, target, tmp_path):  # fmt: skip
+    run, encoder, target, tmp_path
+):
     # not rope's default theta: the converter must read it where transformers 5 saves it
     head = eagle3_head(target, tmp_path / "eagle3", LAYERS, run_ids(run), rope_theta=1e5)
     folder = specforge_eagle3(head, tmp_path / "specforge-eagle3", LAYERS)
@@ -151,8 +159,10 @@ def test_a_specforge_eagle3_head_is_converted_and_scored_as_its_speculators_twin
             draft.close()
     (twin, _, rope), (converted, notes, its_rope) = reports["eagle3"], reports["specforge-eagle3"]
     assert its_rope == rope  # near-uniform random attention would not show a wrong theta
-    assert notes[0] == ("specforge-eagle3: converted from SpecForge's format "
-                        "(LlamaForCausalLMEagle3) with speculators' converter")  # fmt: skip
+    assert notes[0] == (
+        "specforge-eagle3: converted from SpecForge's format "
+        "(LlamaForCausalLMEagle3) with speculators' converter"
+    )
     assert "target layers 2, 15, 30 as input indices" in notes[1]  # its 1, 14, 29 shifted
     assert converted["name"] == "specforge-eagle3"
     assert set(temp.glob("regen-specforge-*")) == before  # the converted copy is removed
@@ -176,15 +186,16 @@ def test_a_specforge_head_without_target_model_or_with_a_raw_state_head_is_refus
     assert "norm_output false" in err.value.message
 
 
-def test_a_dflash_drafter_scores_its_blocks_as_a_real_loop_accepts(run, encoder, target,
-                                                                  tmp_path):  # fmt: skip
+def test_a_dflash_drafter_scores_its_blocks_as_a_real_loop_accepts(run, encoder, target, tmp_path):
     folder = dflash_head(target, tmp_path / "dflash", LAYERS, run_ids(run), block=4)
     draft = open_draft(str(folder), threads=1, checkpoint=CheckpointSettings(str(target)))
     try:
         assert "DFlash, block 4, target layers 2, 15, 30 as input indices" in draft.notes[0]
         report = score(run, draft, encoder)
-        loops = {k: loop_tau(stored_rows(run), dflash_proposer(draft.model, draft.target, LAYERS),
-                             k) for k in KS}  # fmt: skip
+        loops = {
+            k: loop_tau(stored_rows(run), dflash_proposer(draft.model, draft.target, LAYERS), k)
+            for k in KS
+        }
     finally:
         draft.close()
     for k in KS:
@@ -204,18 +215,43 @@ def _first(row: dict) -> str:
 
 def test_score_names_the_layers_in_both_conventions(run, target, tmp_path):
     folder = eagle3_head(target, tmp_path / "eagle3-cli", LAYERS, run_ids(run), seed=1)
-    result = CliRunner().invoke(main, [
-        "score", str(run), "--draft", str(folder), "--target-model", str(target),
-        "--tokenizer", "embedded", "--all", "--k", "3", "--threads", "1",
-    ])  # fmt: skip
+    result = CliRunner().invoke(
+        main,
+        [
+            "score",
+            str(run),
+            "--draft",
+            str(folder),
+            "--target-model",
+            str(target),
+            "--tokenizer",
+            "embedded",
+            "--all",
+            "--k",
+            "3",
+            "--threads",
+            "1",
+        ],
+    )
     assert result.exit_code == 0, result.output
-    assert ("target layers 2, 15, 30 as input indices (vLLM, SGLang, speculators) = 1, 14, 29 "
-            "as output indices (SpecForge, ModelOpt, DFlash), of 30 blocks") in result.output
+    assert (
+        "target layers 2, 15, 30 as input indices (vLLM, SGLang, speculators) = 1, 14, 29 "
+        "as output indices (SpecForge, ModelOpt, DFlash), of 30 blocks"
+    ) in result.output
     assert "eagle3-cli" in result.output and "tau" in result.output.lower()
-    nowhere = CliRunner().invoke(main, [
-        "score", str(run), "--draft", str(folder), "--target-model", str(tmp_path / "nowhere"),
-        "--tokenizer", "embedded",
-    ])  # fmt: skip
+    nowhere = CliRunner().invoke(
+        main,
+        [
+            "score",
+            str(run),
+            "--draft",
+            str(folder),
+            "--target-model",
+            str(tmp_path / "nowhere"),
+            "--tokenizer",
+            "embedded",
+        ],
+    )
     assert nowhere.exit_code == 2, nowhere.output
     assert "not a local Hugging Face folder (--target-model" in nowhere.output
     assert "hint: pass --target-model DIR" in nowhere.output
@@ -232,8 +268,13 @@ def test_a_draft_model_on_sampled_answers_gets_min_one_q_over_p(tmp_path):
     from regen.score.tokens import TokenRow
 
     torch.manual_seed(0)
-    tiny = LlamaConfig(vocab_size=300, hidden_size=32, intermediate_size=64,
-                       num_hidden_layers=1, num_attention_heads=2)  # fmt: skip
+    tiny = LlamaConfig(
+        vocab_size=300,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+    )
     LlamaForCausalLM(tiny).save_pretrained(str(tmp_path / "tiny"))
     draft = open_draft(str(tmp_path / "tiny"), threads=1)
     ids, start = [5, 17, 42, 99, 7, 250, 3], 3
@@ -242,8 +283,16 @@ def test_a_draft_model_on_sampled_answers_gets_min_one_q_over_p(tmp_path):
     own = [float(logq[i - 1, ids[i]]) for i in range(start, len(ids))]
     got = []
     for shift in (0.0, math.log(2)):
-        row = TokenRow("r", 0, ids, start, {"category": "chat"}, False,
-                       DrawnAt(1.0), [lp + shift for lp in own])  # fmt: skip
+        row = TokenRow(
+            "r",
+            0,
+            ids,
+            start,
+            {"category": "chat"},
+            False,
+            DrawnAt(1.0),
+            [lp + shift for lp in own],
+        )
         draft.run([row], lambda _row, outcome: got.append(outcome))
     assert all(isinstance(o, Accept) for o in got)
     assert got[0].probabilities() == pytest.approx([1.0] * 4)

@@ -137,8 +137,19 @@ def test_ngram_settings_come_from_the_flag_the_fleet_or_vllms_defaults(tmp_path)
     served = from_speculative_config({"method": "ngram", "prompt_lookup_max": 4})
     assert (served.min_n, served.max_n) == (4, 4)
     assert from_speculative_config({"method": "eagle3"}) is None
-    (tmp_path / "manifest.json").write_text(json.dumps({"config": {"speculative_config": {
-        "method": "ngram", "prompt_lookup_min": 2, "prompt_lookup_max": 4}}}))  # fmt: skip
+    (tmp_path / "manifest.json").write_text(
+        json.dumps(
+            {
+                "config": {
+                    "speculative_config": {
+                        "method": "ngram",
+                        "prompt_lookup_min": 2,
+                        "prompt_lookup_max": 4,
+                    }
+                }
+            }
+        )
+    )
     assert (ngram_settings(tmp_path, None).min_n, ngram_settings(tmp_path, None).max_n) == (2, 4)
     assert ngram_settings(tmp_path, "1-3") == NgramSettings(1, 3, "--ngram-lookup")
     assert ngram_settings(tmp_path / "empty", None) == DEFAULTS
@@ -155,16 +166,19 @@ def test_each_tau_shows_its_verify_steps_and_a_few_step_figure_is_marked(tmp_pat
 
     tally = Tally(8)
     tally.add("1" * 81)  # 80 after the prefill's: k=1, 40 steps of 2 tokens; k=8, 9 of 9
-    draft = DraftScore("d", {}, tmp_path / "rows.jsonl", 1, groups={OVERALL: tally},
-                       temperatures={0.0})  # fmt: skip
+    draft = DraftScore(
+        "d", {}, tmp_path / "rows.jsonl", 1, groups={OVERALL: tally}, temperatures={0.0}
+    )
     report = ScoreReport("run", "category", [1, 8], None, 0, [draft], {})
     text = render_text(report)
     by_k = report.to_json()["drafts"][0]["groups"][OVERALL]["by_k"]
     assert [(at["k"], at["verify_steps"], at["few_steps"]) for at in by_k] == [
-        (1, 40, False), (8, 9, True)]  # fmt: skip
+        (1, 40, False),
+        (8, 9, True),
+    ]
     assert report.to_json()["few_steps_below"] == FEW_STEPS == 30
     lines = text.splitlines()
-    table = lines[lines.index("group      rows  tokens  top-1  tau(1)  tau(8)"):]
+    table = lines[lines.index("group      rows  tokens  top-1  tau(1)  tau(8)") :]
     assert table[1].split() == ["(overall)", "1", "81", "1.00", "2.00", "9.00*"]
     assert table[2].split() == ["verify", "steps", "tau(1)", "tau(8)"]
     assert table[3].split() == ["(overall)", "40", "9"]

@@ -23,8 +23,9 @@ TEMPERATURES = (0.3, 0.7, 1.0, 1.5)
 def drawn(logits: np.ndarray, at: DrawnAt) -> np.ndarray:
     """The full drawn distribution of each row, by the same code path, for exact sums."""
     vocab = np.arange(logits.shape[1])
-    return np.stack([np.exp(drawn_logprobs(np.repeat(row[None], len(vocab), 0), vocab, at))
-                     for row in logits])  # fmt: skip
+    return np.stack(
+        [np.exp(drawn_logprobs(np.repeat(row[None], len(vocab), 0), vocab, at)) for row in logits]
+    )
 
 
 @pytest.mark.parametrize("temperature", TEMPERATURES)
@@ -54,8 +55,10 @@ def test_the_estimate_averages_to_the_overlap_of_p_and_q():
         vocab = np.arange(20)
         for i in range(6):
             seen = p[i] > 0
-            a = acceptances(drawn_logprobs(np.repeat(draft[i][None], 20, 0), vocab, at),
-                            np.log(np.where(seen, p[i], 1.0)).tolist())  # fmt: skip
+            a = acceptances(
+                drawn_logprobs(np.repeat(draft[i][None], 20, 0), vocab, at),
+                np.log(np.where(seen, p[i], 1.0)).tolist(),
+            )
             estimate = float(np.sum(p[i] * np.array(a)))
             assert estimate == pytest.approx(float(np.minimum(p[i], q[i]).sum()), abs=1e-9)
 
@@ -94,14 +97,21 @@ def test_what_a_record_says_about_its_draw():
     assert drawn_at(vllm).logprobs_fit() is None
     vllm["meta"]["speculative_decoding"] = {"num_spec_steps": 3}  # regen serve left it raw
     assert "raw model" in drawn_at(vllm).logprobs_fit()
-    llama = {"meta": {"sampling": {"temperature": None, "neutral": {"temperature": 1.0,
-                                                                    "top_p": 1.0, "top_k": 0}},
-                      "engine": {"name": "llamacpp"}}}  # fmt: skip
+    llama = {
+        "meta": {
+            "sampling": {
+                "temperature": None,
+                "neutral": {"temperature": 1.0, "top_p": 1.0, "top_k": 0},
+            },
+            "engine": {"name": "llamacpp"},
+        }
+    }
     assert drawn_at(llama).logprobs_fit() is None  # raw logprobs are the draw at neutral values
     llama["meta"]["sampling"]["temperature"] = 0.7
     assert "raw model" in drawn_at(llama).logprobs_fit()
-    sglang = {"meta": {"sampling": {"temperature": 0.7, "top_p": 0.9},
-                       "engine": {"name": "sglang"}}}  # fmt: skip
+    sglang = {
+        "meta": {"sampling": {"temperature": 0.7, "top_p": 0.9}, "engine": {"name": "sglang"}}
+    }
     assert "before top-k/top-p" in drawn_at(sglang).logprobs_fit()
     unknown = {"meta": {"sampling": {"temperature": None}, "engine": {"name": "vllm"}}}
     assert "default temperature" in drawn_at(unknown).logprobs_fit()

@@ -28,9 +28,21 @@ def sampled_run(tmp_path_factory) -> Path:
     """One embedded run with --logprobs at regen's neutral settings (temperature 1), but for
     the example that asks temperature 0.2."""
     out = tmp_path_factory.mktemp("sampled") / "out"
-    command = [sys.executable, "-m", "regen", "generate", "--prompts", str(EXAMPLES),
-               "--output-dir", str(out), "--max-output-tokens", "32", "--logprobs",
-               "--display", "none"]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "regen",
+        "generate",
+        "--prompts",
+        str(EXAMPLES),
+        "--output-dir",
+        str(out),
+        "--max-output-tokens",
+        "32",
+        "--logprobs",
+        "--display",
+        "none",
+    ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     return out
@@ -46,8 +58,21 @@ def test_the_embedded_model_as_its_own_sampling_draft(sampled_run):
     # one example asks temperature 0.2: the raw logprobs are not of its draw, so it is skipped
     lowered = [r for r in records if r["meta"]["sampling"]["temperature"] == 0.2]
     assert len(lowered) == 1
-    cli = CliRunner().invoke(main, ["score", str(out), "--draft", "embedded", "--tokenizer",
-                                    "embedded", "--k", str(K), "--all", "--json"])  # fmt: skip
+    cli = CliRunner().invoke(
+        main,
+        [
+            "score",
+            str(out),
+            "--draft",
+            "embedded",
+            "--tokenizer",
+            "embedded",
+            "--k",
+            str(K),
+            "--all",
+            "--json",
+        ],
+    )
     assert cli.exit_code == 0, cli.output
     draft = orjson.loads(cli.output)["drafts"][0]
     assert (draft["estimate"], draft["temperature"], draft["draft_sampling"]) == (
@@ -65,8 +90,20 @@ def test_the_embedded_model_as_its_own_sampling_draft(sampled_run):
     assert overall["top1_match"]["value"] >= 0.95
     tau = next(at for at in overall["by_k"] if at["k"] == K)["tau"]["value"]
     assert tau >= 0.9 * (K + 1), tau
-    text = CliRunner().invoke(main, ["score", str(out), "--draft", "embedded", "--tokenizer",
-                                     "embedded", "--k", str(K), "--all"])  # fmt: skip
+    text = CliRunner().invoke(
+        main,
+        [
+            "score",
+            str(out),
+            "--draft",
+            "embedded",
+            "--tokenizer",
+            "embedded",
+            "--k",
+            str(K),
+            "--all",
+        ],
+    )
     assert "estimate: sampled, at temperature 1.0; the draft proposes by probabilistic" in (
         text.output
     )  # the table says which estimate it is (resumed: nothing is rescored)
@@ -83,11 +120,26 @@ def test_a_draft_with_no_row_scored_fails_with_the_reason_and_the_fix(sampled_ru
     run = tmp_path / "lowered"
     (run / "completions").mkdir(parents=True)
     shutil.copy(sampled_run / "manifest.json", run / "manifest.json")
-    lowered = [r for r in read_lines(sampled_run, "completions")
-               if r["meta"]["sampling"]["temperature"] == 0.2]  # fmt: skip
+    lowered = [
+        r
+        for r in read_lines(sampled_run, "completions")
+        if r["meta"]["sampling"]["temperature"] == 0.2
+    ]
     (run / "completions" / "00000.jsonl").write_bytes(orjson.dumps(lowered[0]) + b"\n")
-    cli = CliRunner().invoke(main, ["score", str(run), "--draft", "embedded", "--tokenizer",
-                                    "embedded", "--k", str(K), "--all"])  # fmt: skip
+    cli = CliRunner().invoke(
+        main,
+        [
+            "score",
+            str(run),
+            "--draft",
+            "embedded",
+            "--tokenizer",
+            "embedded",
+            "--k",
+            str(K),
+            "--all",
+        ],
+    )
     assert cli.exit_code == 3, cli.output
     assert "greedy" not in cli.output.replace("draft_sampling", "")
     assert "estimate: none (no row scored)" in cli.output

@@ -34,15 +34,19 @@ from regen.score.ngram import draft_starts
 pytestmark = pytest.mark.timeout(1500)  # the first real-engine test may wait for the start
 TIMEOUTS = Timeouts(request=600, connect=5, stall=300)
 TEXTS = {
-    "copy": ["Repeat the word blue forty times, separated by spaces.",
-             "Repeat exactly, three times: the quick brown fox jumps over the lazy dog.",
-             "Write 'ab ab ab' ten times.",
-             "Repeat this sentence twice: the cat sat on the mat and looked at the hat."],
-    "list": ["Count from one to twenty in words, separated by commas.",
-             "List the days of the week twice, separated by commas.",
-             "List the months of the year, separated by commas.",
-             "Write the numbers 1 to 30 separated by spaces."],
-}  # fmt: skip
+    "copy": [
+        "Repeat the word blue forty times, separated by spaces.",
+        "Repeat exactly, three times: the quick brown fox jumps over the lazy dog.",
+        "Write 'ab ab ab' ten times.",
+        "Repeat this sentence twice: the cat sat on the mat and looked at the hat.",
+    ],
+    "list": [
+        "Count from one to twenty in words, separated by commas.",
+        "List the days of the week twice, separated by commas.",
+        "List the months of the year, separated by commas.",
+        "Write the numbers 1 to 30 separated by spaces.",
+    ],
+}
 SAMPLES = 3  # draws per prompt: 24 answers of up to 96 tokens
 
 
@@ -56,8 +60,11 @@ def write_prompts(path: Path) -> None:
     with open(path, "wb") as fh:
         for category, texts in TEXTS.items():
             for i, text in enumerate(texts):
-                line = {"id": f"{category}-{i}", "messages": [{"role": "user", "content": text}],
-                        "meta": {"category": category}}  # fmt: skip
+                line = {
+                    "id": f"{category}-{i}",
+                    "messages": [{"role": "user", "content": text}],
+                    "meta": {"category": category},
+                }
                 fh.write(orjson.dumps(line) + b"\n")
 
 
@@ -83,29 +90,58 @@ def test_regens_lookup_drafts_what_vllms_own_proposer_drafts():
         ids = [rng.randint(0, rng.randint(1, 4)) for _ in range(rng.randint(1, 50))]
         lo = rng.randint(1, 3)
         cases.append([ids, lo, rng.randint(lo, 5), rng.randint(1, 6)])
-    done = subprocess.run([str(VLLM_PYTHON), "-c", PROPOSE], input=json.dumps(cases),
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    done = subprocess.run(
+        [str(VLLM_PYTHON), "-c", PROPOSE],
+        input=json.dumps(cases),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     for (ids, lo, hi, k), theirs in zip(cases, json.loads(done.stdout), strict=True):
         starts = draft_starts([*ids, -1], 0, lo, hi)  # one past the end: the whole context
-        ours = [[] if starts[p] is None else ids[starts[p] : min(starts[p] + k, p)]
-                for p in range(1, len(ids) + 1)]  # fmt: skip
+        ours = [
+            [] if starts[p] is None else ids[starts[p] : min(starts[p] + k, p)]
+            for p in range(1, len(ids) + 1)
+        ]
         assert ours == theirs, (ids, lo, hi, k)
 
 
 def generate_at(tmp_path: Path, fleet: RealFleet, keyed: str, temperature: float) -> Path:
     out = tmp_path / f"t{temperature}"
-    result = run(tmp_path / "p.jsonl", out, [], fleet=fleet.fleet_path, model=fleet.model,
-                 api_key_env=keyed, timeouts=TIMEOUTS, concurrency=8, samples_per_prompt=SAMPLES,
-                 return_token_ids=True, sampling=Sampling(max_tokens=96, temperature=temperature,
-                                                          seed=35))  # fmt: skip
+    result = run(
+        tmp_path / "p.jsonl",
+        out,
+        [],
+        fleet=fleet.fleet_path,
+        model=fleet.model,
+        api_key_env=keyed,
+        timeouts=TIMEOUTS,
+        concurrency=8,
+        samples_per_prompt=SAMPLES,
+        return_token_ids=True,
+        sampling=Sampling(max_tokens=96, temperature=temperature, seed=35),
+    )
     assert result.exit_code == 0, result.message
     return out
 
 
 def score_ngram(out: Path) -> dict:
-    cli = CliRunner().invoke(main, ["score", str(out), "--draft", "ngram", "--tokenizer",
-                                    "embedded", "--k", str(K), "--all", "--json"])  # fmt: skip
+    cli = CliRunner().invoke(
+        main,
+        [
+            "score",
+            str(out),
+            "--draft",
+            "ngram",
+            "--tokenizer",
+            "embedded",
+            "--k",
+            str(K),
+            "--all",
+            "--json",
+        ],
+    )
     assert cli.exit_code == 0, cli.output
     draft = orjson.loads(cli.output)["drafts"][0]
     # the lookup the fleet served with, read from the run: prompt_lookup_max 3, min unset -> 3
@@ -161,8 +197,15 @@ def test_ngram_replay_is_the_engines_drafter_and_its_acceptance(tmp_path, real_v
         overall = draft["groups"]["(overall)"]["by_k"][0]
         engine = 1 + delta["num_accepted_tokens"] / delta["num_drafts"]
         same, steps, emitted = engine_steps_replayed(out)
-        figures[temperature] = (overall["tau"]["value"], round(engine, 4), overall["verify_steps"],
-                                delta["num_drafts"], same, steps, emitted)  # fmt: skip
+        figures[temperature] = (
+            overall["tau"]["value"],
+            round(engine, 4),
+            overall["verify_steps"],
+            delta["num_drafts"],
+            same,
+            steps,
+            emitted,
+        )
         assert same == steps == delta["num_drafts"] > 0, figures
     print(
         "temperature: (regen tau(3), engine tau(3), regen steps, engine steps, steps drafted "

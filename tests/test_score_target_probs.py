@@ -33,13 +33,18 @@ def llama_cpp_chain(logits: np.ndarray, temperature: float, top_p: float, top_k:
     import llama_cpp as lc
 
     chain = lc.llama_sampler_chain_init(lc.llama_sampler_chain_default_params())
-    for sampler in (lc.llama_sampler_init_top_k(top_k), lc.llama_sampler_init_typical(1.0, 1),
-                    lc.llama_sampler_init_top_p(top_p, 1), lc.llama_sampler_init_min_p(0.0, 1),
-                    lc.llama_sampler_init_temp(temperature)):  # fmt: skip
+    for sampler in (
+        lc.llama_sampler_init_top_k(top_k),
+        lc.llama_sampler_init_typical(1.0, 1),
+        lc.llama_sampler_init_top_p(top_p, 1),
+        lc.llama_sampler_init_min_p(0.0, 1),
+        lc.llama_sampler_init_temp(temperature),
+    ):
         lc.llama_sampler_chain_add(chain, sampler)
     n = len(logits)
-    data = (lc.llama_token_data * n)(*(lc.llama_token_data(i, float(x), 0.0)
-                                       for i, x in enumerate(logits)))  # fmt: skip
+    data = (lc.llama_token_data * n)(
+        *(lc.llama_token_data(i, float(x), 0.0) for i, x in enumerate(logits))
+    )
     cur = lc.llama_token_data_array(data=data, size=n, selected=-1, sorted=False)
     lc.llama_sampler_apply(chain, ctypes.byref(cur))
     ids = [cur.data[i].id for i in range(cur.size)]
@@ -64,10 +69,21 @@ def test_the_llamacpp_order_is_llama_cpps_own_sampler_chain(temperature, top_p, 
 
 
 def test_a_record_says_in_which_order_and_with_what_else_it_was_drawn():
-    neutral = {"top_k": 0, "min_p": 0.0, "typical_p": 1.0, "repeat_penalty": 1.0,
-               "presence_penalty": 0.0, "frequency_penalty": 0.0, "mirostat_mode": 0}  # fmt: skip
-    llama = {"meta": {"sampling": {"temperature": 0.7, "top_p": 0.9, "neutral": neutral},
-                      "engine": {"name": "llamacpp"}}}  # fmt: skip
+    neutral = {
+        "top_k": 0,
+        "min_p": 0.0,
+        "typical_p": 1.0,
+        "repeat_penalty": 1.0,
+        "presence_penalty": 0.0,
+        "frequency_penalty": 0.0,
+        "mirostat_mode": 0,
+    }
+    llama = {
+        "meta": {
+            "sampling": {"temperature": 0.7, "top_p": 0.9, "neutral": neutral},
+            "engine": {"name": "llamacpp"},
+        }
+    }
     assert drawn_at(llama) == DrawnAt(0.7, 0.9, 0, "raw", "llamacpp", None)
     llama["meta"]["sampling"]["extra"] = {"min_p": 0.1}
     assert drawn_at(llama).others == "drawn with min_p 0.1"
@@ -80,12 +96,29 @@ def test_a_record_says_in_which_order_and_with_what_else_it_was_drawn():
 
 def _generate(tmp_path, name: str, *flags: str):
     prompts = tmp_path / "prompts.jsonl"
-    prompts.write_text("".join(orjson.dumps({"id": f"p{i}", "messages": [
-        {"role": "user", "content": text}]}).decode() + "\n" for i, text in enumerate(PROMPTS)))
+    prompts.write_text(
+        "".join(
+            orjson.dumps({"id": f"p{i}", "messages": [{"role": "user", "content": text}]}).decode()
+            + "\n"
+            for i, text in enumerate(PROMPTS)
+        )
+    )
     out = tmp_path / name
-    command = [sys.executable, "-m", "regen", "generate", "--prompts", str(prompts),
-               "--output-dir", str(out), "--max-output-tokens", "12", "--display", "none",
-               *flags]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "regen",
+        "generate",
+        "--prompts",
+        str(prompts),
+        "--output-dir",
+        str(out),
+        "--max-output-tokens",
+        "12",
+        "--display",
+        "none",
+        *flags,
+    ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     return out
@@ -126,8 +159,10 @@ def test_a_run_without_logprobs_at_temperature_0_7_gets_a_sampled_estimate(sampl
     assert 0.85 * (K + 1) <= tau <= K + 1
     assert tau > greedy["tau"]["value"] + 0.2  # its argmax misses the sampled tokens
     text = (sampled_run / "score" / "score.txt").read_text()  # the summary score printed
-    assert (f"target probabilities: a teacher-forced pass of SmolLM2-135M-Instruct.Q4_1.gguf "
-            f"for {len(PROMPTS)} rows, the engine's logprobs for 0 rows") in text
+    assert (
+        f"target probabilities: a teacher-forced pass of SmolLM2-135M-Instruct.Q4_1.gguf "
+        f"for {len(PROMPTS)} rows, the engine's logprobs for 0 rows"
+    ) in text
 
 
 @pytest.mark.model
@@ -167,8 +202,19 @@ def test_the_target_pass_gives_the_servers_own_logprobs(tmp_path):
 
 @pytest.mark.model
 def test_the_target_model_serves_a_gguf_draft_only(sampled_run):
-    cli = CliRunner().invoke(main, ["score", str(sampled_run), "--draft", "ngram", "--tokenizer",
-                                    "embedded", "--target-model", "embedded"])  # fmt: skip
+    cli = CliRunner().invoke(
+        main,
+        [
+            "score",
+            str(sampled_run),
+            "--draft",
+            "ngram",
+            "--tokenizer",
+            "embedded",
+            "--target-model",
+            "embedded",
+        ],
+    )
     assert cli.exit_code == 2 and "--target-model serves a GGUF --draft" in cli.output
     args = ["--draft", "embedded", "--tokenizer", "embedded", "--target-model", "t.bin"]
     cli = CliRunner().invoke(main, ["score", str(sampled_run), *args])

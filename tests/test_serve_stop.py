@@ -33,10 +33,20 @@ def regen(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
 def start_supervised(fleet_path: Path, *args: str) -> subprocess.Popen:
     """`regen serve ... --restart-dead` in the background, returned once FLEET.json exists."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "regen", "serve", "--fleet", str(fleet_path), "--restart-dead",
-         *args],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "regen",
+            "serve",
+            "--fleet",
+            str(fleet_path),
+            "--restart-dead",
+            *args,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     deadline = time.monotonic() + 120
     while not fleet_path.exists():
         if proc.poll() is not None or time.monotonic() > deadline:
@@ -110,8 +120,17 @@ def test_stop_ends_the_supervisor_and_every_server(tmp_path, standin_env, restar
 
 def test_stop_of_servers_without_a_supervisor_reads_as_stopped(tmp_path, standin_env):
     fleet_path = tmp_path / "fleet.json"
-    started = regen("serve", "--engine", "llamacpp", "--model", "m.gguf", "--python",
-                    standin_env["STANDIN_PYTHON"], "--fleet", str(fleet_path))  # fmt: skip
+    started = regen(
+        "serve",
+        "--engine",
+        "llamacpp",
+        "--model",
+        "m.gguf",
+        "--python",
+        standin_env["STANDIN_PYTHON"],
+        "--fleet",
+        str(fleet_path),
+    )
     try:
         assert started.returncode == 0, started.stderr
         assert FleetFile.read(fleet_path).supervisor is None
@@ -126,8 +145,9 @@ def test_stop_ends_a_restarted_real_llama_cpp_fleet(tmp_path):
     """The real engine: llama.cpp's server with the embedded model, one server killed and
     restarted under the supervisor, then --stop."""
     fleet_path = tmp_path / "fleet.json"
-    proc = start_supervised(fleet_path, "--engine", "llamacpp", "--model", "embedded",
-                            "--threads", "1")  # fmt: skip
+    proc = start_supervised(
+        fleet_path, "--engine", "llamacpp", "--model", "embedded", "--threads", "1"
+    )
     pids = {s.pid for s in FleetFile.read(fleet_path).servers if s.pid}
     try:
         kill_and_wait_for_restart(fleet_path)

@@ -19,8 +19,11 @@ def bootstrap(root: Path, *args: str, **env: str) -> subprocess.CompletedProcess
     environment.update(env)
     return subprocess.run(
         ["bash", str(root / "scripts" / "bootstrap.sh"), *args],
-        capture_output=True, text=True, timeout=60, env=environment,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=environment,
+    )
 
 
 def build_info(root: Path = ROOT, **env: str) -> dict[str, str]:

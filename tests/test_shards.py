@@ -37,8 +37,11 @@ def test_parts_are_disjoint_cover_everything_and_do_not_depend_on_order():
 
 def test_part_from_slurm_and_kubernetes():
     assert part_from_env({"SLURM_ARRAY_TASK_ID": "3", "SLURM_ARRAY_TASK_COUNT": "8"}) == Part(3, 8)
-    slurm_from_one = {"SLURM_ARRAY_TASK_ID": "8", "SLURM_ARRAY_TASK_COUNT": "8",
-                      "SLURM_ARRAY_TASK_MIN": "1"}  # fmt: skip
+    slurm_from_one = {
+        "SLURM_ARRAY_TASK_ID": "8",
+        "SLURM_ARRAY_TASK_COUNT": "8",
+        "SLURM_ARRAY_TASK_MIN": "1",
+    }
     assert part_from_env(slurm_from_one) == Part(7, 8)
     k8s = {"JOB_COMPLETION_INDEX": "2", "REGEN_SHARD_COUNT": "5"}
     assert part_from_env(k8s) == Part(2, 5)
@@ -53,10 +56,23 @@ def test_part_from_slurm_and_kubernetes():
 
 def shard_command(prompts: Path, out: Path, url: str, part: str) -> list[str]:
     return [
-        sys.executable, "-m", "regen", "generate", "--prompts", str(prompts),
-        "--output-dir", str(out), "--servers", url, "--concurrency", "4",
-        "--display", "none", "--shard", part,
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "regen",
+        "generate",
+        "--prompts",
+        str(prompts),
+        "--output-dir",
+        str(out),
+        "--servers",
+        url,
+        "--concurrency",
+        "4",
+        "--display",
+        "none",
+        "--shard",
+        part,
+    ]
 
 
 def test_three_shards_with_kills_are_exactly_once_over_the_union(tmp_path, fake_server):
@@ -68,10 +84,13 @@ def test_three_shards_with_kills_are_exactly_once_over_the_union(tmp_path, fake_
     kills = 0
     for _ in range(2):  # two rounds: all three start, two of them are killed midway
         procs = [
-            subprocess.Popen(shard_command(tmp_path / "p.jsonl", out, server.url, f"{i}/3"),
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            subprocess.Popen(
+                shard_command(tmp_path / "p.jsonl", out, server.url, f"{i}/3"),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
             for i in range(3)
-        ]  # fmt: skip
+        ]
         try:
             time.sleep(rng.uniform(1.5, 2.5))
             for proc in procs[:2]:
@@ -83,8 +102,12 @@ def test_three_shards_with_kills_are_exactly_once_over_the_union(tmp_path, fake_
                 _, err = proc.communicate(timeout=120)
                 assert proc.returncode in (0, -signal.SIGKILL), err
     for i in range(3):
-        done = subprocess.run(shard_command(tmp_path / "p.jsonl", out, server.url, f"{i}/3"),
-                              capture_output=True, text=True, timeout=120)  # fmt: skip
+        done = subprocess.run(
+            shard_command(tmp_path / "p.jsonl", out, server.url, f"{i}/3"),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert done.returncode == 0, done.stderr
     assert kills >= 2
     completions, _ = assert_exactly_once(out, ids)
@@ -115,8 +138,11 @@ def test_status_names_a_shard_whose_heartbeat_stopped(tmp_path, fake_server, mon
     write_prompts(tmp_path / "p.jsonl", 80)
     out = tmp_path / "out"
     assert run(tmp_path / "p.jsonl", out, [server.url], part=Part(0, 2)).exit_code == 0
-    proc = subprocess.Popen(shard_command(tmp_path / "p.jsonl", out, server.url, "1/2"),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    proc = subprocess.Popen(
+        shard_command(tmp_path / "p.jsonl", out, server.url, "1/2"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 30
         while not (out / "progress-0001-of-0002.json").exists():
@@ -144,8 +170,13 @@ def test_a_fleet_behind_a_router_is_one_url_with_a_large_concurrency(tmp_path, f
     tests the climb)."""
     router = fake_server(Behaviour(slots=256, seconds_per_token=0.05))  # 0.4 s an answer
     ids = write_prompts(tmp_path / "p.jsonl", 600)
-    result = run(tmp_path / "p.jsonl", tmp_path / "out", [router.url], concurrency=200,
-                 fixed_concurrency=True)  # fmt: skip
+    result = run(
+        tmp_path / "p.jsonl",
+        tmp_path / "out",
+        [router.url],
+        concurrency=200,
+        fixed_concurrency=True,
+    )
     assert result.exit_code == 0
     assert_exactly_once(tmp_path / "out", ids)
     assert router.peak_in_flight >= 150  # not capped by a per-server default
@@ -178,8 +209,10 @@ def test_every_unusable_line_is_recorded_by_exactly_one_part(tmp_path, fake_serv
             fh.write(orjson.dumps(bad) + b"\n")
         fh.write(b"{not json\n")
     for index in range(3):
-        assert run(tmp_path / "p.jsonl", tmp_path / "out", [server.url],
-                   part=Part(index, 3)).exit_code == 0  # fmt: skip
+        assert (
+            run(tmp_path / "p.jsonl", tmp_path / "out", [server.url], part=Part(index, 3)).exit_code
+            == 0
+        )
     assert_exactly_once(tmp_path / "out", ids)
     unusable = sorted(e["line"] for e in read_lines(tmp_path / "out", "errors"))
     assert unusable == list(range(31, 44))  # each once, whichever part owns it
@@ -189,9 +222,13 @@ def _record_session(path: Path, pid: int) -> None:
     from regen.format.manifest import InputFingerprint, check_and_record
 
     check_and_record(
-        path, config={"prompts": "p.jsonl", "sampling": {}}, input_fp=InputFingerprint(1, "x", 1),
-        allow_changed_input=False, allow_changed_sampling=False, command=("part", str(pid)),
-    )  # fmt: skip
+        path,
+        config={"prompts": "p.jsonl", "sampling": {}},
+        input_fp=InputFingerprint(1, "x", 1),
+        allow_changed_input=False,
+        allow_changed_sampling=False,
+        command=("part", str(pid)),
+    )
 
 
 def test_parts_starting_together_each_keep_their_session(tmp_path, monkeypatch):
@@ -209,8 +246,10 @@ def test_parts_starting_together_each_keep_their_session(tmp_path, monkeypatch):
         return found
 
     monkeypatch.setattr(manifest, "read_manifest", slow_read)
-    parts = [threading.Thread(target=_record_session, args=(tmp_path / "manifest.json", k))
-             for k in range(2)]  # fmt: skip
+    parts = [
+        threading.Thread(target=_record_session, args=(tmp_path / "manifest.json", k))
+        for k in range(2)
+    ]
     for part in parts:
         part.start()
     for part in parts:
@@ -294,8 +333,10 @@ def test_parts_putting_the_bucket_manifest_at_the_same_instant_lose_no_session(
         _record_session(seed, 9)
         Bucket("s3://runs/exp").put_bytes("manifest.json", seed.read_bytes())
         expected.append("9")
-    threads = [threading.Thread(target=u.push_small, kwargs={"force": True})
-               for u in _parts_racing(tmp_path, 3)]  # fmt: skip
+    threads = [
+        threading.Thread(target=u.push_small, kwargs={"force": True})
+        for u in _parts_racing(tmp_path, 3)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:

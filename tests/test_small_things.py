@@ -12,8 +12,16 @@ from regen.cli import VERBS, main
 
 
 def generate(tmp_path, server_url: str, *extra: str, stdin: bytes | None = None):
-    args = ["generate", "-o", str(tmp_path / "run"), "--servers", server_url,
-            "--display", "none", *extra]  # fmt: skip
+    args = [
+        "generate",
+        "-o",
+        str(tmp_path / "run"),
+        "--servers",
+        server_url,
+        "--display",
+        "none",
+        *extra,
+    ]
     return CliRunner().invoke(main, args, input=stdin)
 
 
@@ -54,8 +62,9 @@ def test_prepare_detects_the_format_per_row_in_a_mixed_file(tmp_path):
         {"conversations": [{"from": "human", "value": "sharegpt two"}]},
     )
     out = tmp_path / "prompts.jsonl"
-    result = CliRunner().invoke(main, ["prepare", "--source", str(tmp_path / "mixed.jsonl"),
-                                       "-o", str(out)])  # fmt: skip
+    result = CliRunner().invoke(
+        main, ["prepare", "--source", str(tmp_path / "mixed.jsonl"), "-o", str(out)]
+    )
     assert result.exit_code == 0, result.output
     texts = sorted(orjson.loads(x)["messages"][0]["content"] for x in out.read_bytes().splitlines())
     assert texts == ["openai one", "openai two", "sharegpt one", "sharegpt two"]
@@ -69,8 +78,9 @@ def test_prepare_fails_when_half_a_file_is_rejected(tmp_path):
         {"messages": []},
     )
     out = tmp_path / "prompts.jsonl"
-    result = CliRunner().invoke(main, ["prepare", "--source", str(tmp_path / "half.jsonl"),
-                                       "-o", str(out)])  # fmt: skip
+    result = CliRunner().invoke(
+        main, ["prepare", "--source", str(tmp_path / "half.jsonl"), "-o", str(out)]
+    )
     assert result.exit_code == 3
     assert "half or more of the records of half were rejected" in result.output
     assert out.exists()  # what could be used is written all the same

@@ -72,8 +72,17 @@ def test_a_stopped_run_reads_one_count_no_eta_no_healthy_and_the_resume_command(
     server = fake_server()
     write_prompts(tmp_path / "p.jsonl", 5)
     monkeypatch.chdir(tmp_path)
-    argv = ["generate", "--prompts", "p.jsonl", "-o", "out", "--servers", server.url,
-            "--display", "none"]  # fmt: skip
+    argv = [
+        "generate",
+        "--prompts",
+        "p.jsonl",
+        "-o",
+        "out",
+        "--servers",
+        server.url,
+        "--display",
+        "none",
+    ]
     assert CliRunner().invoke(main, argv).exit_code == 0
     out = tmp_path / "out"
     manifest = orjson.loads((out / "manifest.json").read_bytes())

@@ -27,15 +27,18 @@ def engine_ids(tok, rec: dict) -> dict:
     generated, through its stop token (vLLM keeps the stop token in the ids)."""
     kwargs = template_kwargs(Completion.of(rec))
     messages = rec["messages"]
-    prompt = tok.apply_chat_template(messages[:-1], tokenize=False, add_generation_prompt=True,
-                                     **kwargs)  # fmt: skip
+    prompt = tok.apply_chat_template(
+        messages[:-1], tokenize=False, add_generation_prompt=True, **kwargs
+    )
     full = tok.apply_chat_template(messages, tokenize=False, **kwargs)
     assert full.startswith(prompt)
     end = full.rindex("<|im_end|>")  # the end of the final turn (both templates are ChatML)
     generated = tok(full[len(prompt) : end], add_special_tokens=False)["input_ids"]
     stop = tok.convert_tokens_to_ids("<|im_end|>")
-    return {"prompt": tok(prompt, add_special_tokens=False)["input_ids"],
-            "completion": [*generated, stop]}  # fmt: skip
+    return {
+        "prompt": tok(prompt, add_special_tokens=False)["input_ids"],
+        "completion": [*generated, stop],
+    }
 
 
 def records(kind: str) -> list[dict]:
@@ -46,11 +49,13 @@ def records(kind: str) -> list[dict]:
         reasoning = f"Step {i}: the user asks; think." if thinking == "on" else None
         history = [{"role": "system", "content": "Be brief."}] if i % 4 == 0 else None
         rec = checkfix.completion(
-            f"s{i}", f"Answer {i}: Paris, with {i * 7} words and symbols #$%.",
-            reasoning=reasoning, thinking=thinking,
+            f"s{i}",
+            f"Answer {i}: Paris, with {i * 7} words and symbols #$%.",
+            reasoning=reasoning,
+            thinking=thinking,
             history=[*(history or []), {"role": "user", "content": f"Question {i}?"}],
             finish="length" if i == 5 else "stop",
-        )  # fmt: skip
+        )
         rec["token_ids"] = engine_ids(tok, rec)
         out.append(rec)
     return out
@@ -78,11 +83,20 @@ def test_export_from_stored_ids_is_the_same_bytes_as_retokenising(tmp_path):
     for name, rows in (("ids", recs), ("text", plain)):
         run = checkfix.write_run(tmp_path / f"run-{name}", rows)
         out = tmp_path / f"out-{name}"
-        export_run(ExportRequest([run], out, make_format("tokenized"), encoder=Encoder.of(tok),
-                                 filters=Filters(), file_type="parquet"))  # fmt: skip
+        export_run(
+            ExportRequest(
+                [run],
+                out,
+                make_format("tokenized"),
+                encoder=Encoder.of(tok),
+                filters=Filters(),
+                file_type="parquet",
+            )
+        )
         outs.append(out)
-    for ids_file, text_file in zip(*(sorted((o / "data").rglob("*.parquet")) for o in outs),
-                                   strict=True):  # fmt: skip
+    for ids_file, text_file in zip(
+        *(sorted((o / "data").rglob("*.parquet")) for o in outs), strict=True
+    ):
         a, b = pq.read_table(ids_file), pq.read_table(text_file)
         assert a.column("input_ids").to_pylist() == b.column("input_ids").to_pylist()
         assert a.column("loss_mask").to_pylist() == b.column("loss_mask").to_pylist()
@@ -95,8 +109,9 @@ def test_check_names_the_samples_whose_stored_ids_disagree(tmp_path):
     recs[7]["token_ids"]["prompt"].pop()  # an engine that tokenised the prompt its own way
     run = checkfix.write_run(tmp_path / "run", recs)
     per_sample = tmp_path / "per-sample.jsonl"
-    report = check_run([run], Encoder.of(checkfix.load("qwen")), StatOptions(), {},
-                       per_sample=per_sample)  # fmt: skip
+    report = check_run(
+        [run], Encoder.of(checkfix.load("qwen")), StatOptions(), {}, per_sample=per_sample
+    )
     assert report.overall.to_json()["token_ids"] == {"checked": 12, "mismatched": 2}
     assert "token_mismatch" in report.to_json()["failed_rules"]
     lines = [json.loads(line) for line in per_sample.read_text().splitlines()]

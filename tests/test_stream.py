@@ -76,9 +76,12 @@ def test_a_stream_cut_anywhere_by_the_socket_reads_the_same(tmp_path, fake_serve
     ids = write_prompts(tmp_path / "p.jsonl", 4)
     run(tmp_path / "p.jsonl", tmp_path / "plain", [plain_server.url], return_token_ids=True)
     run(
-        tmp_path / "p.jsonl", tmp_path / "streamed", [server.url], timeouts=STREAM,
+        tmp_path / "p.jsonl",
+        tmp_path / "streamed",
+        [server.url],
+        timeouts=STREAM,
         return_token_ids=True,
-    )  # fmt: skip
+    )
     plain = {r["id"]: r for r in read_lines(tmp_path / "plain", "completions")}
     streamed, errors = assert_exactly_once(tmp_path / "streamed", ids)
     assert not errors

@@ -26,8 +26,17 @@ POOL = 251  # regen.testing.sse_fleet's distinct token events
 def paced_engine(*options: str) -> Iterator[str]:
     """One sse_fleet engine sending a token every 10 ms, one token an event; stopped by pid."""
     port = free_port()
-    args = ["--ports", str(port), "--slots", "4", "--tokens", str(TOKENS),
-            "--seconds-per-token", "0.01", *options]  # fmt: skip
+    args = [
+        "--ports",
+        str(port),
+        "--slots",
+        "4",
+        "--tokens",
+        str(TOKENS),
+        "--seconds-per-token",
+        "0.01",
+        *options,
+    ]
     proc = subprocess.Popen([sys.executable, "-m", "regen.testing.sse_fleet", *args])
     try:
         wait_for(f"http://127.0.0.1:{port}")
@@ -56,8 +65,11 @@ def reads(monkeypatch) -> list[int]:
 def chat(url: str, stall: float) -> dict:
     async def ask() -> dict:
         server = Server(url, concurrency=4, timeouts=Timeouts(stall=stall, stream=True))
-        body = {"model": "m", "messages": [{"role": "user", "content": "hi"}],
-                "return_token_ids": True}  # fmt: skip
+        body = {
+            "model": "m",
+            "messages": [{"role": "user", "content": "hi"}],
+            "return_token_ids": True,
+        }
         try:
             return await asyncio.wait_for(server.chat(body), timeout=60)
         finally:

@@ -144,8 +144,16 @@ def sse_fleet():
     """The benchmarks' streaming engines (regen.testing.sse_fleet) on two ports, 3 tokens an
     event (a speculating engine's chunks), HTTP chunked transfer; stopped by pid."""
     ports = [free_port(), free_port()]
-    args = ["--ports", *map(str, ports), "--tokens", "300", "--tokens-per-event", "3",
-            "--events-per-write", "5"]  # fmt: skip
+    args = [
+        "--ports",
+        *map(str, ports),
+        "--tokens",
+        "300",
+        "--tokens-per-event",
+        "3",
+        "--events-per-write",
+        "5",
+    ]
     proc = subprocess.Popen([sys.executable, "-m", "regen.testing.sse_fleet", *args])
     urls = [f"http://127.0.0.1:{port}" for port in ports]
     try:
@@ -171,9 +179,12 @@ def test_a_run_reads_every_token_of_a_speculating_engines_stream(tmp_path, sse_f
     ids = write_prompts(tmp_path / "p.jsonl", 6)
     timeouts = Timeouts(request=60, connect=5, stall=10, stream=True)
     result = run(
-        tmp_path / "p.jsonl", tmp_path / "out", sse_fleet, timeouts=timeouts,
+        tmp_path / "p.jsonl",
+        tmp_path / "out",
+        sse_fleet,
+        timeouts=timeouts,
         return_token_ids=True,
-    )  # fmt: skip
+    )
     completions, errors = assert_exactly_once(tmp_path / "out", ids)
     assert result.exit_code == 0 and not errors
     for record in completions:

@@ -41,16 +41,24 @@ def test_generate_refuses_an_empty_prompt_into_errors_as_prepare_does(tmp_path, 
     empty = [
         {"id": "e1", "prompt": ""},
         {"id": "e2", "prompt": "  \n\t"},
-        {"id": "e3", "messages": [{"role": "system", "content": "be brief"},
-                                  {"role": "user", "content": " "}]},
-    ]  # fmt: skip
+        {
+            "id": "e3",
+            "messages": [
+                {"role": "system", "content": "be brief"},
+                {"role": "user", "content": " "},
+            ],
+        },
+    ]
     prompts = tmp_path / "p.jsonl"
     prompts.write_bytes(good + b"".join(orjson.dumps(r) + b"\n" for r in empty))
     result = run(prompts, tmp_path / "run", [fake_server().url])
     assert result.exit_code == 0
     assert sorted(r["id"] for r in read_lines(tmp_path / "run", "completions")) == [
-        "p00000", "p00001", "p00002", "p00003"
-    ]  # fmt: skip
+        "p00000",
+        "p00001",
+        "p00002",
+        "p00003",
+    ]
     errors = {r["id"]: r for r in read_lines(tmp_path / "run", "errors")}
     assert set(errors) == {"e1", "e2", "e3"}
     for error in errors.values():
@@ -83,9 +91,20 @@ def test_a_shard_taken_from_the_environment_is_said_at_start_and_in_status(
     monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "0")
     monkeypatch.setenv("SLURM_ARRAY_TASK_COUNT", "2")
     out = tmp_path / "run"
-    done = CliRunner().invoke(main, ["generate", "--prompts", str(tmp_path / "p.jsonl"), "-o",
-                                     str(out), "--servers", fake_server().url, "--display",
-                                     "plain"])  # fmt: skip
+    done = CliRunner().invoke(
+        main,
+        [
+            "generate",
+            "--prompts",
+            str(tmp_path / "p.jsonl"),
+            "-o",
+            str(out),
+            "--servers",
+            fake_server().url,
+            "--display",
+            "plain",
+        ],
+    )
     assert done.exit_code == 0, done.output
     origin = "SLURM_ARRAY_TASK_ID=0, SLURM_ARRAY_TASK_COUNT=2"
     assert f"shard       0/2, from {origin}: this process does part 0 of 2" in done.output
@@ -102,8 +121,11 @@ def test_a_flag_given_shard_is_said_too_and_a_bad_variable_is_named():
     assert line.startswith("shard       1/4, from --shard: this process does part 1 of 4")
     assert "--shard 0/1" not in line
     k8s = part_from_env({"JOB_COMPLETION_INDEX": "2", "REGEN_SHARD_COUNT": "5"})
-    assert k8s.described() == {"part": "2/5", "environment": True,
-                               "from": "JOB_COMPLETION_INDEX=2, REGEN_SHARD_COUNT=5"}  # fmt: skip
+    assert k8s.described() == {
+        "part": "2/5",
+        "environment": True,
+        "from": "JOB_COMPLETION_INDEX=2, REGEN_SHARD_COUNT=5",
+    }
     with pytest.raises(ConfigError, match=r"SLURM_ARRAY_TASK_ID='x'.*not a whole number"):
         part_from_env({"SLURM_ARRAY_TASK_ID": "x", "SLURM_ARRAY_TASK_COUNT": "2"})
     too_far = {"SLURM_ARRAY_TASK_ID": "3", "SLURM_ARRAY_TASK_COUNT": "2"}
@@ -115,8 +137,19 @@ def test_status_of_a_sharded_run_names_each_shards_process_not_pid_none(tmp_path
     write_prompts(tmp_path / "p.jsonl", 8)
     out = tmp_path / "run"
     for part in ("0/2", "1/2"):
-        args = ["generate", "--prompts", str(tmp_path / "p.jsonl"), "-o", str(out),
-                "--servers", fake_server().url, "--display", "none", "--shard", part]  # fmt: skip
+        args = [
+            "generate",
+            "--prompts",
+            str(tmp_path / "p.jsonl"),
+            "-o",
+            str(out),
+            "--servers",
+            fake_server().url,
+            "--display",
+            "none",
+            "--shard",
+            part,
+        ]
         assert CliRunner().invoke(main, args).exit_code == 0
     status = CliRunner().invoke(main, ["status", str(out)]).output
     assert "None" not in status, status
@@ -157,10 +190,15 @@ def test_a_down_tool_server_stops_the_run_at_give_up_after_not_after_a_backoff(
     tools = fake_server(faults=["429"], retry_after=60)
     prompts = tmp_path / "p.jsonl"
     prompts.write_bytes(orjson.dumps(weather_trace("t0", "Lyon")) + b"\n")
-    result = run(prompts, tmp_path / "out", [target.url], regenerate_turns="all",
-                 tool_server=f"{tools.url}/v1/chat/completions",
-                 health=HealthPolicy(give_up_after=1.0),
-                 retry=RetryPolicy(max_retries=3, base_delay=0.05, max_delay=60))  # fmt: skip
+    result = run(
+        prompts,
+        tmp_path / "out",
+        [target.url],
+        regenerate_turns="all",
+        tool_server=f"{tools.url}/v1/chat/completions",
+        health=HealthPolicy(give_up_after=1.0),
+        retry=RetryPolicy(max_retries=3, base_delay=0.05, max_delay=60),
+    )
     assert result.exit_code == 5, result.message
     waited = re.search(r"has not answered for (\d+)s \(--give-up-after 1\)", result.message)
     assert waited is not None, result.message
@@ -173,21 +211,32 @@ def test_status_of_a_limit_trial_says_it_did_its_limit_and_how_to_go_on(
     """Not "FINISHED ... 14 left": the trial finished its N, the rest was never taken."""
     monkeypatch.chdir(tmp_path)
     write_prompts(tmp_path / "p.jsonl", 20)
-    args = ["generate", "--prompts", "p.jsonl", "-o", "run", "--servers", fake_server().url,
-            "--display", "none", "--limit", "6"]  # fmt: skip
+    args = [
+        "generate",
+        "--prompts",
+        "p.jsonl",
+        "-o",
+        "run",
+        "--servers",
+        fake_server().url,
+        "--display",
+        "none",
+        "--limit",
+        "6",
+    ]
     assert CliRunner().invoke(main, args).exit_code == 0
     status = CliRunner().invoke(main, ["status", "run"]).output
     assert status.startswith("run: FINISHED ITS --limit 6 (pid"), status
     assert "6 completions, 0 errors; 14 not taken (--limit 6 took the first 6 lines)" in status
     assert "14 left" not in status
     rest = [line for line in status.splitlines() if line.startswith("the rest with: ")]
-    assert rest == [f"the rest with: cd {tmp_path} && regen generate --prompts p.jsonl -o run "
-                    f"--servers {args[6]} --display none"], status  # fmt: skip
+    assert rest == [
+        f"the rest with: cd {tmp_path} && regen generate --prompts p.jsonl -o run "
+        f"--servers {args[6]} --display none"
+    ], status
 
 
-def test_a_corrupt_line_mid_shard_is_no_item_and_the_refusal_says_what_to_do(
-    tmp_path, fake_server
-):
+def test_a_corrupt_line_mid_shard_is_no_item_and_the_refusal_says_what_to_do(tmp_path, fake_server):
     server = fake_server()
     write_prompts(tmp_path / "p.jsonl", 6)
     out = tmp_path / "run"
@@ -218,9 +267,7 @@ def test_status_names_prompts_with_no_source_as_such_not_none(tmp_path, fake_ser
     assert "(none)" not in shown
 
 
-def test_plan_counts_what_is_left_of_a_run_with_repeated_ids_as_status_does(
-    tmp_path, fake_server
-):
+def test_plan_counts_what_is_left_of_a_run_with_repeated_ids_as_status_does(tmp_path, fake_server):
     """A repeated id is one unusable line, one item, for generate, status and plan alike:
     plan on a half-done run said "the other 8" where status said 13 left."""
     rows = []

@@ -19,8 +19,11 @@ from regen.finished.encode import Encoder
 from regen.finished.record import Completion
 from regen.tokenizer import load_tokenizer
 
-CALL = {"id": "c1", "type": "function",
-        "function": {"name": "get_weather", "arguments": '{"city": "Berlin"}'}}  # fmt: skip
+CALL = {
+    "id": "c1",
+    "type": "function",
+    "function": {"name": "get_weather", "arguments": '{"city": "Berlin"}'},
+}
 TOOL = {"type": "function", "function": {"name": "get_weather", "parameters": {}}}
 
 
@@ -38,9 +41,13 @@ def test_the_second_load_comes_from_the_cache_and_encodes_the_same(tmp_path, mon
     assert Path(cached.name_or_path) == folder
     assert tokenizer_cache.same_tokenizer(converted, cached)
     record = checkfix.completion(
-        "t", "It is sunny.", reasoning="Call the tool first.", tools=[TOOL], tool_calls=[CALL],
+        "t",
+        "It is sunny.",
+        reasoning="Call the tool first.",
+        tools=[TOOL],
+        tool_calls=[CALL],
         history=[{"role": "user", "content": "Weather in Berlin?"}],
-    )  # fmt: skip
+    )
     a = Encoder.of(converted).encode(Completion.of(record))
     b = Encoder.of(cached).encode(Completion.of(record))
     assert (a.input_ids, a.spans, a.flags) == (b.input_ids, b.spans, b.flags)

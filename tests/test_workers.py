@@ -35,10 +35,14 @@ def run_of(tmp_path: Path) -> Path:
     second = [
         *checkfix.healthy(20, "code"),
         checkfix.completion("empty", "", reasoning="", thinking="on"),
-        checkfix.completion("dup", "The capital of France is Paris; this is web answer 3 "
-                            "with more words.", thinking="on", reasoning="r"),
+        checkfix.completion(
+            "dup",
+            "The capital of France is Paris; this is web answer 3 with more words.",
+            thinking="on",
+            reasoning="r",
+        ),
         checkfix.completion("cut", "Half an answ", finish="length", category="math"),
-    ]  # fmt: skip
+    ]
     run = checkfix.write_run(tmp_path / "run", first)
     checkfix.write_run(run, second, shard="00001.jsonl")
     with open(run / "completions" / "00001.jsonl", "a") as fh:
@@ -47,8 +51,9 @@ def run_of(tmp_path: Path) -> Path:
 
 
 def files_of(out: Path) -> dict[str, bytes]:
-    return {p.relative_to(out).as_posix(): p.read_bytes()
-            for p in sorted(out.rglob("*")) if p.is_file()}  # fmt: skip
+    return {
+        p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()
+    }
 
 
 @pytest.mark.parametrize(
@@ -61,10 +66,17 @@ def test_export_writes_the_same_bytes_with_one_or_two_workers(tmp_path, fmt, fil
     outs, summaries = [], []
     for name, workers in (("one", InProcess()), ("two", LocalWorkers(2, small=1))):
         out = tmp_path / name
-        request = ExportRequest([run], out, make_format(fmt), encoder=encoder,
-                                filters=Filters(drop_truncated=True), eval_fraction=0.3,
-                                file_type=file_type, judge=CardCheck({}),
-                                count_tokens=True)  # fmt: skip
+        request = ExportRequest(
+            [run],
+            out,
+            make_format(fmt),
+            encoder=encoder,
+            filters=Filters(drop_truncated=True),
+            eval_fraction=0.3,
+            file_type=file_type,
+            judge=CardCheck({}),
+            count_tokens=True,
+        )
         summary = export_run(request, workers=workers)
         outs.append(files_of(out / "data"))
         summaries.append({k: v for k, v in summary.to_json().items() if k not in SUMMARY_PATHS})
@@ -80,8 +92,9 @@ def test_check_reports_the_same_with_one_or_two_workers(tmp_path):
     reports, per_samples = [], []
     for name, workers in (("one", InProcess()), ("two", LocalWorkers(2, small=1))):
         per_sample = tmp_path / f"{name}.jsonl"
-        report = check_run([run], encoder, StatOptions(), {}, show=3, per_sample=per_sample,
-                           workers=workers)  # fmt: skip
+        report = check_run(
+            [run], encoder, StatOptions(), {}, show=3, per_sample=per_sample, workers=workers
+        )
         reports.append(report.to_json())
         per_samples.append(per_sample.read_bytes())
         assert [(c.id, rule) for c, _, rule in report.shown][:1] == [("empty", "degenerate")]
@@ -137,10 +150,19 @@ def test_check_and_export_on_ray_actors_are_one_process(tmp_path):
     tok = str(checkfix.qwen_style_dir())
     encoder = Encoder.of(checkfix.load("qwen"))
     here = check_run([run], encoder, StatOptions(), parse_limits(()), workers=InProcess())
-    export_run(ExportRequest([run], tmp_path / "here", make_format("tokenized"), encoder=encoder,
-                             filters=Filters(drop_truncated=True), eval_fraction=0.3,
-                             file_type="parquet", judge=CardCheck({})),
-               workers=InProcess())  # fmt: skip
+    export_run(
+        ExportRequest(
+            [run],
+            tmp_path / "here",
+            make_format("tokenized"),
+            encoder=encoder,
+            filters=Filters(drop_truncated=True),
+            eval_fraction=0.3,
+            file_type="parquet",
+            judge=CardCheck({}),
+        ),
+        workers=InProcess(),
+    )
     ray_tmp = tempfile.mkdtemp(prefix="rt", dir="/tmp")  # short: Ray's socket paths are long
     env = {**os.environ, "RAY_TMPDIR": ray_tmp, "RAY_USAGE_STATS_ENABLED": "0"}
     on_ray = ("--executor", "ray", "--workers", "2")
@@ -148,9 +170,21 @@ def test_check_and_export_on_ray_actors_are_one_process(tmp_path):
         report = tmp_path / "ray.json"
         done = regen_cli(env, "check", run, "--tokenizer", tok, "--json", report, *on_ray)
         assert done.returncode == 1, done.stdout + done.stderr[-3000:]  # the defects fail
-        done = regen_cli(env, "export", run, "-o", tmp_path / "ray", "--format", "tokenized",
-                         "--tokenizer", tok, "--val-fraction", "0.3", "--drop-truncated",
-                         *on_ray)  # fmt: skip
+        done = regen_cli(
+            env,
+            "export",
+            run,
+            "-o",
+            tmp_path / "ray",
+            "--format",
+            "tokenized",
+            "--tokenizer",
+            tok,
+            "--val-fraction",
+            "0.3",
+            "--drop-truncated",
+            *on_ray,
+        )
         assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     finally:
         shutil.rmtree(ray_tmp, ignore_errors=True)
@@ -160,5 +194,10 @@ def test_check_and_export_on_ray_actors_are_one_process(tmp_path):
 
 
 def regen_cli(env: dict[str, str], *args: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "regen", *map(str, args)], capture_output=True,
-                          text=True, timeout=240, env=env)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "regen", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+    )

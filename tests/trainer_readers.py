@@ -66,9 +66,18 @@ def axolotl_strategy(monkeypatch, tokenizer: Any) -> Any:
     from axolotl.prompt_strategies.chat_template import ChatTemplatePrompter, ChatTemplateStrategy
 
     prompter = ChatTemplatePrompter(
-        tokenizer, chat_template=tokenizer.chat_template, max_length=4096,
+        tokenizer,
+        chat_template=tokenizer.chat_template,
+        max_length=4096,
         message_property_mappings={"role": "from", "content": "value"},
-        field_messages="conversations", message_field_training="train",
-    )  # fmt: skip
-    return ChatTemplateStrategy(prompter, tokenizer, train_on_inputs=False, sequence_len=4096,
-                                roles_to_train=["assistant"], train_on_eos="turn")  # fmt: skip
+        field_messages="conversations",
+        message_field_training="train",
+    )
+    return ChatTemplateStrategy(
+        prompter,
+        tokenizer,
+        train_on_inputs=False,
+        sequence_len=4096,
+        roles_to_train=["assistant"],
+        train_on_eos="turn",
+    )

@@ -90,16 +90,25 @@ def batches(rows: Iterable[T], size: int = BATCH_ROWS) -> Iterator[list[T]]:
         yield batch
 
 
-def flat_map(workers: Workers | None, state: Any, work: Callable[[Any, list[T]], list[R]],
-             rows: Iterable[T], size: int = BATCH_ROWS) -> Iterator[R]:  # fmt: skip
+def flat_map(
+    workers: Workers | None,
+    state: Any,
+    work: Callable[[Any, list[T]], list[R]],
+    rows: Iterable[T],
+    size: int = BATCH_ROWS,
+) -> Iterator[R]:
     """Rows in batches to the workers (in this process when None), results row by row."""
     for results in (workers or InProcess()).map(state, work, batches(rows, size)):
         yield from results
 
 
-def flat_map_with_rows(workers: Workers | None, state: Any,
-                       work: Callable[[Any, list[T]], list[R]], rows: Iterable[T],
-                       size: int = BATCH_ROWS) -> Iterator[tuple[T, R]]:  # fmt: skip
+def flat_map_with_rows(
+    workers: Workers | None,
+    state: Any,
+    work: Callable[[Any, list[T]], list[R]],
+    rows: Iterable[T],
+    size: int = BATCH_ROWS,
+) -> Iterator[tuple[T, R]]:
     """The same, each result with its row: the batches handed out are held until their
     results are back (a few per worker), not the whole input."""
     sent: deque[list[T]] = deque()

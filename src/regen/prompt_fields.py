@@ -26,9 +26,21 @@ from typing import Any
 from regen.errors import InputError
 
 READ = frozenset(
-    {"id", "messages", "conversations", "prompt", "system", "tools", "sampling", "source",
-     "meta", "category", "samples", "model"}
-)  # fmt: skip
+    {
+        "id",
+        "messages",
+        "conversations",
+        "prompt",
+        "system",
+        "tools",
+        "sampling",
+        "source",
+        "meta",
+        "category",
+        "samples",
+        "model",
+    }
+)
 SAMPLING_SPELLINGS = frozenset({"temperature", "top_p", "top_k", "max_tokens", "seed", "thinking"})
 # The single-prompt columns `regen prepare --source` recognises without --format.
 PLAIN_PROMPT_KEYS = ("instruction", "query", "question", "prompt")

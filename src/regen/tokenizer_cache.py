@@ -50,8 +50,12 @@ def load_cached(gguf: Path) -> Any | None:
     try:
         return AutoTokenizer.from_pretrained(str(folder))
     except Exception as exc:  # the Rust tokenizer raises a bare Exception on a bad file
-        log.warning("the cached tokenizer %s does not load (%s): converting %s again",
-                    folder, exc, gguf.name)  # fmt: skip
+        log.warning(
+            "the cached tokenizer %s does not load (%s): converting %s again",
+            folder,
+            exc,
+            gguf.name,
+        )
         shutil.rmtree(folder, ignore_errors=True)
         return None
 
@@ -91,9 +95,18 @@ def same_tokenizer(a: Any, b: Any) -> bool:
     def facts(tok: Any) -> tuple:
         specials = {i: (str(t), t.special) for i, t in tok.added_tokens_decoder.items()}
         ids = tok.backend_tokenizer.encode(probe, add_special_tokens=False).ids
-        return (tok.get_vocab(), specials, tok.all_special_ids, tok.chat_template, ids,
-                tok(probe)["input_ids"],
-                tok.bos_token, tok.eos_token, tok.pad_token, tok.is_fast)  # fmt: skip
+        return (
+            tok.get_vocab(),
+            specials,
+            tok.all_special_ids,
+            tok.chat_template,
+            ids,
+            tok(probe)["input_ids"],
+            tok.bos_token,
+            tok.eos_token,
+            tok.pad_token,
+            tok.is_fast,
+        )
 
     return facts(a) == facts(b)
 

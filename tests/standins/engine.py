@@ -66,10 +66,13 @@ def serve(args: list[str], module: str = "") -> None:
     seconds_per_token = float(os.environ.get("STANDIN_SECONDS_PER_TOKEN", "0"))
     dialect = next((d for d in ("sglang", "vllm") if module.startswith(d)), None)
     behaviour = Behaviour(
-        model=model, answer=_mortal_answer(), seconds_per_token=seconds_per_token,
-        dialect=dialect, api_key=_api_key(args, dialect),
+        model=model,
+        answer=_mortal_answer(),
+        seconds_per_token=seconds_per_token,
+        dialect=dialect,
+        api_key=_api_key(args, dialect),
         deterministic="--enable-deterministic-inference" in args,
-    )  # fmt: skip
+    )
     server = FakeServer(behaviour, port=port)
 
     async def run() -> None:

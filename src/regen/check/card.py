@@ -22,13 +22,15 @@ class CardCheck:
 
     limits: dict[str, float | None]
 
-    def judge(self, completion: Completion, enc: Encoded, specials: frozenset[int],
-              degenerate_at: int) -> SampleResult:  # fmt: skip
+    def judge(
+        self, completion: Completion, enc: Encoded, specials: frozenset[int], degenerate_at: int
+    ) -> SampleResult:
         return result_of(completion, enc, specials, degenerate_at, enc.flags)
 
     def verdict(self, degenerate_at: int) -> CardTally:
-        return CardTally(Tally(StatOptions(degenerate_at=degenerate_at), per_sample=None),
-                         self.limits)  # fmt: skip
+        return CardTally(
+            Tally(StatOptions(degenerate_at=degenerate_at), per_sample=None), self.limits
+        )
 
 
 @dataclass

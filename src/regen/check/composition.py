@@ -41,10 +41,12 @@ class Mix:
     def shares(self) -> dict[str, dict[str, float]]:
         a, b = sum(self.expected.values()) or 1, sum(self.completed.values()) or 1
         return {
-            n: {"prompts": round(self.expected[n] / a, 4),
-                "completions": round(self.completed[n] / b, 4)}
+            n: {
+                "prompts": round(self.expected[n] / a, 4),
+                "completions": round(self.completed[n] / b, 4),
+            }
             for n in sorted(set(self.expected) | set(self.completed))
-        }  # fmt: skip
+        }
 
 
 @dataclass

@@ -45,13 +45,19 @@ class TraceReport:
         return {
             "verdict": "pass" if self.passed else "fail",
             "prompt_file": self.path,
-            "rule": RULE, "max_fraction": self.max_fraction, "fraction": self.fraction,
-            "prompts": self.prompts, "unreadable_lines": self.unreadable,
-            "broken": sum(self.broken.values()), "kinds": dict(self.kinds),
-            "sources": {s: {"prompts": n, "broken": self.broken[s]}
-                        for s, n in sorted(self.per_source.items())},
+            "rule": RULE,
+            "max_fraction": self.max_fraction,
+            "fraction": self.fraction,
+            "prompts": self.prompts,
+            "unreadable_lines": self.unreadable,
+            "broken": sum(self.broken.values()),
+            "kinds": dict(self.kinds),
+            "sources": {
+                s: {"prompts": n, "broken": self.broken[s]}
+                for s, n in sorted(self.per_source.items())
+            },
             "examples": self.examples,
-        }  # fmt: skip
+        }
 
     def lines(self) -> list[str]:
         mark = "PASS" if self.passed else "FAIL"

@@ -42,22 +42,24 @@ def render_html(
     verdict = data["verdict"]
     overall = data["overall"]
     failed = ", ".join(data["failed_rules"]) or "none"
-    return "".join([
-        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>regen check report</title>",
-        f"<style>{STYLE}</style></head><body><h1>regen check</h1>",
-        f"<p id='verdict' class='{verdict}'><b>Verdict: {verdict.upper()}</b>",
-        f" (failed rules: {escape(failed)}) - {overall['samples']} samples</p>",
-        _about(about or {}),
-        _rules_table(data["rules"]),
-        _failing(report),
-        f"<div class='plots'>{''.join(_charts(report))}</div>",
-        "<h2>By source</h2>",
-        _groups_table({**data["sources"], "(overall)": overall}),
-        _composition(data["composition"]),
-        acceptance,
-        _errors(data["error_examples"]),
-        "</body></html>",
-    ])  # fmt: skip
+    return "".join(
+        [
+            "<!DOCTYPE html><html><head><meta charset='utf-8'><title>regen check report</title>",
+            f"<style>{STYLE}</style></head><body><h1>regen check</h1>",
+            f"<p id='verdict' class='{verdict}'><b>Verdict: {verdict.upper()}</b>",
+            f" (failed rules: {escape(failed)}) - {overall['samples']} samples</p>",
+            _about(about or {}),
+            _rules_table(data["rules"]),
+            _failing(report),
+            f"<div class='plots'>{''.join(_charts(report))}</div>",
+            "<h2>By source</h2>",
+            _groups_table({**data["sources"], "(overall)": overall}),
+            _composition(data["composition"]),
+            acceptance,
+            _errors(data["error_examples"]),
+            "</body></html>",
+        ]
+    )
 
 
 def _charts(report: CheckReport) -> list[str]:

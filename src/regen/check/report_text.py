@@ -10,8 +10,10 @@ from regen.finished.record import sample_label
 
 def render_text(report: CheckReport) -> str:
     data = report.to_json()
-    lines = [f"regen check: {data['overall']['samples']} samples, "
-             f"{len(data['sources'])} source(s)", ""]  # fmt: skip
+    lines = [
+        f"regen check: {data['overall']['samples']} samples, {len(data['sources'])} source(s)",
+        "",
+    ]
     for name, group in data["sources"].items():
         lines += [f"== source {name}", *_group_lines(group), ""]
     lines += ["== overall", *_group_lines(data["overall"]), ""]

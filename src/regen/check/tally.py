@@ -66,8 +66,9 @@ class Tally:
     def __post_init__(self) -> None:
         self.overall = Group(self.opts)
 
-    def add(self, result: SampleResult, fetch: Fetch | None = None, *,
-            readable: bool = True) -> None:  # fmt: skip
+    def add(
+        self, result: SampleResult, fetch: Fetch | None = None, *, readable: bool = True
+    ) -> None:
         """One sample's result; `readable`: the line was a completion (the composition counts
         it); `fetch` gives the sample and its encoding if `--show` keeps it."""
         self.overall.add(result)
@@ -98,8 +99,11 @@ class Tally:
         return names
 
     def _keep(self, result: SampleResult, fetch: Fetch) -> None:
-        wanted = [n for n in ["(first)", *self.rules_broken(result)]
-                  if len(self.failing.get(n, [])) < self.show]  # fmt: skip
+        wanted = [
+            n
+            for n in ["(first)", *self.rules_broken(result)]
+            if len(self.failing.get(n, [])) < self.show
+        ]
         shown = fetch() if wanted else None
         for name in wanted if shown is not None else ():
             self.failing.setdefault(name, []).append(shown)
@@ -124,11 +128,20 @@ class Tally:
         """The verdict over everything fed so far."""
         if not self.overall.samples:
             raise ConfigError("no completions to check", hint="is the generate run empty?")
-        settings = {"template_tokens": encoder.template_tokens, "supervise": encoder.supervise,
-                    **self.opts.__dict__}  # fmt: skip
+        settings = {
+            "template_tokens": encoder.template_tokens,
+            "supervise": encoder.supervise,
+            **self.opts.__dict__,
+        }
         dirs = list(output_dirs)
         composition = compare(dirs, self.completed) if dirs else None
         outcomes = judge(self.overall, limits, composition)
-        return CheckReport(self.overall, self.sources, outcomes=outcomes, settings=settings,
-                           error_examples=self.examples,
-                           shown=self.shown(outcomes), composition=composition)  # fmt: skip
+        return CheckReport(
+            self.overall,
+            self.sources,
+            outcomes=outcomes,
+            settings=settings,
+            error_examples=self.examples,
+            shown=self.shown(outcomes),
+            composition=composition,
+        )

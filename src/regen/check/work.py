@@ -56,5 +56,11 @@ def judge_one(job: CheckJob, completion: Completion, enc: Encoded | InputError) 
             matched = None if stored is None else agrees(stored, enc)
         except InputError:
             matched = False
-    return result_of(completion, enc, specials=encoder.specials, degenerate_at=job.degenerate_at,
-                     template_flags=enc.flags, stored_agree=matched)
+    return result_of(
+        completion,
+        enc,
+        specials=encoder.specials,
+        degenerate_at=job.degenerate_at,
+        template_flags=enc.flags,
+        stored_agree=matched,
+    )

@@ -82,9 +82,22 @@ HTML_SAMPLES = 10  # failing samples per rule the HTML report lists
     help="Print N samples with supervised tokens marked: samples of the failing rules first.",
 )
 @worker_options
-def check(output_dirs, tokenizer, chat_template, template_tokens, supervise, max_length,
-          degenerate_at, min_run, limits, json_path, html_path, per_sample,
-          show, **spread) -> None:  # fmt: skip
+def check(
+    output_dirs,
+    tokenizer,
+    chat_template,
+    template_tokens,
+    supervise,
+    max_length,
+    degenerate_at,
+    min_run,
+    limits,
+    json_path,
+    html_path,
+    per_sample,
+    show,
+    **spread,
+) -> None:
     """Tokenise the runs RUN... with the target's template, report, and exit 1 if a rule fails.
     A prompt file in place of the runs: check its tool traces (no tokenizer needed)."""
     thresholds = parse_limits(limits)
@@ -96,14 +109,22 @@ def check(output_dirs, tokenizer, chat_template, template_tokens, supervise, max
             report_file.check_writable()  # before the work, not once the report is built
     if not tokenizer:  # required, but the message can name the run's own model
         raise ConfigError("check needs the target's tokenizer", hint=tokenizer_hint(output_dirs))
-    encoder = Encoder.load(tokenizer, chat_template=chat_template,
-                           template_tokens=template_tokens, supervise=supervise)  # fmt: skip
+    encoder = Encoder.load(
+        tokenizer, chat_template=chat_template, template_tokens=template_tokens, supervise=supervise
+    )
     opts = StatOptions(degenerate_at=degenerate_at, min_run=min_run, max_length=max_length)
     kept = max(show, HTML_SAMPLES if html_path else 0)  # the HTML lists failing samples too
     with row_progress("check") as on_row, local_file(per_sample) as per_sample_path:
-        report = check_run(output_dirs, encoder, opts, thresholds, show=kept,
-                           per_sample=per_sample_path, on_row=on_row,
-                           workers=workers_of(spread))  # fmt: skip
+        report = check_run(
+            output_dirs,
+            encoder,
+            opts,
+            thresholds,
+            show=kept,
+            per_sample=per_sample_path,
+            on_row=on_row,
+            workers=workers_of(spread),
+        )
     color = sys.stdout.isatty()
     for completion, enc, rules in by_sample(report.shown[:show]):
         click.echo(render_sample(completion, enc, color=color, rule=", ".join(rules)) + "\n")
@@ -118,8 +139,9 @@ def check(output_dirs, tokenizer, chat_template, template_tokens, supervise, max
     sys.exit(0 if report.passed else 1)  # 1: a rule failed (a write that failed exits 6)
 
 
-def check_prompt_file(path: str, thresholds: dict, json_path: Destination | None,
-                      per_sample: Destination | None) -> None:  # fmt: skip
+def check_prompt_file(
+    path: str, thresholds: dict, json_path: Destination | None, per_sample: Destination | None
+) -> None:
     """`regen check prompts.jsonl`: only the tool-trace rule applies before a run."""
     limit = thresholds.get(RULE, 0.0)
     with (

@@ -73,8 +73,9 @@ OTHER_NAMES = {"axolotl": AXOLOTL, "llama-factory": LLAMA_FACTORY, "llamafactory
 )
 @selection_options
 @dataset_options
-@click.option("--merge-into", type=InputPath(buckets=True),
-              help="An earlier export to add these samples to.")  # fmt: skip
+@click.option(
+    "--merge-into", type=InputPath(buckets=True), help="An earlier export to add these samples to."
+)
 @click.option("--report", type=OutputPath("file"), help="Write the export summary as JSON here.")
 @click.option(
     "--max-file-mb",
@@ -137,8 +138,17 @@ def _merged(merge_into: str | Path | None, out: Destination, folder: Path) -> Pa
     )
 
 
-def _export(output_dirs, out: Path, named: Destination, merge_into: Path | None, fmt, file_type,
-            reasoning, overwrite, **o) -> tuple[ExportSummary, dict]:  # fmt: skip
+def _export(
+    output_dirs,
+    out: Path,
+    named: Destination,
+    merge_into: Path | None,
+    fmt,
+    file_type,
+    reasoning,
+    overwrite,
+    **o,
+) -> tuple[ExportSummary, dict]:
     encoder = _encoder(output_dirs, fmt, o)
     filters = Filters(
         o["drop_degenerate"], o["drop_truncated"], o["min_supervised_tokens"], o["degenerate_at"]

@@ -142,36 +142,57 @@ STAGING = "the shards wait there, on this machine, for their upload"
     "every file of the run goes there.",
 )
 @option(
-    "--staging-dir", type=OutputPath("folder", local=STAGING), metavar="DIR", group=OUTPUT,
+    "--staging-dir",
+    type=OutputPath("folder", local=STAGING),
+    metavar="DIR",
+    group=OUTPUT,
     to="output.staging_dir",
     help="With a bucket RUN: local staging for shards not yet uploaded "
     "[~/.cache/regen/staging/<hash of the URL>].",
-)  # fmt: skip
+)
 @option(
-    "--upload-interval", type=float, default=300, show_default=True, group=OUTPUT,
+    "--upload-interval",
+    type=float,
+    default=300,
+    show_default=True,
+    group=OUTPUT,
     to="output.upload_interval",
     help="With a bucket RUN: seconds after which an open shard is sealed and uploaded.",
-)  # fmt: skip
+)
 @option(
-    "--staging-limit-mb", type=int, default=4096, show_default=True, group=OUTPUT,
-    to="output.upload.staging_limit_bytes", into=lambda mb: mb << 20,
+    "--staging-limit-mb",
+    type=int,
+    default=4096,
+    show_default=True,
+    group=OUTPUT,
+    to="output.upload.staging_limit_bytes",
+    into=lambda mb: mb << 20,
     help="With a bucket RUN: pause requests while this much waits to be uploaded.",
-)  # fmt: skip
+)
 @option(
-    "--shard", metavar="I/N", group=SCALE, to="part",
+    "--shard",
+    metavar="I/N",
+    group=SCALE,
+    to="part",
     into=lambda text: parse_part(text) if text else part_from_env(),
     help="Do part I of N (a stable split by prompt id; N processes share one RUN) "
     "[from SLURM_ARRAY_TASK_ID/_COUNT, or JOB_COMPLETION_INDEX + REGEN_SHARD_COUNT].",
-)  # fmt: skip
+)
 @option(
-    "--executor", type=click.Choice(list(EXECUTORS)), default="local", show_default=True,
-    group=SCALE, help="ray: run --shards N parts as Ray tasks (a dead task is retried).",
-)  # fmt: skip
+    "--executor",
+    type=click.Choice(list(EXECUTORS)),
+    default="local",
+    show_default=True,
+    group=SCALE,
+    help="ray: run --shards N parts as Ray tasks (a dead task is retried).",
+)
 @option("--shards", type=int, metavar="N", group=SCALE, help="With --executor ray: parts.")
 @option(
-    "--ray-address", metavar="ADDR", group=SCALE,
+    "--ray-address",
+    metavar="ADDR",
+    group=SCALE,
     help="With --executor ray: the cluster [default: a new local one].",
-)  # fmt: skip
+)
 @option(
     "--compress",
     is_flag=True,

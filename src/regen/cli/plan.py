@@ -30,18 +30,35 @@ PLAN = "Plan"
 
 
 @click.command(cls=Command)
-@option("--prompts", metavar="FILE", group=INPUT, to="input.prompts",
-        help="The prompt file of the run to plan.")  # fmt: skip
+@option(
+    "--prompts",
+    metavar="FILE",
+    group=INPUT,
+    to="input.prompts",
+    help="The prompt file of the run to plan.",
+)
 @work_shape_options
 @fleet_options
 @request_options
 @sampling_options
 @option("--sample", type=int, group=PLAN, help="Prompts to calibrate on [max(100, 2 x slots)].")
-@option("--sample-seed", type=int, default=0, show_default=True, group=PLAN,
-        help="Seed of the calibration sample.")  # fmt: skip
+@option(
+    "--sample-seed",
+    type=int,
+    default=0,
+    show_default=True,
+    group=PLAN,
+    help="Seed of the calibration sample.",
+)
 @option("--gpu-hour-cost", type=float, metavar="USD", group=PLAN, help="Price per GPU-hour.")
-@option("--gpus-per-server", type=int, default=1, show_default=True, group=PLAN,
-        help="GPUs each server holds (for the cost).")  # fmt: skip
+@option(
+    "--gpus-per-server",
+    type=int,
+    default=1,
+    show_default=True,
+    group=PLAN,
+    help="GPUs each server holds (for the cost).",
+)
 @option("--sweep", is_flag=True, group=PLAN, help="Try a few concurrencies; recommend one.")
 @option("--sweep-levels", metavar="N,N,...", group=PLAN, help="Concurrencies for --sweep.")
 @option(
@@ -58,7 +75,7 @@ PLAN = "Plan"
     help="Keep the calibration answers as the first records of this run.",
 )
 @option("--json", "as_json", is_flag=True, group=OUTPUT, help="Machine-readable output.")
-def plan(**opts) -> None:  # fmt: skip
+def plan(**opts) -> None:
     """Estimate wall time, output tokens and cost of a run from a calibration sample of its
     prompts, on its fleet, with its flags (or of the rest of a run with --from-run)."""
     pricing = Pricing(opts["gpu_hour_cost"], opts["gpus_per_server"])
@@ -81,9 +98,13 @@ def plan(**opts) -> None:  # fmt: skip
         _emit(result.to_json(), render.sweep_lines, opts["as_json"])
         return
     estimate = run_plan(
-        config, sample_size=opts["sample"], sample_seed=opts["sample_seed"], pricing=pricing,
-        keep=opts["output_dir"] is not None, report=report,
-    )  # fmt: skip
+        config,
+        sample_size=opts["sample"],
+        sample_seed=opts["sample_seed"],
+        pricing=pricing,
+        keep=opts["output_dir"] is not None,
+        report=report,
+    )
     _emit(estimate.to_json(), lambda d: render.plan_lines(d, str(opts["prompts"])), opts["as_json"])
 
 

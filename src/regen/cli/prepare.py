@@ -20,8 +20,9 @@ MOSTLY_REJECTED = 0.5  # a source that loses this share or more to rejects fails
 
 
 @click.command(cls=Command)
-@click.argument("recipe", required=False, type=InputPath(buckets=True, dir_okay=False),
-                metavar="[RECIPE]")  # fmt: skip
+@click.argument(
+    "recipe", required=False, type=InputPath(buckets=True, dir_okay=False), metavar="[RECIPE]"
+)
 @click.option(
     "--output",
     "-o",
@@ -71,10 +72,12 @@ def prepare(
         )
     base = load_recipe(recipe) if recipe else Recipe(sources=())
     extra = tuple(
-        replace(parse_source({"path": p, "format": fmt, **_ask(total)}, f"--source {p}"),
-                from_flags=True)
+        replace(
+            parse_source({"path": p, "format": fmt, **_ask(total)}, f"--source {p}"),
+            from_flags=True,
+        )
         for p in sources
-    )  # fmt: skip
+    )
     merged = base.with_overrides(
         sources=base.sources + extra,
         total=total,
@@ -87,15 +90,23 @@ def prepare(
     log = lambda line: click.echo(line, err=True)  # noqa: E731
     with row_progress("prepare") as on_row:
         # prepare stages and publishes its three files itself (storage.publish.staged)
-        result = run_prepare(merged, output.where, rejects=rejects and rejects.where,
-                             report=report and report.where, log=log, on_row=on_row)  # fmt: skip
+        result = run_prepare(
+            merged,
+            output.where,
+            rejects=rejects and rejects.where,
+            report=report and report.where,
+            log=log,
+            on_row=on_row,
+        )
     click.echo(result.render())
     halved = [s["name"] for s in result.data["sources"] if rejected_share(s) >= MOSTLY_REJECTED]
     if halved:  # written and kept, but no success: a script must not go on as if it were
         click.secho(
             f"Error: half or more of the records of {', '.join(halved)} were rejected; "
-            f"the reasons are in the rejects file", fg="red", err=True,
-        )  # fmt: skip
+            f"the reasons are in the rejects file",
+            fg="red",
+            err=True,
+        )
         sys.exit(InputFileError.exit_code)
 
 

@@ -41,9 +41,14 @@ class RowBar:
     def __init__(self, verb: str, console: Console) -> None:
         self.verb = verb
         self.bar = Progress(
-            SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), RowRate(),
-            TimeElapsedColumn(), console=console, auto_refresh=False,
-        )  # fmt: skip
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            RowRate(),
+            TimeElapsedColumn(),
+            console=console,
+            auto_refresh=False,
+        )
         self.label: str | None = None
         self.task: TaskID | None = None
         self.count = 0

@@ -34,39 +34,71 @@ DEFAULT_SAMPLE = 200
 
 @click.command(cls=Command)
 @click.argument("run", metavar="RUN", type=OutputPath("run"))  # RUN/score is written
-@option("--draft", "drafts", multiple=True, metavar="D",
-        help="A .gguf draft model, a folder (a Hugging Face draft model or a speculators "
-        "EAGLE-3 or DFlash checkpoint), `ngram` (model-free baseline) or `embedded` (the demo "
-        "model). Repeat to compare drafts side by side.")  # fmt: skip
-@option("--target-model", metavar="M",
-        help="The target, loaded here: `embedded`, a .gguf or a Hugging Face folder. An EAGLE-3 "
-        "or DFlash draft reads its hidden states (a folder or `embedded`) [default: the "
-        "verifier the checkpoint names]; a GGUF draft that samples gets its probability of "
-        "each answer token at the run's temperature, top-k and top-p from one teacher-forced "
-        "pass (a .gguf or `embedded`), for sampled rows the run kept no such logprobs "
-        "for.")  # fmt: skip
-@option("--ngram-lookup", metavar="MIN-MAX",
-        help="The n-gram draft's shortest and longest lookup (vLLM's prompt_lookup_min/max) "
-        "[default: what the run's `regen serve` fleet speculated with, else vLLM's "
-        "5-5].")  # fmt: skip
-@option("--draft-servers", multiple=True, multi_value=True, metavar="URL...",
-        help="Servers of a draft that return prompt log-probs (vLLM /v1/completions, "
-        "SGLang /generate); retried and balanced like generate's fleet.")  # fmt: skip
-@option("--draft-api", type=click.Choice(["vllm", "sglang"]), default="vllm", show_default=True,
-        help="How --draft-servers are asked for prompt log-probs.")  # fmt: skip
-@option("--api-key-env", metavar="VAR",
-        help="Read the --draft-servers' API key from this variable [default: OPENAI_API_KEY "
-        "when set].")  # fmt: skip
-@option("--from-engine", is_flag=True,
-        help="No draft: tabulate in RUN/score/engine/ the acceptance the serving engine "
-        "(vLLM or SGLang) reported per answer, as generate kept it.")  # fmt: skip
-@option("--replay-servers", multiple=True, multi_value=True, metavar="URL...",
-        help="No draft: send the run's prompts at temperature 0 to these spec-decoding servers "
-        "and tabulate their per-request acceptance (writes RUN/score/replay/).")  # fmt: skip
+@option(
+    "--draft",
+    "drafts",
+    multiple=True,
+    metavar="D",
+    help="A .gguf draft model, a folder (a Hugging Face draft model or a speculators "
+    "EAGLE-3 or DFlash checkpoint), `ngram` (model-free baseline) or `embedded` (the demo "
+    "model). Repeat to compare drafts side by side.",
+)
+@option(
+    "--target-model",
+    metavar="M",
+    help="The target, loaded here: `embedded`, a .gguf or a Hugging Face folder. An EAGLE-3 "
+    "or DFlash draft reads its hidden states (a folder or `embedded`) [default: the "
+    "verifier the checkpoint names]; a GGUF draft that samples gets its probability of "
+    "each answer token at the run's temperature, top-k and top-p from one teacher-forced "
+    "pass (a .gguf or `embedded`), for sampled rows the run kept no such logprobs "
+    "for.",
+)
+@option(
+    "--ngram-lookup",
+    metavar="MIN-MAX",
+    help="The n-gram draft's shortest and longest lookup (vLLM's prompt_lookup_min/max) "
+    "[default: what the run's `regen serve` fleet speculated with, else vLLM's "
+    "5-5].",
+)
+@option(
+    "--draft-servers",
+    multiple=True,
+    multi_value=True,
+    metavar="URL...",
+    help="Servers of a draft that return prompt log-probs (vLLM /v1/completions, "
+    "SGLang /generate); retried and balanced like generate's fleet.",
+)
+@option(
+    "--draft-api",
+    type=click.Choice(["vllm", "sglang"]),
+    default="vllm",
+    show_default=True,
+    help="How --draft-servers are asked for prompt log-probs.",
+)
+@option(
+    "--api-key-env",
+    metavar="VAR",
+    help="Read the --draft-servers' API key from this variable [default: OPENAI_API_KEY when set].",
+)
+@option(
+    "--from-engine",
+    is_flag=True,
+    help="No draft: tabulate in RUN/score/engine/ the acceptance the serving engine "
+    "(vLLM or SGLang) reported per answer, as generate kept it.",
+)
+@option(
+    "--replay-servers",
+    multiple=True,
+    multi_value=True,
+    metavar="URL...",
+    help="No draft: send the run's prompts at temperature 0 to these spec-decoding servers "
+    "and tabulate their per-request acceptance (writes RUN/score/replay/).",
+)
 @option("--model", help="The model name to ask --replay-servers for [default: theirs].")
-@option("--tokenizer",
-        help="Target tokenizer: directory, .gguf file, hub name, or `embedded` (needed with "
-        "a draft).")  # fmt: skip
+@option(
+    "--tokenizer",
+    help="Target tokenizer: directory, .gguf file, hub name, or `embedded` (needed with a draft).",
+)
 @option("--chat-template", help="Jinja file that overrides the tokenizer's chat template.")
 @option(
     "--by",
@@ -75,31 +107,87 @@ DEFAULT_SAMPLE = 200
     show_default=True,
     help="Group rows by prepare's category, source dataset, turns or answer length.",
 )
-@option("--sample", type=int, default=DEFAULT_SAMPLE, show_default=True,
-        help="Rows scored per group (seeded, the same rows every time).")  # fmt: skip
+@option(
+    "--sample",
+    type=int,
+    default=DEFAULT_SAMPLE,
+    show_default=True,
+    help="Rows scored per group (seeded, the same rows every time).",
+)
 @option("--all", "score_all", is_flag=True, help="Score every row instead of a sample.")
 @option("--seed", type=int, default=0, show_default=True)
-@option("--holdout", type=float, metavar="F",
-        help="The held-out split `export --holdout F` wrote (drawn again here from the run's "
-        "prompt ids, per category): score only --split's rows.")  # fmt: skip
-@option("--holdout-seed", type=int, default=0, show_default=True,
-        help="The seed the export's --holdout-seed named.")  # fmt: skip
-@option("--split", type=click.Choice(SPLITS), default=None,
-        help="Which side of --holdout to score [default: holdout].")  # fmt: skip
-@option("--k", "k_spec", default="1-8", show_default=True, metavar="K",
-        help="Draft lengths to report: 3, 1-8 or 2,4,8.")  # fmt: skip
-@option("--baseline", type=InputPath(exists=True, dir_okay=False),
-        help="An earlier score.json: the same rows, paired, before and after.")  # fmt: skip
+@option(
+    "--holdout",
+    type=float,
+    metavar="F",
+    help="The held-out split `export --holdout F` wrote (drawn again here from the run's "
+    "prompt ids, per category): score only --split's rows.",
+)
+@option(
+    "--holdout-seed",
+    type=int,
+    default=0,
+    show_default=True,
+    help="The seed the export's --holdout-seed named.",
+)
+@option(
+    "--split",
+    type=click.Choice(SPLITS),
+    default=None,
+    help="Which side of --holdout to score [default: holdout].",
+)
+@option(
+    "--k",
+    "k_spec",
+    default="1-8",
+    show_default=True,
+    metavar="K",
+    help="Draft lengths to report: 3, 1-8 or 2,4,8.",
+)
+@option(
+    "--baseline",
+    type=InputPath(exists=True, dir_okay=False),
+    help="An earlier score.json: the same rows, paired, before and after.",
+)
 @option("--threads", type=int, default=2, show_default=True, help="CPU threads of a GGUF draft.")
 @option("--json", "as_json", is_flag=True, help="Print the report as JSON (for scripts).")
-@option("-o", "--output-dir", "out", type=OutputPath("folder"), metavar="DIR",
-        help="Write the score here instead of RUN/score (a run that cannot be written); a "
-        "later score with the same DIR resumes from its rows.")  # fmt: skip
+@option(
+    "-o",
+    "--output-dir",
+    "out",
+    type=OutputPath("folder"),
+    metavar="DIR",
+    help="Write the score here instead of RUN/score (a run that cannot be written); a "
+    "later score with the same DIR resumes from its rows.",
+)
 @worker_options
-def score(run, drafts, target_model, ngram_lookup, draft_servers, draft_api, api_key_env,
-          from_engine, replay_servers, model, tokenizer, chat_template, by, sample, score_all,
-          seed, holdout, holdout_seed, split, k_spec, baseline, threads, as_json, out,
-          **spread) -> None:  # fmt: skip
+def score(
+    run,
+    drafts,
+    target_model,
+    ngram_lookup,
+    draft_servers,
+    draft_api,
+    api_key_env,
+    from_engine,
+    replay_servers,
+    model,
+    tokenizer,
+    chat_template,
+    by,
+    sample,
+    score_all,
+    seed,
+    holdout,
+    holdout_seed,
+    split,
+    k_spec,
+    baseline,
+    threads,
+    as_json,
+    out,
+    **spread,
+) -> None:
     """Score RUN's answers with a draft: tokens accepted per verify step, per group.
 
     Writes RUN/score/, or --output-dir (score.json, score.txt and each draft's per-row
@@ -139,8 +227,15 @@ def score(run, drafts, target_model, ngram_lookup, draft_servers, draft_api, api
         for note in (line for d in opened for line in getattr(d, "notes", ())):
             click.echo(note, err=True)  # e.g. the layers an EAGLE-3 head reads
         workers = workers_of(spread, per_worker=threads)  # a GGUF draft runs --threads each
-        report = score_run(run, with_target(opened, target), encoder, settings, folder,
-                           on_row=on_row, workers=workers)  # fmt: skip
+        report = score_run(
+            run,
+            with_target(opened, target),
+            encoder,
+            settings,
+            folder,
+            on_row=on_row,
+            workers=workers,
+        )
         if baseline:
             report.attach_baseline(baseline)
         json_path, text_path = write_report(report, folder)
@@ -150,8 +245,13 @@ def score(run, drafts, target_model, ngram_lookup, draft_servers, draft_api, api
     require_scored(report)  # a draft with no row scored: exit 3, with the reasons and the fix
 
 
-def _from_engine(run: str, selection: Selection, fleet: ReplayFleet | None, as_json: bool,
-                 out: Destination | None) -> None:  # fmt: skip
+def _from_engine(
+    run: str,
+    selection: Selection,
+    fleet: ReplayFleet | None,
+    as_json: bool,
+    out: Destination | None,
+) -> None:
     """The engine's own acceptance: of the run's answers, or of a replay of its prompts."""
     with score_folder(run, out) as folder:
         if fleet is None:
@@ -161,5 +261,6 @@ def _from_engine(run: str, selection: Selection, fleet: ReplayFleet | None, as_j
         json_path, text_path = write_report(report, folder / where)
     click.echo(json_path.read_text() if as_json else render_text(report))
     if not as_json:
-        click.echo(f"\nwritten: {score_where(run, out)}/{where}/{json_path.name} and "
-                   f"{text_path.name}")  # fmt: skip
+        click.echo(
+            f"\nwritten: {score_where(run, out)}/{where}/{json_path.name} and {text_path.name}"
+        )

@@ -12,10 +12,11 @@ from regen.errors import ConfigError
 from regen.fleet.embedded import EMBEDDED_MODEL_NAME
 from regen.serve.control import fleet_status, stop_fleet
 from regen.serve.cpus import usable_cores
+from regen.serve.engine_python import default_python
 from regen.serve.fleetfile import FleetFile
 from regen.serve.gpus import parse_gpu_list
 from regen.serve.hf_model import embedded_model
-from regen.serve.launch import ServeSpec, default_python
+from regen.serve.launch import ServeSpec
 from regen.serve.run import serve as run_serve
 from regen.serve.spec_metrics import with_spec_metrics
 
@@ -27,32 +28,56 @@ LOADED_HERE = "the servers of this machine load the model from there"
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--engine", type=click.Choice(["sglang", "vllm", "llamacpp"]), help="Server engine.")
 @click.option("--model", help="Model path or hub name; `embedded`: the demo SmolLM2 GGUF.")
-@click.option("--fleet", "fleet_path", type=OutputPath("file", local=READ_BACK),
-              help="FLEET.json to write.")  # fmt: skip
+@click.option(
+    "--fleet", "fleet_path", type=OutputPath("file", local=READ_BACK), help="FLEET.json to write."
+)
 @click.option("--gpus", help="GPUs to use, e.g. 0-7 or 0,1,2,3 [default: all nvidia-smi sees].")
 @click.option("--gpus-per-server", type=int, default=1, show_default=True, help="Tensor parallel.")
-@click.option("--device", type=click.Choice(["gpu", "cpu"]),
-              help="Where the engine runs [vllm, sglang: gpu; llamacpp: cpu].")  # fmt: skip
+@click.option(
+    "--device",
+    type=click.Choice(["gpu", "cpu"]),
+    help="Where the engine runs [vllm, sglang: gpu; llamacpp: cpu].",
+)
 @click.option("--replicas", type=int, default=1, show_default=True, help="CPU servers.")
 @click.option("--port-base", type=int, help="First port; server k gets port-base+k [free ports].")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
 @click.option("--served-model-name", help="Name clients request [model's name].")
-@click.option("--python", help="Python with the engine [vllm: ./.venv-vllm's if there; else "
-              "regen's].")  # fmt: skip
+@click.option(
+    "--python", help="Python with the engine [vllm: ./.venv-vllm's if there; else regen's]."
+)
 @click.option("--threads", type=int, help="CPU cores per replica [the CPUs / replicas].")
-@click.option("--kv-cache-gib", type=int,
-              help="vLLM on CPU: KV cache per replica [$VLLM_CPU_KVCACHE_SPACE, else 4 or less "
-              "to fit memory].")  # fmt: skip
+@click.option(
+    "--kv-cache-gib",
+    type=int,
+    help="vLLM on CPU: KV cache per replica [$VLLM_CPU_KVCACHE_SPACE, else 4 or less "
+    "to fit memory].",
+)
 @click.option("--context", type=int, help="Context length passed to the engine.")
-@click.option("--copy-model-to", type=OutputPath("folder", local=LOADED_HERE),
-              help="Copy first, e.g. /dev/shm.")  # fmt: skip
-@click.option("--max-gpu-memory-used", type=float, default=0.1, show_default=True,
-              help="A GPU with more of its memory in use counts as busy.")  # fmt: skip
-@click.option("--startup-timeout", type=float, default=900, show_default=True,
-              help="Seconds for every server to answer a first completion.")  # fmt: skip
-@click.option("--api-key-env", metavar="VAR",
-              help="Variable holding the servers' API key [key after --, else VLLM_API_KEY "
-              "(vLLM), else OPENAI_API_KEY].")  # fmt: skip
+@click.option(
+    "--copy-model-to",
+    type=OutputPath("folder", local=LOADED_HERE),
+    help="Copy first, e.g. /dev/shm.",
+)
+@click.option(
+    "--max-gpu-memory-used",
+    type=float,
+    default=0.1,
+    show_default=True,
+    help="A GPU with more of its memory in use counts as busy.",
+)
+@click.option(
+    "--startup-timeout",
+    type=float,
+    default=900,
+    show_default=True,
+    help="Seconds for every server to answer a first completion.",
+)
+@click.option(
+    "--api-key-env",
+    metavar="VAR",
+    help="Variable holding the servers' API key [key after --, else VLLM_API_KEY "
+    "(vLLM), else OPENAI_API_KEY].",
+)
 @click.option("--restart-dead", is_flag=True, help="Stay in the foreground; restart dead servers.")
 @click.option("--status", "status_of", type=InputPath(), help="Check a FLEET.json.")
 @click.option("--stop", "stop_of", type=InputPath(), help="Stop a FLEET.json's servers.")
@@ -77,18 +102,26 @@ def serve(engine_args: tuple[str, ...], status_of, stop_of, **opts) -> None:
         model = str(embedded_model(opts["engine"], python, echo=click.echo))
         served_name = served_name or EMBEDDED_MODEL_NAME
     spec = ServeSpec(
-        engine=opts["engine"], model=model, served_name=served_name,
+        engine=opts["engine"],
+        model=model,
+        served_name=served_name,
         log_dir=opts["fleet_path"].resolve().parent / "logs",
         gpus=parse_gpu_list(opts["gpus"]) if opts["gpus"] else None,
-        gpus_per_server=opts["gpus_per_server"], replicas=opts["replicas"],
-        device=opts["device"], kv_cache_gib=opts["kv_cache_gib"],
-        port_base=opts["port_base"], host=opts["host"], python=python,
-        threads=opts["threads"] or threads_per_replica(opts["replicas"]), context=opts["context"],
+        gpus_per_server=opts["gpus_per_server"],
+        replicas=opts["replicas"],
+        device=opts["device"],
+        kv_cache_gib=opts["kv_cache_gib"],
+        port_base=opts["port_base"],
+        host=opts["host"],
+        python=python,
+        threads=opts["threads"] or threads_per_replica(opts["replicas"]),
+        context=opts["context"],
         startup_timeout=opts["startup_timeout"],
-        max_gpu_memory_used=opts["max_gpu_memory_used"], copy_model_to=opts["copy_model_to"],
+        max_gpu_memory_used=opts["max_gpu_memory_used"],
+        copy_model_to=opts["copy_model_to"],
         extra=with_spec_metrics(opts["engine"], python, list(engine_args)),
         api_key_env=opts["api_key_env"],
-    )  # fmt: skip
+    )
     sys.exit(run_serve(spec, opts["fleet_path"], opts["restart_dead"], echo=click.echo))
 
 
@@ -106,11 +139,15 @@ def _status(path: Path) -> int:
         word = "ok" if s.answers else ("running, not answering" if s.running else gone)
         click.echo(f"{s.name}  {s.url}  pid {s.pid}  {word}")
     down = sum(not s.answers for s in states)
-    click.echo(f"{len(states) - down} of {len(states)} servers answer ({fleet.engine}, "
-               f"{fleet.served_model_name})")  # fmt: skip
+    click.echo(
+        f"{len(states) - down} of {len(states)} servers answer ({fleet.engine}, "
+        f"{fleet.served_model_name})"
+    )
     if fleet.stopped_at:
-        click.echo(f"stopped on purpose at {fleet.stopped_at}; start it again with "
-                   f"`regen serve ... --fleet {path}`")  # fmt: skip
+        click.echo(
+            f"stopped on purpose at {fleet.stopped_at}; start it again with "
+            f"`regen serve ... --fleet {path}`"
+        )
     return 0 if down == 0 else 1
 
 

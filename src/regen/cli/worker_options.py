@@ -16,18 +16,23 @@ from regen.parallel import Workers, cores
 
 def worker_options(command: Callable[..., Any]) -> Callable[..., Any]:
     command = click.option(
-        "--ray-address", metavar="ADDR",
+        "--ray-address",
+        metavar="ADDR",
         help="With --executor ray: the cluster [default: a new local one].",
-    )(command)  # fmt: skip
+    )(command)
     command = click.option(
-        "--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+        "--executor",
+        type=click.Choice(["local", "ray"]),
+        default="local",
+        show_default=True,
         help="local: --workers processes here; ray: --workers actors on a Ray cluster.",
-    )(command)  # fmt: skip
+    )(command)
     return click.option(
-        "--workers", type=click.IntRange(min=1), metavar="N",
-        help="Processes that encode rows [default: every core]; the output is the same "
-        "whatever N.",
-    )(command)  # fmt: skip
+        "--workers",
+        type=click.IntRange(min=1),
+        metavar="N",
+        help="Processes that encode rows [default: every core]; the output is the same whatever N.",
+    )(command)
 
 
 def workers_of(options: dict[str, Any], per_worker: int = 1) -> Workers:
@@ -38,8 +43,10 @@ def workers_of(options: dict[str, Any], per_worker: int = 1) -> Workers:
     here, executor = cores(), options.pop("executor")
     count = options.pop("workers") or max(1, here // max(1, per_worker))
     if executor == "local" and count > here:
-        click.echo(f"warning: --workers {count} is more than the {here} cores this process "
-                   f"may use: running {here} (the output is the same whatever the number)",
-                   err=True)  # fmt: skip
+        click.echo(
+            f"warning: --workers {count} is more than the {here} cores this process "
+            f"may use: running {here} (the output is the same whatever the number)",
+            err=True,
+        )
         count = here
     return workers_for(count, executor, options.pop("ray_address"))

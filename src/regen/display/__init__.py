@@ -19,10 +19,18 @@ from regen.display.text import (
 )
 
 __all__ = [
-    "LiveReporter", "NullReporter", "PlainReporter", "config_lines", "format_duration",
-    "make_reporter", "quality_lines", "quality_rates_text", "server_cells", "server_table",
+    "LiveReporter",
+    "NullReporter",
+    "PlainReporter",
+    "config_lines",
+    "format_duration",
+    "make_reporter",
+    "quality_lines",
+    "quality_rates_text",
+    "server_cells",
+    "server_table",
     "summary_line",
-]  # fmt: skip
+]
 
 
 class NullReporter:

@@ -58,11 +58,16 @@ class LiveReporter:
         # on a narrow terminal the elapsed time goes: the rates and the ETA must fit one line
         elapsed = [TextColumn("elapsed"), TimeElapsedColumn()] if self.console.width > 90 else []
         self.bar = Progress(
-            TextColumn("[bold]{task.description}"), BarColumn(bar_width=None),
-            MofNCompleteColumn(table_column=Column(no_wrap=True)), TaskProgressColumn(),
-            RateColumn(), *elapsed,
-            EtaColumn(), console=self.console, expand=True,
-        )  # fmt: skip
+            TextColumn("[bold]{task.description}"),
+            BarColumn(bar_width=None),
+            MofNCompleteColumn(table_column=Column(no_wrap=True)),
+            TaskProgressColumn(),
+            RateColumn(),
+            *elapsed,
+            EtaColumn(),
+            console=self.console,
+            expand=True,
+        )
         self.task = self.bar.add_task("generate", total=None, eta_s=None, rate=None)
         self._started = False
 
@@ -84,9 +89,13 @@ class LiveReporter:
 
     def render(self, snap: dict[str, Any]) -> Group:
         self.bar.update(
-            self.task, total=snap["total"], completed=snap["finished"], eta_s=snap["eta_s"],
-            rate=snap["rates"]["last_1m"], description=snap["state"],
-        )  # fmt: skip
+            self.task,
+            total=snap["total"],
+            completed=snap["finished"],
+            eta_s=snap["eta_s"],
+            rate=snap["rates"]["last_1m"],
+            description=snap["state"],
+        )
         width = self.console.width
         parts: list[Any] = [self.bar, server_table(snap["servers"], width)]
         parts += [Text(line) for line in quality_lines(snap, width)]

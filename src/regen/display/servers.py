@@ -10,10 +10,28 @@ from rich.text import Text
 # The server table's columns, most wanted first: on a narrow terminal the last ones are
 # dropped whole. A cut column ("127.0.0.1:180…", "in flig…") makes servers on one host look
 # the same; a missing one is only missing.
-COLUMNS = ("server", "state", "in flight", "done", "failed", "latency", "tokens", "retried",
-           "accept len")  # fmt: skip
-ORDER = ("server", "state", "in flight", "done", "failed", "retried", "tokens", "latency",
-         "accept len")  # fmt: skip
+COLUMNS = (
+    "server",
+    "state",
+    "in flight",
+    "done",
+    "failed",
+    "latency",
+    "tokens",
+    "retried",
+    "accept len",
+)
+ORDER = (
+    "server",
+    "state",
+    "in flight",
+    "done",
+    "failed",
+    "retried",
+    "tokens",
+    "latency",
+    "accept len",
+)
 SPEC = "accept len"  # the serving drafter's tokens per verify step: only a speculating fleet
 GAP = 2  # between columns: rich's padding of one on each side
 LAST_ERROR_MIN = 16  # narrower than this, the last error says nothing: dropped
@@ -21,12 +39,16 @@ LAST_ERROR_MIN = 16  # narrower than this, the last error says nothing: dropped
 
 def server_cells(s: dict[str, Any]) -> dict[str, str]:
     return {
-        "server": s["url"].split("://", 1)[-1], "state": s["state"],
-        "in flight": _in_flight(s), "done": str(s["completed"]),
-        "failed": str(s["failed"]), "latency": f"{s['latency_ewma_s']:.1f}s",
-        "tokens": f"{s['completion_tokens']:,}", "retried": str(s.get("retried", 0)),
+        "server": s["url"].split("://", 1)[-1],
+        "state": s["state"],
+        "in flight": _in_flight(s),
+        "done": str(s["completed"]),
+        "failed": str(s["failed"]),
+        "latency": f"{s['latency_ewma_s']:.1f}s",
+        "tokens": f"{s['completion_tokens']:,}",
+        "retried": str(s.get("retried", 0)),
         SPEC: f"{s['acceptance_length']:.2f}" if s.get("spec_steps") else "-",
-    }  # fmt: skip
+    }
 
 
 def _in_flight(s: dict[str, Any]) -> str:
@@ -55,8 +77,9 @@ def server_table(servers: list[dict[str, Any]], width: int = 140) -> Table:
         style = "green" if s["state"] == "healthy" else "red"
         row: list[Any] = [
             Text(cells[c], style=style) if c == "state" else Text(cells[c])
-            for c in ORDER if c in shown
-        ]  # fmt: skip
+            for c in ORDER
+            if c in shown
+        ]
         if room >= LAST_ERROR_MIN:
             row.append(Text((s["last_error"] or "")[:60]))
         table.add_row(*row)

@@ -54,8 +54,12 @@ class LocalWorkers:
     def _pool_map(self, state: Any, work: Work, items: Iterable[Any]) -> Iterator[Any]:
         context = worker_context(work, copyable=getattr(state, "fork_safe", True))
         # one_core: the copies are made with the tokenizer's threads off (no fork warning)
-        with one_core(), ProcessPoolExecutor(self.count, mp_context=context, initializer=install,
-                                             initargs=(state,)) as pool:  # fmt: skip
+        with (
+            one_core(),
+            ProcessPoolExecutor(
+                self.count, mp_context=context, initializer=install, initargs=(state,)
+            ) as pool,
+        ):
             pending: deque[Future] = deque()
             try:
                 for item in items:

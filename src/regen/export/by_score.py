@@ -35,8 +35,9 @@ class ScoreSelect:
     unscored: int = 0
 
     @classmethod
-    def requested(cls, runs: Any, max_acceptance: float | None, order: str,
-                  score_json: Path | None) -> ScoreSelect | None:  # fmt: skip
+    def requested(
+        cls, runs: Any, max_acceptance: float | None, order: str, score_json: Path | None
+    ) -> ScoreSelect | None:
         """From export's options; None when none of them asks for a score."""
         if max_acceptance is None and order == "as-read" and score_json is None:
             return None
@@ -53,8 +54,9 @@ class ScoreSelect:
         if max_acceptance is not None and not 0 <= max_acceptance <= 1:
             raise ConfigError("--max-acceptance must be between 0 and 1")
         name, rows_file = draft_rows_file(score_json, None, "--score")
-        acceptance = {key_of(r): r["acceptance"] for r in read_rows(rows_file)
-                      if "skipped" not in r}  # fmt: skip
+        acceptance = {
+            key_of(r): r["acceptance"] for r in read_rows(rows_file) if "skipped" not in r
+        }
         return cls(acceptance, f"{name} ({rows_file})", max_acceptance, order)
 
     def reason_to_drop(self, completion: Completion) -> str | None:
@@ -76,10 +78,12 @@ class ScoreSelect:
             "score": self.source,
             "max_acceptance": self.max_acceptance,
             "order": self.order,
-            "by_category": {c: {"kept": self.kept[c], "dropped": self.dropped[c]}
-                            for c in sorted(set(self.kept) | set(self.dropped))},
+            "by_category": {
+                c: {"kept": self.kept[c], "dropped": self.dropped[c]}
+                for c in sorted(set(self.kept) | set(self.dropped))
+            },
             "unscored_rows": self.unscored,
-        }  # fmt: skip
+        }
 
 
 class HeldAside:
@@ -111,8 +115,9 @@ class HeldAside:
 
 
 def render_by_score(data: dict[str, Any]) -> str:
-    parts = ", ".join(f"{c} {v['dropped']} of {v['kept'] + v['dropped']}"
-                      for c, v in data["by_category"].items())  # fmt: skip
+    parts = ", ".join(
+        f"{c} {v['dropped']} of {v['kept'] + v['dropped']}" for c, v in data["by_category"].items()
+    )
     return (
         f"by score {data['score']}: dropped above acceptance {data['max_acceptance']}: "
         f"{parts or 'none'}; order {data['order']}; unscored rows {data['unscored_rows']}"

@@ -109,8 +109,9 @@ def gather(out_dir: Path, summary: Any, inputs: CardInputs) -> dict[str, Any]:
     }
 
 
-def build_card(out_dir: Path, data: dict[str, Any], inputs: CardInputs,
-               summary_schema: Any = None) -> DatasetCard:  # fmt: skip
+def build_card(
+    out_dir: Path, data: dict[str, Any], inputs: CardInputs, summary_schema: Any = None
+) -> DatasetCard:
     extra: dict[str, Any] = {}
     if data["license"] == "other":
         extra["license_name"] = "mixed"
@@ -119,8 +120,9 @@ def build_card(out_dir: Path, data: dict[str, Any], inputs: CardInputs,
     configs = card_configs(out_dir)
     if summary_schema is not None:
         features = DatasetInfo(features=features_of(summary_schema))
-        extra["dataset_info"] = [{"config_name": c["config_name"], **features._to_yaml_dict()}
-                                 for c in configs]  # fmt: skip
+        extra["dataset_info"] = [
+            {"config_name": c["config_name"], **features._to_yaml_dict()} for c in configs
+        ]
     card_data = DatasetCardData(
         license=data["license"],
         language=inputs.language or None,
@@ -133,8 +135,7 @@ def build_card(out_dir: Path, data: dict[str, Any], inputs: CardInputs,
         configs=configs,
         **extra,
     )
-    return DatasetCard.from_template(card_data, template_str=BODY, d=data,
-                                     models=sorted(model))  # fmt: skip
+    return DatasetCard.from_template(card_data, template_str=BODY, d=data, models=sorted(model))
 
 
 def write_card(out_dir: Path, summary: Any, inputs: CardInputs) -> dict[str, Any]:

@@ -49,7 +49,8 @@ def run_facts(location: str | Path) -> dict[str, Any]:
         "regen_version": manifest.get("version", UNKNOWN),
         "created": manifest.get("created"),
         "model": config.get("model", UNKNOWN),
-        "engine": "embedded llama.cpp (llama-cpp-python)" if config.get("embedded")
+        "engine": "embedded llama.cpp (llama-cpp-python)"
+        if config.get("embedded")
         else f"{len(config.get('servers') or [])} OpenAI-compatible server(s)",
         "sampling": config.get("sampling"),
         "samples_per_prompt": config.get("samples_per_prompt", 1),
@@ -60,7 +61,7 @@ def run_facts(location: str | Path) -> dict[str, Any]:
         "prepare": report,
         "generate_command": _generate_command(config, prompts, location),
         "acceptance": acceptance_profile(location),
-    }  # fmt: skip
+    }
 
 
 def acceptance_profile(location: str | Path) -> dict[str, Any] | None:
@@ -74,10 +75,15 @@ def acceptance_profile(location: str | Path) -> dict[str, Any] | None:
     for draft in report.get("drafts") or []:
         groups = {}
         for name, tally in (draft.get("groups") or {}).items():
-            taus = {str(at.get("k")): (at.get("tau") or {}).get("value")
-                    for at in tally.get("by_k") or []}  # fmt: skip
-            groups[name] = {"rows": tally.get("rows"), "tau": taus,
-                            "top1_match": (tally.get("top1_match") or {}).get("value")}  # fmt: skip
+            taus = {
+                str(at.get("k")): (at.get("tau") or {}).get("value")
+                for at in tally.get("by_k") or []
+            }
+            groups[name] = {
+                "rows": tally.get("rows"),
+                "tau": taus,
+                "top1_match": (tally.get("top1_match") or {}).get("value"),
+            }
         drafts.append({"name": draft.get("name"), "groups": groups})
     return {"by": report.get("by"), "k": report.get("k") or [], "drafts": drafts}
 
@@ -92,8 +98,14 @@ def _prepare_report(prompts: str | None) -> dict[str, Any] | None:
 
 def _generate_command(config: dict, prompts: str | None, location: str | Path) -> str:
     """The `regen generate` line that reproduces the run's sampling and request shape."""
-    words = ["regen", "generate", "--prompts", str(prompts or "PROMPTS.jsonl"),
-             "--output-dir", str(location)]  # fmt: skip
+    words = [
+        "regen",
+        "generate",
+        "--prompts",
+        str(prompts or "PROMPTS.jsonl"),
+        "--output-dir",
+        str(location),
+    ]
     if config.get("model") and not config.get("embedded"):
         words += ["--model", str(config["model"])]
     sampling = config.get("sampling") or {}
@@ -105,11 +117,13 @@ def _generate_command(config: dict, prompts: str | None, location: str | Path) -
         "seed": "--seed",
         "thinking": "--thinking",
     }
-    for key, flag in flags.items():  # fmt: skip
+    for key, flag in flags.items():
         if sampling.get(key) is not None:
             words += [flag, str(sampling[key])]
-    for key, flag in (("samples_per_prompt", "--samples-per-prompt"),
-                      ("regenerate_turns", "--regenerate-turns")):  # fmt: skip
+    for key, flag in (
+        ("samples_per_prompt", "--samples-per-prompt"),
+        ("regenerate_turns", "--regenerate-turns"),
+    ):
         if key in config:
             words += [flag, str(config[key])]
     return shlex.join(words)
@@ -122,8 +136,13 @@ def source_licenses(runs: list[dict], given: dict[str, str]) -> dict[str, str]:
     for run in runs:
         for source in (run.get("prepare") or {}).get("sources", []):
             name = source.get("name") or source.get("dataset") or UNKNOWN
-            out[name] = (given.get(name) or given.get(str(source.get("dataset")))
-                         or source.get("license") or given.get("*") or UNKNOWN)  # fmt: skip
+            out[name] = (
+                given.get(name)
+                or given.get(str(source.get("dataset")))
+                or source.get("license")
+                or given.get("*")
+                or UNKNOWN
+            )
     for name, license_id in given.items():
         if name != "*" and name not in out:
             out[name] = license_id
@@ -152,8 +171,13 @@ def template_sha256(tok: Any) -> str | None:
 
 
 def size_category(rows: int) -> str:
-    bounds = [(1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"),
-              (1_000_000, "100K<n<1M"), (10_000_000, "1M<n<10M")]  # fmt: skip
+    bounds = [
+        (1_000, "n<1K"),
+        (10_000, "1K<n<10K"),
+        (100_000, "10K<n<100K"),
+        (1_000_000, "100K<n<1M"),
+        (10_000_000, "1M<n<10M"),
+    ]
     return next((name for bound, name in bounds if rows < bound), "10M<n<100M")
 
 

@@ -63,8 +63,9 @@ def build(counts: Counter, size: int, target_vocab_size: int) -> DraftVocab:
     t2d[ids] = True
     total = sum(counts.values())
     covered = sum(counts[t] for t in chosen)
-    return DraftVocab(ids - np.arange(size, dtype=np.int64), t2d,
-                      covered / total if total else 0.0, len(padding))  # fmt: skip
+    return DraftVocab(
+        ids - np.arange(size, dtype=np.int64), t2d, covered / total if total else 0.0, len(padding)
+    )
 
 
 def coverage_curve(counts: Counter, size: int) -> dict[str, float]:

@@ -116,8 +116,13 @@ def _int_array(value: Any) -> bool:
 class SplitWriter:
     """Streams rows into shards per (config, split); `commit` publishes them together."""
 
-    def __init__(self, out_dir: Path, file_type: str, shard_bytes: int | None = None,
-                 jsonl_bytes: int | None = JSONL_MB * 2**20) -> None:  # fmt: skip
+    def __init__(
+        self,
+        out_dir: Path,
+        file_type: str,
+        shard_bytes: int | None = None,
+        jsonl_bytes: int | None = JSONL_MB * 2**20,
+    ) -> None:
         """`jsonl_bytes`: a JSONL file is closed once it holds that many (None: never)."""
         self.out_dir, self.file_type = out_dir, file_type
         self.shard_bytes = shard_bytes or SHARD_BYTES
@@ -232,8 +237,12 @@ def mark_output(out_dir: Path, summary: Any) -> None:
 def data_files(folder: Path) -> list[Path]:
     """Every published shard under `folder/data`, sorted; also `train.jsonl` and the like at
     the top, as exports before the card wrote them (merged from, then replaced)."""
-    shards = [p for t in FILE_TYPES for p in (folder / DATA).glob(f"*/*.{t}")
-              if p.name.split("-")[0] in SPLITS]  # fmt: skip
+    shards = [
+        p
+        for t in FILE_TYPES
+        for p in (folder / DATA).glob(f"*/*.{t}")
+        if p.name.split("-")[0] in SPLITS
+    ]
     legacy = [folder / f"{s}.{t}" for s in SPLITS for t in FILE_TYPES]
     return sorted(shards) + [p for p in legacy if p.is_file()]
 

@@ -85,9 +85,11 @@ class SpecForge(Format):
             "<think>" in (m.get("content") or "") for m in messages
         )
         if has_reasoning:
-            return ("reasoning: the template renders it from reasoning_content, and SpecForge "
-                    "passes it inline in content (try --reasoning field with a template that "
-                    "reads it, or train on --format specforge-tokenized)")  # fmt: skip
+            return (
+                "reasoning: the template renders it from reasoning_content, and SpecForge "
+                "passes it inline in content (try --reasoning field with a template that "
+                "reads it, or train on --format specforge-tokenized)"
+            )
         return "the template renders these messages differently without regen's fields"
 
     def _message(self, m: dict) -> dict[str, Any]:
@@ -178,9 +180,16 @@ class Speculators(SpecForgeTokenized):
 
 FORMATS: dict[str, type[Format]] = {
     f.name: f
-    for f in (SpecForge, SpecForgeTokenized, Speculators, ShareGPTLlamaFactory, ShareGPTAxolotl,
-              Tokenized, OpenAIBatch)
-}  # fmt: skip
+    for f in (
+        SpecForge,
+        SpecForgeTokenized,
+        Speculators,
+        ShareGPTLlamaFactory,
+        ShareGPTAxolotl,
+        Tokenized,
+        OpenAIBatch,
+    )
+}
 FORMATS["sharegpt"] = ShareGPTLlamaFactory  # the name before the two layouts
 __all__ = ["FORMATS", "REASONING_MODES", "Format", "inline_reasoning", "make_format"]
 

@@ -76,25 +76,38 @@ def push(out_dir: Path, spec: Push, verdict: str, commit_message: str) -> str:
     _hub(lambda: api.whoami(), "check the token")
     existing = _existing_files(api, spec)
     _refuse_foreign(spec.repo_id, existing or [])
-    _hub(lambda: api.create_repo(spec.repo_id, repo_type="dataset", private=spec.private,
-                                 exist_ok=True), "create the repo")  # fmt: skip
+    _hub(
+        lambda: api.create_repo(
+            spec.repo_id, repo_type="dataset", private=spec.private, exist_ok=True
+        ),
+        "create the repo",
+    )
     try:
         if spec.revision:
-            _hub(lambda: api.create_branch(spec.repo_id, branch=spec.revision,
-                                           repo_type="dataset", exist_ok=True),
-                 "create the branch")  # fmt: skip
+            _hub(
+                lambda: api.create_branch(
+                    spec.repo_id, branch=spec.revision, repo_type="dataset", exist_ok=True
+                ),
+                "create the branch",
+            )
         info = _hub(
             lambda: api.upload_folder(
-                repo_id=spec.repo_id, repo_type="dataset", folder_path=out_dir,
-                revision=spec.revision, commit_message=commit_message,
-                ignore_patterns=[".*", "**/.*"], delete_patterns=[f"{d}**" for d in OUR_FOLDERS],
+                repo_id=spec.repo_id,
+                repo_type="dataset",
+                folder_path=out_dir,
+                revision=spec.revision,
+                commit_message=commit_message,
+                ignore_patterns=[".*", "**/.*"],
+                delete_patterns=[f"{d}**" for d in OUR_FOLDERS],
             ),
             "upload the export",
-        )  # fmt: skip
+        )
     except HubError:
         if existing is None:  # we created it: leave no empty repo behind
-            _hub(lambda: api.delete_repo(spec.repo_id, repo_type="dataset", missing_ok=True),
-                 "remove the empty repo this push created")  # fmt: skip
+            _hub(
+                lambda: api.delete_repo(spec.repo_id, repo_type="dataset", missing_ok=True),
+                "remove the empty repo this push created",
+            )
         raise
     return str(info.commit_url)
 
@@ -116,9 +129,11 @@ def _existing_files(api: HfApi, spec: Push) -> list[str] | None:
     for revision in dict.fromkeys([spec.revision, None]):
         try:
             return _hub(
-                lambda r=revision: api.list_repo_files(spec.repo_id, repo_type="dataset",
-                                                       revision=r), "list the repo",
-            )  # fmt: skip
+                lambda r=revision: api.list_repo_files(
+                    spec.repo_id, repo_type="dataset", revision=r
+                ),
+                "list the repo",
+            )
         except RevisionNotFoundError:
             continue
         except RepositoryNotFoundError:
@@ -146,12 +161,15 @@ def _hub(call: Any, doing: str) -> Any:
                     hint="check HF_TOKEN (or `hf auth login`): it needs write access to the org",
                 ) from exc
             if status not in TRANSIENT or attempt == ATTEMPTS:
-                raise HubError(f"the Hub answered {status} when trying to {doing}: "
-                               f"{_first_line(exc)}") from exc  # fmt: skip
+                raise HubError(
+                    f"the Hub answered {status} when trying to {doing}: {_first_line(exc)}"
+                ) from exc
         except HubTransportError as exc:
             if attempt == ATTEMPTS:
-                raise HubError(f"cannot reach the Hub to {doing}: {_first_line(exc)}",
-                               hint="check the network (or HF_ENDPOINT)") from exc  # fmt: skip
+                raise HubError(
+                    f"cannot reach the Hub to {doing}: {_first_line(exc)}",
+                    hint="check the network (or HF_ENDPOINT)",
+                ) from exc
         time.sleep(BACKOFF_S * 2 ** (attempt - 1))
     raise AssertionError("unreachable")  # the loop returns or raises
 

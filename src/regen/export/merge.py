@@ -56,8 +56,9 @@ class Deduper:
     replaced: set[SampleKey] = field(default_factory=set)
 
     @classmethod
-    def over(cls, rows: Iterable[dict[str, Any]],
-             key: Callable[[dict[str, Any]], SampleKey]) -> Deduper:  # fmt: skip
+    def over(
+        cls, rows: Iterable[dict[str, Any]], key: Callable[[dict[str, Any]], SampleKey]
+    ) -> Deduper:
         dedup = cls(key)
         for row in rows:
             content = content_key(row)

@@ -65,14 +65,25 @@ class OpenAIBatch(Format):
             "id": f"chatcmpl-{_request_id(key)[6:]}",
             "object": "chat.completion",
             "model": (raw.get("meta") or {}).get("model"),
-            "choices": [{"index": 0, "message": message,
-                         "finish_reason": raw.get("finish_reason")}],
-            "usage": {**usage, "total_tokens": sum(usage.get(k, 0) for k in
-                                                   ("prompt_tokens", "completion_tokens"))},
-        }  # fmt: skip
+            "choices": [
+                {"index": 0, "message": message, "finish_reason": raw.get("finish_reason")}
+            ],
+            "usage": {
+                **usage,
+                "total_tokens": sum(
+                    usage.get(k, 0) for k in ("prompt_tokens", "completion_tokens")
+                ),
+            },
+        }
         response = {"status_code": 200, "request_id": _request_id(key), "body": body}
-        return {"id": _request_id(key), "custom_id": key, "prompt_id": completion.id,
-                "sample": completion.sample, "response": response, "error": None}  # fmt: skip
+        return {
+            "id": _request_id(key),
+            "custom_id": key,
+            "prompt_id": completion.id,
+            "sample": completion.sample,
+            "response": response,
+            "error": None,
+        }
 
     def extra_rows(self, runs: Iterable[str | Path]) -> Iterator[dict]:
         """The failed requests of the runs, as batch error lines."""
@@ -84,8 +95,14 @@ class OpenAIBatch(Format):
                     continue
                 error = record.get("error") or {}
                 failed = {"code": error.get("type"), "message": error.get("message")}
-                yield {"id": _request_id(key), "custom_id": key, "prompt_id": prompt_id,
-                       "sample": sample, "response": None, "error": failed}  # fmt: skip
+                yield {
+                    "id": _request_id(key),
+                    "custom_id": key,
+                    "prompt_id": prompt_id,
+                    "sample": sample,
+                    "response": None,
+                    "error": failed,
+                }
 
     def key(self, row: dict[str, Any]) -> SampleKey:
         """custom_id: one per (prompt, sample), built the same way by every regen version, so

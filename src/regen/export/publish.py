@@ -30,14 +30,16 @@ class Publish:
     hub: Push | None = None
 
 
-def finish(out_dir: Path, summary: ExportSummary, encoder: Encoder | None,
-           opts: Publish) -> dict[str, Any]:  # fmt: skip
+def finish(
+    out_dir: Path, summary: ExportSummary, encoder: Encoder | None, opts: Publish
+) -> dict[str, Any]:
     """Write the draft vocabulary and the card; push when asked. Returns the card's facts."""
     if summary.check is None and opts.check_report is not None:
         summary.check = _read_check(opts.check_report)
     if opts.hub is not None:  # before writing anything more: a refusal costs nothing
-        refuse_unchecked((summary.check or {}).get("verdict", "not checked"),
-                         opts.hub.allow_failed_check)  # fmt: skip
+        refuse_unchecked(
+            (summary.check or {}).get("verdict", "not checked"), opts.hub.allow_failed_check
+        )
     vocab = None
     if opts.draft_vocab_size is not None:
         assert encoder is not None  # export_run refused count_tokens without one
@@ -45,10 +47,15 @@ def finish(out_dir: Path, summary: ExportSummary, encoder: Encoder | None,
         vocab = draft_vocab.write(out_dir, summary.masked_tokens, opts.draft_vocab_size, size)
         summary.warnings += _vocab_warnings(vocab)
     inputs = CardInputs(
-        runs=opts.runs, command=opts.command, licenses=opts.licenses, language=opts.language,
-        pretty_name=opts.pretty_name, tokenizer=opts.tokenizer, draft_vocab=vocab,
+        runs=opts.runs,
+        command=opts.command,
+        licenses=opts.licenses,
+        language=opts.language,
+        pretty_name=opts.pretty_name,
+        tokenizer=opts.tokenizer,
+        draft_vocab=vocab,
         chat_template_sha256=template_sha256(encoder.tok) if encoder else None,
-    )  # fmt: skip
+    )
     data = write_card(out_dir, summary, inputs)
     if opts.hub is not None:
         message = f"regen export of {', '.join(opts.runs)} ({summary.format})"

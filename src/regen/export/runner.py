@@ -51,8 +51,9 @@ def export_run(
     claim_output(out_dir, overwrite=request.overwrite, merging=into_itself)
     dirs = list(request.output_dirs)
     where = request.out_name or str(out_dir.resolve())
-    summary = ExportSummary(fmt.name, where, how_to_train=fmt.how_to_train,
-                            snippet=fmt.snippet, supervise=fmt.supervise)  # fmt: skip
+    summary = ExportSummary(
+        fmt.name, where, how_to_train=fmt.how_to_train, snippet=fmt.snippet, supervise=fmt.supervise
+    )
     tally = None
     if encoder is not None and judge is not None:
         tally = judge.verdict(filters.degenerate_at)
@@ -63,12 +64,24 @@ def export_run(
     writer = SplitWriter(out_dir, request.file_type, jsonl_bytes=request.max_file_bytes)
     drawn, unanswered = draw_holdout(request.holdout, dirs)
     summary.holdout = drawn.to_json() if drawn is not None else None
-    run = _Pass(fmt=fmt, summary=summary, dedup=dedup, writer=writer, fraction=fraction,
-                seed=request.split_seed, held=drawn)  # fmt: skip
+    run = _Pass(
+        fmt=fmt,
+        summary=summary,
+        dedup=dedup,
+        writer=writer,
+        fraction=fraction,
+        seed=request.split_seed,
+        held=drawn,
+    )
     held = by_score.holder(out_dir) if by_score and by_score.order == "hard-first" else None
-    job = _job(fmt, encoder, filters, judge=judge if tally is not None else None,
-               count_tokens=request.count_tokens,
-               columnar=request.file_type == "parquet")  # fmt: skip
+    job = _job(
+        fmt,
+        encoder,
+        filters,
+        judge=judge if tally is not None else None,
+        count_tokens=request.count_tokens,
+        columnar=request.file_type == "parquet",
+    )
     try:
         for item in flat_map(workers, job, prepare_lines, read_run_lines(dirs, on_row)):
             summary.read += 1
@@ -132,15 +145,28 @@ def _validate(request: ExportRequest) -> None:
         raise ConfigError("--val-fraction must be in [0, 1)")
 
 
-def _job(fmt: Format, encoder: Encoder | None, filters: Filters, *, judge: Judge | None,
-         count_tokens: bool, columnar: bool) -> ExportJob:  # fmt: skip
+def _job(
+    fmt: Format,
+    encoder: Encoder | None,
+    filters: Filters,
+    *,
+    judge: Judge | None,
+    count_tokens: bool,
+    columnar: bool,
+) -> ExportJob:
     """What each worker is handed once. A target that needs regen's render of each row
     (to compare with the trainer's) is re-tokenised; the others take a sample's ids and mask
     from its stored token ids where they cover it (`regen check` guards that they agree)."""
     if encoder is not None:
         encoder = encoder.with_stored_ids(not needs_render(fmt))
-    return ExportJob(fmt=fmt, encoder=encoder, filters=filters, judge=judge,
-                     count_tokens=count_tokens, columnar=columnar)  # fmt: skip
+    return ExportJob(
+        fmt=fmt,
+        encoder=encoder,
+        filters=filters,
+        judge=judge,
+        count_tokens=count_tokens,
+        columnar=columnar,
+    )
 
 
 def _labels(item: Prepared) -> Completion:

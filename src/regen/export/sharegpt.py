@@ -78,8 +78,10 @@ class ShareGPTLlamaFactory(Format):
         calls = m.get("tool_calls") or []
         if not calls:
             return {"from": role, "value": content}
-        named = [{"name": (c.get("function") or {}).get("name"), "arguments": _arguments(c)}
-                 for c in calls]  # fmt: skip
+        named = [
+            {"name": (c.get("function") or {}).get("name"), "arguments": _arguments(c)}
+            for c in calls
+        ]
         data = orjson.dumps(named[0] if len(named) == 1 else named).decode()
         value = f"{content}<tool_call>{data}</tool_call>" if content else data
         return {"from": "function_call", "value": value}

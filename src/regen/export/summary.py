@@ -48,10 +48,16 @@ class ExportSummary:
     schema: Any = None  # the rows' unified pyarrow schema: the card's features
 
     def to_json(self) -> dict[str, Any]:
-        out = {**self.__dict__, "outcomes": dict(self.outcomes), "dropped": dict(self.dropped),
-               "template_dropped": dict(self.template_dropped), "thinking": dict(self.thinking),
-               "sampling": [{"sampling": orjson.loads(k), "rows": n}
-                            for k, n in self.sampling.most_common()]}  # fmt: skip
+        out = {
+            **self.__dict__,
+            "outcomes": dict(self.outcomes),
+            "dropped": dict(self.dropped),
+            "template_dropped": dict(self.template_dropped),
+            "thinking": dict(self.thinking),
+            "sampling": [
+                {"sampling": orjson.loads(k), "rows": n} for k, n in self.sampling.most_common()
+            ],
+        }
         del out["masked_tokens"]  # the draft vocabulary file holds what matters of it
         del out["schema"]
         return out
@@ -61,8 +67,12 @@ class ExportSummary:
         splits = ", ".join(f"{k} {v}" for k, v in self.written.items()) or "nothing"
         lines = [f"wrote {self.out_dir} ({self.format}): {splits}"]
         lines += [f"  {Path(f).relative_to(self.out_dir)}" for f in self.files]
-        lines.append(f"read {self.read} completions; " + _counts("dropped", self.dropped)
-                     + "; " + _counts("merge", self.outcomes))  # fmt: skip
+        lines.append(
+            f"read {self.read} completions; "
+            + _counts("dropped", self.dropped)
+            + "; "
+            + _counts("merge", self.outcomes)
+        )
         if self.kept_existing:
             lines.append(f"kept {self.kept_existing} rows of the earlier export")
         if self.by_score is not None:
@@ -77,7 +87,6 @@ class ExportSummary:
         if self.snippet:
             lines.append(self.snippet)
         return "\n".join(lines)
-
 
     def train_with(self) -> str:
         """The trainer settings on this export: for a bucket, ones that work as printed."""
@@ -100,13 +109,21 @@ TEMPLATE_DROPS = {"reasoning_dropped": "reasoning", "tools_dropped": "tool calls
 
 
 def export_warnings(fmt: Format, summary: ExportSummary) -> list[str]:
-    out = [w for w in [fmt.reasoning_warning(summary.with_reasoning),
-                       fmt.supervision_warning(summary.with_source_turns)] if w]  # fmt: skip
+    out = [
+        w
+        for w in [
+            fmt.reasoning_warning(summary.with_reasoning),
+            fmt.supervision_warning(summary.with_source_turns),
+        ]
+        if w
+    ]
     for reason, ids in summary.trainer_skips.items():
         out.append(f"{len(ids)} rows that {fmt.trainer} would skip: {reason} ({_ids(ids)})")
     for reason, ids in summary.render_differs.items():
-        out.append(f"{len(ids)} rows that SpecForge tokenises differently from --format "
-                   f"specforge-tokenized: {reason} ({_ids(ids)})")  # fmt: skip
+        out.append(
+            f"{len(ids)} rows that SpecForge tokenises differently from --format "
+            f"specforge-tokenized: {reason} ({_ids(ids)})"
+        )
     for flag, n in summary.template_dropped.items():
         what = TEMPLATE_DROPS[flag]
         out.append(

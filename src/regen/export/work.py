@@ -104,19 +104,25 @@ def prepare_one(job: ExportJob, completion: Completion, enc: Encoded | None) -> 
     if job.columnar:
         row = as_arrays(row)  # hashed as its lists (jsonio.canonical), a third of the time
     return Prepared(
-        key=completion.key, category=completion.category, row=row, content=content_key(row),
+        key=completion.key,
+        category=completion.category,
+        row=row,
+        content=content_key(row),
         result=result,
-        notes=notes_of(job, completion, enc), problem=fmt.problem(row),
+        notes=notes_of(job, completion, enc),
+        problem=fmt.problem(row),
         differs=render_differs(fmt, row, enc, encoder),
-    )  # fmt: skip
+    )
 
 
 def as_arrays(row: dict[str, Any]) -> dict[str, Any]:
     """The token columns as int64 arrays: Arrow takes an array in one copy, where a list of
     Python ints costs it a conversion per int (most of a Parquet export's time in the
     writing process); the values and the file are the same."""
-    return {k: int64_array(v) if k in TOKEN_COLUMNS and is_ids(v) and len(v) else v
-            for k, v in row.items()}  # fmt: skip
+    return {
+        k: int64_array(v) if k in TOKEN_COLUMNS and is_ids(v) and len(v) else v
+        for k, v in row.items()
+    }
 
 
 def int64_array(values: list[int] | np.ndarray) -> np.ndarray:
@@ -152,8 +158,9 @@ def notes_of(job: ExportJob, completion: Completion, enc: Encoded | None) -> Not
     )
 
 
-def render_differs(fmt: Format, row: dict, enc: Encoded | None,
-                   encoder: Encoder | None) -> str | None:  # fmt: skip
+def render_differs(
+    fmt: Format, row: dict, enc: Encoded | None, encoder: Encoder | None
+) -> str | None:
     """For the conversation target rendered by the trainer (SpecForge): does its render of
     the row differ from regen's tokenised one? Only known with a tokenizer."""
     check = getattr(fmt, "render_differs", None)

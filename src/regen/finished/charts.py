@@ -49,8 +49,13 @@ def histogram_svg(values: list[int], title: str, xlabel: str, threshold: int | N
     ax.set_ylabel("samples")
     if threshold is not None:
         at_or_below = sum(1 for v in values if v <= threshold)
-        ax.axvline(threshold + 0.5, color=RED, linestyle="--", linewidth=1.2,
-                   label=f"≤ {threshold}: {at_or_below} samples")  # fmt: skip
+        ax.axvline(
+            threshold + 0.5,
+            color=RED,
+            linestyle="--",
+            linewidth=1.2,
+            label=f"≤ {threshold}: {at_or_below} samples",
+        )
         # beside the plot, never over the bars
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     ax.spines[["top", "right"]].set_visible(False)

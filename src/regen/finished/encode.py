@@ -55,9 +55,12 @@ class Encoder:
 
     @classmethod
     def of(
-        cls, tok: Any, template_tokens: str = "train", supervise: str = "regenerated",
+        cls,
+        tok: Any,
+        template_tokens: str = "train",
+        supervise: str = "regenerated",
         stored_ids: bool = False,
-    ) -> Encoder:  # fmt: skip
+    ) -> Encoder:
         return cls(tok, special_ids(tok), template_tokens, supervise, stored_ids)
 
     def with_stored_ids(self, stored_ids: bool) -> Encoder:
@@ -93,10 +96,15 @@ class Encoder:
             ids, offsets = next(tokens)
             try:
                 enc = build_mask(
-                    completion.label, item, ids=ids, offsets=offsets, specials=self.specials,
+                    completion.label,
+                    item,
+                    ids=ids,
+                    offsets=offsets,
+                    specials=self.specials,
                     template_tokens=self.template_tokens,
-                    written=completion.regenerated, supervise=self.supervise,
-                )  # fmt: skip
+                    written=completion.regenerated,
+                    supervise=self.supervise,
+                )
                 prompt = self.generation_prompt(completion)
             except InputError as err:
                 out.append(err)
@@ -128,8 +136,11 @@ class Encoder:
         tail = self._tails[mode]
         if tail is None:
             return None
-        flags = ("no_generation_prompt",) if no_generation_prompt(
-            self.generation_prompt(completion)) else ()  # fmt: skip
+        flags = (
+            ("no_generation_prompt",)
+            if no_generation_prompt(self.generation_prompt(completion))
+            else ()
+        )
         return from_stored_ids(completion, tail, self.specials, flags)
 
     def stream(

@@ -168,9 +168,17 @@ def build_mask(
         turn = rendered.final
         final = locate.span(turn.generated_from, turn.own_to)[:2]
         own = (locate.token_at(turn.own_from), locate.token_at(turn.own_to))
-    return Encoded(ids, _merge(spans), final_generated=final, offsets=offsets, text=rendered.text,
-                   final_own=own, unterminated=unterminated,
-                   source_turns=source_turns, source_supervised=source_supervised)  # fmt: skip
+    return Encoded(
+        ids,
+        _merge(spans),
+        final_generated=final,
+        offsets=offsets,
+        text=rendered.text,
+        final_own=own,
+        unterminated=unterminated,
+        source_turns=source_turns,
+        source_supervised=source_supervised,
+    )
 
 
 class _Locator:

@@ -64,31 +64,58 @@ def generation_prompt(tok: Any, completion: Completion, probe: bool = True) -> s
     final = max(i for i, m in enumerate(messages) if m.get("role") == "assistant")
     if probe:
         messages, tools, final = [{"role": "user", "content": PROBE}], None, 1
-    plain = _render(tok, completion, messages=messages[:final], tools=tools,
-                    generation_prompt=False, kwargs=kwargs)
-    prompted = _render(tok, completion, messages=messages[:final], tools=tools,
-                       generation_prompt=True, kwargs=kwargs)
+    plain = _render(
+        tok,
+        completion,
+        messages=messages[:final],
+        tools=tools,
+        generation_prompt=False,
+        kwargs=kwargs,
+    )
+    prompted = _render(
+        tok,
+        completion,
+        messages=messages[:final],
+        tools=tools,
+        generation_prompt=True,
+        kwargs=kwargs,
+    )
     return prompted[len(plain) :] if prompted.startswith(plain) else prompted
 
 
 def render_turns(tok: Any, completion: Completion) -> Rendered:
     messages, tools = completion.messages, completion.tools
     kwargs = template_kwargs(completion)
-    full = _render(tok, completion, messages=messages, tools=tools, generation_prompt=False,
-                   kwargs=kwargs)
+    full = _render(
+        tok, completion, messages=messages, tools=tools, generation_prompt=False, kwargs=kwargs
+    )
     turns = []
     for i, message in enumerate(messages):
         if message.get("role") != "assistant":
             continue
         probed = [*messages[:i], _probe(message), *messages[i + 1 :]]
-        own = _diff_region(full,
-                           _render(tok, completion, messages=probed, tools=tools,
-                                   generation_prompt=False, kwargs=kwargs))
+        own = _diff_region(
+            full,
+            _render(
+                tok,
+                completion,
+                messages=probed,
+                tools=tools,
+                generation_prompt=False,
+                kwargs=kwargs,
+            ),
+        )
         if own is None:
             continue  # the template does not render this turn at all: nothing to train on
         own_from, own_to = own
-        prompt = _render(tok, completion, messages=messages[:i], tools=tools,
-                         generation_prompt=True, kwargs=kwargs)
+        prompt = _render(
+            tok,
+            completion,
+            messages=messages[:i],
+            tools=tools,
+            generation_prompt=True,
+            kwargs=kwargs,
+        )
         # A template that rewrites earlier turns (Qwen3 drops their reasoning once a later user
         # turn exists) is not prefix-stable; the turn then starts at its own text.
         stable = full.startswith(prompt) and len(prompt) <= own_from

@@ -95,13 +95,17 @@ def from_stored_ids(
     )
     unterminated = 0 if tail.closed else 1
     return Encoded(
-        _joined(prompt, answer, tail.ids), [(start, end)], final_generated=(start,
-                                                                            end), offsets=[],
-                                                                            text="",
-        final_own=(start, start + len(answer)), unterminated=unterminated,
-        flags=flags + (("unterminated_turn",) if unterminated else ()), source_turns=source_turns,
+        _joined(prompt, answer, tail.ids),
+        [(start, end)],
+        final_generated=(start, end),
+        offsets=[],
+        text="",
+        final_own=(start, start + len(answer)),
+        unterminated=unterminated,
+        flags=flags + (("unterminated_turn",) if unterminated else ()),
+        source_turns=source_turns,
         stored=True,
-    )  # fmt: skip
+    )
 
 
 def _joined(prompt: Ids, answer: Ids, tail: tuple[int, ...]) -> Ids:

@@ -27,7 +27,8 @@ class Verdict(Protocol):
 class Judge(Protocol):
     """One sample's judgement (in any worker) and the fold that gives the verdict."""
 
-    def judge(self, completion: Completion, enc: Encoded, specials: frozenset[int],
-              degenerate_at: int) -> Any: ...  # fmt: skip
+    def judge(
+        self, completion: Completion, enc: Encoded, specials: frozenset[int], degenerate_at: int
+    ) -> Any: ...
 
     def verdict(self, degenerate_at: int) -> Verdict: ...

@@ -80,9 +80,10 @@ class Fleet:
         the first of that order within affinity.BOUND of the least-loaded."""
         now = time.monotonic()
         free = [
-            s for s in self.servers
+            s
+            for s in self.servers
             if s.can_take(now) and s.load < 1.0 and not self.endgame.declines(s)
-        ]  # fmt: skip
+        ]
         if not free:
             return None
         least = min(free, key=lambda s: s.load)

@@ -30,10 +30,15 @@ def embedded_spec(model_path: Path, run_dir: Path) -> ServeSpec:
         raise ConfigError(f"--local-model {model_path} does not exist", hint="check the path")
     served = EMBEDDED_MODEL_NAME if model_path.name == SMOLLM2_FILE else model_path.stem
     return ServeSpec(
-        engine="llamacpp", model=str(model_path), served_name=served,
-        log_dir=run_dir / SERVER_LOGS, replicas=1, threads=2, context=2048,
+        engine="llamacpp",
+        model=str(model_path),
+        served_name=served,
+        log_dir=run_dir / SERVER_LOGS,
+        replicas=1,
+        threads=2,
+        context=2048,
         startup_timeout=120.0,
-    )  # fmt: skip
+    )
 
 
 class EmbeddedFleet:

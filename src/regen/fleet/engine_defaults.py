@@ -18,15 +18,25 @@ from __future__ import annotations
 from typing import Any
 
 LLAMACPP_OWN = {
-    "temperature": 0.8, "top_p": 0.95, "top_k": 40, "min_p": 0.05, "repeat_penalty": 1.1,
-}  # fmt: skip
+    "temperature": 0.8,
+    "top_p": 0.95,
+    "top_k": 40,
+    "min_p": 0.05,
+    "repeat_penalty": 1.1,
+}
 # Every sampler knob of llama.cpp's servers, at the value that leaves the model's
 # distribution as it is (top_k 0: no top-k; mirostat 0: off).
 LLAMACPP_NEUTRAL = {
-    "temperature": 1.0, "top_p": 1.0, "top_k": 0, "min_p": 0.0, "typical_p": 1.0,
-    "repeat_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0,
+    "temperature": 1.0,
+    "top_p": 1.0,
+    "top_k": 0,
+    "min_p": 0.0,
+    "typical_p": 1.0,
+    "repeat_penalty": 1.0,
+    "presence_penalty": 0.0,
+    "frequency_penalty": 0.0,
     "mirostat_mode": 0,
-}  # fmt: skip
+}
 NEUTRAL = {"llamacpp": LLAMACPP_NEUTRAL}
 
 

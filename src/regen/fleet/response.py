@@ -113,11 +113,12 @@ def combined_spec_decoding(turns: list[dict[str, Any] | None]) -> dict[str, Any]
     out: dict[str, Any] = {
         "mean_acceptance_length": 1.0 + accepted / steps if steps else 1.0,
         "draft_acceptance_rate": accepted / drafted if drafted else 0.0,
-        "acceptance_histogram": [sum(c) for c in zip(*(t["acceptance_histogram"] for t in specs),
-                                                     strict=True)],
+        "acceptance_histogram": [
+            sum(c) for c in zip(*(t["acceptance_histogram"] for t in specs), strict=True)
+        ],
         **total,
         "num_spec_tokens": k,
-    }  # fmt: skip
+    }
     if all("per_step_accepted" in t for t in specs if t["num_spec_steps"]):
         for name in ("per_step_accepted", "per_step_drafted"):
             out[name] = [n for t in specs for n in t.get(name, [])]

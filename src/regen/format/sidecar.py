@@ -45,13 +45,14 @@ class ShardKeys:
     def of(cls, entries: Iterable[Entry]) -> ShardKeys:
         rows = [
             (
-                record_key(str(prompt_id), sample) if prompt_id is not None and sample is not None
+                record_key(str(prompt_id), sample)
+                if prompt_id is not None and sample is not None
                 else 0,
                 xxhash.xxh3_64_intdigest(str(prompt_id).encode()) if prompt_id is not None else 0,
                 line if isinstance(line, int) else 0,
             )
             for prompt_id, sample, line in entries
-        ]  # fmt: skip
+        ]
         table = np.array(rows, dtype=np.uint64).reshape(-1, 3)
         return cls(table[:, 0].copy(), table[:, 1].copy(), table[:, 2].astype(np.int64))
 

@@ -157,8 +157,8 @@ def estimate(
     # answers that happen to come last.
     tally = Tally()
     walls = [
-        simulate_wall(items, observations, models=models, slots=slots, rng=rng,
-                      tally=tally) for _ in range(POINT_RUNS)
+        simulate_wall(items, observations, models=models, slots=slots, rng=rng, tally=tally)
+        for _ in range(POINT_RUNS)
     ]
     wall = overhead * sum(walls) / len(walls)
     rounds = []
@@ -195,8 +195,9 @@ def overhead_factor(
     # Each server's own answers, in dispatch order, on its own slots: which answers went to
     # the slow server decides a small calibration's tail, so that is replayed as it was.
     simulated = max(
-        schedule([o.tokens for o in sorted(group, key=lambda o: o.line)], {url: models[url]},
-                 held[url])
+        schedule(
+            [o.tokens for o in sorted(group, key=lambda o: o.line)], {url: models[url]}, held[url]
+        )
         for url, group in by_server(observations).items()
-    )  # fmt: skip
+    )
     return measured_seconds / simulated if simulated > 0 else 1.0

@@ -75,19 +75,28 @@ def sweep(
     failed: dict[int, int] = {}
     for level in sorted(levels):
         take = order[: max(level * servers * WAVES, 10)]
-        part = CalibrationSample(sample.prompts, sample.bad_lines, sample.strata,
-                                 {n: sample.lines[n] for n in take},
-                                 {n: sample.ids[n] for n in take})  # fmt: skip
+        part = CalibrationSample(
+            sample.prompts,
+            sample.bad_lines,
+            sample.strata,
+            {n: sample.lines[n] for n in take},
+            {n: sample.ids[n] for n in take},
+        )
         with tempfile.TemporaryDirectory(prefix="regen-sweep-") as tmp:
             fleet = replace(config.fleet, concurrency=level, fixed_concurrency=True)
             cal = calibrate(replace(config, fleet=fleet), Path(tmp), part, report)
             measured[level], failed[level] = cal.observations, cal.failed
     pooled = mean_tokens([o for group in measured.values() for o in group])
     results = [
-        Level(level, len(group), round(_rate(group[level * servers :] or group, level) * pooled, 1),
-              round(sum(o.latency for o in group) / len(group), 3), failed[level])
+        Level(
+            level,
+            len(group),
+            round(_rate(group[level * servers :] or group, level) * pooled, 1),
+            round(sum(o.latency for o in group) / len(group), 3),
+            failed[level],
+        )
         for level, group in measured.items()
-    ]  # fmt: skip
+    ]
     return SweepResult(results, *recommend(results))
 
 

@@ -69,9 +69,7 @@ class Converter:
     def meta(self, row: dict, converted: Converted) -> dict[str, Any]:
         label = self.spec.category or own_label(row, self.spec.category_field)
         meta: dict[str, Any] = {
-            "category": label_name(label)
-            if label
-            else guess(converted.messages, converted.tools)
+            "category": label_name(label) if label else guess(converted.messages, converted.tools)
         }
         for key, value in row.items():
             if key not in converted.used and value is not None and key != "category":

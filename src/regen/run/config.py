@@ -197,9 +197,12 @@ class GenerateConfig:
             # a batch file: sampling comes per record, and these are the models it names
             "batch_models": batch_models_in(self.input.prompts),
             # what `regen serve` started the fleet with: `score --draft ngram` reads it
-            "speculative_config": (FleetFile.read(fleet.fleet_file).speculative_config
-                                   if fleet.fleet_file is not None else None),
-        }  # fmt: skip
+            "speculative_config": (
+                FleetFile.read(fleet.fleet_file).speculative_config
+                if fleet.fleet_file is not None
+                else None
+            ),
+        }
 
 
 ENDPOINT_SUFFIXES = ("/chat/completions", "/completions", "/models")

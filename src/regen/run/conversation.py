@@ -55,9 +55,12 @@ def turn_ends(messages: list[dict], mode: str) -> list[int]:
 
 
 async def regenerate(
-    fleet: Fleet, item: WorkItem, shape: RequestShape, sampling: Sampling,
+    fleet: Fleet,
+    item: WorkItem,
+    shape: RequestShape,
+    sampling: Sampling,
     tool_server: ToolServer | None = None,
-) -> Conversation:  # fmt: skip
+) -> Conversation:
     source = item.prompt.messages
     conv = Conversation()
     start = 0
@@ -76,10 +79,14 @@ async def regenerate(
             if not first:
                 turn["agent_step"] = step
             answers = Answers(cached if first else [], old, first and original is not None)
-            outcome = await answer_calls(generated, answers, divergence=shape.tool_divergence,
-                                         tool_server=tool_server,
-                                         conversation_id=_conversation_id(item),
-                                         turn=len(conv.history) - 1)  # fmt: skip
+            outcome = await answer_calls(
+                generated,
+                answers,
+                divergence=shape.tool_divergence,
+                tool_server=tool_server,
+                conversation_id=_conversation_id(item),
+                turn=len(conv.history) - 1,
+            )
             if outcome.ended is None and outcome.results and step == MAX_AGENT_STEPS - 1:
                 outcome = Answered([], "agent_steps")  # the target never stopped calling
             if outcome.ended is not None:
@@ -132,9 +139,12 @@ async def _ask(
 
 
 def request_body(
-    shape: RequestShape, history: list[dict], tools: list[dict] | None, sampling: Sampling,
+    shape: RequestShape,
+    history: list[dict],
+    tools: list[dict] | None,
+    sampling: Sampling,
     sample: int,
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     """The chat request. Assistant messages keep their `reasoning_content`: each server
     renames it to the field its engine reads (fleet/history_fields.py)."""
     body: dict[str, Any] = {"model": shape.model, "messages": list(history), "stream": False}
@@ -175,10 +185,14 @@ def completion_record(
         token_ids = TokenIds(last.prompt_token_ids, last.completion_token_ids)
     usage = Usage(*(sum(t["usage"][k] for t in conv.turns) for k in Usage.__struct_fields__))
     meta = RecordMeta(
-        server=conv.turns[-1]["server"], model=shape.model,
+        server=conv.turns[-1]["server"],
+        model=shape.model,
         sampling=recorded_sampling(sampling, item.sample, conv.engine),
-        attempts=conv.attempts, latency_s=round(conv.latency, 3), line=prompt.line,
-        turns=_recorded_turns(conv.turns), engine=conv.engine.as_dict(),
+        attempts=conv.attempts,
+        latency_s=round(conv.latency, 3),
+        line=prompt.line,
+        turns=_recorded_turns(conv.turns),
+        engine=conv.engine.as_dict(),
         max_tokens_lowered_to=conv.max_tokens_lowered_to,
         # only when a seed was sent: SGLang ignores it unless it runs deterministic
         seed_honoured=conv.engine.seed_honoured if sampling.seed is not None else None,
@@ -186,9 +200,17 @@ def completion_record(
         speculative_decoding=combined_spec_decoding(
             [t.get("speculative_decoding") for t in conv.turns]
         ),
-    )  # fmt: skip
+    )
     return Completion(
-        id=prompt.id, sample=item.sample, messages=conv.history, tools=prompt.tools or None,
-        finish_reason=last.finish_reason, usage=usage, source=prompt.source,
-        category=prompt.category, token_ids=token_ids, logprobs=last.logprobs, meta=meta,
-    )  # fmt: skip
+        id=prompt.id,
+        sample=item.sample,
+        messages=conv.history,
+        tools=prompt.tools or None,
+        finish_reason=last.finish_reason,
+        usage=usage,
+        source=prompt.source,
+        category=prompt.category,
+        token_ids=token_ids,
+        logprobs=last.logprobs,
+        meta=meta,
+    )

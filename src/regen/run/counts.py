@@ -35,9 +35,11 @@ def session_count(stats: RunStats, part: Part, input_digest: str) -> dict[str, A
     if not stats.counted:
         return None
     return {
-        "part": f"{part.index}/{part.count}", "input": input_digest, "items": stats.total,
+        "part": f"{part.index}/{part.count}",
+        "input": input_digest,
+        "items": stats.total,
         "unusable_lines": stats.unusable_lines or 0,
-    }  # fmt: skip
+    }
 
 
 def run_count(
@@ -55,8 +57,9 @@ def run_count(
         if progress is not None:  # a batch file's `n` gives some prompts more samples
             items = max(items, progress.get("total") or 0)
     left = max(0, items - completions - errors)
-    return RunCount(items, completions, errors=errors, unusable_lines=unusable, left=left,
-                    counted=counted)
+    return RunCount(
+        items, completions, errors=errors, unusable_lines=unusable, left=left, counted=counted
+    )
 
 
 def _counted(

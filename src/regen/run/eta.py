@@ -26,13 +26,25 @@ def remaining(
 ) -> Remaining:
     """`rates`: RunStats.rates() (window name -> tokens_per_s, completions_per_s)."""
     if completed == 0:
-        return Remaining(items, None, seconds_low=None, seconds_high=None, output_tokens=None,
-                         tokens_per_second=None)
+        return Remaining(
+            items,
+            None,
+            seconds_low=None,
+            seconds_high=None,
+            output_tokens=None,
+            tokens_per_second=None,
+        )
     tokens = items * completion_tokens / completed
     rate = rates["last_5m"]["tokens_per_s"] or rates["overall"]["tokens_per_s"]
     if rate <= 0:
-        return Remaining(items, None, seconds_low=None, seconds_high=None, output_tokens=tokens,
-                         tokens_per_second=None)
+        return Remaining(
+            items,
+            None,
+            seconds_low=None,
+            seconds_high=None,
+            output_tokens=tokens,
+            tokens_per_second=None,
+        )
     window_rates = [r["tokens_per_s"] for r in rates.values() if r["tokens_per_s"] > 0]
     return Remaining(
         items=items,
@@ -50,7 +62,13 @@ def from_status(info: dict) -> Remaining:
     left = info["count"]["left"]
     progress = info["progress"]
     if progress is None:
-        return Remaining(left, None, seconds_low=None, seconds_high=None, output_tokens=None,
-                         tokens_per_second=None)
+        return Remaining(
+            left,
+            None,
+            seconds_low=None,
+            seconds_high=None,
+            output_tokens=None,
+            tokens_per_second=None,
+        )
     session = progress["session"]
     return remaining(left, session["completed"], session["completion_tokens"], progress["rates"])

@@ -53,8 +53,14 @@ def run_result(
         err = unusable_error(
             seen.prompts, seen.lines, seen.usable, seen.first_bad, f"of {seen.lines}"
         )
-        return RunResult(where, err.exit_code, stats=stats, message=str(err), already_done=False,
-                         repaired=repaired)
+        return RunResult(
+            where,
+            err.exit_code,
+            stats=stats,
+            message=str(err),
+            already_done=False,
+            repaired=repaired,
+        )
     already = exit_code == EXIT_OK and stats.completed + stats.failed + stats.bad_lines == 0
     if already:
         message = f"nothing to do: all {stats.finished} items are already in {where}"
@@ -76,8 +82,9 @@ def run_result(
         )
         if fatal is not None:
             message = f"{fatal}\n{message}"
-    return RunResult(where, exit_code, stats=stats, message=message, already_done=already,
-                     repaired=repaired)
+    return RunResult(
+        where, exit_code, stats=stats, message=message, already_done=already, repaired=repaired
+    )
 
 
 def _whole(stats: RunStats) -> str:

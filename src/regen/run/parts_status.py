@@ -24,24 +24,33 @@ def shard_rows(progresses: dict[str, dict], now: float | None = None) -> dict[st
     for name, snap in sorted(progresses.items()):
         age = now - snap["updated_unix"]
         running = not is_final(snap["state"])
-        rows.append({
-            "shard": part_label(name),
-            "state": snap["state"],
-            "alive": running and age < STALE_AFTER_S,
-            "stale": running and age >= STALE_AFTER_S,
-            "finished": snap["finished"], "total": snap["total"],
-            "completions_per_s": snap["rates"]["last_1m"]["completions_per_s"],
-            "eta_s": snap["eta_s"], "host": snap["host"], "pid": snap.get("pid"),
-            "heartbeat_s_ago": round(age, 1), "from": (snap.get("shard") or {}).get("from"),
-        })  # fmt: skip
+        rows.append(
+            {
+                "shard": part_label(name),
+                "state": snap["state"],
+                "alive": running and age < STALE_AFTER_S,
+                "stale": running and age >= STALE_AFTER_S,
+                "finished": snap["finished"],
+                "total": snap["total"],
+                "completions_per_s": snap["rates"]["last_1m"]["completions_per_s"],
+                "eta_s": snap["eta_s"],
+                "host": snap["host"],
+                "pid": snap.get("pid"),
+                "heartbeat_s_ago": round(age, 1),
+                "from": (snap.get("shard") or {}).get("from"),
+            }
+        )
     finished = sum(r["finished"] for r in rows)
     total = sum(r["total"] for r in rows)
     rate = sum(r["completions_per_s"] for r in rows if r["alive"])
     whole = {
-        "finished": finished, "total": total, "completions_per_s": round(rate, 3),
+        "finished": finished,
+        "total": total,
+        "completions_per_s": round(rate, 3),
         "eta_s": (total - finished) / rate if rate > 0 else None,
-        "alive": sum(r["alive"] for r in rows), "stale": sum(r["stale"] for r in rows),
-    }  # fmt: skip
+        "alive": sum(r["alive"] for r in rows),
+        "stale": sum(r["stale"] for r in rows),
+    }
     return {"parts": rows, "whole": whole}
 
 

@@ -22,18 +22,25 @@ def check_manifest(
     work = config.input
     try:
         return check_and_record(
-            path, config=resolved, input_fp=input_fp,
+            path,
+            config=resolved,
+            input_fp=input_fp,
             allow_changed_input=work.allow_changed_input,
-            allow_changed_sampling=work.allow_changed_sampling, command=config.command,
-        )  # fmt: skip
+            allow_changed_sampling=work.allow_changed_sampling,
+            command=config.command,
+        )
     except OSError as exc:
         raise OutputError.writing(path.parent, exc) from exc
 
 
 def scan_ledger(
-    config: GenerateConfig, store: Store, input_fp: InputFingerprint, manifest: dict[str, Any],
-    on_event: Callable[[str], None], on_fail: Callable[[RegenError], None],
-) -> ledger_mod.Ledger:  # fmt: skip
+    config: GenerateConfig,
+    store: Store,
+    input_fp: InputFingerprint,
+    manifest: dict[str, Any],
+    on_event: Callable[[str], None],
+    on_fail: Callable[[RegenError], None],
+) -> ledger_mod.Ledger:
     if config.input.retry_errors:
         moved = store.set_errors_aside()
         if moved:
@@ -43,9 +50,12 @@ def scan_ledger(
     prompts = config.input.prompts
     same_lines = {input_fp.xxh3_128} | same_lines_inputs(prompts, manifest["earlier_inputs"])
     ledger = ledger_mod.scan(
-        store.layout, compress=config.output.compress, remote=store.committed(),
-        part=config.part, input_digests=same_lines,
-    )  # fmt: skip
+        store.layout,
+        compress=config.output.compress,
+        remote=store.committed(),
+        part=config.part,
+        input_digests=same_lines,
+    )
     store.start(on_event, on_fail)
     for note in ledger.repaired:
         on_event(f"repaired {note}")

@@ -14,7 +14,7 @@ from typing import Any
 
 from regen.errors import ConfigError
 from regen.format.layout import COMPLETIONS, ERRORS
-from regen.format.manifest import manifest_summary
+from regen.format.sessions import manifest_summary
 from regen.run import eta
 from regen.run.counts import run_count
 from regen.run.parts_status import with_shards

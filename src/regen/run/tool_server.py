@@ -46,9 +46,13 @@ CONTRACT_HINT = (
 
 class ToolServer:
     def __init__(
-        self, url: str, timeouts: Timeouts, retry: RetryPolicy, give_up_after: float,
+        self,
+        url: str,
+        timeouts: Timeouts,
+        retry: RetryPolicy,
+        give_up_after: float,
         on_event: Callable[[str], None],
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.url = url
         self.timeouts, self.retry, self.give_up_after = timeouts, retry, give_up_after
         self.on_event = on_event
@@ -71,15 +75,22 @@ class ToolServer:
         for index, call in enumerate(calls):
             fn = call.get("function") if isinstance(call.get("function"), dict) else call
             request = {
-                "conversation_id": conversation_id, "turn": turn, "index": index,
-                "call_id": call.get("id"), "name": fn.get("name"),
+                "conversation_id": conversation_id,
+                "turn": turn,
+                "index": index,
+                "call_id": call.get("id"),
+                "name": fn.get("name"),
                 "arguments": arguments_as_sent(call),
-            }  # fmt: skip
+            }
             content = await self.call(request)
             results.append(
-                {"role": "tool", "tool_call_id": call.get("id"), "name": fn.get("name"),
-                 "content": content}
-            )  # fmt: skip
+                {
+                    "role": "tool",
+                    "tool_call_id": call.get("id"),
+                    "name": fn.get("name"),
+                    "content": content,
+                }
+            )
         return results
 
     async def call(self, request: dict[str, Any]) -> str:
@@ -109,8 +120,9 @@ class ToolServer:
         now = time.monotonic()
         if self.down_since is None:
             self.down_since = now
-            self.on_event(f"the tool server {self.url} does not answer ({err.message}); "
-                          "its calls wait for it")  # fmt: skip
+            self.on_event(
+                f"the tool server {self.url} does not answer ({err.message}); its calls wait for it"
+            )
         left = self.give_up_after - (now - self.down_since) if self.give_up_after else math.inf
         if left <= 0:
             raise FleetUnavailable(

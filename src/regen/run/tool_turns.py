@@ -41,9 +41,13 @@ class Answered:
 
 
 async def answer_calls(
-    generated: Generated, answers: Answers, divergence: str, tool_server: ToolServer | None,
-    conversation_id: str, turn: int,
-) -> Answered:  # fmt: skip
+    generated: Generated,
+    answers: Answers,
+    divergence: str,
+    tool_server: ToolServer | None,
+    conversation_id: str,
+    turn: int,
+) -> Answered:
     new = generated.tool_calls or []
     if not new:
         return Answered([], ANSWERED_INSTEAD if answers.old_calls else None)

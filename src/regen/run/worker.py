@@ -26,10 +26,16 @@ log = logging.getLogger("regen.run")
 
 class ItemWorker:
     def __init__(
-        self, fleet: Fleet, store: Store, recorder: Recorder, stats: RunStats,
-        sampling: Sampling, shape: RequestShape, tool_server: ToolServer | None,
+        self,
+        fleet: Fleet,
+        store: Store,
+        recorder: Recorder,
+        stats: RunStats,
+        sampling: Sampling,
+        shape: RequestShape,
+        tool_server: ToolServer | None,
         fail: Callable[[RegenError], None],
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.fleet, self.store, self.recorder, self.stats = fleet, store, recorder, stats
         self.sampling, self.shape, self.tool_server = sampling, shape, tool_server
         self.fail = fail

@@ -59,8 +59,15 @@ def simulate(matches: str, k: int) -> RowSteps:
         runs[a] += 1
         steps, accepted = steps + 1, accepted + a
         pos += a + 1
-    return RowSteps(k, steps + accepted, steps=steps, drafted=steps * k, accepted=accepted,
-                    runs=tuple(runs), short=())
+    return RowSteps(
+        k,
+        steps + accepted,
+        steps=steps,
+        drafted=steps * k,
+        accepted=accepted,
+        runs=tuple(runs),
+        short=(),
+    )
 
 
 @dataclass

@@ -39,7 +39,7 @@ def read_config(path: Path) -> dict[str, Any]:
 
 
 def kind_of(path: Path, config: dict[str, Any]) -> str:
-    """"eagle3", "dflash", "specforge-eagle3" or "causal-lm"; ConfigError for a drafter
+    """ "eagle3", "dflash", "specforge-eagle3" or "causal-lm"; ConfigError for a drafter
     `score` cannot run."""
     spec_type = config.get("speculators_model_type")
     architectures = [str(a) for a in config.get("architectures") or []]

@@ -55,18 +55,31 @@ class Paired:
     def to_json(self) -> dict[str, Any]:
         n, (tb, b, ta, a) = self.n, self.sums
         if not (a and b):  # a side with no verify step (an n-gram that never matched)
-            return {"rows": n, "before": None, "after": None, "difference": None,
-                    "ci95_half_width": None}  # fmt: skip
+            return {
+                "rows": n,
+                "before": None,
+                "after": None,
+                "difference": None,
+                "ci95_half_width": None,
+            }
         before, after = tb / b, ta / a
         # each row's share of (after - before), linearised: c . (tb, b, ta, a)
         c = (-n / b, before * n / b, n / a, -after * n / a)
         half = None
         if n > 1:
-            var = sum(c[i] * c[j] * (self.products[i][j] - self.sums[i] * self.sums[j] / n)
-                      for i in range(4) for j in range(4)) / (n - 1)  # fmt: skip
+            var = sum(
+                c[i] * c[j] * (self.products[i][j] - self.sums[i] * self.sums[j] / n)
+                for i in range(4)
+                for j in range(4)
+            ) / (n - 1)
             half = round(Z95 * math.sqrt(max(var, 0.0) / n), 4)
-        return {"rows": n, "before": round(before, 4), "after": round(after, 4),
-                "difference": round(after - before, 4), "ci95_half_width": half}  # fmt: skip
+        return {
+            "rows": n,
+            "before": round(before, 4),
+            "after": round(after, 4),
+            "difference": round(after - before, 4),
+            "ci95_half_width": half,
+        }
 
 
 def baseline_rows(path: Path, name: str) -> tuple[str, dict[SampleKey, Outcome]]:
@@ -76,8 +89,9 @@ def baseline_rows(path: Path, name: str) -> tuple[str, dict[SampleKey, Outcome]]
     return name, {key: outcome for key, outcome in rows if outcome is not None}
 
 
-def paired(rows_file: Path, before: dict[SampleKey, Outcome], by: str,
-           ks: list[int]) -> dict[str, Any]:  # fmt: skip
+def paired(
+    rows_file: Path, before: dict[SampleKey, Outcome], by: str, ks: list[int]
+) -> dict[str, Any]:
     groups: dict[str, dict[int, Paired]] = {}
     for line in read_rows(rows_file):
         old, new = before.get(key_of(line)), from_line(line)

@@ -76,9 +76,13 @@ class DFlashDraft(HiddenStateDraft):
             with torch.no_grad(), warnings.catch_warnings():
                 warnings.simplefilter("ignore", FutureWarning)
                 _, logits, *_ = self.model._backbone_forward(  # speculators' own blocks
-                    hidden, tokens, wanted, last, torch.zeros_like(tokens),
+                    hidden,
+                    tokens,
+                    wanted,
+                    last,
+                    torch.zeros_like(tokens),
                     max_anchors=len(chunk),
-                )  # fmt: skip
+                )
             drafted = logits[0].argmax(dim=-1).view(len(chunk), self.block)[:, 1:]
             out.append(to_target_ids(self.model, drafted))
         return torch.cat(out)

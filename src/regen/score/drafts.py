@@ -56,9 +56,14 @@ class CheckpointSettings:
     depth: int = TAU_K
 
 
-def open_draft(spec: str, *, threads: int = 2, n_ctx: int | None = None,
-               ngram: NgramSettings = DEFAULTS,
-               checkpoint: CheckpointSettings = CheckpointSettings()) -> Draft:  # fmt: skip
+def open_draft(
+    spec: str,
+    *,
+    threads: int = 2,
+    n_ctx: int | None = None,
+    ngram: NgramSettings = DEFAULTS,
+    checkpoint: CheckpointSettings = CheckpointSettings(),
+) -> Draft:
     if spec == "ngram":
         from regen.score.ngram import NgramDraft
 
@@ -74,8 +79,9 @@ def open_draft(spec: str, *, threads: int = 2, n_ctx: int | None = None,
         if path.is_dir():
             from regen.score.checkpoint import open_checkpoint
 
-            return open_checkpoint(path, threads=threads, target=checkpoint.target,
-                                   depth=checkpoint.depth)  # fmt: skip
+            return open_checkpoint(
+                path, threads=threads, target=checkpoint.target, depth=checkpoint.depth
+            )
         if path.suffix != ".gguf":
             raise ConfigError(
                 f"--draft {spec}: not a .gguf file, a checkpoint folder, `ngram` or `embedded`",

@@ -35,8 +35,15 @@ from regen.score.tokens import Sink, TokenRow
 class Eagle3Draft(HiddenStateDraft):
     kind = "eagle3"
 
-    def __init__(self, path: Path, *, threads: int, target: str | None, depth: int,
-                 source: Path | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        path: Path,
+        *,
+        threads: int,
+        target: str | None,
+        depth: int,
+        source: Path | None = None,
+    ) -> None:
         from speculators.models.eagle3 import Eagle3DraftModel, Eagle3SpeculatorConfig
 
         config = Eagle3SpeculatorConfig.from_pretrained(str(path))
@@ -44,8 +51,11 @@ class Eagle3Draft(HiddenStateDraft):
         self.depth = depth
         # speculators' own default when the checkpoint names none (models/utils.py)
         blocks = self.target_blocks
-        self.load(Eagle3DraftModel, config, list(config.eagle_aux_hidden_state_layer_ids or
-                                                 [2, blocks // 2, blocks - 3]))  # fmt: skip
+        self.load(
+            Eagle3DraftModel,
+            config,
+            list(config.eagle_aux_hidden_state_layer_ids or [2, blocks // 2, blocks - 3]),
+        )
         layer_positions = getattr(config.transformer_layer_config, "max_position_embeddings", 0)
         self.n_ctx = min(int(layer_positions or 1 << 20), self.max_tokens())
         self.notes = [self.note("EAGLE-3")]
@@ -66,9 +76,12 @@ class Eagle3Draft(HiddenStateDraft):
         hidden = hidden_at(self.target, tokens[:, : n - 1], self.layers)
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)  # transformers' renamed kwargs
-            steps = self.model(hidden_states=hidden, input_ids=tokens[:, 1:],
-                               document_ids=torch.zeros_like(tokens[:, 1:]),
-                               ttt_steps=self.depth)  # fmt: skip
+            steps = self.model(
+                hidden_states=hidden,
+                input_ids=tokens[:, 1:],
+                document_ids=torch.zeros_like(tokens[:, 1:]),
+                ttt_steps=self.depth,
+            )
         return to_target_ids(self.model, torch.stack([s[0] for s in steps]))
 
     def lookup(self, ids: Sequence[int], start: int) -> Lookup:
@@ -92,4 +105,3 @@ class Eagle3Draft(HiddenStateDraft):
                 sink(row, InputError(f"{row.label}: {why}", kind="short_prompt"))
             else:
                 sink(row, self.lookup(row.ids, row.start))
-

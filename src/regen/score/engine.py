@@ -41,9 +41,15 @@ def row_steps(spec: dict[str, Any]) -> RowSteps:
     steps, accepted = int(spec["num_spec_steps"]), int(spec["num_accepted_draft_tokens"])
     short = tuple(int(d) for d in spec.get("per_step_drafted") or () if d < k)
     # tokens: what the verify steps emitted, each its accepted drafts plus the bonus token
-    return RowSteps(k, steps + accepted, steps=steps, drafted=int(spec["num_draft_tokens"]),
-                    accepted=accepted, runs=runs,
-                    short=short)  # fmt: skip
+    return RowSteps(
+        k,
+        steps + accepted,
+        steps=steps,
+        drafted=int(spec["num_draft_tokens"]),
+        accepted=accepted,
+        runs=runs,
+        short=short,
+    )
 
 
 def engine_report(run: str | Path, selection: Selection, score_dir: Path) -> ScoreReport:
@@ -54,18 +60,26 @@ def engine_report(run: str | Path, selection: Selection, score_dir: Path) -> Sco
         invalid[err.kind] += 1
 
     selection = pick(store, selection)
-    rows = [r for r in completions(store.iter_records("completions"), bad)
-            if selection.wants(r.key)]  # fmt: skip
+    rows = [
+        r for r in completions(store.iter_records("completions"), bad) if selection.wants(r.key)
+    ]
     k = _engine_k(rows, store.where)
-    draft = DraftScore(f"engine k={k}", {"draft": "engine", "k": k},
-                       score_dir / FOLDER / "rows.jsonl", len(rows))  # fmt: skip
+    draft = DraftScore(
+        f"engine k={k}", {"draft": "engine", "k": k}, score_dir / FOLDER / "rows.jsonl", len(rows)
+    )
     lines = _tally(draft, rows, k, selection.by)
     draft.groups = dict(sorted(draft.groups.items(), key=lambda kv: (kv[0] == OVERALL, kv[0])))
     _write_rows(draft.rows_file, lines)
-    return ScoreReport(str(store.where), selection.by, ks=[k], sample=selection.per_group,
-                       seed=selection.seed,
-                       drafts=[draft], invalid_records=dict(invalid),
-                       split=selection.split_json())  # fmt: skip
+    return ScoreReport(
+        str(store.where),
+        selection.by,
+        ks=[k],
+        sample=selection.per_group,
+        seed=selection.seed,
+        drafts=[draft],
+        invalid_records=dict(invalid),
+        split=selection.split_json(),
+    )
 
 
 def _tally(draft: DraftScore, rows: list[Completion], k: int, by: str) -> list[dict[str, Any]]:
@@ -82,8 +96,14 @@ def _tally(draft: DraftScore, rows: list[Completion], k: int, by: str) -> list[d
         for group in (groups.get(by) or "(none)", OVERALL):
             draft.groups.setdefault(group, Tally(k)).add_steps(steps, tokens)
             _count(counters.setdefault(group, Counter()), spec)
-        lines.append({"id": completion.id, "sample": completion.sample, "groups": groups,
-                      "speculative_decoding": spec})  # fmt: skip
+        lines.append(
+            {
+                "id": completion.id,
+                "sample": completion.sample,
+                "groups": groups,
+                "speculative_decoding": spec,
+            }
+        )
     order = sorted(counters, key=lambda g: (g == OVERALL, g))  # as the groups are shown
     draft.engine_counters = {g: dict(counters[g]) for g in order}
     return lines

@@ -72,8 +72,9 @@ class FleetDraft:
                 health.cancel()
             await asyncio.gather(*(s.close() for s in servers))
 
-    async def _pump(self, fleet: Fleet, model: str, rows: Iterable[TokenRow], sink: Sink,
-                    window: int) -> None:  # fmt: skip
+    async def _pump(
+        self, fleet: Fleet, model: str, rows: Iterable[TokenRow], sink: Sink, window: int
+    ) -> None:
         pending: set[asyncio.Task] = set()
         try:
             for row in rows:

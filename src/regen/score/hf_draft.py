@@ -59,8 +59,9 @@ class HFDraft:
         import torch
 
         with torch.no_grad():
-            out = self.model(input_ids=torch.tensor([list(ids[:-1])]),
-                             logits_to_keep=len(ids) - start)  # fmt: skip
+            out = self.model(
+                input_ids=torch.tensor([list(ids[:-1])]), logits_to_keep=len(ids) - start
+            )
         return out.logits[0].float().numpy()
 
     def matches(self, ids: Sequence[int], start: int) -> str:
@@ -74,10 +75,10 @@ class HFDraft:
             elif (why := row.drawn.logprobs_fit()) is not None:
                 sink(row, InputError(f"{row.label}: {why}", kind="logprobs_not_drawn"))
             else:
-                logq = drawn_logprobs(self.logits(row.ids, row.start), row.ids[row.start :],
-                                      row.drawn)  # fmt: skip
+                logq = drawn_logprobs(
+                    self.logits(row.ids, row.start), row.ids[row.start :], row.drawn
+                )
                 sink(row, encode_accept(acceptances(logq, row.logprobs)))
 
     def close(self) -> None:
         self.model = None
-

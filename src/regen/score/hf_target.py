@@ -96,8 +96,10 @@ def layer_note(layers: Sequence[int], blocks: int) -> str:
     """The layers in both conventions, for the user to check against their trainer's."""
     inputs = ", ".join(str(i) for i in layers)
     outputs = ", ".join(str(i - 1) for i in layers)
-    return (f"target layers {inputs} as input indices (vLLM, SGLang, speculators) = {outputs} "
-            f"as output indices (SpecForge, ModelOpt, DFlash), of {blocks} blocks")  # fmt: skip
+    return (
+        f"target layers {inputs} as input indices (vLLM, SGLang, speculators) = {outputs} "
+        f"as output indices (SpecForge, ModelOpt, DFlash), of {blocks} blocks"
+    )
 
 
 def check_layers(layers: Sequence[int], blocks: int, what: str) -> None:

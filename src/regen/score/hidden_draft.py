@@ -24,8 +24,15 @@ from regen.score.vocab import check_vocab
 class HiddenStateDraft:
     kind = ""  # in the identity: "eagle3", "dflash"
 
-    def __init__(self, path: Path, config: Any, *, threads: int, target: str | None,
-                 source: Path | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        path: Path,
+        config: Any,
+        *,
+        threads: int,
+        target: str | None,
+        source: Path | None = None,
+    ) -> None:
         """`config`: the checkpoint's speculators config (its verifier names the default
         target); `target`: --target-model; `source`: the folder the user named, when `path`
         is a conversion of it (specforge_ckpt.py) that is gone once the weights are loaded."""
@@ -61,8 +68,15 @@ class HiddenStateDraft:
 
     def identity_of(self, *extra: str) -> str:
         newest = max(f.stat().st_mtime_ns for f in self.source.iterdir() if f.is_file())
-        return ":".join([self.kind, str(self.source.resolve()), str(newest),
-                         f"target={self.target_dir.resolve()}", *extra])  # fmt: skip
+        return ":".join(
+            [
+                self.kind,
+                str(self.source.resolve()),
+                str(newest),
+                f"target={self.target_dir.resolve()}",
+                *extra,
+            ]
+        )
 
     def check(self, tok: Any) -> None:
         """The drafter drafts in the target's vocabulary: the target must be --tokenizer's."""

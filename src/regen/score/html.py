@@ -29,8 +29,10 @@ def acceptance_section(runs: list[str]) -> str:
 
 def render_section(score: dict[str, Any], where: str) -> str:
     k = max(score["k"])
-    parts = [f"<h2>Acceptance (regen score, k={k})</h2>",
-             f"<p>From {escape(where)}, grouped by {escape(score['by'])}.</p>"]  # fmt: skip
+    parts = [
+        f"<h2>Acceptance (regen score, k={k})</h2>",
+        f"<p>From {escape(where)}, grouped by {escape(score['by'])}.</p>",
+    ]
     charts = []
     for draft in score["drafts"]:
         groups = draft["groups"]
@@ -50,12 +52,15 @@ def tau_bars_svg(groups: dict[str, dict[str, Any]], k: int, title: str) -> str:
     taus = [_at(groups[n], k)["tau"] for n in names]
     values = [t["value"] for t in taus]
     spans = [t["ci95"] or [t["value"], t["value"]] for t in taus]  # one row: no interval
-    errors = [[v - lo for v, (lo, _) in zip(values, spans, strict=True)],
-              [hi - v for v, (_, hi) in zip(values, spans, strict=True)]]  # fmt: skip
+    errors = [
+        [v - lo for v, (lo, _) in zip(values, spans, strict=True)],
+        [hi - v for v, (_, hi) in zip(values, spans, strict=True)],
+    ]
     fig = Figure(figsize=(6.2, 0.8 + 0.3 * max(len(names), 1)))
     ax = fig.add_subplot()
-    bars = ax.barh([f"{n} ({groups[n]['rows']})" for n in names], values, xerr=errors,
-                   color=BLUE, capsize=3)  # fmt: skip
+    bars = ax.barh(
+        [f"{n} ({groups[n]['rows']})" for n in names], values, xerr=errors, color=BLUE, capsize=3
+    )
     ax.bar_label(bars, labels=[f"{v:.2f}" for v in values], padding=3, fontsize=8)
     ax.set_xlim(0, k + 1.3)
     ax.axvline(k + 1, color="#888", linestyle=":", linewidth=1)  # the most a step can emit
@@ -70,8 +75,13 @@ def positions_svg(groups: dict[str, dict[str, Any]], k: int, title: str) -> str:
     ax = fig.add_subplot()
     for name, group in groups.items():
         rates = _at(group, k)["per_position"]
-        ax.plot(range(1, k + 1), [r if r is not None else float("nan") for r in rates],
-                marker="o", linewidth=2.2 if name == OVERALL else 1.2, label=name)  # fmt: skip
+        ax.plot(
+            range(1, k + 1),
+            [r if r is not None else float("nan") for r in rates],
+            marker="o",
+            linewidth=2.2 if name == OVERALL else 1.2,
+            label=name,
+        )
     ax.set_xticks(range(1, k + 1))
     ax.set_ylim(0, 1.02)
     ax.set_xlabel("draft position in a verify step")

@@ -51,8 +51,9 @@ def uses_openmp() -> bool:
 class LlamaDraft:
     samples = True  # on a run with logprobs it samples from its q: it reads the target's p
 
-    def __init__(self, path: Path, *, n_ctx: int = DEFAULT_CONTEXT, threads: int = 2,
-                 flag: str = "--draft") -> None:  # fmt: skip
+    def __init__(
+        self, path: Path, *, n_ctx: int = DEFAULT_CONTEXT, threads: int = 2, flag: str = "--draft"
+    ) -> None:
         """`flag`: the option that named the file, for the messages (--target-model too)."""
         if not path.is_file():
             raise ConfigError(f"{flag} {path}: no such GGUF file", hint="check the path")
@@ -68,8 +69,7 @@ class LlamaDraft:
         self.n_ctx = n_ctx
         self.recipe = GGUFRecipe(str(path), n_ctx, threads)
         try:
-            self.llm = Llama(model_path=str(path), n_ctx=n_ctx, n_threads=threads,
-                             verbose=False)  # fmt: skip
+            self.llm = Llama(model_path=str(path), n_ctx=n_ctx, n_threads=threads, verbose=False)
         except ValueError as exc:  # llama-cpp-python's answer to a file it cannot load
             raise ConfigError(f"{flag} {path}: llama.cpp cannot load it: {exc}") from exc
         self.flag = flag
@@ -98,8 +98,9 @@ class LlamaDraft:
             guesses.extend(np.argmax(logits[max(start - 1 - at, 0) :], axis=1).tolist())
         return "".join("1" if g == t else "0" for g, t in zip(guesses, ids[start:], strict=True))
 
-    def accepts(self, ids: Sequence[int], start: int, logprobs: list[float],
-                drawn: DrawnAt) -> Accept:  # fmt: skip
+    def accepts(
+        self, ids: Sequence[int], start: int, logprobs: list[float], drawn: DrawnAt
+    ) -> Accept:
         """min(1, q(x)/p(x)) per answer token, q the draft's distribution at the answer's
         sampling (sampled.py), p the target's from the run's logprobs."""
         logq: list[float] = []

@@ -23,14 +23,20 @@ VLLM, SGLANG = "vllm", "sglang"
 def request(api: str, model: str, ids: list[int], start: int) -> tuple[str, dict[str, Any]]:
     if api == VLLM:
         return "/v1/completions", {
-            "model": model, "prompt": ids, "max_tokens": 1, "temperature": 0,
+            "model": model,
+            "prompt": ids,
+            "max_tokens": 1,
+            "temperature": 0,
             "prompt_logprobs": 1,
-        }  # fmt: skip
+        }
     return "/generate", {
-        "input_ids": ids, "sampling_params": {"max_new_tokens": 1, "temperature": 0},
-        "return_logprob": True, "logprob_start_len": start, "top_logprobs_num": 1,
+        "input_ids": ids,
+        "sampling_params": {"max_new_tokens": 1, "temperature": 0},
+        "return_logprob": True,
+        "logprob_start_len": start,
+        "top_logprobs_num": 1,
         "return_text_in_logprobs": True,
-    }  # fmt: skip
+    }
 
 
 def parse_matches(api: str, data: Any, row: TokenRow, tok: Any, server: str) -> str:

@@ -144,8 +144,9 @@ def draft_starts(ids: Sequence[int], start: int, min_n: int, max_n: int) -> list
     return out
 
 
-def _lookup(ids: Sequence[int], p: int, min_n: int, max_n: int,
-            earliest: dict[tuple[int, ...], int]) -> int | None:  # fmt: skip
+def _lookup(
+    ids: Sequence[int], p: int, min_n: int, max_n: int, earliest: dict[tuple[int, ...], int]
+) -> int | None:
     for n in range(min(max_n, p), min_n - 1, -1):
         after = earliest.get(tuple(ids[p - n : p]))
         if after is not None and after < p:

@@ -48,8 +48,15 @@ class Lookup:
             if d < k:
                 short.append(d)
             pos += a + 1
-        return RowSteps(k, steps + accepted, steps=steps, drafted=drafted, accepted=accepted,
-                        runs=tuple(runs), short=tuple(short))
+        return RowSteps(
+            k,
+            steps + accepted,
+            steps=steps,
+            drafted=drafted,
+            accepted=accepted,
+            runs=tuple(runs),
+            short=tuple(short),
+        )
 
     def match(self) -> str:
         return "".join("1" if c != "0" else "0" for c in self.right)
@@ -119,8 +126,7 @@ def decode_counts(text: str) -> list[int]:
 
 def encode_accept(probabilities: list[float]) -> Accept:
     top = ACCEPT_LEVELS - 1
-    return Accept("".join(chr(_LEVEL0 + round(min(max(a, 0.0), 1.0) * top))
-                          for a in probabilities))  # fmt: skip
+    return Accept("".join(chr(_LEVEL0 + round(min(max(a, 0.0), 1.0) * top)) for a in probabilities))
 
 
 def expected_steps(accept: list[float], k: int) -> RowSteps:
@@ -146,5 +152,12 @@ def expected_steps(accept: list[float], k: int) -> RowSteps:
             accepted += ends_here * j
             begins[pos + j + 1] += ends_here
             reach -= ends_here
-    return RowSteps(k, steps + accepted, steps=steps, drafted=steps * k, accepted=accepted,
-                    runs=tuple(runs), short=())
+    return RowSteps(
+        k,
+        steps + accepted,
+        steps=steps,
+        drafted=steps * k,
+        accepted=accepted,
+        runs=tuple(runs),
+        short=(),
+    )

@@ -43,8 +43,9 @@ class ReplayFleet:
     api_key_env: str | None = None
 
 
-def replay_report(run: str | Path, fleet: ReplayFleet, selection: Selection,
-                  score_dir: Path) -> ScoreReport:  # fmt: skip
+def replay_report(
+    run: str | Path, fleet: ReplayFleet, selection: Selection, score_dir: Path
+) -> ScoreReport:
     folder = score_dir / FOLDER
     selection = pick(open_store(run), selection)  # the replayed prompts: this split's rows
     prompts = _write_prompts(run, selection, folder / "prompts.jsonl")
@@ -62,11 +63,17 @@ def replay_report(run: str | Path, fleet: ReplayFleet, selection: Selection,
 
 
 def _config(fleet: ReplayFleet, servers: tuple[str, ...], prompts: Path, out: Path):
-    return build_config({
-        "input.prompts": prompts, "output.dir": out, "fleet.servers": servers,
-        "fleet.model": fleet.model, "fleet.api_key_env": fleet.api_key_env,
-        "sampling.temperature": 0.0, "display.mode": "none",
-    })  # fmt: skip
+    return build_config(
+        {
+            "input.prompts": prompts,
+            "output.dir": out,
+            "fleet.servers": servers,
+            "fleet.model": fleet.model,
+            "fleet.api_key_env": fleet.api_key_env,
+            "sampling.temperature": 0.0,
+            "display.mode": "none",
+        }
+    )
 
 
 def _probe(fleet: ReplayFleet, prompts: Path, folder: Path) -> None:
@@ -105,9 +112,11 @@ def _has_spec_answers(run: Path) -> bool:
 
 def _write_prompts(run: str | Path, selection: Selection, path: Path) -> Path:
     store = open_run(run)
-    lines = [orjson.dumps(_prompt(c)) + b"\n"
-             for c in completions(store.iter_records("completions"), _ignore)
-             if selection.wants(c.key)]  # fmt: skip
+    lines = [
+        orjson.dumps(_prompt(c)) + b"\n"
+        for c in completions(store.iter_records("completions"), _ignore)
+        if selection.wants(c.key)
+    ]
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(path, b"".join(lines))
     return path

@@ -71,8 +71,11 @@ class DraftScore:
             "groups": {g: _tally_json(t, ks) for g, t in self.groups.items()},
             "baseline": self.baseline,
             **({"engine_counters": self.engine_counters} if self.engine_counters else {}),
-            **({"target_probabilities": self.target_probabilities()}
-               if "target" in self.identity else {}),
+            **(
+                {"target_probabilities": self.target_probabilities()}
+                if "target" in self.identity
+                else {}
+            ),
         }
 
     def target_probabilities(self) -> dict[str, Any]:
@@ -85,8 +88,9 @@ class DraftScore:
 
 def _tally_json(tally: Tally, ks: list[int]) -> dict[str, Any]:
     data = tally.to_json()
-    data["by_k"] = [{**at, "few_steps": at["verify_steps"] < FEW_STEPS}
-                    for at in data["by_k"] if at["k"] in ks]  # fmt: skip
+    data["by_k"] = [
+        {**at, "few_steps": at["verify_steps"] < FEW_STEPS} for at in data["by_k"] if at["k"] in ks
+    ]
     return data
 
 
@@ -135,8 +139,9 @@ class ScoreReport:
         }
 
 
-def pool(run: str, drafts: list[DraftScore], selection: Selection, ks: list[int],
-         invalid: dict[str, int]) -> ScoreReport:  # fmt: skip
+def pool(
+    run: str, drafts: list[DraftScore], selection: Selection, ks: list[int], invalid: dict[str, int]
+) -> ScoreReport:
     """Re-read each draft's results file (streamed) and tally the rows of this selection."""
     k_max = max(ks)
     for draft in drafts:
@@ -157,6 +162,13 @@ def pool(run: str, drafts: list[DraftScore], selection: Selection, ks: list[int]
             draft.sampling_draft += isinstance(outcome, Accept)
             draft.teacher_forced += line.get("target_probs") == TEACHER_FORCED
         draft.groups = dict(sorted(draft.groups.items(), key=lambda kv: (kv[0] == OVERALL, kv[0])))
-    return ScoreReport(run, selection.by, ks=ks, sample=selection.per_group, seed=selection.seed,
-                       drafts=drafts,
-                       invalid_records=invalid, split=selection.split_json())  # fmt: skip
+    return ScoreReport(
+        run,
+        selection.by,
+        ks=ks,
+        sample=selection.per_group,
+        seed=selection.seed,
+        drafts=drafts,
+        invalid_records=invalid,
+        split=selection.split_json(),
+    )

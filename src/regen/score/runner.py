@@ -116,8 +116,11 @@ def earlier_drafts(score_dir: Path, now: list[DraftScore], settings: ScoreSettin
             hint="move it away; the drafts' rows beside it are kept and resumed",
         ) from err
     names = {d.name for d in now}
-    same = {"tokenizer": settings.tokenizer, "chat_template": settings.chat_template,
-            "template_tokens": settings.template_tokens}  # fmt: skip
+    same = {
+        "tokenizer": settings.tokenizer,
+        "chat_template": settings.chat_template,
+        "template_tokens": settings.template_tokens,
+    }
     kept = []
     for draft in earlier:
         identity = draft["identity"]
@@ -128,8 +131,14 @@ def earlier_drafts(score_dir: Path, now: list[DraftScore], settings: ScoreSettin
     return kept
 
 
-def _score(store: Store, selection: Selection, encoder: Encoder, draft: Draft, scan: _Pass,
-           workers: Workers | None) -> None:  # fmt: skip
+def _score(
+    store: Store,
+    selection: Selection,
+    encoder: Encoder,
+    draft: Draft,
+    scan: _Pass,
+    workers: Workers | None,
+) -> None:
     """Every row still to score through the draft, in workers when the draft can run there."""
     recipe = getattr(draft, "recipe", None)
     if workers is None or workers.count == 1 or recipe is None:
@@ -152,8 +161,9 @@ def _wanted(store: Store, selection: Selection, scan: _Pass) -> Iterator[Complet
             yield completion
 
 
-def _todo(store: Store, selection: Selection, encoder: Encoder, draft: Draft,
-          scan: _Pass) -> Iterator[TokenRow]:  # fmt: skip
+def _todo(
+    store: Store, selection: Selection, encoder: Encoder, draft: Draft, scan: _Pass
+) -> Iterator[TokenRow]:
     """The rows still to score: chosen, not already in the results file, tokenisable and short
     enough for the draft (the others get a `skipped` line, so they are counted, not lost)."""
     for completion in _wanted(store, selection, scan):

@@ -36,9 +36,11 @@ KINDS = {"vllm": "processed", "sglang": "temperature", "llamacpp": "raw"}
 ORDERS = ("vllm", "llamacpp")  # where the temperature comes: first, or after top-k/top-p
 # The other sampler settings, at the values that leave the draw as temperature, top-k and
 # top-p make it (llama.cpp's names, vLLM's repetition_penalty, any logit_bias)
-OTHER_NEUTRAL = {**{k: v for k, v in LLAMACPP_NEUTRAL.items()
-                    if k not in ("temperature", "top_p", "top_k")},
-                 "repetition_penalty": 1.0, "logit_bias": None}  # fmt: skip
+OTHER_NEUTRAL = {
+    **{k: v for k, v in LLAMACPP_NEUTRAL.items() if k not in ("temperature", "top_p", "top_k")},
+    "repetition_penalty": 1.0,
+    "logit_bias": None,
+}
 
 
 @dataclass(frozen=True)
@@ -66,9 +68,11 @@ class DrawnAt:
         if self.temperature is None:
             return "the answers were drawn at the server's default temperature, not recorded"
         if self.logprobs == "raw" and (self.temperature != 1 or self.truncated):
-            return ("the engine returned the raw model's logprobs (llama-cpp-python; vLLM "
-                    "without --logprobs-mode processed_logprobs, as on a speculating server), "
-                    f"not those at temperature {self.temperature} with top-k/top-p")  # fmt: skip
+            return (
+                "the engine returned the raw model's logprobs (llama-cpp-python; vLLM "
+                "without --logprobs-mode processed_logprobs, as on a speculating server), "
+                f"not those at temperature {self.temperature} with top-k/top-p"
+            )
         if self.logprobs == "temperature" and self.truncated:
             return "the engine (SGLang) returns logprobs before top-k/top-p"
         return None
@@ -81,28 +85,41 @@ def drawn_at(raw: dict[str, Any]) -> DrawnAt:
     """A completion record's sampling; llama.cpp's neutral values count where regen sent them."""
     meta = _dict(raw.get("meta"))
     sampling = _dict(meta.get("sampling"))
-    values = {**_dict(sampling.get("neutral")), **{k: v for k, v in sampling.items()
-                                                   if v is not None}}  # fmt: skip
+    values = {
+        **_dict(sampling.get("neutral")),
+        **{k: v for k, v in sampling.items() if v is not None},
+    }
     engine = _dict(meta.get("engine")).get("name")
     kind = KINDS.get(engine or "", "processed")
     if engine == "vllm" and meta.get("speculative_decoding"):
         kind = "raw"  # regen serve leaves a speculating vLLM in raw mode (spec_metrics.py)
     order = "llamacpp" if engine == "llamacpp" else "vllm"
-    return DrawnAt(_number(values.get("temperature")), _number(values.get("top_p")),
-                   _whole(values.get("top_k")), kind, order,
-                   _others({**values, **_dict(sampling.get("extra"))}, engine))  # fmt: skip
+    return DrawnAt(
+        _number(values.get("temperature")),
+        _number(values.get("top_p")),
+        _whole(values.get("top_k")),
+        kind,
+        order,
+        _others({**values, **_dict(sampling.get("extra"))}, engine),
+    )
 
 
 def _others(values: dict[str, Any], engine: str | None) -> str | None:
     """The sampler settings besides temperature, top-k and top-p that changed the draw (a
     batch file's min_p, a penalty), or which llama.cpp setting the record does not give (its
     server's own default, min_p 0.05 and repeat_penalty 1.1, applied then)."""
-    changed = [f"{k} {values[k]}" for k, neutral in OTHER_NEUTRAL.items()
-               if values.get(k) not in (None, {}, neutral)]  # fmt: skip
+    changed = [
+        f"{k} {values[k]}"
+        for k, neutral in OTHER_NEUTRAL.items()
+        if values.get(k) not in (None, {}, neutral)
+    ]
     if changed:
         return "drawn with " + ", ".join(changed)
-    unsent = [k for k in OTHER_NEUTRAL
-              if engine == "llamacpp" and k in LLAMACPP_NEUTRAL and values.get(k) is None]
+    unsent = [
+        k
+        for k in OTHER_NEUTRAL
+        if engine == "llamacpp" and k in LLAMACPP_NEUTRAL and values.get(k) is None
+    ]
     return f"the record does not say the {', '.join(unsent)} it was drawn with" if unsent else None
 
 
@@ -129,10 +146,16 @@ def drawn_logprobs(logits: Any, tokens: Any, at: DrawnAt) -> Any:
 
     tokens = np.asarray(tokens)
     block = _llamacpp_block if at.order == "llamacpp" else _drawn_block
-    return np.concatenate([
-        block(logits[i : i + ROWS_AT_ONCE], tokens[i : i + ROWS_AT_ONCE], at)
-        for i in range(0, len(tokens), ROWS_AT_ONCE)
-    ]) if len(tokens) else np.zeros(0)  # fmt: skip
+    return (
+        np.concatenate(
+            [
+                block(logits[i : i + ROWS_AT_ONCE], tokens[i : i + ROWS_AT_ONCE], at)
+                for i in range(0, len(tokens), ROWS_AT_ONCE)
+            ]
+        )
+        if len(tokens)
+        else np.zeros(0)
+    )
 
 
 def _drawn_block(logits: Any, tokens: Any, at: DrawnAt) -> Any:

@@ -72,11 +72,15 @@ def require_scored(report: Any) -> None:
                 hint="score the other side of --holdout (--split), or a run with answers",
             )
         counts = ", ".join(f"{k} {n}" for k, n in sorted(draft.skipped.items()))
-        examples = [f"{k}: {draft.skipped_examples[k]}" for k in sorted(draft.skipped)
-                    if k in draft.skipped_examples]  # fmt: skip
+        examples = [
+            f"{k}: {draft.skipped_examples[k]}"
+            for k in sorted(draft.skipped)
+            if k in draft.skipped_examples
+        ]
         raise InputFileError(
             f"draft {draft.name} scored no row: all {sum(draft.skipped.values())} chosen rows "
-            f"were skipped ({counts})" + "".join(f"\n  {e}" for e in examples)
+            f"were skipped ({counts})"
+            + "".join(f"\n  {e}" for e in examples)
             + f"\n  the rows and their reasons: {draft.rows_file}",
             hint="; ".join(f"{k}: {fix_for(k)}" for k in sorted(draft.skipped)),
         )

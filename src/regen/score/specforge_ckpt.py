@@ -34,8 +34,9 @@ def is_specforge_eagle3(architectures: list[str]) -> bool:
     return any(a.endswith("Eagle3") for a in architectures)
 
 
-def open_specforge(path: Path, config: dict[str, Any], *, threads: int, target: str | None,
-                   depth: int) -> Any:  # fmt: skip
+def open_specforge(
+    path: Path, config: dict[str, Any], *, threads: int, target: str | None, depth: int
+) -> Any:
     from regen.score.eagle3_draft import Eagle3Draft
 
     what = f"--draft {path}"
@@ -50,13 +51,14 @@ def open_specforge(path: Path, config: dict[str, Any], *, threads: int, target: 
     layers = [int(i) + 1 for i in named] if named else None
     with tempfile.TemporaryDirectory(prefix="regen-specforge-") as tmp:
         converted = Path(tmp) / path.name
-        convert(staged(path, config, Path(tmp) / "specforge"), converted, target_dir, layers,
-                what)  # fmt: skip
-        draft = Eagle3Draft(converted, threads=threads, target=str(target_dir), depth=depth,
-                            source=path)  # fmt: skip
+        convert(staged(path, config, Path(tmp) / "specforge"), converted, target_dir, layers, what)
+        draft = Eagle3Draft(
+            converted, threads=threads, target=str(target_dir), depth=depth, source=path
+        )
     arch = ", ".join(config.get("architectures") or [])
-    draft.notes.insert(0, f"{path.name}: converted from SpecForge's format ({arch}) with "
-                          f"speculators' converter")  # fmt: skip
+    draft.notes.insert(
+        0, f"{path.name}: converted from SpecForge's format ({arch}) with speculators' converter"
+    )
     return draft
 
 
@@ -82,8 +84,7 @@ def staged(path: Path, config: dict[str, Any], out: Path) -> Path:
     return out
 
 
-def convert(path: Path, out: Path, target_dir: Path, layers: list[int] | None,
-            what: str) -> None:  # fmt: skip
+def convert(path: Path, out: Path, target_dir: Path, layers: list[int] | None, what: str) -> None:
     """speculators' Python API for `speculators convert`, with its log kept quiet."""
     try:
         from loguru import logger

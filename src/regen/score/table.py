@@ -64,10 +64,15 @@ def _fmt(ratio: dict[str, Any], digits: int = 2) -> str:
 def _table(draft: dict[str, Any], ks: list[int]) -> list[str]:
     head = ["group", "rows", "tokens", "top-1", *(f"tau({k})" for k in ks)]
     rows = [
-        [name, str(g["rows"]), str(g["tokens"]), _fmt(g["top1_match"]),
-         *(_tau(at) for at in g["by_k"])]
+        [
+            name,
+            str(g["rows"]),
+            str(g["tokens"]),
+            _fmt(g["top1_match"]),
+            *(_tau(at) for at in g["by_k"]),
+        ]
         for name, g in draft["groups"].items()
-    ]  # fmt: skip
+    ]
     return _grid(head, rows)
 
 
@@ -80,8 +85,10 @@ def _steps(draft: dict[str, Any], ks: list[int]) -> list[str]:
     """How many verify steps each tau(k) above rests on (expected steps for a sampling draft),
     and what the mark means when a figure has it."""
     head = ["verify steps", *(f"tau({k})" for k in ks)]
-    rows = [[name, *(str(at["verify_steps"]) for at in g["by_k"])]
-            for name, g in draft["groups"].items()]  # fmt: skip
+    rows = [
+        [name, *(str(at["verify_steps"]) for at in g["by_k"])]
+        for name, g in draft["groups"].items()
+    ]
     marked = any(_tau(at).endswith("*") for g in draft["groups"].values() for at in g["by_k"])
     legend = [f"* from fewer than {FEW_STEPS} verify steps: too few to go by"] if marked else []
     return _grid(head, rows) + legend
@@ -92,16 +99,22 @@ def _detail(draft: dict[str, Any], k: int) -> list[str]:
     for name, g in draft["groups"].items():
         at = next(a for a in g["by_k"] if a["k"] == k)
         per_pos = " ".join("-" if p is None else f"{p:.2f}" for p in at["per_position"])
-        out.append(f"  {name}: rate {_fmt(at['acceptance_rate'])}  positions [{per_pos}]  "
-                   f"runs {at['accepted_runs']}")  # fmt: skip
+        out.append(
+            f"  {name}: rate {_fmt(at['acceptance_rate'])}  positions [{per_pos}]  "
+            f"runs {at['accepted_runs']}"
+        )
     return out
 
 
 def _grid(head: list[str], rows: list[list[str]]) -> list[str]:
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
-    return ["  ".join(c.ljust(w) if i == 0 else c.rjust(w)
-                      for i, (c, w) in enumerate(zip(r, widths, strict=True)))
-            for r in [head, *rows]]  # fmt: skip
+    return [
+        "  ".join(
+            c.ljust(w) if i == 0 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        )
+        for r in [head, *rows]
+    ]
 
 
 def _side_by_side(drafts: list[dict[str, Any]], k: int) -> list[str]:
@@ -125,22 +138,40 @@ def _baseline(base: dict[str, Any], k: int) -> list[str]:
             rows.append([name, str(p["rows"]), "-", "-", "-"])
             continue
         half = "" if p["ci95_half_width"] is None else f"±{p['ci95_half_width']:.2f}"
-        rows.append([name, str(p["rows"]), f"{p['before']:.2f}", f"{p['after']:.2f}",
-                     f"{p['difference']:+.2f}{half}"])  # fmt: skip
+        rows.append(
+            [
+                name,
+                str(p["rows"]),
+                f"{p['before']:.2f}",
+                f"{p['after']:.2f}",
+                f"{p['difference']:+.2f}{half}",
+            ]
+        )
     head = ["group", "paired rows", "before", "after", "difference"]
-    return [f"against {base['file']} ({base['draft']}), tau({k}) on the same rows:",
-            *_grid(head, rows)]  # fmt: skip
+    return [
+        f"against {base['file']} ({base['draft']}), tau({k}) on the same rows:",
+        *_grid(head, rows),
+    ]
 
 
 def _counters(counters: dict[str, dict[str, int]]) -> list[str]:
     """The engine's own sums (what its /metrics counts) behind the --from-engine table."""
-    out = ["engine counters (vLLM /metrics: spec_decode_num_drafts, _num_draft_tokens, "
-           "_num_accepted_tokens, _num_accepted_tokens_per_pos):"]  # fmt: skip
+    out = [
+        "engine counters (vLLM /metrics: spec_decode_num_drafts, _num_draft_tokens, "
+        "_num_accepted_tokens, _num_accepted_tokens_per_pos):"
+    ]
     for name, c in counters.items():
-        per_pos = [c[p] for p in sorted((p for p in c if p.startswith("accepted_at_")),
-                                         key=lambda p: int(p.rsplit("_", 1)[1]))]  # fmt: skip
-        out.append(f"  {name}: drafts {c['num_drafts']}, draft tokens {c['num_draft_tokens']}, "
-                   f"accepted {c['num_accepted_tokens']}, per position {per_pos}")  # fmt: skip
+        per_pos = [
+            c[p]
+            for p in sorted(
+                (p for p in c if p.startswith("accepted_at_")),
+                key=lambda p: int(p.rsplit("_", 1)[1]),
+            )
+        ]
+        out.append(
+            f"  {name}: drafts {c['num_drafts']}, draft tokens {c['num_draft_tokens']}, "
+            f"accepted {c['num_accepted_tokens']}, per position {per_pos}"
+        )
     return out
 
 
@@ -149,9 +180,11 @@ def _target(probs: dict[str, Any] | None) -> str:
     if probs is None:
         return ""
     gguf = Path(probs["teacher_forced"]["target"].removeprefix("gguf:").rsplit(":", 2)[0]).name
-    return (f"\ntarget probabilities: a teacher-forced pass of {gguf} for "
-            f"{_whole(probs['teacher_forced']['rows'])}, the engine's logprobs for "
-            f"{_whole(probs['engine_logprobs']['rows'])}")  # fmt: skip
+    return (
+        f"\ntarget probabilities: a teacher-forced pass of {gguf} for "
+        f"{_whole(probs['teacher_forced']['rows'])}, the engine's logprobs for "
+        f"{_whole(probs['engine_logprobs']['rows'])}"
+    )
 
 
 def _whole(rows: int) -> str:

@@ -103,8 +103,9 @@ def stepwise(llm: Any, ids: Sequence[int], start: int) -> Iterator[Any]:
     ctx.kv_cache_clear()
     llm.n_tokens = 0
     for at in range(0, start, llm.n_batch):  # logits of the batch's last token only
-        batch.set_batch(batch=list(ids[at : min(at + llm.n_batch, start)]), n_past=at,
-                        logits_all=False)  # fmt: skip
+        batch.set_batch(
+            batch=list(ids[at : min(at + llm.n_batch, start)]), n_past=at, logits_all=False
+        )
         ctx.decode(batch)
     for pos in range(start, len(ids)):
         yield np.ctypeslib.as_array(ctx.get_logits(), shape=(n_vocab,))
@@ -169,10 +170,13 @@ class WithTarget:
             return InputError(
                 f"{row.label}: answer token {at} is outside the run's top-k/top-p in the "
                 "target's pass, so it is not the token drawn"
-                + (" (re-tokenised: generate with --return-token-ids)" if row.retokenized
-                   else " (is --target-model the model the run was generated with?)"),
+                + (
+                    " (re-tokenised: generate with --return-token-ids)"
+                    if row.retokenized
+                    else " (is --target-model the model the run was generated with?)"
+                ),
                 kind=SKIPPED,
-            )  # fmt: skip
+            )
         drawn = replace(row.drawn, logprobs="processed")  # now those of the draw
         return replace(row, logprobs=logprobs, drawn=drawn, target_probs=TEACHER_FORCED)
 

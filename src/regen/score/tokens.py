@@ -50,8 +50,9 @@ class TokenRow:
 Sink = Callable[[TokenRow, "Outcome | InputError"], None]
 
 
-def token_row(completion: Completion, encoder: Encoder, groups: dict[str, str], *,
-              reads_logprobs: bool = True) -> TokenRow:  # fmt: skip
+def token_row(
+    completion: Completion, encoder: Encoder, groups: dict[str, str], *, reads_logprobs: bool = True
+) -> TokenRow:
     """Raises InputError when the row cannot be tokenised (the template cannot render it) or
     its logprobs do not match its answer tokens, for a draft that `reads_logprobs` (one that
     proposes a single token, the n-gram or a served argmax, reads none: its row is scored

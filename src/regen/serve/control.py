@@ -51,11 +51,14 @@ def is_our_process(server: FleetServer) -> bool:
 def fleet_status(fleet: FleetFile) -> list[ServerState]:
     return [
         ServerState(
-            s.name, s.url, s.pid, is_our_process(s),
+            s.name,
+            s.url,
+            s.pid,
+            is_our_process(s),
             answers_chat(s.url, fleet.served_model_name, 10.0, key_from_env(fleet.api_key_env)),
         )
         for s in fleet.servers
-    ]  # fmt: skip
+    ]
 
 
 def is_our_supervisor(supervisor: FleetSupervisor | None) -> bool:

@@ -89,11 +89,25 @@ class Engine:
         flags = self.flags
         launcher, model_flag = self.launcher(python, dist_found)
         model_args = [model_flag, server.model] if model_flag else [server.model]
-        args = [*launcher, *model_args, flags.served_name, server.served_name,
-                "--host", server.host, "--port", str(server.port)]  # fmt: skip
+        args = [
+            *launcher,
+            *model_args,
+            flags.served_name,
+            server.served_name,
+            "--host",
+            server.host,
+            "--port",
+            str(server.port),
+        ]
         if self.name == "llamacpp":  # CPU threads, with a context that fits the embedded model
-            args += [flags.context, str(server.context or 2048), "--n_threads",
-                     str(server.threads), "--verbose", "False"]  # fmt: skip
+            args += [
+                flags.context,
+                str(server.context or 2048),
+                "--n_threads",
+                str(server.threads),
+                "--verbose",
+                "False",
+            ]
             return [*args, *server.extra]
         if device == "gpu" and server.gpus_per_server > 1:
             args += [flags.tensor_parallel, str(server.gpus_per_server)]
@@ -104,18 +118,29 @@ class Engine:
 
 ENGINES = {
     "sglang": Engine(
-        "sglang", "sglang.launch_server", "sglang", devices=("gpu",),
+        "sglang",
+        "sglang.launch_server",
+        "sglang",
+        devices=("gpu",),
         flags=Flags("--model-path", "--served-model-name", "--context-length", "--tp-size"),
         console="sglang",
     ),
     "vllm": Engine(
-        "vllm", "vllm.entrypoints.cli.main", "vllm", devices=("gpu", "cpu"),
+        "vllm",
+        "vllm.entrypoints.cli.main",
+        "vllm",
+        devices=("gpu", "cpu"),
         flags=Flags("", "--served-model-name", "--max-model-len", "--tensor-parallel-size"),
-        console="vllm", module_serves=True, dist="vllm",
+        console="vllm",
+        module_serves=True,
+        dist="vllm",
         fallback=Fallback("vllm.entrypoints.openai.api_server", "--model"),
     ),
     "llamacpp": Engine(
-        "llamacpp", "llama_cpp.server", "llama_cpp.server", devices=("cpu",),
+        "llamacpp",
+        "llama_cpp.server",
+        "llama_cpp.server",
+        devices=("cpu",),
         flags=Flags("--model", "--model_alias", "--n_ctx"),
     ),
-}  # fmt: skip
+}

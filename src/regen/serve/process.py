@@ -156,9 +156,12 @@ class ServerProcess:
             self._reaped = True
             kill_leftovers(self.process.pid)
         return ExitReport(
-            self.spec.name, self.process.returncode, self.spec.log_path, self.log_tail(),
+            self.spec.name,
+            self.process.returncode,
+            self.spec.log_path,
+            self.log_tail(),
             find_cause(self.log_tail(CAUSE_LINES)),
-        )  # fmt: skip
+        )
 
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> list[str]:
         """The last lines this incarnation wrote (the log is appended across restarts)."""

@@ -96,8 +96,10 @@ class Destination:
         in_the_way = next((p for p in target.parents if p.exists() and not p.is_dir()), None)
         if target.is_dir() or in_the_way is not None:
             what = f"{in_the_way} is a file" if in_the_way else "it is a folder"
-            raise OutputError(f"cannot write {self.option} {target}: {what}",
-                              hint=f"give {self.option} a file path in a folder")  # fmt: skip
+            raise OutputError(
+                f"cannot write {self.option} {target}: {what}",
+                hint=f"give {self.option} a file path in a folder",
+            )
         probe = target.with_name(f".{target.name}.probe-{os.getpid()}")
         with self.mapped(target):
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -106,9 +108,7 @@ class Destination:
 
     # -- folders -------------------------------------------------------------------------
     @contextmanager
-    def local_folder(
-        self, last: Sequence[str] = (), staging: Path | None = None
-    ) -> Iterator[Path]:
+    def local_folder(self, last: Sequence[str] = (), staging: Path | None = None) -> Iterator[Path]:
         """The folder to write in; a bucket's is fetched first and published when the block
         succeeds, the files named in `last` (markers that say the folder is whole) last. A
         bucket's local copy is a `regen-publish-*` folder under `staging` (None: the system's

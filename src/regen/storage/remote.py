@@ -181,8 +181,12 @@ class BucketStore(Store):
 
         policy = self.options.upload
         uploader = Uploader(
-            self.layout, self.bucket, policy=policy, event=threadsafe(event),
-            renew=self.lease.renew, lost=threadsafe(lost)
+            self.layout,
+            self.bucket,
+            policy=policy,
+            event=threadsafe(event),
+            renew=self.lease.renew,
+            lost=threadsafe(lost),
         )
         uploader.push_small(force=True)
         uploader.start()

@@ -24,7 +24,7 @@ import orjson
 
 from regen.errors import StorageError
 from regen.format.layout import OutputLayout
-from regen.format.manifest import with_sessions_of
+from regen.format.sessions import with_sessions_of
 from regen.format.sidecar import read_sidecar, sidecar_path
 from regen.jsonio import dumps_pretty
 from regen.storage.bucket import Bucket

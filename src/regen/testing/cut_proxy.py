@@ -66,10 +66,13 @@ class CutProxy:
         async with (
             aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session,
             session.request(
-                request.method, self.upstream + request.path_qs, headers=headers, data=body,
+                request.method,
+                self.upstream + request.path_qs,
+                headers=headers,
+                data=body,
                 allow_redirects=False,
             ) as answer,
-        ):  # fmt: skip
+        ):
             payload = await answer.read()
             if action == "hold":
                 await asyncio.sleep(3600)  # cut when the proxy stops

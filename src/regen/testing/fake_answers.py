@@ -73,10 +73,12 @@ def chat_response(
         else:  # VL:entrypoints/openai/chat_completion/protocol.py:128,155
             data["prompt_token_ids"], choice["token_ids"] = prompt_ids, completion_ids
     if body.get("logprobs"):  # the OpenAI shape all three engines answer in
-        choice["logprobs"] = {"content": [
-            {"token": f"t{i}", "logprob": fake_logprob(i), "bytes": None, "top_logprobs": []}
-            for i in range(tokens)
-        ]}  # fmt: skip
+        choice["logprobs"] = {
+            "content": [
+                {"token": f"t{i}", "logprob": fake_logprob(i), "bytes": None, "top_logprobs": []}
+                for i in range(tokens)
+            ]
+        }
     return data
 
 

@@ -17,8 +17,15 @@ from typing import Any
 
 # Not streamed, `metrics` also carries the timing fields, null without --enable-per-request-
 # metrics; the stream's chunk leaves the nulls out (VL:.../chat_completion/serving.py:871-891).
-TIMINGS = dict.fromkeys(("time_to_first_token_ms", "generation_time_ms", "queue_time_ms",
-                         "mean_itl_ms", "tokens_per_second"))  # fmt: skip
+TIMINGS = dict.fromkeys(
+    (
+        "time_to_first_token_ms",
+        "generation_time_ms",
+        "queue_time_ms",
+        "mean_itl_ms",
+        "tokens_per_second",
+    )
+)
 PATTERN = (1, 0, 2, 3)  # accepted draft tokens per step, cycled (capped at k): a fixed mix
 
 

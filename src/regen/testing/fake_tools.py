@@ -29,8 +29,11 @@ def tool_caller(
         text = str(last.get("content") or "")
         args = arguments(text) if arguments else {"city": text.rstrip("?.! ").split()[-1]}
         turn = sum(m["role"] == "assistant" for m in messages)
-        call = {"id": f"call_new_{turn}", "type": "function",
-                "function": {"name": name, "arguments": orjson.dumps(args).decode()}}  # fmt: skip
+        call = {
+            "id": f"call_new_{turn}",
+            "type": "function",
+            "function": {"name": name, "arguments": orjson.dumps(args).decode()},
+        }
         return {"content": "", "tool_calls": [call], "tokens": 8, "finish_reason": "tool_calls"}
 
     return answer

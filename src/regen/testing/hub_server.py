@@ -106,15 +106,18 @@ class _Handler(BaseHTTPRequestHandler):
         return False
 
     def _whoami(self, body: bytes) -> None:
-        self._send(200, {"type": "user", "name": "regen-tester",
-                         "auth": {"accessToken": {"role": "write"}}})  # fmt: skip
+        self._send(
+            200,
+            {"type": "user", "name": "regen-tester", "auth": {"accessToken": {"role": "write"}}},
+        )
 
     def _create(self, body: bytes) -> None:
         req = json.loads(body)
         repo = f"{req.get('organization') or 'regen-tester'}/{req['name']}"
         if repo in self.state.repos:
-            return self._send(409, {"error": "You already created this dataset repo",
-                                    "url": f"/datasets/{repo}"})  # fmt: skip
+            return self._send(
+                409, {"error": "You already created this dataset repo", "url": f"/datasets/{repo}"}
+            )
         self.state.repos[repo] = {"main": {".gitattributes": b"*.parquet filter=lfs\n"}}
         # huggingface_hub 1.x sends "private", 2.x "visibility"
         self.state.private[repo] = bool(req.get("private")) or req.get("visibility") == "private"
@@ -124,23 +127,37 @@ class _Handler(BaseHTTPRequestHandler):
         req = json.loads(body)
         repo = f"{req.get('organization') or 'regen-tester'}/{req['name']}"
         if self.state.repos.pop(repo, None) is None:
-            return self._send(404, {"error": "Repository not found"},
-                              {"X-Error-Code": "RepoNotFound"})  # fmt: skip
+            return self._send(
+                404, {"error": "Repository not found"}, {"X-Error-Code": "RepoNotFound"}
+            )
         self._send(200, {})
 
     def _info(self, body: bytes, repo: str, rev: str) -> None:
         if not self._missing(repo, rev):
             files = self.state.repos[repo][rev]
-            self._send(200, {"id": repo, "sha": _sha(files), "private": self.state.private[repo],
-                             "siblings": [{"rfilename": p} for p in sorted(files)]})  # fmt: skip
+            self._send(
+                200,
+                {
+                    "id": repo,
+                    "sha": _sha(files),
+                    "private": self.state.private[repo],
+                    "siblings": [{"rfilename": p} for p in sorted(files)],
+                },
+            )
 
     def _tree(self, body: bytes, repo: str, rev: str, sub: str | None) -> None:
         if self._missing(repo, rev):
             return
         prefix = (sub or "").strip("/")
         files = self.state.repos[repo][rev]
-        self._send(200, [{"type": "file", "path": p, "size": len(data), "oid": _oid(data)}
-                         for p, data in sorted(files.items()) if p.startswith(prefix)])  # fmt: skip
+        self._send(
+            200,
+            [
+                {"type": "file", "path": p, "size": len(data), "oid": _oid(data)}
+                for p, data in sorted(files.items())
+                if p.startswith(prefix)
+            ],
+        )
 
     def _branch(self, body: bytes, repo: str, rev: str) -> None:
         if not self._missing(repo, "main"):
@@ -163,8 +180,15 @@ class _Handler(BaseHTTPRequestHandler):
     def _preupload(self, body: bytes, repo: str, rev: str) -> None:
         if not self._missing(repo, rev):
             files = json.loads(body)["files"]
-            self._send(200, {"files": [{"path": f["path"], "uploadMode": "regular",
-                                        "shouldIgnore": False} for f in files]})  # fmt: skip
+            self._send(
+                200,
+                {
+                    "files": [
+                        {"path": f["path"], "uploadMode": "regular", "shouldIgnore": False}
+                        for f in files
+                    ]
+                },
+            )
 
     def _commit(self, body: bytes, repo: str, rev: str) -> None:
         if self._missing(repo, rev):
@@ -187,11 +211,18 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._send(400, {"error": f"the stand-in takes no {item['key']}"})
         files.update(added)
         self.state.repos[repo][rev] = files
-        self.state.commits.append({"repo": repo, "revision": rev, "added": added,
-                                   "deleted": deleted, **lines[0]["value"]})  # fmt: skip
+        self.state.commits.append(
+            {"repo": repo, "revision": rev, "added": added, "deleted": deleted, **lines[0]["value"]}
+        )
         oid = _sha(files)
-        self._send(200, {"commitUrl": f"http://127.0.0.1/datasets/{repo}/commit/{oid}",
-                         "commitOid": oid, "pullRequestUrl": None})  # fmt: skip
+        self._send(
+            200,
+            {
+                "commitUrl": f"http://127.0.0.1/datasets/{repo}/commit/{oid}",
+                "commitOid": oid,
+                "pullRequestUrl": None,
+            },
+        )
 
 
 def _oid(data: bytes) -> str:

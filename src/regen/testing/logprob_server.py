@@ -50,8 +50,9 @@ class LogprobServer:
             for j, row in enumerate(np.asarray(batch, dtype=np.float64)):
                 token = ids[at + j + 1]
                 logz, own, best = np.logaddexp.reduce(row), row[token], int(np.argmax(row))
-                out.append((float(own - logz), int(np.sum(row > own)) + 1, best,
-                            float(row[best] - logz)))  # fmt: skip
+                out.append(
+                    (float(own - logz), int(np.sum(row > own)) + 1, best, float(row[best] - logz))
+                )
         return out
 
     def _text(self, token: int) -> str:
@@ -73,10 +74,20 @@ class LogprobServer:
                     "decoded_token": self._text(best),
                 }
             prompt_logprobs.append(entry)
-        choice = {"index": 0, "text": "", "finish_reason": "length",
-                  "prompt_logprobs": prompt_logprobs}  # fmt: skip
-        return web.json_response({"id": "cmpl-score", "object": "text_completion",
-                                  "model": self.name, "choices": [choice]})  # fmt: skip
+        choice = {
+            "index": 0,
+            "text": "",
+            "finish_reason": "length",
+            "prompt_logprobs": prompt_logprobs,
+        }
+        return web.json_response(
+            {
+                "id": "cmpl-score",
+                "object": "text_completion",
+                "model": self.name,
+                "choices": [choice],
+            }
+        )
 
     async def generate(self, request: web.Request) -> web.Response:
         body = await request.json()
@@ -84,10 +95,16 @@ class LogprobServer:
         ids, start = body["input_ids"], int(body.get("logprob_start_len", 0))
         positions = [(None, 0, ids[0], None), *self._positions(ids)]
         own = [[lp, ids[i], self._text(ids[i])] for i, (lp, _, _, _) in enumerate(positions)]
-        top = [None if blp is None else [[blp, best, self._text(best)]]
-               for _, _, best, blp in positions]  # fmt: skip
-        meta = {"input_token_logprobs": own[start:], "input_top_logprobs": top[start:],
-                "prompt_tokens": len(ids), "completion_tokens": 0}  # fmt: skip
+        top = [
+            None if blp is None else [[blp, best, self._text(best)]]
+            for _, _, best, blp in positions
+        ]
+        meta = {
+            "input_token_logprobs": own[start:],
+            "input_top_logprobs": top[start:],
+            "prompt_tokens": len(ids),
+            "completion_tokens": 0,
+        }
         return web.json_response({"text": "", "meta_info": meta})
 
     async def models(self, request: web.Request) -> web.Response:

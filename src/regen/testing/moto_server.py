@@ -16,8 +16,9 @@ def moto_server(port: int, startup_timeout: float = 30.0) -> Iterator[str]:
     """Yield the endpoint URL once the server answers; stop it by its pid afterwards."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + startup_timeout

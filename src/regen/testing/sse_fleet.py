@@ -57,8 +57,14 @@ class Events:
     @staticmethod
     def _chunk(delta: dict, finish: str | None, ids: list[int], **extra: object) -> bytes:
         choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
-        chunk = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0,
-                 "model": MODEL, "choices": [{**choice, "token_ids": ids}], **extra}  # fmt: skip
+        chunk = {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": MODEL,
+            "choices": [{**choice, "token_ids": ids}],
+            **extra,
+        }
         return orjson.dumps(chunk)
 
     def first(self, prompt: int) -> bytes:
@@ -66,10 +72,19 @@ class Events:
         return _framed(self._chunk(delta, None, [], prompt_token_ids=list(range(prompt))))
 
     def last(self, prompt: int, tokens: int) -> bytes:
-        usage = {"prompt_tokens": prompt, "completion_tokens": tokens,
-                 "total_tokens": prompt + tokens}  # fmt: skip
-        end = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0,
-               "model": MODEL, "choices": [], "usage": usage}  # fmt: skip
+        usage = {
+            "prompt_tokens": prompt,
+            "completion_tokens": tokens,
+            "total_tokens": prompt + tokens,
+        }
+        end = {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": MODEL,
+            "choices": [],
+            "usage": usage,
+        }
         finish = _framed(self._chunk({}, "stop", []))
         return finish + _framed(orjson.dumps(end)) + _framed(b"[DONE]")
 
@@ -135,8 +150,15 @@ class Engine:
         self.events, self.args = events, args
         self.waiting: deque[Answer] = deque()
         self.running: list[Answer] = []
-        self.stats = {"requests": 0, "served": 0, "tokens_sent": 0, "tokens_done": 0,
-                      "late_steps": 0, "steps": 0, "held": 0}  # fmt: skip
+        self.stats = {
+            "requests": 0,
+            "served": 0,
+            "tokens_sent": 0,
+            "tokens_done": 0,
+            "late_steps": 0,
+            "steps": 0,
+            "held": 0,
+        }
         self._wake = asyncio.Event()
 
     def answer_length(self, body: bytes) -> int:
@@ -151,8 +173,9 @@ class Engine:
         if method == "GET" and path == "/v1/models":
             return Reply(200, {"object": "list", "data": [{"id": MODEL}]})
         if method == "GET" and path.startswith("/stats"):
-            return Reply(200, {**self.stats, "running": len(self.running),
-                               "waiting": len(self.waiting)})  # fmt: skip
+            return Reply(
+                200, {**self.stats, "running": len(self.running), "waiting": len(self.waiting)}
+            )
         if method != "POST" or path != "/v1/chat/completions":
             return Reply(404, {"error": {"message": f"no route {method} {path}"}})
         request = orjson.loads(body)
@@ -163,8 +186,9 @@ class Engine:
         prefill = self.args.first_token_s if tokens > 1 else 0.0  # a client's probe: at once
         ready_at = asyncio.get_running_loop().time() + prefill
         serial = self.stats["requests"]
-        self.waiting.append(Answer(conn, self.events, tokens=tokens, prompt=16, ready_at=ready_at,
-                                   serial=serial))
+        self.waiting.append(
+            Answer(conn, self.events, tokens=tokens, prompt=16, ready_at=ready_at, serial=serial)
+        )
         self._wake.set()
         return None
 
@@ -212,8 +236,12 @@ class Engine:
 
 def _whole_answer(tokens: int) -> dict:
     message = {"role": "assistant", "content": "ok " * tokens}
-    choice = {"index": 0, "message": message, "finish_reason": "stop",
-              "token_ids": list(range(1000, 1000 + tokens))}  # fmt: skip
+    choice = {
+        "index": 0,
+        "message": message,
+        "finish_reason": "stop",
+        "token_ids": list(range(1000, 1000 + tokens)),
+    }
     usage = {"prompt_tokens": 16, "completion_tokens": tokens, "total_tokens": 16 + tokens}
     return {"choices": [choice], "usage": usage, "prompt_token_ids": list(range(16))}
 

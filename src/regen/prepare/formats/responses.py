@@ -76,8 +76,9 @@ def paired(run: list[dict], calls: list[dict]) -> list[dict]:
         return run
     ids = [str(c.get("id")) for c in calls]
     slots = _slots(run, calls, ids)
-    linked = [m if s is None else {**m, "tool_call_id": ids[s]}
-              for m, s in zip(run, slots, strict=True)]  # fmt: skip
+    linked = [
+        m if s is None else {**m, "tool_call_id": ids[s]} for m, s in zip(run, slots, strict=True)
+    ]
     if any(s is None for s in slots):
         return linked  # a stale id: left in place for the trace rule to name
     return [m for _, m in sorted(zip(slots, linked, strict=True), key=lambda p: p[0])]
