@@ -117,6 +117,9 @@ class ServerError(RegenError):
         self.server = server
         self.status = status
         self.attempts = 1  # set by the dispatcher when it gives up
+        # The answer had begun (tokens had come) when it failed: one failed request, never
+        # a server refusing work (that refuses before the first token): set by the reader.
+        self.after_tokens = False
 
     @property
     def kind(self) -> str:

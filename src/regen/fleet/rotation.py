@@ -86,11 +86,12 @@ class Rotation:
         return self.refusals.record(error.message, error.hint)
 
     def record_failure(self, error: RetryableError, pause: float) -> bool:
-        """A 429/503 pauses new requests (Retry-After, else `pause` s): the server is alive
-        and asked us to wait. Other failures count towards the circuit breaker; True when
-        this one opened it."""
+        """A 429/503 before any token pauses new requests (Retry-After, else `pause` s): the
+        server is alive and asked us to wait. Other failures, a 429/503 after the answer's
+        first tokens among them (a failed request: the server went on serving the rest),
+        count towards the circuit breaker; True when this one opened it."""
         self._count_failure(error)
-        if isinstance(error, Overloaded):
+        if isinstance(error, Overloaded) and not error.after_tokens:
             wait = error.retry_after if error.retry_after is not None else pause
             self._paused_until = max(self._paused_until, time.monotonic() + wait)
             return False
@@ -99,7 +100,8 @@ class Rotation:
     def _count_failure(self, error: ServerError) -> None:
         self.stats.failed += 1
         self.stats.aborted += isinstance(error, EngineAborted)
-        self.stats.load_failures += isinstance(error, Overloaded | RequestTimeout)
+        refused = isinstance(error, Overloaded | RequestTimeout) and not error.after_tokens
+        self.stats.load_failures += refused
         self.stats.last_error = f"{error.kind}: {error.message}"
 
     def take_out(self, why: str) -> None:

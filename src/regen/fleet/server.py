@@ -19,6 +19,7 @@ from regen import redact
 from regen.errors import (
     PermanentError,
     RequestTimeout,
+    ServerError,
     ServerRefused,
     TransportError,
 )
@@ -203,6 +204,9 @@ class Server(Rotation):
                         # not stream, a gateway's status page): read as without a stream
                         return decode_body(resp, await resp.read(), self.name)
                     return await self._read_stream(resp, stream, started)
+        except ServerError as err:  # after tokens: a failed request, not a refusal
+            err.after_tokens = stream.has_tokens
+            raise
         finally:
             if not stream.started:
                 self.stats.awaiting_first -= 1

@@ -22,9 +22,11 @@ class ServerStats:
     retried: int = 0  # failed attempts that were sent again
     affinity_sends: int = 0  # requests sent here for their prefix, not for being least-loaded
     aborted: int = 0  # answers the engine cut short (finish_reason abort or error)
-    # 429/503 and timeouts: the server saying it is full or too slow, what live concurrency
-    # backs off on. An engine's abort, a 5xx or a broken stream fails one request: retried,
-    # and the circuit breaker's business, not a sign that the level is too high.
+    # 429/503 and timeouts before the answer's first token: the server saying it is full or
+    # too slow, what live concurrency weighs (by their share of the requests). An engine's
+    # abort, a 5xx, a broken stream, or any error after the first tokens (a 503 event in a
+    # stream that had begun) fails one request: retried, and the circuit breaker's
+    # business, not a sign that the level is too high.
     load_failures: int = 0
     latency_counts: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BUCKETS) + 1))
     latency_sum: float = 0.0
@@ -36,6 +38,11 @@ class ServerStats:
     # events/s against another's is what it reads).
     streamed_events: int = 0
     awaiting_first: int = 0  # streamed requests sent whose first data event has not come
+
+    @property
+    def ended(self) -> int:
+        """Requests that ended here, answered or failed."""
+        return self.completed + self.failed
 
     @property
     def acceptance_length(self) -> float | None:

@@ -45,6 +45,11 @@ class StreamAccumulator:
         self.started = False  # its first data event came (the server's owner notes it)
         self._partial: list[bytes] = []  # the start of a line the socket has not ended yet
 
+    @property
+    def has_tokens(self) -> bool:
+        """Some of the answer came (text, reasoning, a tool call or ids; a role is none)."""
+        return bool(self.content or self.reasoning or self.tool_calls or self.token_ids)
+
     def feed_bytes(self, data: bytes) -> int:
         """Take what the socket gave (any number of lines, the last one maybe cut short);
         the data events among them (progress, when not 0)."""

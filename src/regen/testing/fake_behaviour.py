@@ -30,9 +30,10 @@ class Behaviour:
     # cycled per request: ok|500|429|reset|hang|400, stall (a stream that stops midway),
     # html (200 text/html: a login page), status (200 JSON that is no completion), 401,
     # echo (a 400 whose body echoes the request headers, as debug gateways do), and the
-    # engines' own: stream_error (after HTTP 200, an error event then [DONE]; a 503 body when
-    # not streamed), abort (HTTP 200, half an answer, the dialect's abort finish reason),
-    # finish_error (vLLM's "error" finish reason), done_early ([DONE], no finish reason)
+    # engines' own: stream_error (after HTTP 200, half the answer, then an error event and
+    # [DONE]; a 503 body when not streamed), stream_refused (the same before any token),
+    # abort (HTTP 200, half an answer, the dialect's abort finish reason), finish_error
+    # (vLLM's "error" finish reason), done_early ([DONE], no finish reason)
     faults: list[str] = field(default_factory=list)
     retry_after: float = 0.2
     pad_bytes: int = 0  # extra response bytes, for client-cost benchmarks

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import orjson
 from aiohttp import web
 
 from regen.testing.dialects import DIALECTS, Dialect
@@ -35,7 +36,7 @@ def stream_error_event(status: int = 503) -> dict[str, Any]:
 
 async def fault_response(
     fault: str, behaviour: Behaviour, request: web.Request, body: dict[str, Any]
-) -> web.Response | None:
+) -> web.StreamResponse | None:
     """The answer for a fault that replaces the whole response (None: answer normally; a
     hang never answers). Faults that cut a response short are the server's to play."""
     if fault == "500":
@@ -47,8 +48,14 @@ async def fault_response(
         plain = behaviour.dialect is None
         headers = {"Retry-After": str(behaviour.retry_after)} if plain else None
         return error_response(behaviour, 429, "slow down", headers)
-    if fault == "stream_error" and not body.get("stream"):
+    if fault in ("stream_error", "stream_refused") and not body.get("stream"):
         return error_response(behaviour, 503, "The server is overloaded; request aborted")
+    if fault == "stream_refused":  # refused after HTTP 200, before any token (a full queue)
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        await response.write(b"data: " + orjson.dumps(stream_error_event()) + b"\n\n")
+        await response.write(b"data: [DONE]\n\n")
+        return response
     if fault == "hang":
         await asyncio.sleep(3600)
     if fault == "html":

@@ -253,6 +253,9 @@ def main() -> None:
         "then an answer from the tool's result (the agent-trace paths, which the embedded "
         "model never takes)",
     )
+    parser.add_argument(
+        "--faults", default=None, metavar="JSON", help='cycled per request, e.g. \'["ok", "500"]\''
+    )
     args = parser.parse_args()
 
     def answer(body: dict[str, Any]) -> dict[str, Any]:
@@ -269,6 +272,7 @@ def main() -> None:
         answer=tool_caller() if args.tool_caller else answer,
         dialect=args.dialect,
         engine=EngineCurve(**orjson.loads(args.engine)) if args.engine is not None else None,
+        faults=orjson.loads(args.faults) if args.faults else [],
     )
     server = FakeServer(behaviour, port=args.port)
 

@@ -20,14 +20,15 @@ through that queue (vLLM's CPU build does). So, one measurement window at a time
   doubling that nearly doubled the output, so a GPU's knee is reached in a few windows;
 - a level whose output fell by CLIFF or more from the level below is past a cliff: back at
   once, and no higher than it for a while (`ceiling`);
-- hold at the best level once a step brings too little, and probe above it now and then
-  (the workload changes: shorter answers fit more in the cache); a held level with a queue
-  in the engine tries what runs for one window, and stays there unless the queue paid
-  QUEUED_GAIN more;
+- hold at the best level once a step brings too little, and probe now and then above it
+  (shorter answers fit more) and below it (kept if it pays as much: past a cliff, each
+  probe below pays, and the level walks back); a held level with a queue in the engine
+  tries what runs for one window, and stays unless the queue paid QUEUED_GAIN more;
 - back off on what only a full server does: preemptions once they cost output (back to the
-  best level below; while the output holds up, the level stays but climbs no higher),
-  timeouts or 429/503 (x0.5); and stay under the level that brought them for a while. An
-  engine's abort, a 5xx or a broken stream fails one request, not the level.
+  best level below; while the output holds up, the level stays but climbs no higher), and
+  refusals before the first token (429/503, timeouts) that are REFUSED_SHARE of MIN_ASKED
+  requests or more (x0.5); and stay under that level for a while. An engine's abort, a 5xx,
+  a broken stream or an error after the first tokens fails one request, not the level.
 
 A window in which the server did not have `limit` requests in flight most of the time
 (the run is ending, the server just came back, a retry storm elsewhere) decides nothing:
@@ -38,7 +39,11 @@ lowers a held level. The window is measured by `tuning.py`; nothing here does I/
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
+
+from regen.fleet.control.level import START, Level, Window, start
+
+__all__ = ["START", "Level", "Window", "decide", "start"]
 
 GAIN = 0.04  # a step up must bring at least this much more output to count
 QUEUED_GAIN = 0.1  # ... or this much with a queue in the engine (a step paying 15% is taken)
@@ -52,63 +57,23 @@ BUSY = 0.85  # a window counts when in-flight averaged at least this share of th
 PROBE_EVERY = 3  # windows held before probing above the best level again (cheap: a probe
 # past the knee only queues a few requests in the engine, or preempts a few)
 CEILING_WINDOWS = 24  # windows a ceiling (preemptions, errors, queue) lasts
-START = 16  # with no limit stated by the engine
+LOWER_LOSS = 0.02  # a probe below a held level that loses less than this: the lower is kept
+# (as much output for fewer requests; past a cliff, where output falls as the level rises,
+# each probe below pays and the level steps back down to the top)
+REFUSED_SHARE = 0.15  # refusals before the first token, of the requests that ended: full
+MIN_ASKED = 32  # requests a share of refusals is judged over (windows are tallied up to it:
+# a climbing window on a busy client ends a handful, and one 503 among 8 is no full server)
+MIN_REFUSED = 3
 JUMP = 8  # the most one step multiplies the level by
-
-
-@dataclass(frozen=True, slots=True)
-class Window:
-    """One server over one measurement window."""
-
-    seconds: float
-    tokens: float  # output tokens generated in it (the engine's counter, else answers')
-    busy: float  # mean requests in flight / limit
-    errors: int = 0  # timeouts, 429/503: the server full or too slow (ServerStats.load_failures)
-    preemptions: int | None = None  # the engine's count in the window (None: not reported)
-    waiting: float | None = None  # the engine's queue at its shortest in the window
-    running: float | None = None  # the engine's running batch, mean over the window
-    kv_fit: int | None = None  # requests the engine's stated KV cache holds, at this mix
-
-    @property
-    def rate(self) -> float:
-        return self.tokens / self.seconds if self.seconds > 0 else 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class Level:
-    """A server's level and what the controller has learnt about it."""
-
-    limit: int
-    cap: int
-    best_rate: float = 0.0
-    best_limit: int = 0
-    ceiling: int | None = None  # stay below: this level was too many
-    ceiling_age: int = 0
-    climbing: bool = True
-    climbed: bool = False  # a step up has paid (the start is below the top)
-    descending: bool = False  # halving from a start that was past the top
-    first_climb: bool = True  # no top found yet: the stated KV cache may be jumped to
-    held: int = 0
-    step: float = 2.0
-    reason: str = "start"
-    queue_from: int = 0  # trying what runs, down from this held level (its rate: best_rate)
-    queue_paid: int = 0  # windows before a queue is tried again (it paid when last tried)
-
-
-def start(cap: int, stated: int | None = None, last: int | None = None) -> Level:
-    """The first level: where the last session of this run left this server (`last`: a
-    resumed two-day run does not climb again from scratch), else what the engine says it
-    runs at once (SGLang's max_running_requests), else START; never above the cap. It climbs
-    from there as from any start: a level that is too high for today is left in a window."""
-    first = next((n for n in (last, stated) if n and n > 0), START)
-    resumed = bool(last and last > 0)  # a level found before: no jump from it
-    reason = "last session's level" if resumed else "start"
-    return Level(limit=max(1, min(cap, first)), cap=cap, reason=reason, first_climb=not resumed)
 
 
 def decide(level: Level, window: Window) -> Level:
     """The level for the next window."""
-    new = _decide(_age_ceiling(level), window)
+    level, full = _refusals(_age_ceiling(level), window)
+    if full:
+        new = _back_off(level, math.floor(level.limit * 0.5), "refused")
+    else:
+        new = _decide(level, window)
     if new.first_climb and not new.climbing:
         # A top was found (a plateau, preemptions, a queue, errors): later climbs are probes
         # from it, in small steps, never jumps to the cache (one noisy window on a CPU
@@ -117,15 +82,26 @@ def decide(level: Level, window: Window) -> Level:
     return new
 
 
+def _refusals(level: Level, window: Window) -> tuple[Level, bool]:
+    """Refusals before the first token (429/503, a timeout) tallied across windows; once
+    MIN_ASKED requests ended, whether they were REFUSED_SHARE of them (a full server: it
+    refuses work it has no room for; a failed request is no refusal: Window.errors)."""
+    refused, asked = level.refused + window.errors, level.asked + window.requests
+    if asked < MIN_ASKED:
+        return replace(level, refused=refused, asked=asked), False
+    full = refused >= max(MIN_REFUSED, REFUSED_SHARE * asked)
+    return replace(level, refused=0, asked=0), full
+
+
 def _decide(level: Level, window: Window) -> Level:
-    if window.errors > 0:
-        return _back_off(level, math.floor(level.limit * 0.5), "errors")
     if window.preemptions and window.busy >= BUSY:
         return _preempted(level, window.rate)
     if window.busy < BUSY:
         return replace(level, reason="not full")
     if level.queue_from:
         return _queue_tried(level, window.rate)
+    if level.down_from:
+        return _lower_tried(level, window.rate)
     if level.descending:
         return _descend(level, window.rate)
     if level.climbing:
@@ -186,13 +162,16 @@ def _climb(level: Level, window: Window) -> Level:
         if rate < level.best_rate * (1 - CLIFF) and level.limit > level.best_limit:
             # Past a cliff: back at once, and probe no higher than this for a while.
             return replace(level, limit=level.best_limit, climbing=False, held=0,
-                           ceiling=level.limit, ceiling_age=0, reason="cliff")  # fmt: skip
+                           ceiling=level.limit, ceiling_age=0, probe_down=True,
+                           reason="cliff")  # fmt: skip
         if queued and not level.queue_paid:  # a top with a queue: does the queue pay?
             trial = _try_what_runs(level, window, level.best_limit, level.best_rate)
             if trial is not None:
                 return trial
-        # The last step did not pay: back to the best level, and hold there.
-        return replace(level, limit=level.best_limit, climbing=False, held=0, reason="plateau")
+        # The last step did not pay: back to the best level, and hold there (its next probe
+        # goes below it: is the level below as good?).
+        return replace(level, limit=level.best_limit, climbing=False, held=0,
+                       probe_down=True, reason="plateau")  # fmt: skip
     gained = rate / level.best_rate - 1 if level.best_rate else 1.0
     # Doublings while each gains a lot; then x1.25, and always past a top. With a queue in
     # the engine, doublings while each pays QUEUED_GAIN: the engine admits what fits and the
@@ -219,7 +198,7 @@ def _climb(level: Level, window: Window) -> Level:
     climbed = level.climbed or level.best_limit > 0  # this window's level beat the last one
     best = replace(level, best_rate=rate, best_limit=level.limit, step=step, climbed=climbed)
     if higher <= level.limit:
-        return replace(best, climbing=False, held=0, reason="at cap")
+        return replace(best, climbing=False, held=0, probe_down=True, reason="at cap")
     return replace(best, limit=higher, reason="climbing")
 
 
@@ -236,21 +215,41 @@ def _descend(level: Level, rate: float) -> Level:
 
 
 def _hold(level: Level, rate: float) -> Level:
-    # The held level's rate is refreshed each window: a probe is judged against the present
-    # (a server that slowed is not compared with its past).
-    level = replace(level, best_rate=rate, best_limit=level.limit, held=level.held + 1)
+    # The held level's rate is the mean of the windows since it was last taken up: a probe
+    # is judged against the present (a server that slowed is not compared with its past),
+    # and against more than one noisy window.
+    held = level.held + 1
+    mean = rate if level.held == 0 else level.best_rate + (rate - level.best_rate) / held
+    level = replace(level, best_rate=mean, best_limit=level.limit, held=held)
+    if held < PROBE_EVERY:
+        return replace(level, reason="holding")
     step = 1.25 if level.ceiling is None else 1.05  # near a known edge: small probes
     higher = min(_top(level), max(level.limit + 1, math.ceil(level.limit * step)))
-    if level.held >= PROBE_EVERY and higher > level.limit:
+    lower = max(1, math.floor(level.limit / 1.25))
+    top = higher <= level.limit  # at the cap or a ceiling: only below, and less often
+    if lower < level.limit and (level.probe_down or (top and held >= 4 * PROBE_EVERY)):
+        return replace(level, limit=lower, down_from=level.limit, held=0, reason="probe below")
+    if higher > level.limit:
         return replace(level, limit=higher, climbing=True, held=0, step=step, reason="probe")
     return replace(level, reason="holding")
+
+
+def _lower_tried(level: Level, rate: float) -> Level:
+    """One window below a held level (whose rate is best_rate): kept when it pays nearly as
+    much (within LOWER_LOSS; the held level is then a ceiling for a while, and the next probe
+    goes lower still), else back up, and the next probe goes above."""
+    if rate >= level.best_rate * (1 - LOWER_LOSS):
+        return replace(level, best_rate=rate, best_limit=level.limit, ceiling=level.down_from,
+                       ceiling_age=0, down_from=0, held=0, reason="lower pays as much")  # fmt: skip
+    return replace(level, limit=level.down_from, down_from=0, held=0, probe_down=False,
+                   reason="lower pays less")  # fmt: skip
 
 
 def _preempted(level: Level, rate: float) -> Level:
     """The KV cache is full: no higher than this. The level stays while its output holds up
     (a recompute can cost less than a smaller batch); it goes back to the best level below
     once its output falls under that level's, or down by x0.85 when none is known."""
-    level = replace(level, queue_from=0)  # a trial below a queue is over: this decides
+    level = replace(level, queue_from=0, down_from=0)  # a trial below is over: this decides
     if level.climbing and level.limit > 1.3 * level.best_limit > 0:
         # A long step crossed the cache's edge: try halfway (geometrically), below it.
         middle = math.ceil(math.sqrt(level.best_limit * level.limit))
@@ -275,6 +274,9 @@ def _back_off(level: Level, lower: int, why: str) -> Level:
     return replace(
         level,
         queue_from=0,
+        down_from=0,
+        refused=0,
+        asked=0,
         limit=lower,
         best_rate=0.0,
         best_limit=lower,

@@ -66,6 +66,7 @@ class _Tracker:
     tokens_at: int = 0
     answers_at: int = 0
     load_failures_at: int = 0
+    ended_at: int = 0  # requests that had ended (answered or failed) when the window opened
     busy: list[float] = field(default_factory=list)
     waiting: list[float] = field(default_factory=list)
     running: list[float] = field(default_factory=list)
@@ -242,7 +243,7 @@ class LiveConcurrency:
         tracker.busy, tracker.waiting, tracker.running = [], [], []
         tracker.went_down = False
         tracker.tokens_at = server.stats.completion_tokens
-        tracker.load_failures_at = server.stats.load_failures
+        tracker.load_failures_at, tracker.ended_at = server.stats.load_failures, server.stats.ended
 
     def _close(self, tracker: _Tracker, now: float) -> None:
         server = tracker.server
@@ -255,10 +256,8 @@ class LiveConcurrency:
         if tracker.level.limit > before:
             self.made_room(server, tracker.level.limit - before)
         if tracker.level.limit != before:
-            log.info(
-                "server %s: %d -> %d in flight (%s; %.0f tok/s)",
-                server.name, before, tracker.level.limit, tracker.level.reason, window.rate,
-            )  # fmt: skip
+            log.info("server %s: %d -> %d in flight (%s; %.0f tok/s)", server.name, before,
+                     tracker.level.limit, tracker.level.reason, window.rate)  # fmt: skip
 
     def _measure(self, tracker: _Tracker, now: float) -> concurrency.Window:
         first, last, server = tracker.first, tracker.last, tracker.server
@@ -275,6 +274,7 @@ class LiveConcurrency:
             tokens=tokens,
             busy=sum(tracker.busy) / len(tracker.busy),
             errors=server.stats.load_failures - tracker.load_failures_at,
+            requests=server.stats.ended - tracker.ended_at,
             preemptions=preempted,
             # At its shortest: a queue that drains between steps (prompts waiting for their
             # turn in a step's token budget, as vLLM's CPU build queues them) is no full server.

@@ -1,0 +1,65 @@
+"""What live concurrency reads of one server over a window (`Window`), and what it knows
+of that server's level (`Level`); the rule that moves the level is `concurrency.decide`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+START = 16  # with no limit stated by the engine
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """One server over one measurement window."""
+
+    seconds: float
+    tokens: float  # output tokens generated in it (the engine's counter, else answers')
+    busy: float  # mean requests in flight / limit
+    # 429/503 and timeouts before the answer's first token: the server refusing work
+    # (ServerStats.load_failures), weighed by their share of `requests`
+    errors: int = 0
+    requests: int = 0  # requests that ended in it, answered or failed
+    preemptions: int | None = None  # the engine's count in the window (None: not reported)
+    waiting: float | None = None  # the engine's queue at its shortest in the window
+    running: float | None = None  # the engine's running batch, mean over the window
+    kv_fit: int | None = None  # requests the engine's stated KV cache holds, at this mix
+
+    @property
+    def rate(self) -> float:
+        return self.tokens / self.seconds if self.seconds > 0 else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Level:
+    """A server's level and what the controller has learnt about it."""
+
+    limit: int
+    cap: int
+    best_rate: float = 0.0
+    best_limit: int = 0
+    ceiling: int | None = None  # stay below: this level was too many
+    ceiling_age: int = 0
+    climbing: bool = True
+    climbed: bool = False  # a step up has paid (the start is below the top)
+    descending: bool = False  # halving from a start that was past the top
+    first_climb: bool = True  # no top found yet: the stated KV cache may be jumped to
+    held: int = 0
+    step: float = 2.0
+    reason: str = "start"
+    queue_from: int = 0  # trying what runs, down from this held level (its rate: best_rate)
+    queue_paid: int = 0  # windows before a queue is tried again (it paid when last tried)
+    down_from: int = 0  # a probe below this held level (its rate: best_rate)
+    probe_down: bool = False  # the next probe from a held level goes below it
+    refused: int = 0  # refusals before the first token, over `asked` requests, tallied
+    asked: int = 0  # across windows until there are enough to judge (concurrency.decide)
+
+
+def start(cap: int, stated: int | None = None, last: int | None = None) -> Level:
+    """The first level: where the last session of this run left this server (`last`: a
+    resumed two-day run does not climb again from scratch), else what the engine says it
+    runs at once (SGLang's max_running_requests), else START; never above the cap. It climbs
+    from there as from any start: a level that is too high for today is left in a window."""
+    first = next((n for n in (last, stated) if n and n > 0), START)
+    resumed = bool(last and last > 0)  # a level found before: no jump from it
+    reason = "last session's level" if resumed else "start"
+    return Level(limit=max(1, min(cap, first)), cap=cap, reason=reason, first_climb=not resumed)
