@@ -6,6 +6,7 @@ still in flight; the answers alone show it only a request's time later (tuning.p
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
 from regen.errors import PermanentError, RetryableError, ServerRefused
@@ -24,6 +25,8 @@ class LoadSource:
         self.server = server
         self.metrics = True  # the engine answers /metrics (until it does not)
         self.by_stream = False  # the last load's token counter was the streams' events
+        self.read_at = 0.0  # when the last load came (a busy client reads it late: a window
+        # is timed by its loads' arrivals, not by when it meant to read them)
 
     async def stream_if_uncounted(self, start: int) -> None:
         """Before the first request: an engine that counts no tokens has its answers
@@ -39,6 +42,7 @@ class LoadSource:
         """The engine's load; where it counts no tokens and its answers are streamed, the
         events received stand for its counter (None: neither, measure from the answers)."""
         load = await self._engine_load()
+        self.read_at = time.monotonic()
         server = self.server
         streamed = server.timeouts.stream or server.stream_to_measure
         self.by_stream = (load is None or load.generated is None) and streamed

@@ -14,7 +14,8 @@ What it models, as vLLM's v1 scheduler and SGLang's do in substance:
   met, whose load it can only judge from the answers).
 
 Time is simulated: a step that takes `t` simulated seconds sleeps `t * time_scale` real
-seconds, and `ticks` decode steps run per sleep, so a GPU-like curve runs on two cores. All
+seconds, and `ticks` decode steps run per sleep, so a GPU-like curve runs on two cores; a
+tick that comes late is caught up, so a busy machine does not bend the curve. All
 rates a client measures are in simulated units divided by `time_scale`; ratios are exact.
 """
 
@@ -23,6 +24,8 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict
 from dataclasses import dataclass, field
+
+CATCH_UP = 2.0  # wall seconds a late engine catches up on at most
 
 
 @dataclass(frozen=True)
@@ -138,13 +141,21 @@ class FakeEngine:
         return self._tick
 
     async def _run(self) -> None:
+        # The engine keeps to its own clock, as one on its own GPU does: each tick is due at
+        # its scheduled wall time, and one that comes late (its process starved of CPU by a
+        # busy client or machine) is caught up at once, not lost, so a client's load does not
+        # bend the engine's curve (up to CATCH_UP s behind; beyond, the schedule starts anew).
+        loop = asyncio.get_running_loop()
+        due = loop.time()
         while True:
             if not self.waiting and not self.running:
                 self._wake.clear()
                 await self._wake.wait()
+                due = loop.time()
             seconds, self._prefill_owed = self._decode() + self._prefill_owed, 0.0
             self.counters.clock += seconds
-            await asyncio.sleep(seconds * self.curve.time_scale)
+            due = max(due + seconds * self.curve.time_scale, loop.time() - CATCH_UP)
+            await asyncio.sleep(max(0.0, due - loop.time()))
             if self._tick is not None and not self._tick.done():
                 self._tick.set_result(None)
 

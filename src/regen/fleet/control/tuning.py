@@ -61,7 +61,8 @@ class _Tracker:
     level: concurrency.Level
     started: float = 0.0
     counting_from: float = 0.0
-    measured_from: float = 0.0  # when `first` was taken
+    measured_from: float = 0.0  # when `first` came (a starved client reads late)
+    last_at: float = 0.0  # when `last` came
     first: EngineLoad | None = None
     tokens_at: int = 0
     answers_at: int = 0
@@ -142,7 +143,8 @@ class LiveConcurrency:
                 # Events from now on: a step up's new requests are prefilled first, and
                 # their streams are silent meanwhile (an engine's own counter still counts
                 # the running batch's tokens through a prefill chunked among them).
-                tracker.first, tracker.measured_from = await tracker.source.read(), now
+                tracker.first = await tracker.source.read()
+                tracker.measured_from = tracker.source.read_at
         tracker.busy.append(server.in_flight / max(1, server.limit))
         if now - tracker.counting_from < self._window(tracker):
             if self._clearly_better(tracker, now):
@@ -185,9 +187,9 @@ class LiveConcurrency:
         """Under half the best level's rate so far: a level past a CPU engine's cliff is left
         without waiting out its slow steps."""
         decoded, best = self._decoded(tracker), tracker.level.best_rate
-        if decoded is None or best <= 0 or now <= tracker.measured_from:
+        if decoded is None or best <= 0 or tracker.last_at <= tracker.measured_from:
             return False
-        return decoded / (now - tracker.measured_from) < WORSE * best
+        return decoded / (tracker.last_at - tracker.measured_from) < WORSE * best
 
     def _clearly_better(self, tracker: _Tracker, now: float) -> bool:
         """Measured by its answers alone, a climbing level whose rate so far, over at least
@@ -235,8 +237,9 @@ class LiveConcurrency:
 
     async def _open(self, tracker: _Tracker, now: float) -> None:
         server = tracker.server
-        tracker.started = tracker.measured_from = now
+        tracker.started = now
         tracker.first = await tracker.source.read()
+        tracker.measured_from = tracker.source.read_at
         counter = tracker.first is not None and tracker.first.generated is not None
         settle = SETTLE if counter else SETTLE_ANSWERS
         tracker.counting_from = now + settle * server.stats.latency_ewma
@@ -262,7 +265,7 @@ class LiveConcurrency:
     def _measure(self, tracker: _Tracker, now: float) -> concurrency.Window:
         first, last, server = tracker.first, tracker.last, tracker.server
         engine = first is not None and last is not None
-        seconds = now - tracker.measured_from if engine else now - tracker.counting_from
+        seconds = tracker.last_at - tracker.measured_from if engine else now - tracker.counting_from
         tokens = self._decoded(tracker)
         if tokens is None:
             tokens = server.stats.completion_tokens - tracker.tokens_at
@@ -280,17 +283,12 @@ class LiveConcurrency:
             # turn in a step's token budget, as vLLM's CPU build queues them) is no full server.
             waiting=min(tracker.waiting) if tracker.waiting else None,
             running=_mean(tracker.running),
-            kv_fit=self._kv_fit(tracker),
+            kv_fit=kv_fit(tracker.kv_tokens or (last.kv_tokens if last else None), server.stats),
         )
-
-    @staticmethod
-    def _kv_fit(tracker: _Tracker) -> int | None:
-        kv = tracker.kv_tokens or (tracker.last.kv_tokens if tracker.last else None)
-        return kv_fit(kv, tracker.server.stats)
 
     async def _sample_engine(self, tracker: _Tracker) -> None:
         load = await tracker.source.read()
-        tracker.last = load
+        tracker.last, tracker.last_at = load, tracker.source.read_at
         if load is not None and load.waiting is not None and load.running is not None:
             tracker.waiting.append(load.waiting)
             tracker.running.append(load.running)
