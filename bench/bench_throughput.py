@@ -47,6 +47,7 @@ from typing import Any
 import orjson
 
 from bench_generate import BENCH_DIR, fleet, get_json, stop
+from regen.format.layout import OutputLayout
 from regen.testing import fake_engine
 
 MODEL = "fake-model"
@@ -59,6 +60,7 @@ class Engine:
     curve: dict[str, Any]
     tokens: int = 400
     jitter: float = 0.5
+    faults: tuple[str, ...] = ()  # cycled per request (fake_behaviour.Behaviour.faults)
 
     @property
     def metrics(self) -> bool:
@@ -70,6 +72,7 @@ class Engine:
             sys.executable, "-m", "regen.testing.fake_server", "--port", str(port),
             "--engine", json.dumps(self.curve), *dialect, "--model", MODEL,
             "--tokens", str(self.tokens), "--tokens-jitter", str(self.jitter),
+            *(["--faults", json.dumps(list(self.faults))] if self.faults else []),
         ]  # fmt: skip
 
 
@@ -147,7 +150,7 @@ def one_run(
         finished = proc.poll() == 0
         decoded, ended = generated(urls), time.time()
         stats = [get_json(u + "/stats") for u in urls]
-        levels = _levels(out)
+        levels, answered = _levels(out), _answered(out)
         stop(proc)
     began = min(s["first_request_at"] for s in stats if s["first_request_at"])
     if finished:
@@ -159,8 +162,15 @@ def one_run(
     subprocess.run(["rm", "-rf", str(out)], check=True)
     return {
         "steady": steady or whole, "whole": whole, "seconds": seconds, "finished": finished,
-        "levels": levels,
+        "levels": levels, "answered": answered,
     }  # fmt: skip
+
+
+def _answered(out: Path) -> tuple[int, int]:
+    """Lines in completions/ and errors/, and the distinct prompts among them."""
+    layout = OutputLayout.at(out)
+    keys = [r["id"] for kind in ("completions", "errors") for r in layout.iter_records(kind)]
+    return len(keys), len(set(keys))
 
 
 def _levels(out: Path) -> list[Any]:
