@@ -57,9 +57,10 @@ BUSY = 0.85  # a window counts when in-flight averaged at least this share of th
 PROBE_EVERY = 3  # windows held before probing above the best level again (cheap: a probe
 # past the knee only queues a few requests in the engine, or preempts a few)
 CEILING_WINDOWS = 24  # windows a ceiling (preemptions, errors, queue) lasts
-LOWER_LOSS = 0.02  # a probe below a held level that loses less than this: the lower is kept
-# (as much output for fewer requests; past a cliff, where output falls as the level rises,
-# each probe below pays and the level steps back down to the top)
+LOWER_LOSS = 0.0  # a probe below a held level is kept when it loses no more than this: as
+# much output for fewer requests (past a cliff, where output falls as the level rises, each
+# probe below pays, and the level steps back down to the top); with a tolerance, against
+# the GAIN a step up needs, noisy windows would walk a gentle rise (+3% a step) down
 REFUSED_SHARE = 0.15  # refusals before the first token, of the requests that ended: full
 MIN_ASKED = 32  # requests a share of refusals is judged over (windows are tallied up to it:
 # a climbing window on a busy client ends a handful, and one 503 among 8 is no full server)
@@ -235,9 +236,9 @@ def _hold(level: Level, rate: float) -> Level:
 
 
 def _lower_tried(level: Level, rate: float) -> Level:
-    """One window below a held level (whose rate is best_rate): kept when it pays nearly as
-    much (within LOWER_LOSS; the held level is then a ceiling for a while, and the next probe
-    goes lower still), else back up, and the next probe goes above."""
+    """One window below a held level (whose rate is best_rate): kept when it pays as much
+    (LOWER_LOSS; the held level is then a ceiling for a while, and the next probe goes lower
+    still), else back up, and the next probe goes above."""
     if rate >= level.best_rate * (1 - LOWER_LOSS):
         return replace(level, best_rate=rate, best_limit=level.limit, ceiling=level.down_from,
                        ceiling_age=0, down_from=0, held=0, reason="lower pays as much")  # fmt: skip
