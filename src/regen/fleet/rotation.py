@@ -65,6 +65,7 @@ class Rotation:
 
     def claim(self) -> None:
         self._in_flight += 1
+        self.stats.sent += 1
 
     def release(self) -> None:
         self._in_flight -= 1

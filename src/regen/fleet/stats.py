@@ -28,6 +28,7 @@ class ServerStats:
     # stream that had begun) fails one request: retried, and the circuit breaker's
     # business, not a sign that the level is too high.
     load_failures: int = 0
+    sent: int = 0  # requests sent here (retries included): what refusals are a share of
     latency_counts: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BUCKETS) + 1))
     latency_sum: float = 0.0
     spec_steps: int = 0  # verify steps of the engine's drafter, over the answers it reported
@@ -38,11 +39,6 @@ class ServerStats:
     # events/s against another's is what it reads).
     streamed_events: int = 0
     awaiting_first: int = 0  # streamed requests sent whose first data event has not come
-
-    @property
-    def ended(self) -> int:
-        """Requests that ended here, answered or failed."""
-        return self.completed + self.failed
 
     @property
     def acceptance_length(self) -> float | None:

@@ -61,7 +61,7 @@ LOWER_LOSS = 0.0  # a probe below a held level is kept when it loses no more tha
 # much output for fewer requests (past a cliff, where output falls as the level rises, each
 # probe below pays, and the level steps back down to the top); with a tolerance, against
 # the GAIN a step up needs, noisy windows would walk a gentle rise (+3% a step) down
-REFUSED_SHARE = 0.15  # refusals before the first token, of the requests that ended: full
+REFUSED_SHARE = 0.15  # refusals before the first token, of the requests sent: a full server
 MIN_ASKED = 32  # requests a share of refusals is judged over (windows are tallied up to it:
 # a climbing window on a busy client ends a handful, and one 503 among 8 is no full server)
 MIN_REFUSED = 3
@@ -85,7 +85,7 @@ def decide(level: Level, window: Window) -> Level:
 
 def _refusals(level: Level, window: Window) -> tuple[Level, bool]:
     """Refusals before the first token (429/503, a timeout) tallied across windows; once
-    MIN_ASKED requests ended, whether they were REFUSED_SHARE of them (a full server: it
+    MIN_ASKED requests were sent, whether they were REFUSED_SHARE of them (a full server: it
     refuses work it has no room for; a failed request is no refusal: Window.errors)."""
     refused, asked = level.refused + window.errors, level.asked + window.requests
     if asked < MIN_ASKED:

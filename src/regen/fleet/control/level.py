@@ -18,7 +18,8 @@ class Window:
     # 429/503 and timeouts before the answer's first token: the server refusing work
     # (ServerStats.load_failures), weighed by their share of `requests`
     errors: int = 0
-    requests: int = 0  # requests that ended in it, answered or failed
+    requests: int = 0  # requests sent in it (a refusal comes back at once, an answer late:
+    # a share of the requests that ended would read a burst of refusals in a climb's window)
     preemptions: int | None = None  # the engine's count in the window (None: not reported)
     waiting: float | None = None  # the engine's queue at its shortest in the window
     running: float | None = None  # the engine's running batch, mean over the window

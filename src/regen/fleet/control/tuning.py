@@ -67,7 +67,7 @@ class _Tracker:
     tokens_at: int = 0
     answers_at: int = 0
     load_failures_at: int = 0
-    ended_at: int = 0  # requests that had ended (answered or failed) when the window opened
+    sent_at: int = 0  # requests sent to it when the window opened
     busy: list[float] = field(default_factory=list)
     waiting: list[float] = field(default_factory=list)
     running: list[float] = field(default_factory=list)
@@ -246,7 +246,7 @@ class LiveConcurrency:
         tracker.busy, tracker.waiting, tracker.running = [], [], []
         tracker.went_down = False
         tracker.tokens_at = server.stats.completion_tokens
-        tracker.load_failures_at, tracker.ended_at = server.stats.load_failures, server.stats.ended
+        tracker.load_failures_at, tracker.sent_at = server.stats.load_failures, server.stats.sent
 
     def _close(self, tracker: _Tracker, now: float) -> None:
         server = tracker.server
@@ -277,7 +277,7 @@ class LiveConcurrency:
             tokens=tokens,
             busy=sum(tracker.busy) / len(tracker.busy),
             errors=server.stats.load_failures - tracker.load_failures_at,
-            requests=server.stats.ended - tracker.ended_at,
+            requests=server.stats.sent - tracker.sent_at,
             preemptions=preempted,
             # At its shortest: a queue that drains between steps (prompts waiting for their
             # turn in a step's token budget, as vLLM's CPU build queues them) is no full server.
