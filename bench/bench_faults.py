@@ -68,8 +68,11 @@ def run_case(case: str, prompts: Path, count: int, work: Path, levels: list[int]
         row = one_run(specs, prompts, work, ["--stream", *flags], limit=1200)
         row["exactly_once"] = row["answered"] == (count, count)
         rows[label] = row
-        print(f"  {case:<9} {label:<10} {row['whole']:>8.0f} tok/s  {row['seconds']:>6.0f} s"
-              f"  answered {row['answered']}  {row['levels']}", flush=True)  # fmt: skip
+        print(
+            f"  {case:<9} {label:<10} {row['whole']:>8.0f} tok/s  {row['seconds']:>6.0f} s"
+            f"  answered {row['answered']}  {row['levels']}",
+            flush=True,
+        )
     best = max(rows[k]["whole"] for k in rows if k != "defaults")
     rows["defaults"]["of_best"] = rows["defaults"]["whole"] / best
     return rows
@@ -94,8 +97,10 @@ def main() -> None:
         rows = results[case]
         fixed = max((r["whole"], k) for k, r in rows.items() if k != "defaults")
         once = all(r["exactly_once"] for r in rows.values())
-        print(f"{case:<10} {rows['defaults']['whole']:>14.0f}  {fixed[0]:>16.0f} ({fixed[1]})"
-              f"  {rows['defaults']['of_best']:>7.3f}  {once}")  # fmt: skip
+        print(
+            f"{case:<10} {rows['defaults']['whole']:>14.0f}  {fixed[0]:>16.0f} ({fixed[1]})"
+            f"  {rows['defaults']['of_best']:>7.3f}  {once}"
+        )
     (BENCH_DIR / "faults.json").write_text(json.dumps(results, indent=1))
 
 

@@ -69,11 +69,22 @@ class Engine:
     def args(self, port: int) -> list[str]:
         dialect = ["--dialect", self.dialect] if self.dialect else []
         return [
-            sys.executable, "-m", "regen.testing.fake_server", "--port", str(port),
-            "--engine", json.dumps(self.curve), *dialect, "--model", MODEL,
-            "--tokens", str(self.tokens), "--tokens-jitter", str(self.jitter),
+            sys.executable,
+            "-m",
+            "regen.testing.fake_server",
+            "--port",
+            str(port),
+            "--engine",
+            json.dumps(self.curve),
+            *dialect,
+            "--model",
+            MODEL,
+            "--tokens",
+            str(self.tokens),
+            "--tokens-jitter",
+            str(self.jitter),
             *(["--faults", json.dumps(list(self.faults))] if self.faults else []),
-        ]  # fmt: skip
+        ]
 
 
 # A GPU-like curve: the knee where the KV cache (60K tokens) holds ~110 requests of this mix.
@@ -121,9 +132,13 @@ def generated(urls: list[str]) -> float:
 
 
 def one_run(
-    specs: list[Engine], prompts: Path, work: Path, flags: list[str], limit: float,
+    specs: list[Engine],
+    prompts: Path,
+    work: Path,
+    flags: list[str],
+    limit: float,
     src: str | None = None,
-):  # fmt: skip
+):
     """One `regen generate` (the regen at `src`, else this one) on fresh servers, for at most
     `limit` seconds. Its rates:
     `steady`, the output tokens/s over the first STEADY_S after its first token (the ramp
@@ -133,9 +148,20 @@ def one_run(
     out = work / f"out-{time.monotonic_ns()}"
     with fleet(specs) as urls:
         cmd = [
-            sys.executable, "-m", "regen", "generate", "--prompts", str(prompts),
-            "--output-dir", str(out), "--display", "none", "--servers", *urls, *flags,
-        ]  # fmt: skip
+            sys.executable,
+            "-m",
+            "regen",
+            "generate",
+            "--prompts",
+            str(prompts),
+            "--output-dir",
+            str(out),
+            "--display",
+            "none",
+            "--servers",
+            *urls,
+            *flags,
+        ]
         env = os.environ | ({"PYTHONPATH": src} if src else {})
         with open(work / "regen.log", "ab") as log:
             proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, env=env)
@@ -161,9 +187,13 @@ def one_run(
         whole = decoded / seconds
     subprocess.run(["rm", "-rf", str(out)], check=True)
     return {
-        "steady": steady or whole, "whole": whole, "seconds": seconds, "finished": finished,
-        "levels": levels, "answered": answered,
-    }  # fmt: skip
+        "steady": steady or whole,
+        "whole": whole,
+        "seconds": seconds,
+        "finished": finished,
+        "levels": levels,
+        "answered": answered,
+    }
 
 
 def _answered(out: Path) -> tuple[int, int]:
@@ -182,9 +212,13 @@ def _levels(out: Path) -> list[Any]:
 
 
 def sweep(
-    name: str, specs: list[Engine], prompts: Path, work: Path, levels: list[int],
+    name: str,
+    specs: list[Engine],
+    prompts: Path,
+    work: Path,
+    levels: list[int],
     before: str | None = None,
-) -> dict:  # fmt: skip
+) -> dict:
     """regen's defaults first (their wall time bounds the rest; with `before`, those of the
     regen at that source folder too), then each fixed level: cut after STEADY_S unless it is
     a contender (its steady rate within 20% of the defaults') or its fleet has no engine
@@ -220,8 +254,11 @@ def sweep(
 
 def _show(fleet_name: str, label: str, row: dict) -> None:
     done = "" if row["finished"] else " (cut)"
-    print(f"  {fleet_name} {label:<18} steady {row['steady']:>8.0f}  whole {row['whole']:>8.0f}"
-          f" tok/s{done} {row['levels']}", flush=True)  # fmt: skip
+    print(
+        f"  {fleet_name} {label:<18} steady {row['steady']:>8.0f}  whole {row['whole']:>8.0f}"
+        f" tok/s{done} {row['levels']}",
+        flush=True,
+    )
 
 
 def main() -> None:
@@ -255,12 +292,16 @@ def main() -> None:
     for name in fleets:
         r = results[name]
         steady, whole = r["best"]["steady"], r["best"]["whole"]
-        print(f"{name:<7} best fixed ({steady[1]}; {whole[1]})  {steady[0]:>9.0f}"
-              f"            {whole[0]:>9.0f}")  # fmt: skip
+        print(
+            f"{name:<7} best fixed ({steady[1]}; {whole[1]})  {steady[0]:>9.0f}"
+            f"            {whole[0]:>9.0f}"
+        )
         for label, row in r["rows"].items():
             if "steady_of_best" in row:
-                print(f"{name:<7} {label:<20} {row['steady']:>9.0f}    {row['steady_of_best']:.3f}"
-                      f"   {row['whole']:>9.0f}    {row['whole_of_best']:.3f}")  # fmt: skip
+                print(
+                    f"{name:<7} {label:<20} {row['steady']:>9.0f}    {row['steady_of_best']:.3f}"
+                    f"   {row['whole']:>9.0f}    {row['whole_of_best']:.3f}"
+                )
     (BENCH_DIR / "throughput.json").write_text(json.dumps(results, indent=1))
 
 

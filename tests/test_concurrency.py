@@ -257,13 +257,22 @@ def test_an_engines_failed_requests_fail_themselves_not_the_level(tmp_path, fake
     about the level (it was halved at every window, down to 1 in flight: 32 at most)."""
     curve = EngineCurve(kv_tokens=20_000, max_running=512, time_scale=0.5, ticks=8)
     server = fake_server(
-        Behaviour(dialect="vllm", engine=curve, faults=["ok"] * 9 + [fault],
-                  answer=lambda b: {**echo_answer(b), "tokens": 100})
-    )  # fmt: skip
+        Behaviour(
+            dialect="vllm",
+            engine=curve,
+            faults=["ok"] * 9 + [fault],
+            answer=lambda b: {**echo_answer(b), "tokens": 100},
+        )
+    )
     ids = write_prompts(tmp_path / "prompts.jsonl", 300)
     streamed = Timeouts(request=10, connect=2, stream=fault == "stream_error")
-    run(tmp_path / "prompts.jsonl", tmp_path / "out", [server.url], concurrency=None,
-        timeouts=streamed)  # fmt: skip
+    run(
+        tmp_path / "prompts.jsonl",
+        tmp_path / "out",
+        [server.url],
+        concurrency=None,
+        timeouts=streamed,
+    )
     completions, _ = assert_exactly_once(tmp_path / "out", ids)
     assert all(r["finish_reason"] == "stop" for r in completions)  # each failed one retried
     assert server.peak_in_flight > 4 * concurrency.START, server.peak_in_flight
@@ -274,9 +283,12 @@ def test_only_a_full_servers_failures_count_against_its_level():
     stream cut short fails one request (retried; the circuit breaker watches the server)."""
     server = Server("http://127.0.0.1:9", 8)
     failures = [
-        EngineAborted("cut short", status=200), ServerFault("HTTP 500"),
-        TransportError("stream ended early"), Overloaded("HTTP 429"), RequestTimeout("slow"),
-    ]  # fmt: skip
+        EngineAborted("cut short", status=200),
+        ServerFault("HTTP 500"),
+        TransportError("stream ended early"),
+        Overloaded("HTTP 429"),
+        RequestTimeout("slow"),
+    ]
     for error in failures:
         server.record_failure(error, pause=0.0)
     assert (server.stats.failed, server.stats.load_failures) == (5, 2)
@@ -320,8 +332,9 @@ def test_last_levels_are_the_latest_ended_sessions_live_ones():
     this_session = ended(("http://a", 1, "start"))  # the session starting now: not its own
     assert last_levels({"sessions": [older, newer, {}, this_session]}) == {"http://a": 200}
     assert last_levels({"sessions": [older, {"started": "killed: no end"}, {}]}) == {
-        "http://a": 300, "http://b": 40,
-    }  # fmt: skip
+        "http://a": 300,
+        "http://b": 40,
+    }
     assert concurrency.start(cap=1024, stated=48, last=200).limit == 200
     assert concurrency.start(cap=128, last=200).limit == 128
 
@@ -353,10 +366,18 @@ def test_status_and_the_live_view_show_each_servers_level():
     from regen.display import server_cells
 
     live = {
-        "url": "http://a:1", "state": "healthy", "in_flight": 180, "completed": 5, "failed": 0,
-        "completion_tokens": 10, "latency_ewma_s": 1.0, "last_error": None,
-        "concurrency": 192, "concurrency_cap": 1024, "concurrency_why": "holding",
-    }  # fmt: skip
+        "url": "http://a:1",
+        "state": "healthy",
+        "in_flight": 180,
+        "completed": 5,
+        "failed": 0,
+        "completion_tokens": 10,
+        "latency_ewma_s": 1.0,
+        "last_error": None,
+        "concurrency": 192,
+        "concurrency_cap": 1024,
+        "concurrency_why": "holding",
+    }
     fixed = {**live, "concurrency": 64, "concurrency_cap": 64, "concurrency_why": "fixed"}
     lines = server_lines([live, fixed], alive=True)
     assert "180 in flight (level 192 of at most 1024: holding)" in lines[1]
@@ -483,8 +504,7 @@ def test_a_queue_the_output_still_rises_through_is_climbed_through():
 
 
 def test_a_queue_that_pays_nothing_is_left_for_what_runs_and_one_that_pays_is_kept():
-    held = Level(limit=128, cap=1024, best_rate=700.0, best_limit=128, climbing=False,
-                 climbed=True)  # fmt: skip
+    held = Level(limit=128, cap=1024, best_rate=700.0, best_limit=128, climbing=False, climbed=True)
     trial = decide(held, full(700.0, waiting=40.0, running=80.0))
     assert (trial.limit, trial.reason) == (84, "queue")  # one window at what runs
     stays = decide(trial, full(695.0, waiting=0.0, running=84.0))
@@ -505,8 +525,9 @@ def test_a_step_past_a_cliff_is_left_at_once_and_not_tried_again_soon():
         past = max(0.0, (n - 256) / 256)
         return 1785.0 * min(n, 256) / 256 * max(0.6, 1 - 1.4 * past), {}  # 320: -35%
 
-    level = Level(limit=256, cap=1024, best_rate=1785.0, best_limit=256, climbing=False,
-                  climbed=True)  # fmt: skip
+    level = Level(
+        limit=256, cap=1024, best_rate=1785.0, best_limit=256, climbing=False, climbed=True
+    )
     for _ in range(concurrency.PROBE_EVERY):
         level = decide(level, full(1785.0))
     assert (level.limit, level.reason) == (320, "probe")

@@ -41,11 +41,18 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+from regen.fleet.control.backoff import (
+    CEILING_WINDOWS,
+    GAIN,
+    age_ceiling,
+    back_off,
+    preempted,
+    refusals,
+)
 from regen.fleet.control.level import START, Level, Window, start
 
-__all__ = ["START", "Level", "Window", "decide", "start"]
+__all__ = ["CEILING_WINDOWS", "START", "Level", "Window", "decide", "start"]
 
-GAIN = 0.04  # a step up must bring at least this much more output to count
 QUEUED_GAIN = 0.1  # ... or this much with a queue in the engine (a step paying 15% is taken)
 CLIFF = 0.25  # a step up that lost this much: past a cliff, a ceiling at once (a window
 # can read 10-20% low on a busy machine or a CPU engine: a plain plateau for those)
@@ -56,23 +63,18 @@ QUEUE_SHARE = 0.1  # an engine queue beyond this share of its running batch: ful
 BUSY = 0.85  # a window counts when in-flight averaged at least this share of the limit
 PROBE_EVERY = 3  # windows held before probing above the best level again (cheap: a probe
 # past the knee only queues a few requests in the engine, or preempts a few)
-CEILING_WINDOWS = 24  # windows a ceiling (preemptions, errors, queue) lasts
 LOWER_LOSS = 0.0  # a probe below a held level is kept when it loses no more than this: as
 # much output for fewer requests (past a cliff, where output falls as the level rises, each
 # probe below pays, and the level steps back down to the top); with a tolerance, against
 # the GAIN a step up needs, noisy windows would walk a gentle rise (+3% a step) down
-REFUSED_SHARE = 0.15  # refusals before the first token, of the requests sent: a full server
-MIN_ASKED = 32  # requests a share of refusals is judged over (windows are tallied up to it:
-# a climbing window on a busy client ends a handful, and one 503 among 8 is no full server)
-MIN_REFUSED = 3
 JUMP = 8  # the most one step multiplies the level by
 
 
 def decide(level: Level, window: Window) -> Level:
     """The level for the next window."""
-    level, full = _refusals(_age_ceiling(level), window)
+    level, full = refusals(age_ceiling(level), window)
     if full:
-        new = _back_off(level, math.floor(level.limit * 0.5), "refused")
+        new = back_off(level, math.floor(level.limit * 0.5), "refused")
     else:
         new = _decide(level, window)
     if new.first_climb and not new.climbing:
@@ -83,20 +85,9 @@ def decide(level: Level, window: Window) -> Level:
     return new
 
 
-def _refusals(level: Level, window: Window) -> tuple[Level, bool]:
-    """Refusals before the first token (429/503, a timeout) tallied across windows; once
-    MIN_ASKED requests were sent, whether they were REFUSED_SHARE of them (a full server: it
-    refuses work it has no room for; a failed request is no refusal: Window.errors)."""
-    refused, asked = level.refused + window.errors, level.asked + window.requests
-    if asked < MIN_ASKED:
-        return replace(level, refused=refused, asked=asked), False
-    full = refused >= max(MIN_REFUSED, REFUSED_SHARE * asked)
-    return replace(level, refused=0, asked=0), full
-
-
 def _decide(level: Level, window: Window) -> Level:
     if window.preemptions and window.busy >= BUSY:
-        return _preempted(level, window.rate)
+        return preempted(level, window.rate)
     if window.busy < BUSY:
         return replace(level, reason="not full")
     if level.queue_from:
@@ -121,8 +112,15 @@ def _try_what_runs(level: Level, window: Window, held: int, rate: float) -> Leve
     runs = math.ceil(window.running * (1 + QUEUE_SHARE / 2))
     if runs >= held:
         return None
-    return replace(level, limit=runs, queue_from=held, best_rate=rate, best_limit=held,
-                   climbing=False, reason="queue")  # fmt: skip
+    return replace(
+        level,
+        limit=runs,
+        queue_from=held,
+        best_rate=rate,
+        best_limit=held,
+        climbing=False,
+        reason="queue",
+    )
 
 
 def _needed(window: Window) -> float:
@@ -136,10 +134,24 @@ def _queue_tried(level: Level, rate: float) -> Level:
     the queue clearly paid (QUEUED_GAIN, as a step up with a queue must: a noisy window is
     no reason to keep requests waiting), else back up, and leave the queue be a while."""
     if rate * (1 + QUEUED_GAIN) >= level.best_rate:
-        return replace(level, best_rate=rate, best_limit=level.limit, ceiling=level.queue_from,
-                       ceiling_age=0, queue_from=0, held=0, reason="queue")  # fmt: skip
-    return replace(level, limit=level.queue_from, queue_from=0, queue_paid=CEILING_WINDOWS,
-                   held=0, reason="queue pays")  # fmt: skip
+        return replace(
+            level,
+            best_rate=rate,
+            best_limit=level.limit,
+            ceiling=level.queue_from,
+            ceiling_age=0,
+            queue_from=0,
+            held=0,
+            reason="queue",
+        )
+    return replace(
+        level,
+        limit=level.queue_from,
+        queue_from=0,
+        queue_paid=CEILING_WINDOWS,
+        held=0,
+        reason="queue pays",
+    )
 
 
 def _queue_full(window: Window) -> bool:
@@ -162,17 +174,25 @@ def _climb(level: Level, window: Window) -> Level:
             return replace(level, limit=half, climbing=False, descending=True, reason="below")
         if rate < level.best_rate * (1 - CLIFF) and level.limit > level.best_limit:
             # Past a cliff: back at once, and probe no higher than this for a while.
-            return replace(level, limit=level.best_limit, climbing=False, held=0,
-                           ceiling=level.limit, ceiling_age=0, probe_down=True,
-                           reason="cliff")  # fmt: skip
+            return replace(
+                level,
+                limit=level.best_limit,
+                climbing=False,
+                held=0,
+                ceiling=level.limit,
+                ceiling_age=0,
+                probe_down=True,
+                reason="cliff",
+            )
         if queued and not level.queue_paid:  # a top with a queue: does the queue pay?
             trial = _try_what_runs(level, window, level.best_limit, level.best_rate)
             if trial is not None:
                 return trial
         # The last step did not pay: back to the best level, and hold there (its next probe
         # goes below it: is the level below as good?).
-        return replace(level, limit=level.best_limit, climbing=False, held=0,
-                       probe_down=True, reason="plateau")  # fmt: skip
+        return replace(
+            level, limit=level.best_limit, climbing=False, held=0, probe_down=True, reason="plateau"
+        )
     gained = rate / level.best_rate - 1 if level.best_rate else 1.0
     # Doublings while each gains a lot; then x1.25, and always past a top. With a queue in
     # the engine, doublings while each pays QUEUED_GAIN: the engine admits what fits and the
@@ -207,8 +227,9 @@ def _descend(level: Level, rate: float) -> Level:
     """Below a start that was past the top: halve again while the output rises by GAIN; else
     back to the best level seen, and hold (probes above it follow as usual)."""
     if rate < level.best_rate * (1 + GAIN):
-        return replace(level, limit=level.best_limit, descending=False, climbed=True, held=0,
-                       reason="plateau")  # fmt: skip
+        return replace(
+            level, limit=level.best_limit, descending=False, climbed=True, held=0, reason="plateau"
+        )
     best = replace(level, best_rate=rate, best_limit=level.limit)
     if level.limit > 1:
         return replace(best, limit=level.limit // 2, reason="below")
@@ -240,59 +261,21 @@ def _lower_tried(level: Level, rate: float) -> Level:
     (LOWER_LOSS; the held level is then a ceiling for a while, and the next probe goes lower
     still), else back up, and the next probe goes above."""
     if rate >= level.best_rate * (1 - LOWER_LOSS):
-        return replace(level, best_rate=rate, best_limit=level.limit, ceiling=level.down_from,
-                       ceiling_age=0, down_from=0, held=0, reason="lower pays as much")  # fmt: skip
-    return replace(level, limit=level.down_from, down_from=0, held=0, probe_down=False,
-                   reason="lower pays less")  # fmt: skip
-
-
-def _preempted(level: Level, rate: float) -> Level:
-    """The KV cache is full: no higher than this. The level stays while its output holds up
-    (a recompute can cost less than a smaller batch); it goes back to the best level below
-    once its output falls under that level's, or down by x0.85 when none is known."""
-    level = replace(level, queue_from=0, down_from=0)  # a trial below is over: this decides
-    if level.climbing and level.limit > 1.3 * level.best_limit > 0:
-        # A long step crossed the cache's edge: try halfway (geometrically), below it.
-        middle = math.ceil(math.sqrt(level.best_limit * level.limit))
         return replace(
-            level, limit=middle, ceiling=level.limit, ceiling_age=0, descending=False,
-            reason="preemptions",
-        )  # fmt: skip
-    same = level.best_limit == level.limit  # noise only: within GAIN of itself
-    if rate >= level.best_rate * (1 - GAIN if same else 1):
-        best = max(rate, level.best_rate) if same else rate
-        return replace(
-            level, best_rate=best, best_limit=level.limit, ceiling=level.limit + 1,
-            ceiling_age=0, climbing=False, descending=False, held=0,
-            reason="preemptions: holding",
-        )  # fmt: skip
-    below = level.best_limit if 0 < level.best_limit < level.limit else 0
-    return _back_off(level, below or math.floor(level.limit * 0.85), "preemptions")
-
-
-def _back_off(level: Level, lower: int, why: str) -> Level:
-    lower = max(1, min(lower, level.limit - 1 if level.limit > 1 else 1))
+            level,
+            best_rate=rate,
+            best_limit=level.limit,
+            ceiling=level.down_from,
+            ceiling_age=0,
+            down_from=0,
+            held=0,
+            reason="lower pays as much",
+        )
     return replace(
         level,
-        queue_from=0,
+        limit=level.down_from,
         down_from=0,
-        refused=0,
-        asked=0,
-        limit=lower,
-        best_rate=0.0,
-        best_limit=lower,
-        ceiling=level.limit,
-        ceiling_age=0,
-        climbing=False,
-        descending=False,
         held=0,
-        reason=why,
+        probe_down=False,
+        reason="lower pays less",
     )
-
-
-def _age_ceiling(level: Level) -> Level:
-    if level.ceiling is None:
-        return level
-    if level.ceiling_age + 1 >= CEILING_WINDOWS:
-        return replace(level, ceiling=None, ceiling_age=0)
-    return replace(level, ceiling_age=level.ceiling_age + 1)

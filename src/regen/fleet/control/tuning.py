@@ -27,12 +27,11 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from regen.fleet.control import concurrency
+from regen.fleet.control.tracker import Tracker
 from regen.fleet.engine_info import stated_limits
-from regen.fleet.engine_metrics import EngineLoad
-from regen.fleet.load_source import SCRAPE_TIMEOUT, LoadSource, kv_fit
+from regen.fleet.load_source import SCRAPE_TIMEOUT
 from regen.fleet.server import Server
 
 log = logging.getLogger("regen.fleet")
@@ -55,32 +54,6 @@ SETTLE_ANSWERS = 0.6
 SETTLE_FIRST, FIRST_SHARE = 0.5, 0.1  # measured by its streams: see _prefilling
 
 
-@dataclass
-class _Tracker:
-    server: Server
-    level: concurrency.Level
-    started: float = 0.0
-    counting_from: float = 0.0
-    measured_from: float = 0.0  # when `first` came (a starved client reads late)
-    last_at: float = 0.0  # when `last` came
-    first: EngineLoad | None = None
-    tokens_at: int = 0
-    answers_at: int = 0
-    load_failures_at: int = 0
-    sent_at: int = 0  # requests sent to it when the window opened
-    busy: list[float] = field(default_factory=list)
-    waiting: list[float] = field(default_factory=list)
-    running: list[float] = field(default_factory=list)
-    went_down: bool = False
-    last: EngineLoad | None = None
-    kv_tokens: int | None = None  # what the engine states its KV cache holds
-    decoding: bool = False  # the engine's counter has shown its first tokens
-    source: LoadSource = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.source = LoadSource(self.server)
-
-
 class LiveConcurrency:
     def __init__(
         self,
@@ -93,7 +66,7 @@ class LiveConcurrency:
         self.last = last or {}  # url -> the level the run's last session ended with
         self.made_room = made_room or (lambda server, slots: None)  # wakes requests waiting
         self._trackers = [
-            _Tracker(s, concurrency.Level(limit=s.concurrency, cap=s.concurrency)) for s in servers
+            Tracker(s, concurrency.Level(limit=s.concurrency, cap=s.concurrency)) for s in servers
         ]
 
     async def start(self) -> None:
@@ -118,7 +91,7 @@ class LiveConcurrency:
             await asyncio.sleep(TICK)
             await asyncio.gather(*(self._tick(t) for t in self._trackers))
 
-    async def _tick(self, tracker: _Tracker) -> None:
+    async def _tick(self, tracker: Tracker) -> None:
         server, now = tracker.server, time.monotonic()
         if not server.available:
             tracker.went_down = True
@@ -155,15 +128,15 @@ class LiveConcurrency:
             return
         await self._sample_engine(tracker)
         if tracker.source.by_stream:
-            if self._steps(tracker) < MIN_EVENTS:
+            if tracker.steps() < MIN_EVENTS:
                 return  # too few events yet (a prefill stall, a starved loop): no verdict
-        elif self._steps(tracker) < MIN_STEPS and not self._clearly_worse(tracker, now):
+        elif tracker.steps() < MIN_STEPS and not self._clearly_worse(tracker, now):
             return  # too few engine steps yet to judge (a CPU engine, a prefill stall)
         self._close(tracker, now)
         await self._open(tracker, now)
 
     @staticmethod
-    def _prefilling(tracker: _Tracker, now: float) -> bool:
+    def _prefilling(tracker: Tracker, now: float) -> bool:
         """Measured by its streams: a new level's requests still wait for their first token
         (a step up has them prefilled first, the batch stalled meanwhile): the window starts
         counting once most are decoding, or after SETTLE_FIRST of a request's time (two
@@ -175,23 +148,15 @@ class LiveConcurrency:
             return False
         return server.stats.awaiting_first > max(1.0, FIRST_SHARE * server.limit)
 
-    @staticmethod
-    def _decoded(tracker: _Tracker) -> float | None:
-        """Output tokens the engine's counter shows in the window so far (None: no counter)."""
-        first, last = tracker.first, tracker.last
-        if first is None or last is None or first.generated is None or last.generated is None:
-            return None
-        return last.generated - first.generated
-
-    def _clearly_worse(self, tracker: _Tracker, now: float) -> bool:
+    def _clearly_worse(self, tracker: Tracker, now: float) -> bool:
         """Under half the best level's rate so far: a level past a CPU engine's cliff is left
         without waiting out its slow steps."""
-        decoded, best = self._decoded(tracker), tracker.level.best_rate
+        decoded, best = tracker.decoded(), tracker.level.best_rate
         if decoded is None or best <= 0 or tracker.last_at <= tracker.measured_from:
             return False
         return decoded / (tracker.last_at - tracker.measured_from) < WORSE * best
 
-    def _clearly_better(self, tracker: _Tracker, now: float) -> bool:
+    def _clearly_better(self, tracker: Tracker, now: float) -> bool:
         """Measured by its answers alone, a climbing level whose rate so far, over at least
         MIN_ANSWERS of them, beats the last level's by BIG_GAIN: decided without waiting out
         the window (the first answers after a step up were mostly sent below it, so a rate
@@ -204,16 +169,7 @@ class LiveConcurrency:
         rate = (stats.completion_tokens - tracker.tokens_at) / (now - tracker.counting_from)
         return rate >= level.best_rate * (1 + concurrency.BIG_GAIN)
 
-    def _steps(self, tracker: _Tracker) -> float:
-        """Decode steps the engine ran in the window (its tokens over its batch; by the
-        streams, events a stream); without a counter, as many as needed (the window is then
-        whole request times)."""
-        decoded = self._decoded(tracker)
-        if decoded is None:
-            return float("inf")
-        return decoded / max(1.0, _mean(tracker.running) or tracker.server.in_flight)
-
-    async def _decoding(self, tracker: _Tracker, now: float) -> bool:
+    async def _decoding(self, tracker: Tracker, now: float) -> bool:
         """Whether the engine's counter shows decoded tokens, before any answer; the first
         window opens when it first does (a request's time is not known yet: MIN_WINDOW)."""
         if tracker.decoding:
@@ -227,7 +183,7 @@ class LiveConcurrency:
         await self._open(tracker, now)
         return True
 
-    def _window(self, tracker: _Tracker) -> float:
+    def _window(self, tracker: Tracker) -> float:
         latency = tracker.server.stats.latency_ewma
         if tracker.first is None:
             return max(MIN_WINDOW, WINDOW_ANSWERS * latency)
@@ -235,7 +191,7 @@ class LiveConcurrency:
             return max(MIN_WINDOW_CLIMB, WINDOW_CLIMB * latency)
         return max(MIN_WINDOW, WINDOW_ENGINE * latency)
 
-    async def _open(self, tracker: _Tracker, now: float) -> None:
+    async def _open(self, tracker: Tracker, now: float) -> None:
         server = tracker.server
         tracker.started = now
         tracker.first = await tracker.source.read()
@@ -248,51 +204,29 @@ class LiveConcurrency:
         tracker.tokens_at = server.stats.completion_tokens
         tracker.load_failures_at, tracker.sent_at = server.stats.load_failures, server.stats.sent
 
-    def _close(self, tracker: _Tracker, now: float) -> None:
+    def _close(self, tracker: Tracker, now: float) -> None:
         server = tracker.server
         if tracker.went_down or not tracker.busy:
             return
-        window = self._measure(tracker, now)
+        window = tracker.measure(now)
         before = tracker.level.limit
         tracker.level = concurrency.decide(tracker.level, window)
         server.set_limit(tracker.level.limit, tracker.level.reason)
         if tracker.level.limit > before:
             self.made_room(server, tracker.level.limit - before)
         if tracker.level.limit != before:
-            log.info("server %s: %d -> %d in flight (%s; %.0f tok/s)", server.name, before,
-                     tracker.level.limit, tracker.level.reason, window.rate)  # fmt: skip
+            log.info(
+                "server %s: %d -> %d in flight (%s; %.0f tok/s)",
+                server.name,
+                before,
+                tracker.level.limit,
+                tracker.level.reason,
+                window.rate,
+            )
 
-    def _measure(self, tracker: _Tracker, now: float) -> concurrency.Window:
-        first, last, server = tracker.first, tracker.last, tracker.server
-        engine = first is not None and last is not None
-        seconds = tracker.last_at - tracker.measured_from if engine else now - tracker.counting_from
-        tokens = self._decoded(tracker)
-        if tokens is None:
-            tokens = server.stats.completion_tokens - tracker.tokens_at
-        preempted = None
-        if engine and first.preemptions is not None and last.preemptions is not None:
-            preempted = int(last.preemptions - first.preemptions)
-        return concurrency.Window(
-            seconds=seconds,
-            tokens=tokens,
-            busy=sum(tracker.busy) / len(tracker.busy),
-            errors=server.stats.load_failures - tracker.load_failures_at,
-            requests=server.stats.sent - tracker.sent_at,
-            preemptions=preempted,
-            # At its shortest: a queue that drains between steps (prompts waiting for their
-            # turn in a step's token budget, as vLLM's CPU build queues them) is no full server.
-            waiting=min(tracker.waiting) if tracker.waiting else None,
-            running=_mean(tracker.running),
-            kv_fit=kv_fit(tracker.kv_tokens or (last.kv_tokens if last else None), server.stats),
-        )
-
-    async def _sample_engine(self, tracker: _Tracker) -> None:
+    async def _sample_engine(self, tracker: Tracker) -> None:
         load = await tracker.source.read()
         tracker.last, tracker.last_at = load, tracker.source.read_at
         if load is not None and load.waiting is not None and load.running is not None:
             tracker.waiting.append(load.waiting)
             tracker.running.append(load.running)
-
-
-def _mean(values: list[float]) -> float | None:
-    return sum(values) / len(values) if values else None

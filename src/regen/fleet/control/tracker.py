@@ -1,0 +1,84 @@
+"""One server's measurement window for the live concurrency (tuning.py): the engine's readings
+and the server's counts since it opened, and the Window they make for `concurrency.decide`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from regen.fleet.control.level import Level, Window
+from regen.fleet.engine_metrics import EngineLoad
+from regen.fleet.load_source import LoadSource, kv_fit
+from regen.fleet.server import Server
+
+
+@dataclass
+class Tracker:
+    """One server's measurement window: what was read in it, and the Window it makes."""
+
+    server: Server
+    level: Level
+    started: float = 0.0
+    counting_from: float = 0.0
+    measured_from: float = 0.0  # when `first` came (a starved client reads late)
+    last_at: float = 0.0  # when `last` came
+    first: EngineLoad | None = None
+    tokens_at: int = 0
+    answers_at: int = 0
+    load_failures_at: int = 0
+    sent_at: int = 0  # requests sent to it when the window opened
+    busy: list[float] = field(default_factory=list)
+    waiting: list[float] = field(default_factory=list)
+    running: list[float] = field(default_factory=list)
+    went_down: bool = False
+    last: EngineLoad | None = None
+    kv_tokens: int | None = None  # what the engine states its KV cache holds
+    decoding: bool = False  # the engine's counter has shown its first tokens
+    source: LoadSource = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.source = LoadSource(self.server)
+
+    def decoded(self) -> float | None:
+        """Output tokens the engine's counter shows in the window so far (None: no counter)."""
+        first, last = self.first, self.last
+        if first is None or last is None or first.generated is None or last.generated is None:
+            return None
+        return last.generated - first.generated
+
+    def steps(self) -> float:
+        """Decode steps the engine ran in the window (its tokens over its batch; by the
+        streams, events a stream); without a counter, as many as needed (the window is then
+        whole request times)."""
+        decoded = self.decoded()
+        if decoded is None:
+            return float("inf")
+        return decoded / max(1.0, mean(self.running) or self.server.in_flight)
+
+    def measure(self, now: float) -> Window:
+        first, last, server = self.first, self.last, self.server
+        engine = first is not None and last is not None
+        seconds = self.last_at - self.measured_from if engine else now - self.counting_from
+        tokens = self.decoded()
+        if tokens is None:
+            tokens = server.stats.completion_tokens - self.tokens_at
+        preempted = None
+        if engine and first.preemptions is not None and last.preemptions is not None:
+            preempted = int(last.preemptions - first.preemptions)
+        return Window(
+            seconds=seconds,
+            tokens=tokens,
+            busy=sum(self.busy) / len(self.busy),
+            errors=server.stats.load_failures - self.load_failures_at,
+            requests=server.stats.sent - self.sent_at,
+            preemptions=preempted,
+            # At its shortest: a queue that drains between steps (prompts waiting for their
+            # turn in a step's token budget, as vLLM's CPU build queues them) is no full server.
+            waiting=min(self.waiting) if self.waiting else None,
+            running=mean(self.running),
+            kv_fit=kv_fit(self.kv_tokens or (last.kv_tokens if last else None), server.stats),
+        )
+
+
+def mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
