@@ -12,6 +12,7 @@ demo:
 test:
 	scripts/bootstrap.sh --test
 	.venv/bin/ruff check src tests bench
+	.venv/bin/ruff format --check src tests bench
 	.venv/bin/lint-imports
 	NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict
 	.venv/bin/pytest

@@ -38,11 +38,6 @@ class Forecast:
             self._recent.append(tokens)
             self._stale = True
 
-    def mean_length(self) -> float | None:
-        if len(self._recent) < MIN_ANSWERS:
-            return None
-        return sum(self._recent) / len(self._recent)
-
     def length_above(self, produced: float) -> float | None:
         """The QUANTILE-th length among recent answers longer than `produced` tokens (None:
         too few answers, or none that long: no prediction)."""
