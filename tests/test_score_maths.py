@@ -9,7 +9,7 @@ import math
 import pytest
 
 from regen.errors import ConfigError
-from regen.score.accept import Ratio, first_miss, simulate
+from regen.score.accept import Ratio, simulate
 from regen.score.compare import Paired, parse_ks
 from regen.score.ngram import (
     DEFAULTS,
@@ -96,10 +96,6 @@ def test_paired_difference_by_hand():
     out = paired.to_json()
     assert (out["before"], out["after"], out["difference"]) == (2.0, 3.0, 1.0)
     assert out["ci95_half_width"] == 0.0  # identical rows: no spread
-
-
-def test_first_miss():
-    assert first_miss("1110") == 3 and first_miss("111") is None and first_miss("0") == 0
 
 
 def test_ngram_drafts_what_followed_the_earliest_longest_match_as_vllm_does():
