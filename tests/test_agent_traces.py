@@ -27,6 +27,7 @@ from regen.testing.fake_server import Behaviour
 from regen.testing.fake_tools import tool_caller
 from regen.tool_trace import trace_faults
 from test_kill9 import regen_command
+from waiting import wait_until
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "tool_server.py"
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {}}}]
@@ -149,16 +150,16 @@ def example_tool_server():
 
 
 def wait_until_listening(port: int, process: subprocess.Popen, timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert process.poll() is None, process.stderr.read().decode() if process.stderr else ""
+    def listening() -> bool:
         try:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1)
         except urllib.error.HTTPError:
-            return  # it answers (404 for GET /): listening
+            return True  # it answers (404 for GET /): listening
         except OSError:
-            time.sleep(0.1)
-    raise AssertionError(f"the example tool server did not listen on {port}")
+            return False
+        return True
+
+    wait_until(listening, timeout, f"the example tool server listening on {port}", alive=process)
 
 
 def test_the_tool_server_answers_every_call_of_a_regenerated_turn(
@@ -237,7 +238,7 @@ def test_kill9_with_a_tool_server_then_resume_is_exactly_once_and_whole(
     for _ in range(4):
         proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         try:
-            time.sleep(rng.uniform(1.0, 2.0))
+            time.sleep(rng.uniform(1.0, 2.0))  # the kill at a random moment is the test
             if proc.poll() is None:
                 os.kill(proc.pid, signal.SIGKILL)
                 kills += 1

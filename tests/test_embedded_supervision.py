@@ -19,6 +19,7 @@ from pathlib import Path
 from gen_helpers import assert_exactly_once, write_prompts
 from regen.serve.control import is_our_process
 from regen.serve.fleetfile import FleetFile
+from waiting import wait_until
 
 STANDINS = Path(__file__).parent / "standins"
 
@@ -96,17 +97,14 @@ def test_the_server_dies_with_a_killed_regen_and_a_leftover_is_cleaned(tmp_path)
     proc, ids, out = generate(tmp_path, 200, STANDIN_SECONDS_PER_TOKEN="0.05")
     record = out / "servers" / "FLEET.json"
     try:
-        deadline = time.monotonic() + 60
-        while not record.exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_until(record.exists, 60, f"{record}", alive=proc)
         (server,) = FleetFile.read(record).servers
         assert is_our_process(server)
         os.kill(proc.pid, signal.SIGKILL)
         proc.communicate(timeout=10)
-        deadline = time.monotonic() + 10
-        while is_our_process(server) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not is_our_process(server), "the embedded server outlived regen"
+        wait_until(
+            lambda: not is_our_process(server), 10, "the embedded server's end after regen's"
+        )
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -9,7 +9,6 @@ import shlex
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import orjson
@@ -19,6 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from regen.cli import main
+from waiting import wait_until
 
 COMMAND = re.compile(r"`(regen [^`]+)`")
 
@@ -196,9 +196,7 @@ def test_a_stopped_run_names_the_status_command_that_shows_it(tmp_path, fake_ser
         stderr=subprocess.STDOUT,
         text=True,
     )
-    deadline = time.monotonic() + 60
-    while not server.requests and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: server.requests, 60, "a request at the server", interval=0.05, alive=proc)
     proc.send_signal(signal.SIGINT)
     output, _ = proc.communicate(timeout=60)
     assert "stopped (" in output, output

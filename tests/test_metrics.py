@@ -8,7 +8,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from gen_helpers import write_prompts
 from regen.fleet.embedded import free_port
 from regen.testing.fake_server import Behaviour, echo_answer
+from waiting import wait_until
 
 WANTED = ("regen_retries_total", "regen_server_completions_total", "regen_errors_total")
 DASHBOARD = Path(__file__).parent.parent / "examples" / "grafana-dashboard.json"
@@ -47,17 +47,18 @@ def scrape_live_run(tmp_path: Path, url: str) -> str:
     ]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
+
+        def scrape() -> str | None:
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
                     body = r.read().decode()
-                if all(re.search(rf"^{name}\{{.*\}} [1-9]", body, re.M) for name in WANTED):
-                    return body
             except OSError:
-                pass
-            time.sleep(0.2)
-        raise AssertionError("no scrape with completions, retries and errors in 30 s")
+                return None
+            if all(re.search(rf"^{name}\{{.*\}} [1-9]", body, re.M) for name in WANTED):
+                return body
+            return None
+
+        return wait_until(scrape, 30, "a scrape with completions, retries and errors", interval=0.2)
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=30)

@@ -15,6 +15,7 @@ import pytest
 
 from gen_helpers import assert_exactly_once, write_prompts
 from regen.testing.fake_server import Behaviour, echo_answer
+from waiting import wait_until
 
 
 def slow_server(fake_server, seconds: float = 0.2):
@@ -75,22 +76,16 @@ def status(out: Path) -> dict:
     return orjson.loads(done.stdout)
 
 
-def wait_for(predicate, timeout: float = 20.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError("condition not reached in time")
-
-
 def test_sigterm_drains_in_flight_then_resume_finishes(tmp_path, fake_server):
     server = slow_server(fake_server, 0.4)
     ids = write_prompts(tmp_path / "p.jsonl", 60)
     out = tmp_path / "out"
     proc = start(tmp_path / "p.jsonl", out, server.url, "--drain-timeout", "10")
-    wait_for(lambda: (out / "progress.json").exists() and len(server.requests) >= 8)
+    wait_until(
+        lambda: (out / "progress.json").exists() and len(server.requests) >= 8,
+        20,
+        "progress.json and eight requests",
+    )
     proc.send_signal(signal.SIGTERM)
     stdout, _ = proc.communicate(timeout=30)
     assert proc.returncode == 143
@@ -110,9 +105,9 @@ def test_second_signal_exits_at_once_without_corrupting_output(tmp_path, fake_se
     ids = write_prompts(tmp_path / "p.jsonl", 16)
     out = tmp_path / "out"
     proc = start(tmp_path / "p.jsonl", out, server.url, "--drain-timeout", "60")
-    wait_for(lambda: len(server.requests) >= 4)
+    wait_until(lambda: len(server.requests) >= 4, 20, "four requests")
     proc.send_signal(signal.SIGINT)
-    time.sleep(0.3)
+    time.sleep(0.3)  # a second Ctrl-C a moment after the first: the gap is the test
     proc.send_signal(signal.SIGINT)
     proc.communicate(timeout=10)
     assert proc.returncode == 130
@@ -128,8 +123,14 @@ def test_status_tells_a_live_run_from_a_dead_one(tmp_path, fake_server):
     out = tmp_path / "out"
     proc = start(tmp_path / "p.jsonl", out, server.url)
     try:
-        live = wait_for(lambda: (out / "progress.json").exists() and status(out))
-        live = wait_for(lambda: (s := status(out))["progress"]["session"]["completed"] > 0 and s)
+        live = wait_until(
+            lambda: (out / "progress.json").exists() and status(out), 20, "a status while running"
+        )
+        live = wait_until(
+            lambda: (s := status(out))["progress"]["session"]["completed"] > 0 and s,
+            20,
+            "a status with a completion",
+        )
         assert live["alive"]["alive"] is True and live["alive"]["pid"] == proc.pid
         assert live["progress"]["state"] == "running"
         assert live["progress"]["total"] == 200

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import orjson
@@ -20,6 +19,7 @@ from regen.serve.engine_python import distribution_found
 from regen.serve.hf_model import ensure_hf_model, hf_folder
 from regen.serve.launch import ServeSpec, plan_servers, start_all
 from regen.serve.process import end_group, find_cause
+from waiting import wait_until
 
 VLLM_PYTHON = Path(".venv-vllm/bin/python").absolute()
 
@@ -208,10 +208,7 @@ def test_a_dead_servers_leftover_children_are_killed(tmp_path):
     child = int(marker.read_text())
     assert Path(f"/proc/{child}").exists()
     end_group(leader.pid, grace=0.5)
-    deadline = time.monotonic() + 10
-    while _alive(child):
-        assert time.monotonic() < deadline, "the leftover child still runs"
-        time.sleep(0.1)
+    wait_until(lambda: not _alive(child), 10, "the leftover child's end")
 
 
 def _alive(pid: int) -> bool:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import random
 import subprocess
 import sys
-import time
 import tracemalloc
 import urllib.request
 
@@ -18,6 +17,7 @@ from regen.errors import Overloaded, ServerFault, TransportError
 from regen.fleet.embedded import free_port
 from regen.fleet.server import Timeouts
 from regen.fleet.stream import StreamAccumulator
+from waiting import wait_until
 
 PIECES = ["Hé", "llo", " wörld", " 🙂", "\n", " the", " end"]  # multi-byte, emoji, newline
 
@@ -166,13 +166,14 @@ def sse_fleet():
 
 
 def wait_for(url: str) -> None:
-    for _ in range(100):
+    def up() -> bool:
         try:
             urllib.request.urlopen(url + "/v1/models", timeout=1).close()
-            return
         except OSError:
-            time.sleep(0.1)
-    raise TimeoutError(f"{url} did not come up")
+            return False
+        return True
+
+    wait_until(up, 10, f"{url} answering /v1/models")
 
 
 def test_a_run_reads_every_token_of_a_speculating_engines_stream(tmp_path, sse_fleet):
