@@ -14,14 +14,15 @@ import time
 import orjson
 import pytest
 
+from bucket_helpers import BUCKET, FAST, URL, assert_bucket_exactly_once, keys_in
+from bucket_helpers import bucket as bucket  # the fixture
 from gen_helpers import run, write_prompts
 from regen.errors import RunStateError
 from regen.storage import open_store
 from regen.storage.bucket import Bucket
 from regen.storage.lease import Lease, LeaseLost
 from regen.testing.fake_server import Behaviour
-from test_output_bucket import BUCKET, FAST, URL, assert_bucket_exactly_once, keys_in
-from test_output_bucket import bucket as bucket  # the fixture
+from waiting import wait_until
 
 LEASE_KEY = "exp/one/leases/whole.json"
 
@@ -106,10 +107,10 @@ def test_a_run_whose_lease_was_taken_stops_writing(tmp_path, fake_server, bucket
     sent = lambda: sum(len(s.requests) for s in servers)  # noqa: E731
 
     def take_over() -> None:  # once the run holds its lease and is generating
-        deadline = time.monotonic() + 20
-        while sent() < 5 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        put_lease(bucket)
+        try:
+            wait_until(lambda: sent() >= 5, 20, "five requests sent", interval=0.05)
+        finally:
+            put_lease(bucket)
 
     thief = threading.Thread(target=take_over)
     thief.start()

@@ -1,64 +1,27 @@
 """`--output-dir s3://bucket/prefix`: the bucket is the ledger. Against moto's standalone S3
-server on loopback (started by pid), with a cutting proxy in front of it for upload faults,
-and real `regen generate` processes killed with SIGKILL at the three dangerous moments."""
+server on loopback (started by pid): a run lands with the local layout, uploads by age,
+resumes from the bucket, and status, check, export, prepare and score read it there."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import sys
 import threading
-import time
-from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
-import boto3
 import orjson
-import pytest
 from click.testing import CliRunner
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "check"))
 import checkfix
 
+from bucket_helpers import BUCKET, FAST, URL, assert_bucket_exactly_once, keys_in
+from bucket_helpers import bucket as bucket  # the fixture
 from gen_helpers import run, write_prompts
 from regen.cli import main
 from regen.format.sidecar import ShardKeys
 from regen.records import record_key
 from regen.storage import open_store
-from regen.storage.uploader import UploadPolicy
-from regen.testing.cut_proxy import CutProxy
 from regen.testing.fake_server import Behaviour
-
-BUCKET = "runs"
-URL = f"s3://{BUCKET}/exp/one"
-FAST = UploadPolicy(heartbeat=0.5, poll=0.1, base_delay=0.1, max_delay=0.5)
-
-
-@pytest.fixture
-def bucket(s3_endpoint):
-    s3 = boto3.client("s3", endpoint_url=s3_endpoint)
-    s3.create_bucket(Bucket=BUCKET)
-    return s3
-
-
-def keys_in(s3, folder: str) -> list[str]:
-    listed = s3.list_objects_v2(Bucket=BUCKET, Prefix=f"exp/one/{folder}/").get("Contents", [])
-    return sorted(o["Key"].rsplit("/", 1)[-1] for o in listed)
-
-
-def assert_bucket_exactly_once(ids: list[str], samples: int = 1) -> list[dict]:
-    """Every (id, sample) in exactly one committed line of the bucket's completions/errors."""
-    reader = open_store(URL)
-    records = list(reader.iter_records("completions"))
-    records += [e for e in reader.iter_records("errors") if e.get("sample") is not None]
-    seen = Counter((r["id"], r["sample"]) for r in records)
-    dup = [k for k, n in seen.items() if n > 1]
-    assert not dup, f"duplicated: {dup[:5]}"
-    assert set(seen) == {(i, s) for i in ids for s in range(samples)}
-    return records
 
 
 def test_a_run_lands_in_the_bucket_with_the_local_layout(tmp_path, fake_server, bucket):
@@ -215,201 +178,6 @@ def test_an_unreachable_bucket_is_a_clear_error_at_start(tmp_path, fake_server, 
     assert result.exit_code == 6  # the output location cannot be written
     assert "s3://no-such/x" in result.output and "hint:" in result.output
     assert "testing" not in result.output  # the secret key's value never appears
-
-
-# -- kill -9 at the three dangerous moments ---------------------------------------------------
-def regen_process(prompts: Path, staging: Path, server: str, endpoint: str) -> subprocess.Popen:
-    command = [
-        sys.executable,
-        "-m",
-        "regen",
-        "generate",
-        "--prompts",
-        str(prompts),
-        "--output-dir",
-        URL,
-        "--staging-dir",
-        str(staging),
-        "--servers",
-        server,
-        "--concurrency",
-        "4",
-        "--upload-interval",
-        "0.3",
-        "--display",
-        "none",
-    ]
-    env = {**os.environ, "AWS_ENDPOINT_URL": endpoint}
-    return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-
-
-def kill_when(proc: subprocess.Popen, ready, what: str, timeout: float = 30) -> None:
-    try:
-        deadline = time.monotonic() + timeout
-        while not ready():
-            assert proc.poll() is None, f"regen ended before {what}: {proc.stderr.read()}"
-            assert time.monotonic() < deadline, f"timed out waiting for {what}"
-            time.sleep(0.05)
-        os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.communicate(timeout=30)
-
-
-def sealed_in(staging: Path) -> int:
-    return len(list((staging / "completions").glob("*.keys")))
-
-
-@pytest.fixture
-def proxy(s3_endpoint):
-    started = CutProxy(s3_endpoint).start()
-    yield started
-    started.stop()
-
-
-@pytest.fixture
-def slow_server(fake_server):
-    return fake_server(Behaviour(slots=4, seconds_per_token=0.02))  # 8 tokens: 0.16 s each
-
-
-def finish(prompts: Path, staging: Path, server: str):
-    return run(prompts, URL, [server], staging_dir=staging, upload=FAST)
-
-
-@pytest.mark.parametrize("resume_on", ["same machine", "new machine"])
-def test_killed_between_writing_and_uploading(
-    tmp_path, slow_server, bucket, proxy, s3_endpoint, resume_on
-):
-    ids = write_prompts(tmp_path / "p.jsonl", 60)
-    proxy.rules = [("PUT", "/completions/", "refuse")]  # shards stay in staging
-    staging = tmp_path / "a"
-    proc = regen_process(tmp_path / "p.jsonl", staging, slow_server.url, proxy.url)
-    kill_when(proc, lambda: sealed_in(staging) >= 2, "two sealed shards in staging")
-    assert keys_in(bucket, "completions") == []
-    asked = len(slow_server.requests)
-    again = finish(
-        tmp_path / "p.jsonl",
-        staging if resume_on == "same machine" else tmp_path / "b",
-        slow_server.url,
-    )
-    assert again.exit_code == 0
-    assert_bucket_exactly_once(ids)
-    if resume_on == "same machine":  # the staged shards were uploaded, not redone
-        assert again.stats.finished_before >= 2
-        assert len(slow_server.requests) - asked == 60 - again.stats.finished_before
-
-
-def test_killed_in_the_middle_of_an_upload(tmp_path, slow_server, bucket, proxy, s3_endpoint):
-    ids = write_prompts(tmp_path / "p.jsonl", 60)
-    proxy.rules = [("PUT", "/completions/part-", "cut")]  # each shard upload is cut midway
-    staging = tmp_path / "a"
-    proc = regen_process(tmp_path / "p.jsonl", staging, slow_server.url, proxy.url)
-    cuts = lambda: sum(1 for *_, action in proxy.seen if action == "cut")  # noqa: E731
-    kill_when(proc, lambda: cuts() >= 3, "three cut uploads")
-    assert not [k for k in keys_in(bucket, "completions") if k.endswith(".keys")]
-    # A new machine: the cut uploads left nothing committed, so everything is redone once.
-    assert finish(tmp_path / "p.jsonl", tmp_path / "b", slow_server.url).exit_code == 0
-    assert_bucket_exactly_once(ids)
-    # The old machine comes back: its staged copies are already in the bucket; none is added.
-    assert finish(tmp_path / "p.jsonl", staging, slow_server.url).exit_code == 0
-    assert_bucket_exactly_once(ids)
-
-
-def test_cut_uploads_are_retried_and_never_stop_generation(
-    tmp_path, slow_server, bucket, proxy, s3_endpoint, monkeypatch
-):
-    ids = write_prompts(tmp_path / "p.jsonl", 40)
-    proxy.rules = [("PUT", "/completions/part-", "cut")]
-    monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
-    with healed_after(proxy, "cut", 3):
-        result = run(
-            tmp_path / "p.jsonl",
-            URL,
-            [slow_server.url],
-            staging_dir=tmp_path / "s",
-            upload_interval=0.3,
-            upload=FAST,
-        )
-    assert result.exit_code == 0
-    assert faults(proxy, "cut") >= 3
-    assert len(slow_server.requests) == 40  # generation went on while uploads failed
-    assert_bucket_exactly_once(ids)
-
-
-@pytest.mark.parametrize("resume_on", ["same machine", "new machine"])
-def test_killed_after_the_upload_before_local_bookkeeping(
-    tmp_path, slow_server, bucket, proxy, s3_endpoint, resume_on
-):
-    ids = write_prompts(tmp_path / "p.jsonl", 60)
-    proxy.rules = [("PUT", ".keys", "hold")]  # the data lands, its commit lands, no answer
-    staging = tmp_path / "a"
-    proc = regen_process(tmp_path / "p.jsonl", staging, slow_server.url, proxy.url)
-    held = lambda: any(a == "hold" for *_, a in proxy.seen)  # noqa: E731
-    kill_when(proc, lambda: held() and keys_in(bucket, "completions"), "a committed upload")
-    committed = [k for k in keys_in(bucket, "completions") if k.endswith(".keys")]
-    assert len(committed) == 1 and (staging / "completions" / committed[0]).exists()
-    again = finish(
-        tmp_path / "p.jsonl",
-        staging if resume_on == "same machine" else tmp_path / "b",
-        slow_server.url,
-    )
-    assert again.exit_code == 0
-    assert_bucket_exactly_once(ids)
-
-
-def faults(proxy: CutProxy, action: str) -> int:
-    return sum(1 for *_, a in proxy.seen if a == action)
-
-
-@contextmanager
-def healed_after(proxy: CutProxy, action: str, count: int, then=None) -> Iterator[None]:
-    """The bucket comes back once `count` requests met `action` (by event, not by clock:
-    a loaded machine may take seconds to start the run); `then()` runs at that moment."""
-
-    def heal() -> None:
-        deadline = time.monotonic() + 120
-        while faults(proxy, action) < count and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if then is not None:
-            then()
-        proxy.rules = []
-
-    healer = threading.Thread(target=heal)
-    healer.start()
-    try:
-        yield
-    finally:
-        healer.join()
-
-
-def test_full_staging_pauses_dispatch_until_the_bucket_is_back(
-    tmp_path, slow_server, bucket, proxy, monkeypatch
-):
-    ids = write_prompts(tmp_path / "p.jsonl", 40)
-    proxy.rules = [("PUT", "/completions/part-", "refuse")]
-    monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
-    tight = UploadPolicy(
-        staging_limit_bytes=3000, heartbeat=0.5, poll=0.1, base_delay=0.1, max_delay=0.3
-    )
-    asked_at_heal: list[int] = []
-    # Six refused uploads: over a second of retries, while ~25 records (25 KB) were due.
-    with healed_after(proxy, "refuse", 6, lambda: asked_at_heal.append(len(slow_server.requests))):
-        result = run(
-            tmp_path / "p.jsonl",
-            URL,
-            [slow_server.url],
-            staging_dir=tmp_path / "s",
-            upload_interval=0.3,
-            upload=tight,
-        )
-    assert result.exit_code == 0
-    events = "\n".join(result.stats.events)
-    assert "staging is full" in events and "dispatch paused" in events
-    assert "dispatch resumed" in events
-    # ~1 KB a record: the pause held requests to a handful while the bucket was away.
-    assert asked_at_heal[0] < 15
-    assert_bucket_exactly_once(ids)
 
 
 def test_prepare_reads_from_and_writes_to_the_bucket(tmp_path, bucket, fake_server):
