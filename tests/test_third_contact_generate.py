@@ -30,7 +30,7 @@ from regen.run.generate import generate
 from regen.run.startup import leave_nothing_behind
 from regen.run.status import read_status
 from regen.testing.fake_tools import tool_caller
-from test_agent_traces import weather_trace
+from trace_helpers import weather_trace
 
 
 def test_generate_refuses_an_empty_prompt_into_errors_as_prepare_does(tmp_path, fake_server):
