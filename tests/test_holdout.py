@@ -1,5 +1,6 @@
-"""The held-out split: `export --holdout F` and `score --holdout F` draw the same prompts each
-on their own, per category, by prompt, whatever order the records come in (a resume)."""
+"""The held-out split's draw: per category, by prompt, seeded apart from validation, and
+the same whatever order the records come in (a resume). How export and score use it:
+test_holdout_verbs.py."""
 
 from __future__ import annotations
 
@@ -7,116 +8,15 @@ import json
 import sys
 from pathlib import Path
 
-import datasets  # offline, with a throwaway cache: see conftest
 import orjson
 import pytest
-from click.testing import CliRunner
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "check"))
 import checkfix
 
 from gen_helpers import read_lines, run
-from regen.cli import main
+from holdout_helpers import SIZES, cli, records, split_ids
 from regen.finished.holdout import Holdout
-
-SIZES = {"code": 10, "chat": 20, "math": 7}  # F=0.2: 2, 4 and 1.4 -> 7 of 37 in all
-
-
-def records(samples: int = 2) -> list[dict]:
-    """Prompts of three categories, each answered `samples` times."""
-    out = []
-    for category, n in SIZES.items():
-        for i in range(n):
-            for s in range(samples):
-                rec = checkfix.completion(
-                    f"{category}-{i}", f"Paris, {category} answer {i}.{s}", category=category
-                )
-                out.append({**rec, "sample": s})
-    return out
-
-
-def cli(*args) -> str:
-    result = CliRunner().invoke(main, [str(a) for a in args])
-    assert result.exit_code == 0, result.output
-    return result.output
-
-
-def split_ids(out: Path, split: str) -> set[tuple[str, int]]:
-    rows = []
-    for path in (out / "data").glob(f"*/{split}-*.jsonl"):
-        rows += [json.loads(line) for line in path.read_text().splitlines()]
-    return {(r["id"], r["sample"]) for r in rows}
-
-
-def test_export_and_score_hold_out_the_same_prompts(tmp_path):
-    run_dir = checkfix.write_run(tmp_path / "run", records())
-    out = tmp_path / "out"
-    cli(
-        "export",
-        run_dir,
-        "--out",
-        out,
-        "--format",
-        "sharegpt",
-        "--holdout",
-        "0.2",
-        "--holdout-seed",
-        "7",
-    )
-    held, train = split_ids(out, "holdout"), split_ids(out, "train")
-    assert len(held) == 2 * 7 and len(train) == 2 * 30 and not held & train
-    result = CliRunner().invoke(
-        main,
-        [
-            "score",
-            str(run_dir),
-            "--draft",
-            "ngram",
-            "--tokenizer",
-            str(checkfix.qwen_style_dir()),
-            "--holdout",
-            "0.2",
-            "--holdout-seed",
-            "7",
-            "--all",
-            "--json",
-        ],
-    )
-    assert result.exit_code == 0, result.output
-    report = orjson.loads(result.output)
-    assert report["split"] == "holdout"
-    rows_file = Path(report["drafts"][0]["rows_file"])
-    scored = {(r["id"], r["sample"]) for r in map(json.loads, rows_file.read_text().splitlines())}
-    assert scored == held
-    assert report["drafts"][0]["groups"]["(overall)"]["rows"] == len(held)
-    card = json.loads((out / "regen.json").read_text())["holdout"]
-    assert card["digest"] == report["holdout"]["digest"]
-    assert "## Held-out split" in (out / "README.md").read_text()
-    # the other side, and both, from the same results file (nothing scored twice)
-    for split, n in (("train", len(train)), ("all", len(train) + len(held))):
-        again = CliRunner().invoke(
-            main,
-            [
-                "score",
-                str(run_dir),
-                "--draft",
-                "ngram",
-                "--tokenizer",
-                str(checkfix.qwen_style_dir()),
-                "--holdout",
-                "0.2",
-                "--holdout-seed",
-                "7",
-                "--split",
-                split,
-                "--all",
-                "--json",
-            ],
-        )
-        assert again.exit_code == 0, again.output
-        report = orjson.loads(again.output)
-        assert report["split"] == split
-        assert report["drafts"][0]["groups"]["(overall)"]["rows"] == n
 
 
 def test_the_split_is_stratified_and_by_prompt(tmp_path):
@@ -232,105 +132,3 @@ def test_the_split_survives_a_resume_and_another_shard_order(tmp_path, fake_serv
         )
         splits.append(split_ids(tmp_path / name, "holdout"))
     assert splits[0] == splits[1] and len(splits[0]) == 3
-
-
-def test_an_export_of_two_runs_holds_out_what_score_draws_on_each(tmp_path):
-    first = checkfix.write_run(tmp_path / "one", records(samples=1)[:20])  # code, chat
-    second = checkfix.write_run(tmp_path / "two", records(samples=1)[20:])  # chat, math
-    cli(
-        "export",
-        first,
-        second,
-        "--out",
-        tmp_path / "out",
-        "--format",
-        "sharegpt",
-        "--holdout",
-        "0.2",
-    )
-    held = split_ids(tmp_path / "out", "holdout")
-    scored = set()
-    for run_dir in (first, second):
-        report = orjson.loads(
-            cli(
-                "score",
-                run_dir,
-                "--draft",
-                "ngram",
-                "--tokenizer",
-                checkfix.qwen_style_dir(),
-                "--holdout",
-                "0.2",
-                "--all",
-                "--json",
-            )
-        )
-        rows = Path(report["drafts"][0]["rows_file"]).read_text().splitlines()
-        scored |= {(r["id"], r["sample"]) for r in map(json.loads, rows)}
-    assert scored == held and len(held) == 4 + 3  # 20 prompts, then 17
-
-
-def test_trainers_still_read_train_only(tmp_path):
-    from specforge.data.prompt_builder import prepare_prompt_tasks
-
-    run_dir = checkfix.write_run(tmp_path / "run", records(samples=1))
-    out = tmp_path / "tok"
-    cli(
-        "export",
-        run_dir,
-        "--out",
-        out,
-        "--format",
-        "specforge-tokenized",
-        "--tokenizer",
-        checkfix.qwen_style_dir(),
-        "--holdout",
-        "0.2",
-    )
-    train = out / "data" / "default" / "train-00000-of-00001.jsonl"
-    tasks = prepare_prompt_tasks(
-        train,
-        None,
-        chat_template=None,
-        max_length=4096,
-        is_preformatted=False,
-        train_only_last_turn=False,
-        cache_dir=None,
-        cache_key=None,
-        num_proc=1,
-    )
-    assert len(tasks) == 30
-    ds = datasets.load_dataset(str(out))
-    assert {s: ds[s].num_rows for s in ds} == {"train": 30, "holdout": 7}
-
-
-@pytest.mark.parametrize(
-    ("args", "says"),
-    [
-        (["--split", "train"], "--split train needs the held-out fraction"),
-        (["--holdout", "1.5"], "--holdout 1.5 is not a fraction"),
-    ],
-)
-def test_score_refuses_a_split_it_cannot_draw(tmp_path, args, says):
-    run_dir = checkfix.write_run(tmp_path / "run", records(samples=1))
-    result = CliRunner().invoke(main, ["score", str(run_dir), "--from-engine", *args])
-    assert result.exit_code == 2 and says in result.output, result.output
-
-
-def test_export_refuses_a_holdout_merged_into_an_earlier_export(tmp_path):
-    run_dir = checkfix.write_run(tmp_path / "run", records(samples=1))
-    cli("export", run_dir, "--out", tmp_path / "out")
-    result = CliRunner().invoke(
-        main,
-        [
-            "export",
-            str(run_dir),
-            "--out",
-            str(tmp_path / "out"),
-            "--merge-into",
-            str(tmp_path / "out"),
-            "--holdout",
-            "0.1",
-        ],
-    )
-    assert result.exit_code == 2 and "export the runs together" in result.output, result.output
