@@ -11,6 +11,7 @@ from regen.fleet.dispatch import RetryPolicy
 from regen.fleet.server import Timeouts
 from regen.run.stop import StopReason
 from regen.testing.fake_server import Behaviour, FakeServer, echo_answer
+from waiting import wait_until
 
 
 def slow(seconds_per_token: float, **fields) -> Behaviour:
@@ -139,7 +140,7 @@ def test_server_killed_and_restarted_mid_run(tmp_path, fake_server):
     try:
         result = run(tmp_path / "p.jsonl", tmp_path / "out", [steady.url, flaky.url])
     finally:
-        time.sleep(1.6)
+        wait_until(lambda: reborn, 30, "the restarted server")
         for server in reborn:
             server.stop()
     _completions, errors = assert_exactly_once(tmp_path / "out", ids)
@@ -159,7 +160,7 @@ def test_all_servers_down_for_a_while_then_back(tmp_path, fake_server):
     try:
         result = run(tmp_path / "p.jsonl", tmp_path / "out", [first.url])
     finally:
-        time.sleep(2.1)
+        wait_until(lambda: reborn, 30, "the restarted server")
         for server in reborn:
             server.stop()
     _completions, errors = assert_exactly_once(tmp_path / "out", ids)

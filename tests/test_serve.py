@@ -11,7 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from regen.serve.control import is_our_process
 from regen.serve.fleetfile import FleetFile
 from regen.serve.launch import ServeSpec, free_port, plan_servers, start_all
 from regen.serve.supervisor import RestartPolicy, Supervisor
+from waiting import wait_until
 
 STANDINS = Path(__file__).parent / "standins"
 
@@ -311,13 +311,16 @@ def test_supervisor_gives_up_on_a_server_that_keeps_dying(tmp_path, standin_env,
 
 def _step_until(supervisor: Supervisor, kind: str, timeout: float = 60) -> list[str]:
     kinds: list[str] = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        kinds += [c.kind for c in supervisor.step()]
-        if kind in kinds:
-            return kinds
-        time.sleep(0.1)
-    raise AssertionError(f"no {kind!r} within {timeout}s; saw {kinds}")
+
+    def stepped() -> bool:
+        kinds.extend(c.kind for c in supervisor.step())
+        return kind in kinds
+
+    try:
+        wait_until(stepped, timeout, f"{kind!r} from the supervisor")
+    except AssertionError as error:
+        raise AssertionError(f"{error}; saw {kinds}") from None
+    return kinds
 
 
 def spec_port(process) -> int:
@@ -360,20 +363,16 @@ def test_restart_dead_mode_stops_its_servers_on_sigterm(tmp_path, standin_env):
         text=True,
     )
     try:
-        deadline = time.monotonic() + 60
-        while not fleet_path.exists() and time.monotonic() < deadline:
-            time.sleep(0.2)
+        wait_until(fleet_path.exists, 60, f"{fleet_path}", interval=0.2, alive=proc)
         fleet = FleetFile.read(fleet_path)
         assert all(is_our_process(s) for s in fleet.servers)
         os.kill(fleet.servers[0].pid, signal.SIGKILL)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
+
+        def restarted() -> bool:
             new = FleetFile.read(fleet_path).servers[0]
-            if new.pid != fleet.servers[0].pid and is_our_process(new):
-                break
-            time.sleep(0.2)
-        else:
-            raise AssertionError("the killed server was not restarted")
+            return new.pid != fleet.servers[0].pid and is_our_process(new)
+
+        wait_until(restarted, 30, "the killed server restarted", interval=0.2)
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=30)
     finally:

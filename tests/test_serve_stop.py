@@ -22,6 +22,7 @@ import pytest
 from regen.serve.control import is_our_process, is_our_supervisor
 from regen.serve.fleetfile import FleetFile
 from regen.serve.process import answers_chat
+from waiting import wait_until
 
 
 def regen(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -47,12 +48,12 @@ def start_supervised(fleet_path: Path, *args: str) -> subprocess.Popen:
         stderr=subprocess.STDOUT,
         text=True,
     )
-    deadline = time.monotonic() + 120
-    while not fleet_path.exists():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise AssertionError(f"regen serve did not write {fleet_path}:\n{proc.stdout.read()}")
-        time.sleep(0.2)
+    try:
+        wait_until(fleet_path.exists, 120, f"{fleet_path} from regen serve", alive=proc)
+    except AssertionError:
+        proc.kill()
+        proc.wait(timeout=30)
+        raise
     return proc
 
 
@@ -60,15 +61,15 @@ def kill_and_wait_for_restart(fleet_path: Path) -> None:
     """SIGKILL server-0 and wait until the supervisor has a new one answering on its port."""
     first = FleetFile.read(fleet_path)
     os.kill(first.servers[0].pid, signal.SIGKILL)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+
+    def restarted() -> bool:
         now = FleetFile.read(fleet_path)
         server = now.servers[0]
-        restarted = server.pid != first.servers[0].pid and is_our_process(server)
-        if restarted and answers_chat(server.url, now.served_model_name, timeout=5):
-            return
-        time.sleep(0.3)
-    raise AssertionError("the killed server was not restarted")
+        if server.pid == first.servers[0].pid or not is_our_process(server):
+            return False
+        return answers_chat(server.url, now.served_model_name, timeout=5)
+
+    wait_until(restarted, 60, "a new server-0 answering", interval=0.3)
 
 
 def assert_all_stopped(fleet_path: Path, proc: subprocess.Popen | None) -> None:
@@ -76,7 +77,7 @@ def assert_all_stopped(fleet_path: Path, proc: subprocess.Popen | None) -> None:
     says the fleet was stopped."""
     if proc is not None:
         proc.wait(timeout=30)  # today's bug: the supervisor lived on and restarted them
-    time.sleep(2)
+    time.sleep(2)  # "two seconds later": nothing may come back in that time
     fleet = FleetFile.read(fleet_path)
     assert not is_our_supervisor(fleet.supervisor)
     assert not any(is_our_process(s) for s in fleet.servers)
