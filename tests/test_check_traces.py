@@ -12,12 +12,12 @@ import checkfix
 import pytest
 from click.testing import CliRunner
 
+from check_helpers import WEATHER, call, check, failed
 from regen.cli import main
 from regen.finished.encode import Encoder
 from regen.finished.record import Completion
 from regen.prepare.formats.function_calling import FunctionCalling
 from regen.tool_trace import trace_faults
-from test_check_rules import WEATHER, call, check, failed
 from test_prepare_traces import PARALLEL, hermes_calls, hermes_responses, hermes_row, prompt_of
 
 
