@@ -12,11 +12,7 @@ from regen.storage import open_store
 from regen.storage.uploader import UploadPolicy
 
 BUCKET = "runs"
-
-
 URL = f"s3://{BUCKET}/exp/one"
-
-
 FAST = UploadPolicy(heartbeat=0.5, poll=0.1, base_delay=0.1, max_delay=0.5)
 
 

@@ -22,11 +22,7 @@ from regen.testing.fake_server import Behaviour, FakeServer
 
 # -- fuzz: malformed lines and per-record fields ----------------------------------------------
 JSON_LEAF = st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(max_size=12)
-
-
 JSON_LEAF = JSON_LEAF | st.floats(allow_nan=False, allow_infinity=False)
-
-
 JSON = st.recursive(
     JSON_LEAF,
     lambda inner: (
@@ -34,21 +30,15 @@ JSON = st.recursive(
     ),
     max_leaves=8,
 )
-
-
 TURN = st.fixed_dictionaries(
     {"role": st.sampled_from(["user", "assistant", "system", "tool", "bot", ""]) | JSON},
     optional={"content": st.text(max_size=20) | JSON, "tool_calls": JSON, "name": JSON},
 )
-
-
 SAMPLING = st.dictionaries(
     st.sampled_from(["seed", "temperature", "top_p", "top_k", "max_tokens", "thinking", "x"]),
     JSON_LEAF,
     max_size=3,
 )
-
-
 RECORD = st.fixed_dictionaries(
     {"messages": st.lists(TURN, max_size=3) | JSON},
     optional={
@@ -60,15 +50,11 @@ RECORD = st.fixed_dictionaries(
         "conversations": JSON,
     },
 )
-
-
 LINE = st.one_of(
     RECORD.map(orjson.dumps),
     JSON.map(orjson.dumps),
     st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"")),
 )
-
-
 GOOD = orjson.dumps(prompt("first"))
 
 

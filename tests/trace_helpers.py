@@ -17,8 +17,6 @@ from regen.fleet.embedded import free_port
 from waiting import wait_until
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "tool_server.py"
-
-
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {}}}]
 
 
