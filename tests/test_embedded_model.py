@@ -12,6 +12,7 @@ import psutil
 import pytest
 
 from gen_helpers import read_lines
+from waiting import wait_until
 
 EXAMPLES = Path(__file__).parent.parent / "examples" / "prompts.jsonl"
 
@@ -99,18 +100,6 @@ def test_portable_build_uses_no_instructions_beyond_the_baseline():
         assert "AVX512" not in info and "AMX" not in info, info
 
 
-def wait_for(check, timeout: float, what: str):
-    import time
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"no {what} within {timeout}s")
-
-
 def many_prompts(path: Path, n: int) -> list[str]:
     from gen_helpers import write_prompts
 
@@ -151,9 +140,9 @@ def test_kill9_of_the_embedded_server_mid_run_is_restarted_and_finishes(tmp_path
     )
     try:
         record = out / "servers" / "FLEET.json"
-        wait_for(record.exists, 120, "embedded server")
+        wait_until(record.exists, 120, "embedded server")
         (server,) = FleetFile.read(record).servers
-        wait_for(lambda: len(read_lines(out, "completions")) >= 3, 120, "first completions")
+        wait_until(lambda: len(read_lines(out, "completions")) >= 3, 120, "first completions")
         os.kill(server.pid, signal.SIGKILL)
         text, _ = proc.communicate(timeout=300)
     finally:
@@ -213,7 +202,7 @@ def test_serve_two_llamacpp_servers_restart_dead_and_generate_with_fleet(tmp_pat
     reader.start()
     generate = None
     try:
-        wait_for(fleet_path.exists, 180, "FLEET.json")
+        wait_until(fleet_path.exists, 180, "FLEET.json")
         fleet = FleetFile.read(fleet_path)
         ids = many_prompts(tmp_path / "p.jsonl", 40)
         out = tmp_path / "out"
@@ -246,10 +235,10 @@ def test_serve_two_llamacpp_servers_restart_dead_and_generate_with_fleet(tmp_pat
             stderr=subprocess.STDOUT,
             text=True,
         )
-        wait_for(lambda: len(read_lines(out, "completions")) >= 4, 120, "first completions")
+        wait_until(lambda: len(read_lines(out, "completions")) >= 4, 120, "first completions")
         victim = fleet.servers[1]
         os.kill(victim.pid, signal.SIGKILL)
-        back = wait_for(
+        back = wait_until(
             lambda: [s for s in FleetFile.read(fleet_path).servers[1:] if s.pid != victim.pid],
             120,
             "restarted server",
@@ -262,7 +251,7 @@ def test_serve_two_llamacpp_servers_restart_dead_and_generate_with_fleet(tmp_pat
         served_by = {r["meta"]["server"] for r in completions}
         assert served_by == set(fleet.urls)  # both servers did work
         # generate may finish on server-0 before server-1 is back: wait for serve to say so
-        wait_for(lambda: "is back and answers" in "".join(said), 120, "restarted server's answer")
+        wait_until(lambda: "is back and answers" in "".join(said), 120, "restarted server's answer")
     finally:
         for proc in (generate, serve):
             if proc is not None and proc.poll() is None:

@@ -10,12 +10,12 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 
 import orjson
 
 from gen_helpers import assert_exactly_once, write_prompts
 from regen.testing.fake_server import Behaviour
+from waiting import wait_until
 
 
 def test_two_shards_on_ray_with_one_task_killed(tmp_path, fake_server):
@@ -45,11 +45,12 @@ def test_two_shards_on_ray_with_one_task_killed(tmp_path, fake_server):
     proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         progress = out / "progress-0000-of-0002.json"
-        deadline = time.monotonic() + 180
-        while not (progress.exists() and orjson.loads(progress.read_bytes())["finished"] >= 8):
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "part 0 did not start on Ray"
-            time.sleep(0.1)
+        wait_until(
+            lambda: progress.exists() and orjson.loads(progress.read_bytes())["finished"] >= 8,
+            180,
+            "part 0 started on Ray, eight answers in",
+            alive=proc,
+        )
         killed = orjson.loads(progress.read_bytes())["pid"]
         os.kill(killed, signal.SIGKILL)
         stdout, stderr = proc.communicate(timeout=240)
