@@ -184,7 +184,7 @@ def test_chaos_with_kill9_and_stream_ends_exactly_once_with_full_answers(
     for _ in range(2):
         proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         try:
-            time.sleep(rng.uniform(0.8, 1.4))
+            time.sleep(rng.uniform(0.8, 1.4))  # the kill at a random moment is the test
             if proc.poll() is None:
                 os.kill(proc.pid, signal.SIGKILL)
         finally:

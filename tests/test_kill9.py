@@ -58,7 +58,7 @@ def test_sigkill_at_random_points_then_resume_is_exactly_once(tmp_path, fake_ser
             stderr=subprocess.PIPE,
         )
         try:
-            time.sleep(rng.uniform(0.8, 2.0))
+            time.sleep(rng.uniform(0.8, 2.0))  # the kill at a random moment is the test
             if proc.poll() is None:
                 os.kill(proc.pid, signal.SIGKILL)
                 kills += 1
