@@ -26,9 +26,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "check"))
 import checkfix
 
+from dflash_helpers import dflash_head, dflash_proposer
 from drafter_helpers import (
-    dflash_head,
-    dflash_proposer,
     eagle3_head,
     eagle3_proposer,
     hf_proposer,
