@@ -191,3 +191,28 @@ def test_export_refuses_a_holdout_merged_into_an_earlier_export(tmp_path):
         ],
     )
     assert result.exit_code == 2 and "export the runs together" in result.output, result.output
+
+
+def test_a_corrupt_line_inside_a_shard_is_counted_by_score_and_export_not_a_traceback(tmp_path):
+    """A line that is not JSON in the middle of a shard (a disk fault, an edit): both verbs
+    draw the same split over the readable rows and count the bad line; neither crashes."""
+    run_dir = checkfix.write_run(tmp_path / "run", records())
+    shard = run_dir / "completions" / "00000.jsonl"
+    lines = shard.read_text().splitlines(keepends=True)
+    lines.insert(5, '{"id": "torn", "messages": [{"role": "us\n')
+    shard.write_text("".join(lines))
+    out = tmp_path / "out"
+    exported = cli("export", run_dir, "--out", out, "--format", "sharegpt", "--holdout", "0.2")
+    assert "bad json 1" in exported
+    tokenizer = str(checkfix.qwen_style_dir())
+    result = CliRunner().invoke(
+        main,
+        ["score", str(run_dir), "--draft", "ngram", "--tokenizer", tokenizer, "--holdout", "0.2"]
+        + ["--all", "--json"],
+    )
+    assert result.exit_code == 0, result.output
+    report = orjson.loads(result.output)
+    assert report["invalid_records"] == {"bad_json": 1}
+    rows_file = Path(report["drafts"][0]["rows_file"])
+    scored = {(r["id"], r["sample"]) for r in map(json.loads, rows_file.read_text().splitlines())}
+    assert scored == split_ids(out, "holdout")

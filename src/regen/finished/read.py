@@ -33,11 +33,22 @@ def open_run(output_dir: str | Path) -> Store:
 
 def read_runs(
     output_dirs: Iterable[str | Path], on_row: Callable[[str], None] | None = None
-) -> Iterator[dict]:
-    """Every finished completion record of one or more `regen generate` output dirs;
-    `on_row(run)` is called for each (a progress bar)."""
-    for line in read_run_lines(output_dirs, on_row):
-        yield orjson.loads(line)
+) -> Iterator[Any]:
+    """Every finished completion record of one or more `regen generate` output dirs, as
+    `records` reads them; `on_row(run)` is called for each (a progress bar)."""
+    return records(read_run_lines(output_dirs, on_row))
+
+
+def records(lines: Iterable[bytes]) -> Iterator[Any]:
+    """Each line's record, parsed; `{}` for a line that is not JSON (a corrupt line in a
+    shard). Such a line names no prompt and no row, so a pass that draws from ids (the
+    held-out split) skips it, and the pass that reads rows (`parse_line`) counts it as
+    `bad_json`: never a traceback, never a silent drop."""
+    for line in lines:
+        try:
+            yield orjson.loads(line)
+        except orjson.JSONDecodeError:
+            yield {}
 
 
 def read_run_lines(

@@ -60,9 +60,7 @@ def engine_report(run: str | Path, selection: Selection, score_dir: Path) -> Sco
         invalid[err.kind] += 1
 
     selection = pick(store, selection)
-    rows = [
-        r for r in completions(store.iter_records("completions"), bad) if selection.wants(r.key)
-    ]
+    rows = [r for r in completions(store.iter_lines("completions"), bad) if selection.wants(r.key)]
     k = _engine_k(rows, store.where)
     draft = DraftScore(
         f"engine k={k}", {"draft": "engine", "k": k}, score_dir / FOLDER / "rows.jsonl", len(rows)

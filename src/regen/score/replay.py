@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from regen.errors import ConfigError, InputError
-from regen.finished.read import open_run
+from regen.finished.read import open_run, records
 from regen.finished.record import Completion
 from regen.jsonio import atomic_write_bytes
 from regen.run.config import build_config
@@ -107,14 +107,15 @@ def _has_spec_answers(run: Path) -> bool:
     if not (run / "completions").is_dir():
         return False
     store = open_store(run)
-    return any(spec_of(raw) is not None for raw in store.iter_records("completions"))
+    lines = store.iter_lines("completions")
+    return any(isinstance(raw, dict) and spec_of(raw) is not None for raw in records(lines))
 
 
 def _write_prompts(run: str | Path, selection: Selection, path: Path) -> Path:
     store = open_run(run)
     lines = [
         orjson.dumps(_prompt(c)) + b"\n"
-        for c in completions(store.iter_records("completions"), _ignore)
+        for c in completions(store.iter_lines("completions"), _ignore)
         if selection.wants(c.key)
     ]
     path.parent.mkdir(parents=True, exist_ok=True)

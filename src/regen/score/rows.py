@@ -16,6 +16,7 @@ from typing import Any
 
 from regen.errors import ConfigError, InputError
 from regen.finished.holdout import ALL, SPLITS, HeldOut, Holdout, prompts_of
+from regen.finished.read import Unreadable, parse_line, records
 from regen.finished.record import Completion, SampleKey
 from regen.storage import Store
 
@@ -56,13 +57,15 @@ def groups_of(completion: Completion) -> dict[str, str]:
 
 
 def completions(
-    records: Iterable[dict], on_bad: Callable[[dict, InputError], None]
+    lines: Iterable[bytes], on_bad: Callable[[dict, InputError], None]
 ) -> Iterator[Completion]:
-    for raw in records:
-        try:
-            yield Completion.of(raw)
-        except InputError as err:
-            on_bad(raw if isinstance(raw, dict) else {}, err)
+    """The run's readable rows; each line that is not one goes to `on_bad` (counted)."""
+    for line in lines:
+        item = parse_line(line)
+        if isinstance(item, Unreadable):
+            on_bad(item.raw if isinstance(item.raw, dict) else {}, item.error)
+        else:
+            yield item
 
 
 @dataclass(frozen=True)
@@ -104,9 +107,9 @@ def pick(store: Store, selection: Selection) -> Selection:
     """The first passes over the run: draw the held-out split when asked (over every prompt
     of the run, as export draws it), then choose the rows of its side."""
     if selection.holdout is not None and selection.held is None:
-        held = selection.holdout.draw(prompts_of(store.iter_records("completions")))
+        held = selection.holdout.draw(prompts_of(records(store.iter_lines("completions"))))
         selection = replace(selection, held=held)
-    return choose(completions(store.iter_records("completions"), _ignore), selection)
+    return choose(completions(store.iter_lines("completions"), _ignore), selection)
 
 
 def _ignore(raw: dict, err: InputError) -> None:

@@ -156,7 +156,7 @@ def _score(
 def _wanted(store: Store, selection: Selection, scan: _Pass) -> Iterator[Completion]:
     """The chosen rows not already in the results file."""
     done = scan.rows.done()
-    for completion in completions(store.iter_records("completions"), scan.bad):
+    for completion in completions(store.iter_lines("completions"), scan.bad):
         if completion.key not in done and selection.wants(completion.key):
             yield completion
 
