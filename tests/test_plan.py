@@ -277,3 +277,24 @@ def test_sweep_recommends_the_most_output_and_names_the_latency_trade_off():
     text = "\n".join(sweep_lines(SweepResult(levels, most, knee).to_json()))
     assert "recommended: --concurrency-per-server 8 (the most output)" in text
     assert "trade-off: 4 answers each request in 1.1s instead of 1.9s for 5% less output" in text
+
+
+def test_status_after_a_calibration_in_a_half_done_run_says_paused_or_finished(
+    tmp_path, fake_server
+):
+    """`plan --output-dir` on a run generate had started: not "NOT STARTED" (it had), and a
+    sample that took every item left is a finished run."""
+    from dataclasses import replace
+
+    server = fake_server(answer=mixed_lengths, seconds_per_token=0.0002)
+    write_prompts(tmp_path / "p.jsonl", 40)
+    config = quick_config(tmp_path / "p.jsonl", tmp_path / "run", [server.url])
+    trial = replace(config, input=replace(config.input, limit=5))
+    assert generate(trial).exit_code == 0
+    plan(config, sample_size=10, keep=True)
+    head = render(read_status(tmp_path / "run"))[0]
+    assert "PAUSED (regen plan's calibration sample is in" in head, head
+    plan(config, sample_size=40, keep=True)  # the whole file: what is left is taken
+    status = read_status(tmp_path / "run")
+    assert status["count"]["left"] == 0
+    assert "FINISHED (regen plan's calibration sample answered" in render(status)[0]

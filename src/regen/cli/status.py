@@ -18,8 +18,6 @@ from regen.run.status import read_status
 NO_SOURCE_SAID = "prompts with no source"  # what a bare "(none)" left to guess
 ENDED = {  # what a run that no process works on says of itself, by its last state
     RunState.FINISHED: "FINISHED",
-    RunState.CALIBRATED: "NOT STARTED (regen plan's calibration sample is in; "
-    "regen generate goes on)",
     RunState.STOPPED: "NOT RUNNING (stopped)",
 }
 
@@ -90,6 +88,8 @@ def head_line(info: dict[str, Any], last_state: RunState | None, limit: int | No
     named on its shard's line)."""
     alive = info["alive"]
     state = "RUNNING" if alive["alive"] else ENDED.get(last_state, "NOT RUNNING (it died)")
+    if last_state == RunState.CALIBRATED and not alive["alive"]:
+        state = calibrated_label(info)
     missing = (info.get("shards") or {}).get("not_started")
     if missing and not alive["alive"]:  # the parts that ran may all have finished
         parts = len(missing) + len(info["shards"]["parts"])
@@ -98,6 +98,17 @@ def head_line(info: dict[str, Any], last_state: RunState | None, limit: int | No
         state = f"FINISHED ITS --limit {limit}"
     holder = "" if info.get("shards") else f"pid {alive['pid']} on {alive['host']}; "
     return f"{info['output_dir']}: {state} ({holder}{alive['how']})"
+
+
+def calibrated_label(info: dict[str, Any]) -> str:
+    """A run whose last session was `regen plan --output-dir`'s sample: not started only if
+    no `regen generate` answered anything before it, finished if the sample took the rest."""
+    if not info["count"]["left"]:
+        return "FINISHED (regen plan's calibration sample answered the last items)"
+    session = (info["progress"] or {}).get("session") or {}
+    if session.get("finished_before"):
+        return "PAUSED (regen plan's calibration sample is in; regen generate goes on)"
+    return "NOT STARTED (regen plan's calibration sample is in; regen generate goes on)"
 
 
 def trial_limit(info: dict[str, Any], last_state: RunState | None) -> int | None:
