@@ -130,3 +130,16 @@ def test_hard_first_keeps_rows_on_disk_not_in_memory(tmp_path):
     held.close()
     assert order == sorted(acceptance, key=lambda rid: (acceptance[rid], int(rid[1:])))
     assert not list(tmp_path.iterdir())  # the file never had a name
+
+
+def test_load_dataset_of_a_re_export_reads_the_new_rows_not_datasets_cache(tmp_path):
+    """`datasets` caches a local folder by its name and its card's configs: a second export
+    to the same folder (or one of the same name elsewhere) must not read the first's rows."""
+    seen = []
+    for n in (12, 5):
+        rows = [checkfix.completion(f"p{i}", f"Answer {i} of {n}.") for i in range(n)]
+        run = checkfix.write_run(tmp_path / f"run{n}", rows)
+        for out in (tmp_path / "data", tmp_path / f"elsewhere{n}" / "data"):
+            cli("export", run, "--out", out, "--overwrite")
+            seen.append((n, datasets.load_dataset(str(out), split="train").num_rows))
+    assert seen == [(12, 12), (12, 12), (5, 5), (5, 5)]

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import xxhash
 from datasets import DatasetInfo, Features, Json
 from huggingface_hub import DatasetCard, DatasetCardData
 
@@ -55,17 +56,39 @@ JSON_COLUMNS = ("tools",)
 
 
 def card_configs(out_dir: Path) -> list[dict[str, Any]]:
-    """`configs:` for the Hub and `datasets`: every domain folder, and `default` over all."""
+    """`configs:` for the Hub and `datasets`: every domain folder, and `default` over all.
+
+    Each config's `description` names this export's files by a digest. `datasets` keys its
+    cache of a local folder by the folder's name and a hash of these configs, not by the
+    files: without the digest, `load_dataset(OUT)` after a re-export (or of another export
+    with the same folder name and domains) returns the rows cached from the first one."""
     files = layout(out_dir)
+    label = f"regen export {files_digest(out_dir, files)}"
     everything: dict[str, list[str]] = {}
     configs = []
     for name, splits in sorted(files.items()):
         for split, paths in splits.items():
             everything.setdefault(split, []).extend(paths)
         if name != DEFAULT:  # DEFAULT: the format keeps one file a split, with no domains
-            configs.append({"config_name": name, "data_files": _data_files(splits)})
-    default = {"config_name": DEFAULT, "data_files": _data_files(everything), "default": True}
+            configs.append(
+                {"config_name": name, "data_files": _data_files(splits), "description": label}
+            )
+    default = {
+        "config_name": DEFAULT,
+        "data_files": _data_files(everything),
+        "description": label,
+        "default": True,
+    }
     return [default, *configs]
+
+
+def files_digest(out_dir: Path, files: dict[str, dict[str, list[str]]]) -> str:
+    """Of every data file's path, size and modification time: a new one for every write."""
+    digest = xxhash.xxh3_64()
+    for rel in sorted(p for splits in files.values() for paths in splits.values() for p in paths):
+        stat = (out_dir / rel).stat()
+        digest.update(f"{rel}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()
 
 
 def _data_files(splits: dict[str, list[str]]) -> list[dict[str, Any]]:
