@@ -205,11 +205,8 @@ def test_a_corrupt_line_inside_a_shard_is_counted_by_score_and_export_not_a_trac
     exported = cli("export", run_dir, "--out", out, "--format", "sharegpt", "--holdout", "0.2")
     assert "bad json 1" in exported
     tokenizer = str(checkfix.qwen_style_dir())
-    result = CliRunner().invoke(
-        main,
-        ["score", str(run_dir), "--draft", "ngram", "--tokenizer", tokenizer, "--holdout", "0.2"]
-        + ["--all", "--json"],
-    )
+    args = ["score", str(run_dir), "--draft", "ngram", "--tokenizer", tokenizer]
+    result = CliRunner().invoke(main, [*args, "--holdout", "0.2", "--all", "--json"])
     assert result.exit_code == 0, result.output
     report = orjson.loads(result.output)
     assert report["invalid_records"] == {"bad_json": 1}
