@@ -28,6 +28,8 @@ import json
 import time
 from pathlib import Path
 
+import xxhash
+
 import drafter_prompts as prompts
 import drafter_steps as steps
 import drafter_train as training
@@ -99,10 +101,23 @@ def answers(work: Path, blend: dict[str, Path], args: argparse.Namespace, log: P
     return {"runs": runs, "generate_seconds": seconds}
 
 
+def runs_key(args: argparse.Namespace) -> str:
+    """The folder of this bench's runs: the same prompts and answer cap resume the runs a
+    bench before left; other ones (a seed, your own files) get runs of their own, since
+    `regen generate` rightly refuses to resume a run from a changed prompt file."""
+    key = f"seed{args.seed}-{args.prompts}-{args.skewed_prompts}-{args.max_tokens}tok"
+    if args.sources:
+        digest = xxhash.xxh3_64()
+        for path in sorted(Path(args.sources).iterdir()):
+            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+        key += f"-{digest.hexdigest()[:8]}"
+    return key
+
+
 def main() -> None:
     args = parse()
     started = time.monotonic()
-    work = Path(args.work)
+    work = Path(args.work) / runs_key(args)
     work.mkdir(parents=True, exist_ok=True)
     log = work / "commands.log"
     blend = blends(work, args, log)
@@ -210,7 +225,11 @@ def parse() -> argparse.Namespace:
     p.add_argument("--holdout", type=float, default=0.1)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--k", default="3,5", help="draft lengths scored")
-    p.add_argument("--work", default=".bench/drafter", help="runs, exports and drafts")
+    p.add_argument(
+        "--work",
+        default=".bench/drafter",
+        help="runs, exports and drafts, in a folder per prompts and answer cap",
+    )
     return p.parse_args()
 
 
