@@ -4,6 +4,8 @@ the same faults, on an engine regen has not met (issue 46).
     PYTHONPATH=src:bench .venv/bin/python bench/bench_faults.py                 # every case
     PYTHONPATH=src:bench .venv/bin/python bench/bench_faults.py --cases after4 \
         --prompts 6000 --levels 64,256                # the issue's own case
+    PYTHONPATH=src:bench .venv/bin/python bench/bench_faults.py --cases after4 \
+        --prompts 6000 --levels 256 --hogs 2          # beside two busy processes
 
 The fleet is bench_throughput's `unmet` one: four servers of `fake_engine.UNMET` (decode
 time growing with the batch, a KV cache that recomputes past about 290 requests of this
@@ -16,6 +18,9 @@ faults at every server, cycled per request (`--faults` of the fake server):
 - `burst429`: 20 requests in a row answered 429 (Retry-After 0.2 s), every 400;
 - `slow`: no faults, but one server of four decodes at half the speed;
 - `clean`: no faults.
+
+With `--hogs N`, every run has N processes spinning on the client machine beside it (a
+busy CI, or a client doing other work): the levels must still climb on what each pays.
 
 Each run is `regen generate` on fresh servers, from the first request to the last answer,
 with the whole answers' tokens (a stream that failed counts nothing); every prompt must be
@@ -33,6 +38,7 @@ from pathlib import Path
 
 from bench_generate import BENCH_DIR
 from bench_throughput import UNMET, Engine, one_run, write_prompts
+from regen.testing.cpu_hog import cpu_hogs
 
 
 def every(fault: str, per_100: int) -> tuple[str, ...]:
@@ -83,15 +89,17 @@ def main() -> None:
     parser.add_argument("--cases", default=",".join(CASES), help="of " + ", ".join(CASES))
     parser.add_argument("--prompts", type=int, default=2000)
     parser.add_argument("--levels", default="128,256", help="fixed levels a server")
+    parser.add_argument("--hogs", type=int, default=0, help="busy processes beside each run")
     args = parser.parse_args()
     levels = [int(n) for n in args.levels.split(",")]
     work = BENCH_DIR / "faults"
     work.mkdir(parents=True, exist_ok=True)
     prompts = work / "prompts.jsonl"
     write_prompts(prompts, args.prompts)
-    results: dict[str, dict] = {"prompts": args.prompts, "levels": levels}
-    for case in args.cases.split(","):
-        results[case] = run_case(case, prompts, args.prompts, work, levels)
+    results: dict[str, dict] = {"prompts": args.prompts, "levels": levels, "hogs": args.hogs}
+    with cpu_hogs(args.hogs):
+        for case in args.cases.split(","):
+            results[case] = run_case(case, prompts, args.prompts, work, levels)
     print("\ncase       defaults tok/s  best fixed tok/s (level)  of best  exactly once")
     for case in args.cases.split(","):
         rows = results[case]

@@ -87,16 +87,38 @@ def test_a_start_past_the_top_of_a_falling_curve_is_left_downwards():
 
 
 def test_a_burst_of_refusals_halves_the_level_and_a_ceiling_keeps_it_under():
-    """429/503 before the first token, a share of the requests over windows: a full server."""
+    """429/503 before the first token, a share of the requests over windows: a full server,
+    when half the level pays as much."""
     level = Level(limit=200, cap=1024, best_rate=100.0, best_limit=200, climbing=False)
     for _ in range(2):  # 20 requests so far, 8 refused: too few requests to judge yet
         level = decide(level, full(100.0, errors=4, requests=10))
         assert level.limit == 200
     level = decide(level, full(100.0, errors=4, requests=20))
-    assert (level.limit, level.reason, level.ceiling) == (100, "refused", 200)
+    assert (level.limit, level.reason, level.refused_from) == (100, "refused", 200)
+    level = decide(level, full(100.0, requests=10))  # half the level pays as much: kept
+    assert (level.limit, level.ceiling) == (100, 200)
     for _ in range(10):
         level = decide(level, full(100.0 + level.limit, requests=10))
     assert level.limit < 200
+
+
+def test_refusals_a_lower_level_does_not_pay_for_are_borne():
+    """A fifth of the requests refused at every level (a fault of the fleet's, not a full
+    queue): halving the level keeps the refusals and loses output, so it goes back up and
+    bears them; where half the level pays as much, the refusals were back-pressure: kept."""
+    level = Level(limit=256, cap=1024, best_rate=2560.0, best_limit=256, climbing=False)
+    trace = []
+    for _ in range(40):
+        level = decide(level, full(10.0 * level.limit, errors=8, requests=40))
+        trace.append((level.limit, level.reason))
+    assert trace[0] == (128, "refused") and trace[1] == (256, "refusals cost less"), trace
+    assert all(limit >= 256 for limit, _ in trace[1:25]), trace  # borne a while
+    assert [why for _, why in trace].count("refused") >= 2  # tried again once borne a while
+    flat = Level(limit=256, cap=1024, best_rate=1280.0, best_limit=256, climbing=False)
+    for _ in range(3):  # the knee is at 128: the level above it only queues and refuses
+        refused = 8 if flat.limit > 128 else 0
+        flat = decide(flat, full(10.0 * min(128, flat.limit), errors=refused, requests=40))
+    assert (flat.limit, flat.ceiling) == (128, 256), flat
 
 
 def test_scattered_refusals_in_short_windows_never_lower_the_level():
@@ -118,9 +140,32 @@ def test_a_failed_request_after_tokens_does_not_pause_its_server_nor_count_as_a_
     assert not server.record_failure(failed, pause=60.0)
     assert server.can_take(time.monotonic()) and server.stats.load_failures == 0
     assert server.stats.failed == 1 and server.breaker.consecutive_failures == 1
-    refused = Overloaded("HTTP 503: queue full", status=503)  # before any token: full
+    refused = Overloaded("HTTP 503: queue full", status=503)  # before any token
     server.record_failure(refused, pause=60.0)
-    assert not server.can_take(time.monotonic()) and server.stats.load_failures == 1
+    assert server.can_take(time.monotonic()) and server.stats.load_failures == 1
+
+
+def test_refusals_pause_a_server_only_when_it_asks_or_refuses_a_full_servers_share():
+    """One refusal before any token among many requests is a failed request: it waits its
+    own retry delay, and the server goes on taking work. Five of the last 32 sent is a full
+    server: new requests wait. A Retry-After is the server asking: always honoured."""
+    server = Server("http://127.0.0.1:9", 64)
+    for sent in range(1, 101):
+        server.claim()
+        server.release()
+        if sent % 10 == 0:  # one in ten, as a fault rate of its own: 3 in any 32
+            server.record_failure(Overloaded("HTTP 503", status=503), pause=60.0)
+            assert server.can_take(time.monotonic()), sent
+    for _ in range(2):  # two more among the last few sent: 5 of 32
+        server.claim()
+        server.release()
+        server.record_failure(Overloaded("HTTP 503", status=503), pause=60.0)
+    assert not server.can_take(time.monotonic())
+    polite = Server("http://127.0.0.1:9", 64)
+    polite.claim()
+    polite.release()
+    polite.record_failure(Overloaded("HTTP 429", status=429, retry_after=60.0), pause=0.0)
+    assert not polite.can_take(time.monotonic())
 
 
 def test_an_error_event_is_after_tokens_only_once_the_answer_began():

@@ -19,14 +19,19 @@ from regen.errors import (
 )
 from regen.fleet.control import concurrency, tuning
 from regen.fleet.server import Server, Timeouts
+from regen.testing.cpu_hog import cpu_hogs
 from regen.testing.fake_engine import EngineCurve
 from regen.testing.fake_server import Behaviour, echo_answer
 
 
-def test_generate_finds_a_level_above_the_old_default_and_shows_it(tmp_path, fake_server):
+@pytest.mark.parametrize("hogs", [0, 2], ids=["quiet", "beside-2-cpu-hogs"])
+def test_generate_finds_a_level_above_the_old_default_and_shows_it(tmp_path, fake_server, hogs):
+    """Also with every core of the client busy (a loaded CI once kept it at 64): the climb
+    rests on what each level pays, not on how fast the client reads its answers."""
     # Few, long answers on a slow clock: the in-process server must not run out of CPU first.
     curve = EngineCurve(kv_tokens=20_000, max_running=512, time_scale=0.5, ticks=8)
-    server, out = live_run(tmp_path, fake_server, curve, 100, 400)
+    with cpu_hogs(hogs):
+        server, out = live_run(tmp_path, fake_server, curve, 100, 400)
     snap = json.loads((out / "progress.json").read_text())
     (served,) = snap["servers"]
     assert served["concurrency_cap"] == 1024
@@ -37,12 +42,17 @@ def test_generate_finds_a_level_above_the_old_default_and_shows_it(tmp_path, fak
     ]
 
 
-@pytest.mark.parametrize("fault", ["abort", "stream_error"])
-def test_an_engines_failed_requests_fail_themselves_not_the_level(tmp_path, fake_server, fault):
+@pytest.mark.parametrize(
+    ("fault", "hogs"), [("abort", 0), ("stream_error", 0), ("stream_error", 2)]
+)
+def test_an_engines_failed_requests_fail_themselves_not_the_level(
+    tmp_path, fake_server, fault, hogs
+):
     """One request in ten aborted by the engine (finish_reason abort), or streamed and ended
     by an in-stream 503 after half its answer (a failed request, as SGLang and vLLM send it),
     is retried, and the level climbs as on a clean engine: a failed request says nothing
-    about the level (it was halved at every window, down to 1 in flight: 32 at most)."""
+    about the level (it was halved at every window, down to 1 in flight: 32 at most). The
+    same beside two CPU hogs: a busy client is no full server either."""
     curve = EngineCurve(kv_tokens=20_000, max_running=512, time_scale=0.5, ticks=8)
     server = fake_server(
         Behaviour(
@@ -54,13 +64,14 @@ def test_an_engines_failed_requests_fail_themselves_not_the_level(tmp_path, fake
     )
     ids = write_prompts(tmp_path / "prompts.jsonl", 300)
     streamed = Timeouts(request=10, connect=2, stream=fault == "stream_error")
-    run(
-        tmp_path / "prompts.jsonl",
-        tmp_path / "out",
-        [server.url],
-        concurrency=None,
-        timeouts=streamed,
-    )
+    with cpu_hogs(hogs):
+        run(
+            tmp_path / "prompts.jsonl",
+            tmp_path / "out",
+            [server.url],
+            concurrency=None,
+            timeouts=streamed,
+        )
     completions, _ = assert_exactly_once(tmp_path / "out", ids)
     assert all(r["finish_reason"] == "stop" for r in completions)  # each failed one retried
     assert server.peak_in_flight > 4 * concurrency.START, server.peak_in_flight

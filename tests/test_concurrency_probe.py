@@ -110,3 +110,19 @@ def test_a_step_past_a_cliff_is_left_at_once_and_not_tried_again_soon():
     assert sum(rate for _, rate in history) / len(history) >= 0.95 * 1785.0
     probe = replace(level, limit=320, climbing=True, ceiling=None)
     assert decide(probe, full(0.85 * 1785.0)).reason == "plateau"  # no ceiling for that
+
+
+def test_a_doubling_that_reads_as_much_holds_halfway_and_probes_above_first():
+    """64 -> 128 paid, 128 -> 256 read as much as 128 (a level read in a short window reads
+    high, and the top is somewhere between): 181 is held, and its first probe goes above it.
+    A doubling that read clearly less goes back to the level below, as any step that lost."""
+    level = decide(decide(concurrency.start(cap=1024), full(100.0)), full(200.0))  # 16, 32
+    level = decide(decide(level, full(400.0)), full(700.0))  # 64 -> 128: +75%, doubles
+    assert (level.limit, level.step) == (256, 2.0)
+    halfway = decide(level, full(705.0))
+    assert (halfway.limit, halfway.reason, halfway.probe_down) == (182, "plateau", False)
+    for _ in range(concurrency.PROBE_EVERY):
+        halfway = decide(halfway, full(720.0))
+    assert halfway.limit > 182 and halfway.reason == "probe", halfway
+    lost = decide(level, full(600.0))
+    assert (lost.limit, lost.reason) == (128, "plateau")

@@ -6,8 +6,16 @@ fault, not the prompts')."""
 from __future__ import annotations
 
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from enum import StrEnum
+
+# A server refusing work before the first token (429/503, an in-stream error before any
+# token) is full when its refusals are this share of the requests sent to it, over MIN_ASKED
+# of them: one 503 in a short window, or a fault rate of a few in a hundred, is no full server.
+REFUSED_SHARE = 0.15
+MIN_ASKED = 32
+MIN_REFUSED = 3
 
 
 class ServerState(StrEnum):
@@ -36,6 +44,22 @@ class Refusals:
 
     def reset(self) -> None:
         self.in_a_row = 0
+
+
+@dataclass
+class BackPressure:
+    """Refusals before the first token among the last MIN_ASKED requests sent to a server:
+    REFUSED_SHARE of them or more is a full server, and its new requests wait (rotation.py);
+    fewer are failed requests, each waiting its own retry delay while the server serves."""
+
+    refused_at: deque[int] = field(default_factory=lambda: deque(maxlen=MIN_ASKED))
+
+    def full(self, sent: int) -> bool:
+        """Count a refusal of a request sent as the server's `sent`-th; True when refusals
+        are a full server's share of the last MIN_ASKED sent."""
+        self.refused_at.append(sent)
+        recent = sum(1 for at in self.refused_at if at > sent - MIN_ASKED)
+        return recent >= max(MIN_REFUSED, REFUSED_SHARE * MIN_ASKED)
 
 
 @dataclass

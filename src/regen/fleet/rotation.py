@@ -1,5 +1,5 @@
 """A server's place in the dispatch rotation, owned by the server: slots in use, a pause a
-429/503 asked for, its circuit breaker, refusal count, liveness checks and counters. The
+full server asked for, its circuit breaker, refusal count, liveness checks and counters. The
 dispatcher and the health watch ask (`can_take`, `record_failure`, `take_out`, ...) and never
 write these fields themselves."""
 
@@ -17,7 +17,7 @@ from regen.errors import (
     ServerError,
     ServerRefused,
 )
-from regen.fleet.health import CircuitBreaker, Liveness, Refusals, ServerState
+from regen.fleet.health import BackPressure, CircuitBreaker, Liveness, Refusals, ServerState
 from regen.fleet.stats import ServerStats
 
 
@@ -28,9 +28,10 @@ class Rotation:
     stats: ServerStats = field(default_factory=ServerStats)
     breaker: CircuitBreaker = field(default_factory=CircuitBreaker)
     refusals: Refusals = field(default_factory=Refusals)
+    back_pressure: BackPressure = field(default_factory=BackPressure)
     liveness: Liveness = field(default_factory=Liveness)
     _in_flight: int = 0
-    _paused_until: float = 0.0  # monotonic time: a 429/503 asked us to wait until then
+    _paused_until: float = 0.0  # monotonic time: a full server asked us to wait until then
     _limit: int | None = None  # requests in flight now, chosen live (tuning.py); None: cap
     limit_reason: str = "fixed"  # why the level is what it is (concurrency.Level.reason)
 
@@ -87,14 +88,18 @@ class Rotation:
         return self.refusals.record(error.message, error.hint)
 
     def record_failure(self, error: RetryableError, pause: float) -> bool:
-        """A 429/503 before any token pauses new requests (Retry-After, else `pause` s): the
-        server is alive and asked us to wait. Other failures, a 429/503 after the answer's
-        first tokens among them (a failed request: the server went on serving the rest),
-        count towards the circuit breaker; True when this one opened it."""
+        """A refusal before any token (429/503, an in-stream error before the first token)
+        pauses new requests to the server when it asks for that (Retry-After) or when the
+        refusals are a full server's share (health.BackPressure; `pause` s): one refusal in
+        many is a failed request, and it waits its own retry delay while the server serves
+        the rest. Other failures, a 429/503 after the answer's first tokens among them (a
+        failed request), count towards the circuit breaker; True when this one opened it."""
         self._count_failure(error)
         if isinstance(error, Overloaded) and not error.after_tokens:
-            wait = error.retry_after if error.retry_after is not None else pause
-            self._paused_until = max(self._paused_until, time.monotonic() + wait)
+            full = self.back_pressure.full(self.stats.sent)
+            if error.retry_after is not None or full:
+                wait = error.retry_after if error.retry_after is not None else pause
+                self._paused_until = max(self._paused_until, time.monotonic() + wait)
             return False
         return self.breaker.record_failure(error.kind)
 

@@ -64,9 +64,11 @@ async def send_paced(
                 await response.write(b"".join(events[sent:due]))
                 sent = due
         await finished
+        await response.write(b"".join(events[sent:]) + b"data: [DONE]\n\n")
+    except ConnectionResetError:
+        pass  # the client went away (a run that stopped, a copy no longer needed), as it may
     finally:
         finished.cancel()  # the client went away: the engine drops the job
-    await response.write(b"".join(events[sent:]) + b"data: [DONE]\n\n")
     return response
 
 

@@ -9,12 +9,12 @@ import math
 from dataclasses import replace
 
 from regen.fleet.control.level import Level, Window
+from regen.fleet.health import MIN_ASKED, MIN_REFUSED, REFUSED_SHARE
 
 GAIN = 0.04  # a step up must bring at least this much more output to count
-REFUSED_SHARE = 0.15  # refusals before the first token, of the requests sent: a full server
-MIN_ASKED = 32  # requests a share of refusals is judged over (windows are tallied up to it:
-# a climbing window on a busy client ends a handful, and one 503 among 8 is no full server)
-MIN_REFUSED = 3
+BUSY = 0.85  # a window counts when in-flight averaged at least this share of the limit
+# Refusals are judged over MIN_ASKED requests, windows tallied up to it: a climbing window on
+# a busy client sends a handful, and one 503 among 8 is no full server.
 CEILING_WINDOWS = 24  # windows a ceiling (preemptions, errors, queue) lasts
 
 
@@ -23,17 +23,64 @@ def refusals(level: Level, window: Window) -> tuple[Level, bool]:
     MIN_ASKED requests were sent, whether they were REFUSED_SHARE of them (a full server: it
     refuses work it has no room for; a failed request is no refusal: Window.errors)."""
     refused, asked = level.refused + window.errors, level.asked + window.requests
+    borne = max(0, level.refusals_borne - 1)
     if asked < MIN_ASKED:
-        return replace(level, refused=refused, asked=asked), False
+        return replace(level, refused=refused, asked=asked, refusals_borne=borne), False
     full = refused >= max(MIN_REFUSED, REFUSED_SHARE * asked)
-    return replace(level, refused=0, asked=0), full
+    return replace(level, refused=0, asked=0, refusals_borne=borne), full and not borne
+
+
+def refused(level: Level, window: Window) -> Level:
+    """A full server's share of refusals: half the level for a window (`refusals_tried`
+    judges it). Its rate is the held level's where it was held, else this window's."""
+    held = level.best_rate if level.best_limit == level.limit and not level.climbing else 0.0
+    return replace(
+        level,
+        limit=max(1, math.floor(level.limit * 0.5)),
+        refused_from=level.limit,
+        refused_rate=max(held, window.rate if window.busy >= BUSY else 0.0),
+        climbing=False,
+        descending=False,
+        queue_from=0,
+        down_from=0,
+        held=0,
+        reason="refused",
+    )
+
+
+def refusals_tried(level: Level, rate: float) -> Level:
+    """One window at half a level refused at. Kept when it pays about as much (the refusals
+    were a full server's back-pressure): no higher for a while. Else the refusals cost less
+    than what the level below loses (a fault rate of their own, a burst that passed): back
+    up, and refusals are borne there for CEILING_WINDOWS."""
+    if rate >= level.refused_rate * (1 - GAIN):
+        return replace(
+            level,
+            best_rate=rate,
+            best_limit=level.limit,
+            ceiling=level.refused_from,
+            ceiling_age=0,
+            refused_from=0,
+            held=0,
+            reason="refused",
+        )
+    return replace(
+        level,
+        limit=level.refused_from,
+        best_rate=level.refused_rate,
+        best_limit=level.refused_from,
+        refused_from=0,
+        refusals_borne=CEILING_WINDOWS,
+        held=0,
+        reason="refusals cost less",
+    )
 
 
 def preempted(level: Level, rate: float) -> Level:
     """The KV cache is full: no higher than this. The level stays while its output holds up
     (a recompute can cost less than a smaller batch); it goes back to the best level below
     once its output falls under that level's, or down by x0.85 when none is known."""
-    level = replace(level, queue_from=0, down_from=0)  # a trial below is over: this decides
+    level = replace(level, queue_from=0, down_from=0, refused_from=0)  # a trial is over
     if level.climbing and level.limit > 1.3 * level.best_limit > 0:
         # A long step crossed the cache's edge: try halfway (geometrically), below it.
         middle = math.ceil(math.sqrt(level.best_limit * level.limit))
@@ -71,6 +118,7 @@ def back_off(level: Level, lower: int, why: str) -> Level:
         down_from=0,
         refused=0,
         asked=0,
+        refused_from=0,
         limit=lower,
         best_rate=0.0,
         best_limit=lower,

@@ -20,15 +20,18 @@ through that queue (vLLM's CPU build does). So, one measurement window at a time
   doubling that nearly doubled the output, so a GPU's knee is reached in a few windows;
 - a level whose output fell by CLIFF or more from the level below is past a cliff: back at
   once, and no higher than it for a while (`ceiling`);
-- hold at the best level once a step brings too little, and probe now and then above it
-  (shorter answers fit more) and below it (kept if it pays as much: past a cliff, each
-  probe below pays, and the level walks back); a held level with a queue in the engine
+- hold at the best level once a step brings too little (after a doubling that read as
+  much, not less, halfway between the two: the top is between them), and probe now and
+  then above it (shorter answers fit more) and below it (kept if it pays as much: past a
+  cliff, each probe below pays, and the level walks back); a held level with a queue in the engine
   tries what runs for one window, and stays unless the queue paid QUEUED_GAIN more;
 - back off on what only a full server does: preemptions once they cost output (back to the
   best level below; while the output holds up, the level stays but climbs no higher), and
   refusals before the first token (429/503, timeouts) that are REFUSED_SHARE of MIN_ASKED
-  requests or more (x0.5); and stay under that level for a while. An engine's abort, a 5xx,
-  a broken stream or an error after the first tokens fails one request, not the level.
+  requests or more: x0.5 for a window, kept (and no higher for a while) when it pays about
+  as much, else back up, the refusals borne there a while (a fault rate of their own, or a
+  burst that passed, costs less than half the level). An engine's abort, a 5xx, a broken
+  stream or an error after the first tokens fails one request, not the level.
 
 A window in which the server did not have `limit` requests in flight most of the time
 (the run is ending, the server just came back, a retry storm elsewhere) decides nothing:
@@ -42,12 +45,14 @@ import math
 from dataclasses import replace
 
 from regen.fleet.control.backoff import (
+    BUSY,
     CEILING_WINDOWS,
     GAIN,
     age_ceiling,
-    back_off,
     preempted,
     refusals,
+    refusals_tried,
+    refused,
 )
 from regen.fleet.control.level import START, Level, Window, start
 
@@ -60,7 +65,6 @@ BIG_GAIN = 0.3  # a step that brought this much: the next one doubles
 JUMP_GAIN = 0.7  # a doubling that brought this much (each request kept most of its speed:
 # the batch is still free, as on a GPU far below its knee) may jump to the stated cache
 QUEUE_SHARE = 0.1  # an engine queue beyond this share of its running batch: full
-BUSY = 0.85  # a window counts when in-flight averaged at least this share of the limit
 PROBE_EVERY = 3  # windows held before probing above the best level again (cheap: a probe
 # past the knee only queues a few requests in the engine, or preempts a few)
 LOWER_LOSS = 0.0  # a probe below a held level is kept when it loses no more than this: as
@@ -73,10 +77,7 @@ JUMP = 8  # the most one step multiplies the level by
 def decide(level: Level, window: Window) -> Level:
     """The level for the next window."""
     level, full = refusals(age_ceiling(level), window)
-    if full:
-        new = back_off(level, math.floor(level.limit * 0.5), "refused")
-    else:
-        new = _decide(level, window)
+    new = refused(level, window) if full and not level.refused_from else _decide(level, window)
     if new.first_climb and not new.climbing:
         # A top was found (a plateau, preemptions, a queue, errors): later climbs are probes
         # from it, in small steps, never jumps to the cache (one noisy window on a CPU
@@ -90,6 +91,8 @@ def _decide(level: Level, window: Window) -> Level:
         return preempted(level, window.rate)
     if window.busy < BUSY:
         return replace(level, reason="not full")
+    if level.refused_from:
+        return refusals_tried(level, window.rate)
     if level.queue_from:
         return _queue_tried(level, window.rate)
     if level.down_from:
@@ -188,6 +191,12 @@ def _climb(level: Level, window: Window) -> Level:
             trial = _try_what_runs(level, window, level.best_limit, level.best_rate)
             if trial is not None:
                 return trial
+        if level.step == 2.0 and rate >= level.best_rate * (1 - GAIN):
+            # A doubling that read as much, not less: the top is between the two (and the
+            # level below was read in a short window, which reads high): hold halfway,
+            # geometrically, and probe above it first.
+            middle = math.ceil(math.sqrt(level.best_limit * level.limit))
+            return replace(level, limit=middle, climbing=False, held=0, reason="plateau")
         # The last step did not pay: back to the best level, and hold there (its next probe
         # goes below it: is the level below as good?).
         return replace(

@@ -53,6 +53,9 @@ class Level:
     probe_down: bool = False  # the next probe from a held level goes below it
     refused: int = 0  # refusals before the first token, over `asked` requests, tallied
     asked: int = 0  # across windows until there are enough to judge (concurrency.decide)
+    refused_from: int = 0  # trying half of this level, refused at (its rate: refused_rate)
+    refused_rate: float = 0.0
+    refusals_borne: int = 0  # windows refusals are borne: a level below paid less
 
 
 def start(cap: int, stated: int | None = None, last: int | None = None) -> Level:

@@ -15,9 +15,10 @@ Output tokens come from the engine's own counter where its /metrics has one (eve
 decoded in the window, not only the answers that happened to finish in it), else from the
 events of its streamed answers (load_source.py: such an engine's answers are streamed), a
 window of which starts counting once a new level's requests have their first tokens and
-spans MIN_EVENTS events a stream; else from the answers: such a window settles longer
-(SETTLE_ANSWERS), since the first answers back after a change were sent before it, and
-closes early once MIN_ANSWERS show a clear gain. A window in which the server went out of
+spans MIN_EVENTS events a stream (fewer for a first climb's step that clearly pays); else
+from the answers: such a window settles longer (SETTLE_ANSWERS), since the first answers
+back after a change were sent before it, and closes early once MIN_ANSWERS show a clear
+gain. A window in which the server went out of
 rotation is dropped: a server that died is not a full one.
 """
 
@@ -44,7 +45,10 @@ WINDOW_ENGINE, WINDOW_ANSWERS = 0.6, 1.0
 WINDOW_CLIMB, MIN_WINDOW_CLIMB = 0.25, 0.5  # while climbing, with the engine's counter
 MIN_STEPS = 16  # a window spans at least this many of the engine's decode steps,
 WORSE = 0.5  # unless its rate so far is under this share of the best level's
-MIN_EVENTS = 4  # by the streams: events a stream in the window (they come in bursts)
+# By the streams: events a stream in the window (they come in bursts). Near the top a step
+# gains a few percent, and 4 events a stream read that from noise (the climb stopped at half
+# the knee); a first climb's step that clearly doubles is decided on fewer (see _doubles).
+MIN_EVENTS_DOUBLING, MIN_EVENTS = 4, 16
 MIN_ANSWERS = 16  # answers a window measured by them needs before it may close early
 SETTLE = 0.15  # of a request's time, after a change, before the window starts counting
 # ... when only the answers can be counted (no engine counter): the answers that finish
@@ -128,12 +132,25 @@ class LiveConcurrency:
             return
         await self._sample_engine(tracker)
         if tracker.source.by_stream:
-            if tracker.steps() < MIN_EVENTS:
+            events = tracker.steps()
+            if events < MIN_EVENTS_DOUBLING or (events < MIN_EVENTS and not self._doubles(tracker)):
                 return  # too few events yet (a prefill stall, a starved loop): no verdict
         elif tracker.steps() < MIN_STEPS and not self._clearly_worse(tracker, now):
             return  # too few engine steps yet to judge (a CPU engine, a prefill stall)
         self._close(tracker, now)
         await self._open(tracker, now)
+
+    @staticmethod
+    def _doubles(tracker: Tracker) -> bool:
+        """Measured by its streams, a first climb's level whose rate so far beats the last
+        one's by BIG_GAIN: decided on MIN_EVENTS_DOUBLING events a stream (every window below
+        the knee is output lost). A smaller gain waits for MIN_EVENTS: the next step is small,
+        and judged against this window's rate, read the same way."""
+        level, decoded = tracker.level, tracker.decoded()
+        if not (level.climbing and level.first_climb) or level.best_rate <= 0 or not decoded:
+            return False
+        seconds = tracker.last_at - tracker.measured_from
+        return seconds > 0 and decoded / seconds >= level.best_rate * (1 + concurrency.BIG_GAIN)
 
     @staticmethod
     def _prefilling(tracker: Tracker, now: float) -> bool:
@@ -212,6 +229,18 @@ class LiveConcurrency:
         before = tracker.level.limit
         tracker.level = concurrency.decide(tracker.level, window)
         server.set_limit(tracker.level.limit, tracker.level.reason)
+        log.debug(
+            "server %s: %.1f s at %d: %.0f tok/s, busy %.2f, refused %d of %d -> %d (%s)",
+            server.name,
+            window.seconds,
+            before,
+            window.rate,
+            window.busy,
+            window.errors,
+            window.requests,
+            tracker.level.limit,
+            tracker.level.reason,
+        )
         if tracker.level.limit > before:
             self.made_room(server, tracker.level.limit - before)
         if tracker.level.limit != before:
