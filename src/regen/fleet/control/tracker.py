@@ -46,6 +46,12 @@ class Tracker:
             return None
         return last.generated - first.generated
 
+    def rate_so_far(self) -> float | None:
+        """Output tokens/s by the engine's counter since the window started counting (None:
+        no counter, or no reading after its first)."""
+        decoded, seconds = self.decoded(), self.last_at - self.measured_from
+        return decoded / seconds if decoded is not None and seconds > 0 else None
+
     def steps(self) -> float:
         """Decode steps the engine ran in the window (its tokens over its batch; by the
         streams, events a stream); without a counter, as many as needed (the window is then

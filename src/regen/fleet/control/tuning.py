@@ -146,11 +146,10 @@ class LiveConcurrency:
         one's by BIG_GAIN: decided on MIN_EVENTS_DOUBLING events a stream (every window below
         the knee is output lost). A smaller gain waits for MIN_EVENTS: the next step is small,
         and judged against this window's rate, read the same way."""
-        level, decoded = tracker.level, tracker.decoded()
-        if not (level.climbing and level.first_climb) or level.best_rate <= 0 or not decoded:
+        level, rate = tracker.level, tracker.rate_so_far()
+        if not (level.climbing and level.first_climb) or level.best_rate <= 0 or rate is None:
             return False
-        seconds = tracker.last_at - tracker.measured_from
-        return seconds > 0 and decoded / seconds >= level.best_rate * (1 + concurrency.BIG_GAIN)
+        return rate >= level.best_rate * (1 + concurrency.BIG_GAIN)
 
     @staticmethod
     def _prefilling(tracker: Tracker, now: float) -> bool:
@@ -168,10 +167,8 @@ class LiveConcurrency:
     def _clearly_worse(self, tracker: Tracker, now: float) -> bool:
         """Under half the best level's rate so far: a level past a CPU engine's cliff is left
         without waiting out its slow steps."""
-        decoded, best = tracker.decoded(), tracker.level.best_rate
-        if decoded is None or best <= 0 or tracker.last_at <= tracker.measured_from:
-            return False
-        return decoded / (tracker.last_at - tracker.measured_from) < WORSE * best
+        rate, best = tracker.rate_so_far(), tracker.level.best_rate
+        return rate is not None and best > 0 and rate < WORSE * best
 
     def _clearly_better(self, tracker: Tracker, now: float) -> bool:
         """Measured by its answers alone, a climbing level whose rate so far, over at least
