@@ -131,7 +131,7 @@ def main() -> None:
         )
     held = training.split_ids(exports["regen"], "holdout")
     budget = training.Budget(tokens=args.budget, blocks=args.blocks, seed=args.seed)
-    from regen.score.hf_target import embedded_folder
+    from regen.score.checkpoints.hf_target import embedded_folder
 
     target = embedded_folder()
     drafts = {"init": training.save_init(target, work / "drafts" / "init", args.blocks)}

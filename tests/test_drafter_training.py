@@ -33,7 +33,7 @@ def test_a_draft_trained_on_the_export_learns_and_score_reads_it(tmp_path: Path)
     assert len(held) == 6 and len(rows) == 18  # a quarter of each domain held out, by prompt
     assert all(sum(mask) > 0 and len(mask) == len(ids) for ids, mask in rows)
 
-    from regen.score.hf_target import embedded_folder
+    from regen.score.checkpoints.hf_target import embedded_folder
 
     budget = training.Budget(tokens=1500, batch_rows=4, lr=2e-3, seed=3)
     trained = training.train(rows, embedded_folder(), tmp_path / "draft", budget)

@@ -10,10 +10,9 @@ Modules:
     rows.py        which rows (all, or N per group, seeded) and their groups
     tokens.py      the tokens scored: stored ids, or tokenised as `check` does
     drafts.py      what a draft is; ngram.py, llama_draft.py, fleet_draft.py the three kinds
-                   `--draft` names directly; checkpoint.py: a folder, which is a draft model
-                   (hf_draft.py), an EAGLE-3 head (eagle3_draft.py) or a DFlash drafter
-                   (dflash_draft.py), the last two on hidden_draft.py and spec_weights.py;
-                   hf_target.py the target's hidden states they read
+                   `--draft` names directly; checkpoints/: a folder, which is a draft model,
+                   an EAGLE-3 head or a DFlash drafter, and the target's hidden states the
+                   heads read
     vocab.py       a draft must share the target's vocabulary
     sampled.py     acceptance at the answers' temperature, from the target's p and the draft's q
     target_probs.py  p from the target's own pass (--target-model), when the run kept none

@@ -77,7 +77,7 @@ def open_draft(
     else:
         path = Path(spec).expanduser()
         if path.is_dir():
-            from regen.score.checkpoint import open_checkpoint
+            from regen.score.checkpoints.checkpoint import open_checkpoint
 
             return open_checkpoint(
                 path, threads=threads, target=checkpoint.target, depth=checkpoint.depth

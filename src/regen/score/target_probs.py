@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from regen.errors import ConfigError, InputError
-from regen.score.hidden_draft import HiddenStateDraft
+from regen.score.checkpoints.hidden_draft import HiddenStateDraft
 from regen.score.llama_draft import DEFAULT_CONTEXT, GGUFRecipe, LlamaDraft
 from regen.score.sampled import ROWS_AT_ONCE, DrawnAt, drawn_logprobs
 from regen.score.tokens import TEACHER_FORCED, Sink, TokenRow

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from regen.errors import ConfigError, InputError
-from regen.score.hf_target import folder_tokens, load_causal_lm
+from regen.score.checkpoints.hf_target import folder_tokens, load_causal_lm
 from regen.score.outcome import encode_accept
 from regen.score.sampled import acceptances, drawn_logprobs
 from regen.score.tokens import Sink, TokenRow

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from regen.errors import ConfigError
-from regen.score.hf_target import (
+from regen.score.checkpoints.hf_target import (
     block_count,
     check_layers,
     folder_tokens,
@@ -17,7 +17,7 @@ from regen.score.hf_target import (
     load_causal_lm,
     target_folder,
 )
-from regen.score.spec_weights import load_weights
+from regen.score.checkpoints.spec_weights import load_weights
 from regen.score.vocab import check_vocab
 
 

@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from regen.errors import ConfigError, InputError
-from regen.score.hf_target import hidden_at
-from regen.score.hidden_draft import HiddenStateDraft
+from regen.score.checkpoints.hf_target import hidden_at
+from regen.score.checkpoints.hidden_draft import HiddenStateDraft
+from regen.score.checkpoints.spec_weights import to_target_ids
 from regen.score.outcome import Lookup, encode_counts
-from regen.score.spec_weights import to_target_ids
 from regen.score.tokens import Sink, TokenRow
 
 ANCHORS_AT_ONCE = 64  # blocks per forward: the dense mask is (64 * block) x (tokens + that)

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from regen.errors import ConfigError
-from regen.score.hf_target import target_folder
+from regen.score.checkpoints.hf_target import target_folder
 
 
 def is_specforge_eagle3(architectures: list[str]) -> bool:
@@ -37,7 +37,7 @@ def is_specforge_eagle3(architectures: list[str]) -> bool:
 def open_specforge(
     path: Path, config: dict[str, Any], *, threads: int, target: str | None, depth: int
 ) -> Any:
-    from regen.score.eagle3_draft import Eagle3Draft
+    from regen.score.checkpoints.eagle3_draft import Eagle3Draft
 
     what = f"--draft {path}"
     if target is None:

@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from regen.errors import ConfigError
-from regen.score.specforge_ckpt import is_specforge_eagle3
+from regen.score.checkpoints.specforge_ckpt import is_specforge_eagle3
 
 
 def read_config(path: Path) -> dict[str, Any]:
@@ -76,17 +76,17 @@ def open_checkpoint(path: Path, *, threads: int, target: str | None, depth: int)
     config = read_config(path)
     kind = kind_of(path, config)
     if kind == "eagle3":
-        from regen.score.eagle3_draft import Eagle3Draft
+        from regen.score.checkpoints.eagle3_draft import Eagle3Draft
 
         return Eagle3Draft(path, threads=threads, target=target, depth=depth)
     if kind == "specforge-eagle3":
-        from regen.score.specforge_ckpt import open_specforge
+        from regen.score.checkpoints.specforge_ckpt import open_specforge
 
         return open_specforge(path, config, threads=threads, target=target, depth=depth)
     if kind == "dflash":
-        from regen.score.dflash_draft import DFlashDraft
+        from regen.score.checkpoints.dflash_draft import DFlashDraft
 
         return DFlashDraft(path, threads=threads, target=target)
-    from regen.score.hf_draft import HFDraft
+    from regen.score.checkpoints.hf_draft import HFDraft
 
     return HFDraft(path, config, threads=threads)
