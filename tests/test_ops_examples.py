@@ -153,6 +153,39 @@ def test_the_slurm_array_gives_each_task_its_part_and_requeues(stand_in):
     assert "scontrol" not in [argv[0] for argv, _ in recorded(calls)]
 
 
+def test_the_slurm_script_run_as_an_array_with_a_step_covers_every_prompt_once(stand_in):
+    """`sbatch --array=0-60:4 regen-slurm.sh`: tasks 0, 4, ..., 60 are parts 0..15."""
+    bin_dir, calls = stand_in
+    tasks = list(range(0, 61, 4))
+    base = {
+        **os.environ,
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        "SLURM_JOB_ID": "901",
+        "SLURM_ARRAY_JOB_ID": "901",
+        "SLURM_ARRAY_TASK_MIN": "0",
+        "SLURM_ARRAY_TASK_MAX": "60",
+        "SLURM_ARRAY_TASK_STEP": "4",
+        "SLURM_ARRAY_TASK_COUNT": str(len(tasks)),
+    }
+    parts = []
+    for task in tasks:
+        env = {**base, "SLURM_ARRAY_TASK_ID": str(task)}
+        done = subprocess.run(
+            ["bash", str(OPS / "regen-slurm.sh")],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        (_, (generate, seen), _) = recorded(calls)
+        assert str(parsed(generate)["staging_dir"]).endswith(f"/{task}")
+        parts.append(part_from_env(seen))
+    assert parts == [Part(i, len(tasks)) for i in range(len(tasks))]
+    ids = [f"p{i}" for i in range(2000)]
+    assert owners(parts, ids) == [1] * len(ids)
+
+
 def test_the_kubernetes_indexed_job_gives_each_pod_its_part(stand_in):
     bin_dir, calls = stand_in
     job = yaml.safe_load((OPS / "regen-k8s-job.yaml").read_text())
@@ -169,9 +202,16 @@ def test_the_kubernetes_indexed_job_gives_each_pod_its_part(stand_in):
     assert int(env["REGEN_SHARD_COUNT"]) == count and 1 <= spec["parallelism"] <= count
     # a failed pod is started again for its index, unless a person must act (2, 3, 4)
     assert pod["restartPolicy"] == "Never"  # what podFailurePolicy requires
-    (rule,) = spec["podFailurePolicy"]["rules"]
-    assert rule["action"] == "FailJob" and rule["onExitCodes"]["values"] == [2, 3, 4]
-    assert rule["onExitCodes"]["containerName"] == container["name"]
+    rules = {rule["action"]: rule for rule in spec["podFailurePolicy"]["rules"]}
+    assert set(rules) == {"FailJob", "Ignore"}
+    assert rules["FailJob"]["onExitCodes"]["values"] == [2, 3, 4]
+    assert rules["FailJob"]["onExitCodes"]["containerName"] == container["name"]
+    # a drained or preempted pod is started again without using up its index's retries
+    assert rules["Ignore"]["onPodConditions"] == [{"type": "DisruptionTarget"}]
+    # the engines' tensor-parallel workers share memory through /dev/shm: a memory volume
+    (shm,) = [m for m in container["volumeMounts"] if m["mountPath"] == "/dev/shm"]
+    (volume,) = [v for v in pod["volumes"] if v["name"] == shm["name"]]
+    assert volume["emptyDir"]["medium"] == "Memory"
     assert container["command"] == ["/bin/sh", "-c"]
     ids = [f"p{i}" for i in range(2000)]
     parts = []

@@ -55,6 +55,36 @@ def test_part_from_slurm_and_kubernetes():
         parse_part("three")
 
 
+def test_a_slurm_array_with_a_step_numbers_its_parts_by_place_not_by_task_id():
+    """`--array=0-15:4` runs tasks 0, 4, 8, 12: four parts, 0..3, every prompt in one."""
+    tasks = [0, 4, 8, 12]
+    parts = [
+        part_from_env(
+            {
+                "SLURM_ARRAY_TASK_ID": str(task),
+                "SLURM_ARRAY_TASK_COUNT": "4",
+                "SLURM_ARRAY_TASK_MIN": "0",
+                "SLURM_ARRAY_TASK_MAX": "12",
+                "SLURM_ARRAY_TASK_STEP": "4",
+            }
+        )
+        for task in tasks
+    ]
+    assert parts == [Part(i, 4) for i in range(4)]
+    assert "SLURM_ARRAY_TASK_STEP=4" in parts[1].origin
+    ids = [f"p{i}" for i in range(500)]
+    assert [sum(p.owns_id(i) for p in parts) for i in ids] == [1] * len(ids)
+    from_one = {"SLURM_ARRAY_TASK_MIN": "1", "SLURM_ARRAY_TASK_MAX": "31"}
+    stepped = {**from_one, "SLURM_ARRAY_TASK_STEP": "10", "SLURM_ARRAY_TASK_COUNT": "4"}
+    assert part_from_env({**stepped, "SLURM_ARRAY_TASK_ID": "21"}) == Part(2, 4)
+    # a list that is no range (--array=1,3,7): no task can tell its place; refused
+    listed = {"SLURM_ARRAY_TASK_ID": "3", "SLURM_ARRAY_TASK_COUNT": "3"}
+    listed |= {"SLURM_ARRAY_TASK_MIN": "1", "SLURM_ARRAY_TASK_MAX": "7"}
+    with pytest.raises(ConfigError, match="evenly spaced") as err:
+        part_from_env({**listed, "SLURM_ARRAY_TASK_STEP": "1"})
+    assert "SLURM_ARRAY_TASK_MAX=7" in err.value.message and "--shard" in err.value.hint
+
+
 def shard_command(prompts: Path, out: Path, url: str, part: str) -> list[str]:
     return [
         sys.executable,

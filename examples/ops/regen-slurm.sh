@@ -1,6 +1,7 @@
 #!/bin/bash
 # regen on a Slurm array: task I of N regenerates part I of N of the prompts (regen reads
-# SLURM_ARRAY_TASK_ID, SLURM_ARRAY_TASK_COUNT and SLURM_ARRAY_TASK_MIN itself), every task on
+# SLURM_ARRAY_TASK_ID, _COUNT, _MIN, _MAX and _STEP itself, so --array=0-15, 1-16 and
+# 0-60:4 all make parts 0..N-1; a list such as 1,3,7 is refused), every task on
 # its own node with its own servers, all writing one run in a bucket. A task that is stopped
 # (time limit, preemption, a node lost, a failure a rerun gets past) is requeued, and resumes
 # its part exactly once. Edit the paths, the model and the array size, then: sbatch regen-slurm.sh

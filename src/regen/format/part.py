@@ -84,12 +84,7 @@ def part_from_env(env: Mapping[str, str] | None = None) -> Part:
     does not pass `completions` to the pod). The whole input when neither is set."""
     env = os.environ if env is None else env
     if "SLURM_ARRAY_TASK_ID" in env and "SLURM_ARRAY_TASK_COUNT" in env:
-        used = ["SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT"]
-        used += ["SLURM_ARRAY_TASK_MIN"] if "SLURM_ARRAY_TASK_MIN" in env else []
-        first = _number(env, "SLURM_ARRAY_TASK_MIN") if len(used) == 3 else 0
-        index = _number(env, "SLURM_ARRAY_TASK_ID") - first
-        count = _number(env, "SLURM_ARRAY_TASK_COUNT")
-        return Part(index, count, _named(env, used))
+        return _slurm_part(env)
     if "JOB_COMPLETION_INDEX" in env:
         if "REGEN_SHARD_COUNT" not in env:
             raise ConfigError(
@@ -99,6 +94,31 @@ def part_from_env(env: Mapping[str, str] | None = None) -> Part:
         index, count = _number(env, "JOB_COMPLETION_INDEX"), _number(env, "REGEN_SHARD_COUNT")
         return Part(index, count, _named(env, ["JOB_COMPLETION_INDEX", "REGEN_SHARD_COUNT"]))
     return WHOLE
+
+
+def _slurm_part(env: Mapping[str, str]) -> Part:
+    """Task ids need not be 0..N-1: `--array=1-16` starts at 1, `--array=0-15:4` runs tasks
+    0, 4, 8 and 12 (SLURM_ARRAY_TASK_STEP 4, COUNT 4), so the part is the task's place in
+    the array, (ID - MIN) / STEP. A list that is no range (`--array=1,3,7`) gives no place
+    a task can work out from its variables: refused, with --shard as the way out."""
+    used = ["SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT"]
+    used += ["SLURM_ARRAY_TASK_MIN"] if "SLURM_ARRAY_TASK_MIN" in env else []
+    used += ["SLURM_ARRAY_TASK_STEP"] if env.get("SLURM_ARRAY_TASK_STEP", "1") != "1" else []
+    origin = _named(env, used)  # what made the part (MAX only checks the range)
+    task, count = _number(env, "SLURM_ARRAY_TASK_ID"), _number(env, "SLURM_ARRAY_TASK_COUNT")
+    first = _number(env, "SLURM_ARRAY_TASK_MIN") if "SLURM_ARRAY_TASK_MIN" in env else 0
+    step = _number(env, "SLURM_ARRAY_TASK_STEP") if "SLURM_ARRAY_TASK_STEP" in env else 1
+    last = _number(env, "SLURM_ARRAY_TASK_MAX") if "SLURM_ARRAY_TASK_MAX" in env else None
+    spaced = step >= 1 and (task - first) % step == 0
+    if not spaced or (last is not None and last != first + step * (count - 1)):
+        given = _named(env, sorted(k for k in env if k.startswith("SLURM_ARRAY_TASK_")))
+        raise ConfigError(
+            f"this Slurm array's task ids are not an evenly spaced range ({given}), so "
+            "the task cannot tell which part of the prompts is its own",
+            hint="submit the array as a range (--array=0-15, or 0-60:4 with a step), or "
+            "pass --shard I/N to each task",
+        )
+    return Part((task - first) // step, count, origin)
 
 
 def _named(env: Mapping[str, str], names: list[str]) -> str:
