@@ -87,6 +87,24 @@ def test_the_printed_datasets_call_loads_the_bucket_export(tmp_path, finished, s
     assert sum(counts.values()) == 6 and set(counts) <= {"train", "validation"}
 
 
+def test_under_hf_hub_offline_the_line_says_how_datasets_reads_the_bucket(tmp_path, finished, s3):
+    """The suite runs with HF_HUB_OFFLINE=1, as a cluster without the Hub does: the printed
+    call then fails as printed (datasets reads no remote file offline), and the line says
+    what makes it work, HF_DATASETS_OFFLINE=0, which keeps the Hub offline."""
+    tokenizer = ["--format", "tokenized", "--tokenizer", str(checkfix.qwen_style_dir())]
+    out = export(str(finished), "-o", f"s3://{BUCKET}/off", *tokenizer)
+    call = re.search(r"train with: (datasets\.load_dataset\(.*?\)) gives", out)
+    assert call, out
+    call = call.group(1)
+    assert "HF_HUB_OFFLINE is set here" in out and "HF_DATASETS_OFFLINE=0" in out
+    code = f"import datasets; ds = {call}; print(sum(v.num_rows for v in ds.values()))"
+    cache = str(tmp_path / "hf")
+    offline = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_CACHE": cache, "AWS_ENDPOINT_URL": s3}
+    with pytest.raises(AssertionError, match="Offline mode is enabled"):
+        python(code, tmp_path, **offline)
+    assert python(code, tmp_path, **offline, HF_DATASETS_OFFLINE="0").split()[-1] == "6"
+
+
 def test_a_bucket_export_for_specforge_says_how_to_copy_it_first(tmp_path, finished, s3):
     from specforge.data.prompt_builder import prepare_prompt_tasks
 

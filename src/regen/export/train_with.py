@@ -7,6 +7,12 @@ a folder does not find its files. So a bucket export says what works as printed:
 endpoint regen used; for the others, a copy to a local folder, then the trainer's settings
 on that folder. Credentials are never printed: both read them from the environment, as regen
 does.
+
+Under HF_HUB_OFFLINE=1 `datasets` reads no remote file at all, a bucket's included ("Offline
+mode is enabled. Tried to reach s3://...": datasets/utils/file_utils.py fsspec_head and
+fsspec_get in 5.2); its own HF_DATASETS_OFFLINE=0, read before HF_HUB_OFFLINE
+(datasets/config.py), lets it read the bucket while the Hub stays offline. Where regen runs
+offline, the line says so.
 """
 
 from __future__ import annotations
@@ -23,13 +29,28 @@ BUILDERS = {".jsonl": "json", ".parquet": "parquet"}
 def bucket_train_with(how_to_train: str, url: str, files: list[str]) -> str:
     """What to print after `train with:` for an export written to `url`."""
     if DATASETS_CALL in how_to_train:
-        return how_to_train.replace(DATASETS_CALL, datasets_call(url, files))
+        line = how_to_train.replace(DATASETS_CALL, datasets_call(url, files))
+        return line + OFFLINE_NOTE if datasets_offline() else line
     local = url.rstrip("/").rsplit("/", 1)[-1]
     return (
         f"copy the export to a local folder first (trainers open local files):\n"
         f"  {copy_command(url, local)}\n"
         f"then {how_to_train.replace('OUT', local)}"
     )
+
+
+OFFLINE_NOTE = (
+    "\n  HF_HUB_OFFLINE is set here, and under it `datasets` reads no remote file, a bucket's "
+    'included ("Offline mode is enabled"): run that line with HF_DATASETS_OFFLINE=0 in '
+    "the environment, which lets `datasets` read the bucket and keeps the Hub offline"
+)
+
+
+def datasets_offline() -> bool:
+    """Whether `datasets` here would refuse the bucket: its own reading of the variables."""
+    from datasets import config
+
+    return bool(config.HF_HUB_OFFLINE)
 
 
 def datasets_call(url: str, files: list[str]) -> str:
