@@ -94,6 +94,7 @@ def standin_env(tmp_path, monkeypatch) -> dict[str, str]:
     }
     for key, value in env.items():
         monkeypatch.setenv(key, value)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)  # a GPU machine's own: not here
     return env
 
 

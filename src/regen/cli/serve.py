@@ -31,7 +31,11 @@ LOADED_HERE = "the servers of this machine load the model from there"
 @click.option(
     "--fleet", "fleet_path", type=OutputPath("file", local=READ_BACK), help="FLEET.json to write."
 )
-@click.option("--gpus", help="GPUs to use, e.g. 0-7 or 0,1,2,3 [default: all nvidia-smi sees].")
+@click.option(
+    "--gpus",
+    help="GPUs to use, as nvidia-smi numbers them, e.g. 0-7 or 0,1,2,3 [default: those "
+    "$CUDA_VISIBLE_DEVICES gives this job, else all nvidia-smi sees].",
+)
 @click.option("--gpus-per-server", type=int, default=1, show_default=True, help="Tensor parallel.")
 @click.option(
     "--device",

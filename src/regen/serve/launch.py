@@ -22,6 +22,7 @@ from regen.serve.engine_python import check_importable, distribution_found
 from regen.serve.engines import ENGINES, Device, Engine, ServerArgs
 from regen.serve.fleetfile import FleetFile, FleetServer, speculative_config
 from regen.serve.process import LaunchSpec, ServerProcess
+from regen.serve.visible_gpus import Visible, not_visible, visible_gpus
 
 
 @dataclass
@@ -113,8 +114,8 @@ def _placements(
 ) -> list[tuple[list[int], dict[str, str]]]:
     """Per server: its GPUs and the environment that confines it to its share."""
     if device == "gpu":
-        groups = _gpu_groups(spec)
-        return [(g, {"CUDA_VISIBLE_DEVICES": ",".join(map(str, g))}) for g in groups]
+        groups, visible = _gpu_groups(spec)
+        return [(g, {"CUDA_VISIBLE_DEVICES": visible.name_of(g)}) for g in groups]
     if engine.name == "llamacpp":  # its threads are a flag (engines.py)
         return [([], {}) for _ in range(spec.replicas)]
     kv = cpus.kv_cache_gib(spec.kv_cache_gib, spec.replicas)
@@ -220,13 +221,17 @@ def copy_model(source: Path, dest_dir: Path) -> Path:
     return target
 
 
-def _gpu_groups(spec: ServeSpec) -> list[list[int]]:
+def _gpu_groups(spec: ServeSpec) -> tuple[list[list[int]], Visible]:
+    """The GPU group of each server, among those this job may use (a scheduler's
+    CUDA_VISIBLE_DEVICES, else every GPU nvidia-smi lists)."""
     present = gpu_mod.discover()
-    wanted = spec.gpus if spec.gpus is not None else [g.index for g in present]
-    if not wanted:
+    if not present:
         raise ConfigError("nvidia-smi sees no GPU", hint="check the driver and the container")
+    visible = visible_gpus(present, os.environ)
+    wanted = spec.gpus if spec.gpus is not None else [g.index for g in visible.gpus]
+    not_visible(wanted, visible)
     gpu_mod.check_requested(wanted, present, spec.max_gpu_memory_used)
-    return gpu_mod.split_groups(wanted, spec.gpus_per_server)
+    return gpu_mod.split_groups(wanted, spec.gpus_per_server), visible
 
 
 def _ports(base: int | None, count: int, host: str) -> list[int]:
