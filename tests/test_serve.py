@@ -64,6 +64,8 @@ def test_eight_gpu_sglang_launch_runs_the_exact_commands(tmp_path, standin_env):
                 "qwen3",
                 "--mem-fraction-static",
                 "0.85",
+                "--tool-call-parser",  # Qwen's tool calls, as SGLang reads them
+                "qwen25",
             ]
             assert server.gpus == [gpu] and is_our_process(server)
         assert f"CUDA_VISIBLE_DEVICES=7 {python} -m sglang.launch_server" in done.stdout

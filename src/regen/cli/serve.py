@@ -19,6 +19,7 @@ from regen.serve.hf_model import embedded_model
 from regen.serve.launch import ServeSpec
 from regen.serve.run import serve as run_serve
 from regen.serve.spec_metrics import with_spec_metrics
+from regen.serve.tool_parsers import tool_parser_args
 
 # why these two are paths on this machine, not bucket URLs
 READ_BACK = "regen serve --status and --stop read it back here"
@@ -82,6 +83,13 @@ LOADED_HERE = "the servers of this machine load the model from there"
     help="Variable holding the servers' API key [key after --, else VLLM_API_KEY "
     "(vLLM), else OPENAI_API_KEY].",
 )
+@click.option(
+    "--tool-call-parser",
+    metavar="NAME",
+    help="vllm, sglang: how the server reads the model's tool calls (the engine's parser "
+    "name; `none`: no parser) [the model family's: hermes/qwen25 for Qwen, llama3_json/"
+    "llama3 for Llama 3.1, ...].",
+)
 @click.option("--restart-dead", is_flag=True, help="Stay in the foreground; restart dead servers.")
 @click.option("--status", "status_of", type=InputPath(), help="Check a FLEET.json.")
 @click.option("--stop", "stop_of", type=InputPath(), help="Stop a FLEET.json's servers.")
@@ -105,6 +113,9 @@ def serve(engine_args: tuple[str, ...], status_of, stop_of, **opts) -> None:
     if model == "embedded":  # the demo model, as `--tokenizer embedded` names its tokenizer
         model = str(embedded_model(opts["engine"], python, echo=click.echo))
         served_name = served_name or EMBEDDED_MODEL_NAME
+    tools = tool_parser_args(opts["engine"], model, opts["tool_call_parser"], list(engine_args))
+    if tools.line:
+        click.echo(tools.line)
     spec = ServeSpec(
         engine=opts["engine"],
         model=model,
@@ -123,7 +134,7 @@ def serve(engine_args: tuple[str, ...], status_of, stop_of, **opts) -> None:
         startup_timeout=opts["startup_timeout"],
         max_gpu_memory_used=opts["max_gpu_memory_used"],
         copy_model_to=opts["copy_model_to"],
-        extra=with_spec_metrics(opts["engine"], python, list(engine_args)),
+        extra=[*with_spec_metrics(opts["engine"], python, list(engine_args)), *tools.flags],
         api_key_env=opts["api_key_env"],
     )
     sys.exit(run_serve(spec, opts["fleet_path"], opts["restart_dead"], echo=click.echo))

@@ -13,6 +13,7 @@ class EngineInfo:
     version: str | None = None
     seed_honoured: bool | None = None  # None: not known
     sampling_defaults: str | None = None  # what an unset field means, where the server says
+    parses_tools: bool | None = None  # runs a tool-call parser, where the server says (SGLang)
 
     def as_dict(self) -> dict[str, Any]:
         return {"name": self.name, "version": self.version}

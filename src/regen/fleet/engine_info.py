@@ -51,7 +51,8 @@ def _read(name: str, answer: dict[str, Any]) -> EngineInfo:
     if name == "sglang":
         honoured = bool(answer.get("enable_deterministic_inference"))
         defaults = sglang_defaults(answer)
-        return EngineInfo("sglang", _str(answer.get("version")), honoured, defaults)
+        parses = bool(answer["tool_call_parser"]) if "tool_call_parser" in answer else None
+        return EngineInfo("sglang", _str(answer.get("version")), honoured, defaults, parses)
     if name == "llamacpp":
         return EngineInfo("llamacpp", _str(answer.get("build_info")), seed_honoured=True)
     return EngineInfo("vllm", _str(answer.get("version")), seed_honoured=True)

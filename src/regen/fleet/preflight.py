@@ -16,6 +16,7 @@ from regen.errors import (
     PermanentError,
     RetryableError,
     ServerError,
+    ServerRefused,
 )
 from regen.fleet.http_errors import AUTH_STATUSES
 from regen.fleet.openai_env import AUTH_HINT
@@ -105,3 +106,39 @@ async def check_token_ids(server: Server, model: str) -> bool:
         ) from None
     generated = parse_chat_response(data, server.name)
     return generated.prompt_token_ids is not None and generated.completion_token_ids is not None
+
+
+PROBE_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "regen_probe",
+        "description": "A tool regen offers once to see whether the server takes tools.",
+        "parameters": {"type": "object", "properties": {}},
+    },
+}
+
+
+async def tools_refused(server: Server, model: str) -> str | None:
+    """Why `server` cannot answer a request with `tools`, or None. SGLang says whether it runs
+    a tool-call parser (/get_server_info; without one it answers, calls as text); vLLM is
+    asked one one-token request with a tool, which it refuses with HTTP 400 when started
+    without --enable-auto-tool-choice. llama.cpp's server takes tools by its chat format, and
+    an engine regen cannot identify is not asked (its requests are the run's own)."""
+    engine = server.engine
+    if engine.name == "sglang" and engine.parses_tools is False:
+        return "SGLang runs without --tool-call-parser: each call would be text in the answer"
+    if engine.name != "vllm":
+        return None
+    body = {
+        "model": model,
+        "messages": [{"role": "user", "content": "hi"}],
+        "tools": [PROBE_TOOL],
+        "max_tokens": 1,
+    }
+    try:
+        await server.chat(body)
+    except PermanentError as err:
+        return err.message
+    except (RetryableError, ServerRefused):
+        return None  # not the tools' doing: the run's own retries and health deal with it
+    return None

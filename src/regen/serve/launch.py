@@ -31,7 +31,7 @@ class ServeSpec:
     model: str
     log_dir: Path
     served_name: str | None = None
-    gpus: list[int] | None = None  # None: every GPU nvidia-smi sees (GPU engines)
+    gpus: list[int] | None = None  # None: every GPU the job may use (visible_gpus.py)
     gpus_per_server: int = 1
     replicas: int = 1  # CPU servers
     device: Device | None = None  # None: the engine's first (vllm, sglang: gpu; llamacpp: cpu)

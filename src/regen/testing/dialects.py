@@ -74,13 +74,17 @@ class Dialect:
             "in the completion). Please reduce the length of the messages or completion."
         )
 
-    def info(self, path: str, deterministic: bool, context: int) -> dict[str, Any]:
+    def info(
+        self, path: str, deterministic: bool, context: int, tool_parser: str | None = None
+    ) -> dict[str, Any]:
         if self.name == "sglang":  # SG:entrypoints/http_server.py (/get_server_info)
             # server args, among them the determinism switch (SG:.../fields/exec_.py:1153-1155)
+            # and the tool-call parser (None unless --tool-call-parser)
             return {
                 "version": self.version,
                 "enable_deterministic_inference": deterministic,
                 "context_length": context,
+                "tool_call_parser": tool_parser,
             }
         return {"version": self.version}  # VL:entrypoints/serve (GET /version)
 

@@ -49,6 +49,13 @@ class Behaviour:
     spec_tokens: int | None = None
     context: int = 32768  # the context length a dialect checks prompt + max_tokens against
     deterministic: bool = False  # SGLang's --enable-deterministic-inference
+    # Runs a tool-call parser (vLLM: --enable-auto-tool-choice --tool-call-parser; SGLang:
+    # --tool-call-parser). Without one the vllm dialect refuses a request with tools (400)
+    # and the sglang dialect's server info says tool_call_parser null.
+    tool_parser: bool = True
+    # A request whose messages hold this text answers HTTP 500 in a crash's words, every
+    # time (a chat template that raises on that one conversation); the others are answered.
+    crash_on: str | None = None
     keep_alive: float | None = None  # a stalled stream sends `: keep-alive` this often (vLLM)
     stream_write_size: int = 0  # a stream's bytes in writes of this size (0: one per event)
     # A batching engine on a scaled clock instead of `slots` and `seconds_per_token`: decode

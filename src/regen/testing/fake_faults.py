@@ -39,6 +39,9 @@ async def fault_response(
 ) -> web.StreamResponse | None:
     """The answer for a fault that replaces the whole response (None: answer normally; a
     hang never answers). Faults that cut a response short are the server's to play."""
+    crash = behaviour.crash_on
+    if crash is not None and crash in orjson.dumps(body.get("messages")).decode():
+        return error_response(behaviour, 500, "list index out of range")
     if fault == "500":
         return error_response(behaviour, 500, "injected failure")
     if fault == "400":
@@ -71,6 +74,12 @@ async def fault_response(
     return None
 
 
+# VL:renderers/online_renderer.py:265-270 (0.32.0): `tools` without `tool_choice` means "auto"
+NO_AUTO_TOOLS = (
+    '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
+)
+
+
 def refusal(behaviour: Behaviour, body: dict[str, Any], prompt_tokens: int) -> web.Response | None:
     """A request the dialect's engine refuses with a 400 before generating."""
     dialect = dialect_of(behaviour)
@@ -79,6 +88,8 @@ def refusal(behaviour: Behaviour, body: dict[str, Any], prompt_tokens: int) -> w
     streamed_ids = body.get("stream") and body.get("return_token_ids")
     if streamed_ids and dialect.stream_token_ids == "refuse":  # SG:.../serving_chat.py:1309-1320
         return error_response(behaviour, 400, "return_token_ids is not supported with streaming")
+    if body.get("tools") and dialect.name == "vllm" and not behaviour.tool_parser:
+        return error_response(behaviour, 400, NO_AUTO_TOOLS)
     max_tokens = body.get("max_tokens") or 0
     too_long = prompt_tokens >= behaviour.context
     if dialect.overflow == "reject" and prompt_tokens + max_tokens > behaviour.context:

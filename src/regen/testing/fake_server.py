@@ -71,7 +71,8 @@ class FakeServer:
         dialect = dialect_of(self.behaviour)
         assert dialect is not None
         b = self.behaviour
-        info = dialect.info(request.path, b.deterministic, b.context)
+        parser = "qwen25" if b.tool_parser else None  # what SGLang's server args say
+        info = dialect.info(request.path, b.deterministic, b.context, parser)
         if self.engine is not None and dialect.name == "sglang":
             # SG:entrypoints/http_server.py get_server_info: server args + scheduler info
             info["max_running_requests"] = self.engine.curve.max_running
