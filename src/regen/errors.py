@@ -16,6 +16,9 @@
         │   └── ServerFault     500 / 502 / 504 / 408
         │       └── EngineAborted  HTTP 200, but the engine cut the answer short (abort)
         ├── PermanentError      will fail again anywhere (400-class, unusable response)
+        │   └── PromptRejected  a 5xx that is this prompt's, not the server's: the engine
+        │                       could not read the request, or the same 500 came again on
+        │                       retry while the server answered other prompts
         └── ServerRefused       the server refuses every request alike (401/403/404, or a
                                 200 login page): the fleet's fault, never the prompt's
 
@@ -166,6 +169,13 @@ class EngineAborted(ServerFault):
 
 class PermanentError(ServerError):
     """Will fail the same way anywhere: a 400-class answer or an unusable response body."""
+
+
+class PromptRejected(PermanentError):
+    """A server error (HTTP 500) that one prompt causes and retrying cannot mend:
+    llama-cpp-python answers a request its schema refuses (a role it does not know) or its
+    chat template raises on with 500, as it does for a real fault. One prompt's error
+    record, never a strike against the server that said it."""
 
 
 class ServerRefused(ServerError):

@@ -123,6 +123,8 @@ class RecordMeta(msgspec.Struct, kw_only=True, omit_defaults=True):
     turns: list[dict] | None = None  # per generated turn, with --regenerate-turns all
     # the serving drafter's acceptance on this answer, as vLLM reports it per request
     speculative_decoding: dict[str, Any] | None = None
+    # roles the engine's server does not take, sent as others: {"developer": "system"}
+    roles_sent: dict[str, str] | None = None
 
 
 class Completion(msgspec.Struct, kw_only=True, omit_defaults=True):

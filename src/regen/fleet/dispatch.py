@@ -28,6 +28,7 @@ from regen.fleet.control import affinity
 from regen.fleet.control.endgame import EndGame
 from regen.fleet.overflow import room_left
 from regen.fleet.policy import HealthPolicy, RetryPolicy
+from regen.fleet.prompt_faults import RepeatedFaults
 from regen.fleet.server import CHAT_PATH, Server
 from regen.fleet.slots import AFFINE_SCAN, WaitingLine
 from regen.fleet.watch import watch_health
@@ -210,7 +211,7 @@ class Fleet:
     async def _send(
         self, request: Callable[[Server], Awaitable[Any]], key: bytes | None = None
     ) -> Completed:
-        attempts = 0
+        attempts, faults = 0, RepeatedFaults()
         while True:
             server = await self.acquire(key)
             attempts += 1
@@ -234,6 +235,9 @@ class Fleet:
             refused = isinstance(error, ServerRefused)
             if refused:
                 self._record_refusal(server, error)
+            elif rejected := faults.rejected(server, error):  # the prompt's, not the server's
+                rejected.attempts = attempts
+                raise rejected from error
             else:
                 self._record_failure(server, error)
             if not self.retry.allows_retry(attempts, error):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import re
 import time
 from typing import Any
 
@@ -17,6 +18,7 @@ from regen.errors import (
     EngineAborted,
     Overloaded,
     PermanentError,
+    PromptRejected,
     RequestTimeout,
     ServerError,
     ServerFault,
@@ -62,9 +64,20 @@ def status_error(status: int, payload: bytes, retry_after: str | None, server: s
         return ServerRefused(message, server=server, status=status, hint=REFUSED_HINTS[status])
     if status in RETRY_LATER_STATUSES:
         return Overloaded(message, server=server, status=status, retry_after=_seconds(retry_after))
+    if status >= 500 and REQUEST_INVALID.match(_server_message(payload)):
+        return PromptRejected(message, server=server, status=status, hint=REJECTED_HINT)
     if status in SERVER_FAULT_STATUSES or status >= 500:
         return ServerFault(message, server=server, status=status)
     return PermanentError(message, server=server, status=status)
+
+
+# llama-cpp-python's server answers every exception with HTTP 500, the request validation
+# of its own schema among them (LC:server/errors.py:154-160,180-208 in 0.3.36: FastAPI's
+# RequestValidationError reaches the handler a crash does), so a message it cannot read, a
+# `developer` turn, is told from a fault by pydantic's report on the request body, all it
+# says: "N validation error(s): {... 'loc': ('body', 'messages', 0, ...) ...}".
+REQUEST_INVALID = re.compile(r"\d+ validation errors?:.*'loc': \('body',", re.S)
+REJECTED_HINT = "the engine's server cannot read this prompt; the record says why"
 
 
 def event_error(error: Any, server: str) -> ServerError:

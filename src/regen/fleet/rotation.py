@@ -34,6 +34,7 @@ class Rotation:
     _paused_until: float = 0.0  # monotonic time: a full server asked us to wait until then
     _limit: int | None = None  # requests in flight now, chosen live (tuning.py); None: cap
     limit_reason: str = "fixed"  # why the level is what it is (concurrency.Level.reason)
+    answered: int = 0  # requests it answered: a prompt its 500s follow is told by it
 
     @property
     def available(self) -> bool:
@@ -72,6 +73,7 @@ class Rotation:
         self._in_flight -= 1
 
     def record_success(self) -> None:
+        self.answered += 1
         self.breaker.record_success()
         self.refusals.reset()
         # An answer is proof of life: a server too busy to answer health checks while it

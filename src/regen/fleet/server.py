@@ -27,6 +27,7 @@ from regen.fleet.engine import UNKNOWN, EngineInfo
 from regen.fleet.engine_defaults import with_neutral
 from regen.fleet.history_fields import with_history_fields
 from regen.fleet.http_errors import aborted_answer, decode_body, map_errors
+from regen.fleet.roles import with_roles
 from regen.fleet.rotation import Rotation
 from regen.fleet.sglang_spec import asking_for_spec_details
 from regen.fleet.stats import LATENCY_BUCKETS, ServerStats
@@ -113,9 +114,9 @@ class Server(Rotation):
         """
         if path == CHAT_PATH:  # the body in this engine's dialect: llama.cpp's sampler
             # defaults replaced by neutral ones, earlier turns' reasoning under the field the
-            # engine reads, and SGLang asked for its acceptance counts
+            # engine reads, roles it lacks sent as ones it has, SGLang asked for acceptance
             name = self.engine.name
-            body = with_history_fields(name, with_neutral(name, body))
+            body = with_roles(name, with_history_fields(name, with_neutral(name, body)))
             body = asking_for_spec_details(name, body)
         streamed = path == CHAT_PATH and (
             self.timeouts.stream

@@ -17,6 +17,7 @@ from regen.fleet.dispatch import Fleet
 from regen.fleet.engine import UNKNOWN, EngineInfo
 from regen.fleet.engine_defaults import neutral_fields
 from regen.fleet.response import Generated, combined_spec_decoding, parse_chat_response
+from regen.fleet.roles import roles_sent
 from regen.records import Completion, RecordMeta, TokenIds, Usage, WorkItem
 from regen.run.config import Sampling
 from regen.run.tool_server import ToolServer
@@ -200,6 +201,7 @@ def completion_record(
         speculative_decoding=combined_spec_decoding(
             [t.get("speculative_decoding") for t in conv.turns]
         ),
+        roles_sent=roles_sent(conv.engine.name, conv.history),
     )
     return Completion(
         id=prompt.id,
