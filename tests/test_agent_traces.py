@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from gen_helpers import run
 from regen.cli import main
+from regen.fleet.preflight import PROBE_TOOL
 from regen.testing.fake_tools import tool_caller
 from regen.tool_trace import trace_faults
 from trace_helpers import by_id, weather_trace, write
@@ -71,7 +72,9 @@ def test_reasoning_of_earlier_turns_goes_back_as_each_engine_reads_it(tmp_path, 
         server = fake_server(answer=tool_caller(), dialect=dialect, reasoning="split")
         prompts = write(tmp_path / f"{dialect}.jsonl", [weather_trace("same", "Paris")])
         run(prompts, tmp_path / f"out-{dialect}", [server.url], regenerate_turns="all")
-        sent[dialect] = server.requests[1]["messages"][1]
+        # vLLM is asked first whether it answers tools (run/tool_prompts.py): one request
+        requests = [r for r in server.requests if r.get("tools") != [PROBE_TOOL]]
+        sent[dialect] = requests[1]["messages"][1]
         stored = by_id(tmp_path / f"out-{dialect}")["same"]["messages"][1]
         assert stored["reasoning_content"] == "thinking about: "  # stored as regen keeps it
     assert (

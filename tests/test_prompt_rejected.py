@@ -108,10 +108,13 @@ def test_a_500_that_follows_one_prompt_is_that_prompts_error(tmp_path, fake_serv
         for i in range(30):
             row = {"id": f"ok{i}", "messages": [{"role": "user", "content": f"q{i}"}]}
             fh.write(orjson.dumps(row) + b"\n")
-    result = run(prompts, tmp_path / "out", [server.url], concurrency=2)
+    retry = RetryPolicy(max_retries=5, base_delay=0.05, max_delay=0.2)  # 6 attempts at most
+    result = run(prompts, tmp_path / "out", [server.url], concurrency=2, retry=retry)
     assert result.exit_code == 0, result.message
     (error,) = read_lines(tmp_path / "out", "errors")
     assert error["id"] == "broken" and error["error"]["type"] == "PromptRejected"
-    assert "the same answer 3 times" in error["error"]["message"]
-    assert error["attempts"] == 3  # not the 4 of a fault's full retries
+    # the third same answer blames the prompt, when the server answered others in between
+    # each (on a loaded machine it may take a fourth); a fault would use all 6 attempts
+    assert f"the same answer {error['attempts']} times" in error["error"]["message"]
+    assert 3 <= error["attempts"] <= 5
     assert len(read_lines(tmp_path / "out", "completions")) == 30

@@ -46,10 +46,29 @@ def test_tools_on_a_fleet_without_a_parser_are_refused_at_start(
     prompts_with_tools(tmp_path / "p.jsonl", plain=3, with_tools=2)
     with pytest.raises(ConfigError) as err:
         run(tmp_path / "p.jsonl", tmp_path / "out", [server.url])
-    assert "line 4 is the first prompt with them" in err.value.message
+    assert "line 4 holds one" in err.value.message
     assert f"{server.url}: " in err.value.message and said in err.value.message
     assert "--tool-call-parser NAME" in err.value.hint
     assert server.served == 0  # nothing was generated: no prompt became an error record
+
+
+def test_tools_past_the_first_lines_stop_the_run_before_any_is_sent(
+    tmp_path, fake_server, monkeypatch
+):
+    """The preflight reads the file's first lines; a prompt with tools further on is held
+    at the gate: the plain prompts before it are answered, it and the rest stay unsent
+    (a rerun on a fixed fleet sends them), and the run ends with the fix, exit 2."""
+    monkeypatch.setattr("regen.run.tool_prompts.HEAD_LINES", 5)
+    server = fake_server(Behaviour(dialect="vllm", tool_parser=False, seconds_per_token=0.01))
+    prompts_with_tools(tmp_path / "p.jsonl", plain=8, with_tools=3)
+    with pytest.raises(ConfigError, match="line 9 holds one") as err:
+        run(tmp_path / "p.jsonl", tmp_path / "out", [server.url], concurrency=1)
+    assert err.value.exit_code == 2
+    done = {r["id"] for r in read_lines(tmp_path / "out", "completions")}
+    assert done and done <= {f"p{i:05d}" for i in range(8)}  # a plain one halted stays pending
+    assert not read_lines(tmp_path / "out", "errors")
+    probes = [r for r in server.requests if r.get("tools")]
+    assert len(probes) == 1 and probes[0]["max_tokens"] == 1  # asked once, sent none
 
 
 @pytest.mark.parametrize("dialect", ["vllm", "sglang"])
@@ -61,14 +80,9 @@ def test_a_fleet_with_a_parser_answers_the_tools(tmp_path, fake_server, dialect)
     assert not read_lines(tmp_path / "out", "errors")
 
 
-def test_a_file_without_tools_runs_on_a_fleet_without_a_parser(tmp_path, fake_server):
-    """The servers are asked first (one one-token request with a tool on vLLM); the file is
-    read for tools only when one cannot answer them: a plain file (or the plain first lines
-    a --limit run sends) runs on it as it always did."""
+def test_a_file_without_tools_costs_no_request(tmp_path, fake_server):
+    """A plain file on a fleet without a parser runs as it always did: nobody is asked."""
     server = fake_server(Behaviour(dialect="vllm", tool_parser=False))
-    prompts_with_tools(tmp_path / "p.jsonl", plain=3, with_tools=1)
-    result = run(tmp_path / "p.jsonl", tmp_path / "out", [server.url], limit=3)
-    assert result.exit_code == 0
-    probe, *sent = server.requests
-    assert probe["max_tokens"] == 1 and probe["tools"]
-    assert len(sent) == 3 and not any("tools" in r for r in sent)
+    write_prompts(tmp_path / "p.jsonl", 3)
+    assert run(tmp_path / "p.jsonl", tmp_path / "out", [server.url]).exit_code == 0
+    assert len(server.requests) == 3 and not any("tools" in r for r in server.requests)

@@ -1,7 +1,7 @@
 """Before a run sends its first prompt: which model the fleet serves, which servers answer
-at all (the others start out of rotation), which engine and version each one is, that they
-answer prompts with tools when the file carries some (tool_prompts.py), and, with
---return-token-ids, that every answering server returns token ids."""
+at all (the others start out of rotation), which engine and version each one is, and, with
+--return-token-ids, that every answering server returns token ids. (Whether they answer
+prompts with tools is asked by the session, run/tool_prompts.py.)"""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from regen.fleet.engine_info import identify_fleet
 from regen.fleet.preflight import check_token_ids, resolve_model
 from regen.fleet.server import Server
 from regen.run.config import GenerateConfig
-from regen.run.tool_prompts import check_tools_answered
 from regen.serve.fleetfile import FleetFile
 
 # score lines the logprobs up with the answer's tokens; without the engine's own ids it has
@@ -42,7 +41,6 @@ async def preflight(
     warning = await identify_fleet(servers, _known_engine(config, embedded), config.sampling.seed)
     if warning:
         event(warning)
-    await check_tools_answered(config.input.prompts, config.input.limit, servers, model)
     if config.output.return_token_ids:
         await _check_token_ids(servers, model)
     elif config.output.logprobs:

@@ -36,6 +36,7 @@ from regen.run.recorder import Recorder
 from regen.run.session_end import record_end, running, session_end
 from regen.run.session_start import check_manifest, scan_ledger
 from regen.run.stop import Stop, StopReason, on_signals, signals_handled
+from regen.run.tool_prompts import ToolGate
 from regen.run.tool_server import ToolServer
 from regen.run.worker import ItemWorker
 from regen.storage import Store
@@ -76,6 +77,7 @@ class Run:
         affine = fleet.dispatch == "affine"
         self.fleet = Fleet(self.servers, fleet.retry, fleet.health, self._event, affine)
         url = config.input.tool_server
+        self.tool_gate: ToolGate | None = None  # made once the model is known (execute)
         self.tool_server = url and ToolServer(
             url, fleet.timeouts, fleet.retry, fleet.health.give_up_after, self._event
         )
@@ -107,6 +109,8 @@ class Run:
             self.model = await preflight(
                 self.config, self.servers, self.fleet, embedded, self._event
             )
+            self.tool_gate = ToolGate(self.servers, self.model)  # before any prompt with tools
+            await self.tool_gate.check_head(self.config.input.prompts, self.config.input.limit)
             work = self.config.input
             out = self.config.output
             self.shape = RequestShape(
@@ -151,6 +155,7 @@ class Run:
             sampling=self.config.sampling,
             shape=self.shape,
             tool_server=self.tool_server,
+            tool_gate=self.tool_gate,
             fail=self._fail,
         )
         self.intake = Intake(

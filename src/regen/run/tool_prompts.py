@@ -1,9 +1,13 @@
-"""Whether a prompt file carries tools, and what a run does when its fleet cannot answer them.
+"""Prompts with tools on a fleet that cannot answer them.
 
 A fleet that refuses tools (vLLM started without --enable-auto-tool-choice and a parser) or
 cannot read the calls (SGLang without --tool-call-parser) would turn every prompt with tools
 into an error record, or into an answer whose calls are text, thousands of them before anyone
-looks. The run refuses at start instead, with the fix; a file without tools runs as ever.
+looks. So before the first request with tools, the run asks each server once
+(fleet/preflight.py `tools_refused`) and stops with the fix when one cannot answer: at start
+when the file's first lines carry tools (the usual blend), else at the first prompt that does,
+which stays unsent, like every prompt with tools after it. A file without tools is never read
+for them and costs no request: a file of millions of prompts, from a bucket, is read once.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from regen.inputs import parse_record
 from regen.jsonio import iter_lines
 from regen.records import Prompt
 
+HEAD_LINES = 1000  # what the preflight reads for tools: a blend's first lines hold some
 FIX = (
     "start the fleet with `regen serve ... --tool-call-parser NAME` (regen serve picks the "
     "model family's parser itself; a vLLM started by hand needs --enable-auto-tool-choice "
@@ -26,11 +31,11 @@ FIX = (
 )
 
 
-def first_prompt_with_tools(path: str | Path, limit: int | None = None) -> int | None:
-    """The line of the first prompt with tools among the first `limit` lines (None: none
-    has any). Only the lines that hold the key are parsed: a file without tools costs a read."""
+def first_prompt_with_tools(path: str | Path, lines: int) -> int | None:
+    """The line of the first prompt with tools among the first `lines` lines, or None. Only
+    the lines that hold the key are parsed."""
     for line, raw in iter_lines(path):
-        if limit is not None and line > limit:
+        if line > lines:
             break
         if b'"tools"' not in raw:
             continue
@@ -43,24 +48,34 @@ def first_prompt_with_tools(path: str | Path, limit: int | None = None) -> int |
     return None
 
 
-async def check_tools_answered(
-    path: str | Path, limit: int | None, servers: list[Server], model: str
-) -> None:
-    """Refuse the run when a server cannot answer tools and the prompts it would send (the
-    first `limit` lines with --limit) carry some. The servers are asked first: that is free
-    on SGLang and one one-token request on vLLM, where reading a file of millions of prompts
-    (again, from a bucket) is not; the file is read only when a server cannot answer."""
-    answering = [s for s in servers if s.available]
-    reasons = await asyncio.gather(*(tools_refused(s, model) for s in answering))
-    refusing = [f"{s.url}: {why}" for s, why in zip(answering, reasons, strict=True) if why]
-    if not refusing:
-        return
-    line = first_prompt_with_tools(path, limit)
-    if line is None:
-        return
-    raise ConfigError(
-        f"the prompt file carries tools (line {line} is the first prompt with them), and "
-        f"{len(refusing)} of {len(answering)} server(s) cannot answer them:\n  "
-        + "\n  ".join(refusing),
-        hint=FIX,
-    )
+class ToolGate:
+    """Asks the fleet once whether every server can answer tools; each prompt with tools
+    waits for that answer, and none is sent when one server cannot."""
+
+    def __init__(self, servers: list[Server], model: str) -> None:
+        self.servers, self.model = servers, model
+        self._asked: asyncio.Future[list[str]] | None = None
+
+    async def check(self, line: int) -> None:
+        """Raise ConfigError, with the fix, if the prompt at `line` (it carries tools) cannot
+        be answered by every server that answers."""
+        if self._asked is None:
+            self._asked = asyncio.ensure_future(self._ask())
+        refusing = await asyncio.shield(self._asked)
+        if refusing:
+            raise ConfigError(
+                f"the prompts carry tools (line {line} holds one), and {len(refusing)} "
+                "server(s) cannot answer them:\n  " + "\n  ".join(refusing),
+                hint=FIX,
+            )
+
+    async def _ask(self) -> list[str]:
+        answering = [s for s in self.servers if s.available]
+        reasons = await asyncio.gather(*(tools_refused(s, self.model) for s in answering))
+        return [f"{s.url}: {why}" for s, why in zip(answering, reasons, strict=True) if why]
+
+    async def check_head(self, path: str | Path, limit: int | None) -> None:
+        """The preflight's part: the file's first lines (the first `limit` with --limit)."""
+        line = first_prompt_with_tools(path, min(limit or HEAD_LINES, HEAD_LINES))
+        if line is not None:
+            await self.check(line)

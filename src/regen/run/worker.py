@@ -10,13 +10,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from regen.errors import FleetUnavailable, OutputError, RegenError, ServerError
+from regen.errors import ConfigError, FleetUnavailable, OutputError, RegenError, ServerError
 from regen.fleet.dispatch import DispatchHalted, Fleet
 from regen.records import WorkItem
 from regen.run.conversation import RequestShape, completion_record, regenerate
 from regen.run.progress import RunStats
 from regen.run.recorder import Recorder
 from regen.run.sampling import Sampling
+from regen.run.tool_prompts import ToolGate
 from regen.run.tool_server import ToolServer
 from regen.storage import Store
 from regen.storage.lease import LeaseLost
@@ -35,16 +36,23 @@ class ItemWorker:
         shape: RequestShape,
         tool_server: ToolServer | None,
         fail: Callable[[RegenError], None],
+        tool_gate: ToolGate | None = None,
     ) -> None:
         self.fleet, self.store, self.recorder, self.stats = fleet, store, recorder, stats
         self.sampling, self.shape, self.tool_server = sampling, shape, tool_server
-        self.fail = fail
+        self.fail, self.tool_gate = fail, tool_gate
 
     async def process(self, item: WorkItem) -> None:
         self.fleet.endgame.near_end(self.stats.remaining)
         try:
             await self.store.room()  # a bucket that cannot keep up pauses requests, not writes
             sampling = self.sampling.for_item(item).with_overrides(item.prompt.sampling)
+            if item.prompt.tools and self.tool_gate is not None:
+                try:
+                    await self.tool_gate.check(item.prompt.line)
+                except ConfigError as err:  # the fleet cannot answer tools: none is sent
+                    self.fail(err)
+                    return
             try:
                 conv = await regenerate(self.fleet, item, self.shape, sampling, self.tool_server)
             except ServerError as err:
