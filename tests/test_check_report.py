@@ -277,12 +277,13 @@ def test_output_tokens_are_the_engines_count_that_the_cap_bounds(tmp_path):
 
 
 def test_an_html_path_that_cannot_be_written_fails_before_the_report_is_built(tmp_path):
-    """A file where the folder should be, or a folder where the file should be: exit 6 at
-    once, naming --html, with nothing judged, printed or written first."""
+    """A file where the folder should be, or a folder where the file should be: exit 2 at
+    once (the command names the wrong place; 6 is a disk that refuses), naming --html, with
+    nothing judged, printed or written first."""
     blocker = tmp_path / "reports"
     blocker.write_text("not a folder")
     for html, why in [(blocker / "r.html", f"{blocker} is a file"), (tmp_path, "it is a folder")]:
         result, report = run_check(tmp_path, healthy(5), "--html", str(html))
-        assert result.exit_code == 6, result.output
+        assert result.exit_code == 2, result.output
         assert f"cannot write --html {html}: {why}" in result.output
         assert "verdict" not in result.output and report is None  # nothing built, no --json

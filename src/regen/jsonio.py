@@ -7,14 +7,16 @@ import io
 import os
 import zlib
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import orjson
 import zstandard
 
 from regen.errors import InputFileError
+from regen.output_place import open_through, pipe_closed, place_of
 from regen.urls import is_url
 
 ZST_SUFFIX = ".zst"
@@ -251,23 +253,43 @@ def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:
             yield number, orjson.loads(line)
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    """Write a file so that readers see either the old or the whole new content, never half."""
-    target = Path(path)
+def atomic_write_bytes(path: str | os.PathLike, data: bytes, option: str = "the output") -> None:
+    """Write a file so that readers see either the old or the whole new content, never half
+    (see `atomic_writer`)."""
+    with atomic_writer(path, option) as fh:
+        fh.write(data)
+
+
+@contextmanager
+def atomic_writer(path: str | os.PathLike, option: str = "the output") -> Iterator[BinaryIO]:
+    """A file to write whose content replaces `path` whole when the block succeeds: written
+    as a temporary twin beside it and renamed over it (removed if the block fails: a full
+    disk must not also leave litter behind). A stream (/dev/null, /dev/stdout) is written
+    straight through, never renamed over; a device, a FIFO or a socket is refused (see
+    `output_place`). `option`: the flag that named the path, for that message."""
+    place = place_of(path, option)
+    if place.is_stream:
+        try:
+            with open_through(place) as fh:
+                yield fh
+        except BrokenPipeError:
+            raise pipe_closed(place) from None
+        return
+    target = place.path
     tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
     try:
         with open(tmp, "wb") as fh:
-            fh.write(data)
+            yield fh
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, target)
     except BaseException:
-        tmp.unlink(missing_ok=True)  # a full disk must not also leave litter behind
+        tmp.unlink(missing_ok=True)
         raise
 
 
-def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
-    atomic_write_bytes(path, dumps_pretty(obj))
+def atomic_write_json(path: str | os.PathLike, obj: Any, option: str = "the output") -> None:
+    atomic_write_bytes(path, dumps_pretty(obj), option)
 
 
 def read_json(path: str | os.PathLike) -> Any:

@@ -21,6 +21,7 @@ from regen.errors import InputError
 from regen.finished.encode import Encoder
 from regen.finished.read import read_run_lines
 from regen.finished.record import Completion
+from regen.jsonio import atomic_writer
 from regen.parallel import Workers, flat_map_with_rows
 
 
@@ -86,11 +87,8 @@ def check_run(
     options = {"show": show, "output_dirs": dirs, "workers": workers}
     if per_sample is None:
         return check_lines_of(lines, encoder, opts, limits, **options)
-    tmp = per_sample.with_name(f".{per_sample.name}.tmp")
-    with open(tmp, "wb") as fh:
-        report = check_lines_of(lines, encoder, opts, limits, per_sample=fh, **options)
-    tmp.replace(per_sample)
-    return report
+    with atomic_writer(per_sample, "--per-sample") as fh:  # whole, or straight to a stream
+        return check_lines_of(lines, encoder, opts, limits, per_sample=fh, **options)
 
 
 __all__ = ["CheckReport", "Tally", "check_completions", "check_run"]

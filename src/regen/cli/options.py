@@ -9,6 +9,8 @@ last section, "Other options", next to `-h/--help`.
 
 from __future__ import annotations
 
+import contextlib
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -73,6 +75,9 @@ def config_values(command: click.Command, opts: dict[str, Any]) -> dict[str, Any
     return values
 
 
+STDOUT_TAKEN = "regen.stdout_taken"  # ctx.meta: an output is this process's standard output
+
+
 class Command(click.Command):
     """A command whose `--help` shows its options by group."""
 
@@ -89,6 +94,14 @@ class Command(click.Command):
             }
             err.possibilities = sorted({current.get(o, o) for o in err.possibilities or ()})
             raise
+
+    def invoke(self, ctx: click.Context) -> Any:
+        if not ctx.meta.get(STDOUT_TAKEN):
+            return super().invoke(ctx)
+        # an output streams to standard output (`--json /dev/stdout | jq`): what the verb
+        # says to people goes to stderr, so that the stream holds only the file
+        with contextlib.redirect_stdout(sys.stderr):
+            return super().invoke(ctx)
 
     def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         sections: dict[str, list[tuple[str, str]]] = {}

@@ -17,6 +17,9 @@ from typing import Any, Literal
 
 import click
 
+from regen.cli.options import STDOUT_TAKEN
+from regen.errors import ConfigError
+from regen.output_place import place_of
 from regen.storage.destination import Destination
 from regen.urls import is_url
 
@@ -37,10 +40,26 @@ class OutputPath(click.ParamType):
         if self.local is not None:
             if is_url(text) and not text.startswith("file://"):
                 self.fail(f"{text} is a URL; this takes a path on this machine: {self.local}")
-            return Path(text.removeprefix("file://"))
+            path = Path(text.removeprefix("file://"))
+            self._looked_at(path, flag_of(param), ctx)
+            return path
+        if not is_url(text) or text.startswith("file://"):
+            self._looked_at(Path(text.removeprefix("file://")), flag_of(param), ctx)
         if self.what == "run":
             return text  # a str: the run opens its Store from it (a Path folds s3:// to s3:/)
         return Destination(text, flag_of(param))
+
+    def _looked_at(self, path: Path, flag: str, ctx: click.Context | None) -> None:
+        """Before any work: a device, a FIFO or a socket (or a file where a folder goes) is
+        refused with the reason, exit 2; a stream is taken only where nothing reads it back."""
+        place = place_of(path, flag, "file" if self.what == "file" else "folder")
+        if place.is_stream and self.local is not None:
+            raise ConfigError(
+                f"cannot write {flag} {path}: it is {place.about}, and {self.local}",
+                hint=f"give {flag} a file path",
+            )
+        if place.fd == 1 and ctx is not None:
+            ctx.meta[STDOUT_TAKEN] = True
 
 
 class InputPath(click.Path):

@@ -69,8 +69,10 @@ PLAN = "Plan"
     help="Re-estimate the rest of this run (as regen status's ETA).",
 )
 @option(
+    "-o",
     "--output-dir",
     type=OutputPath("run"),
+    metavar="RUN",
     group=OUTPUT,
     help="Keep the calibration answers as the first records of this run.",
 )

@@ -43,8 +43,7 @@ def score_folder(run: str | Path, output_dir: Destination | None = None) -> Iter
         local = store.layout.root / SCORE if isinstance(store, LocalStore) else None
         output_dir = Destination(str(local) if local else _score_url(store), "the score folder")
     if not output_dir.is_bucket:
-        folder = Path(output_dir.where)
-        with output_dir.mapped(folder):
+        with output_dir.local_folder() as folder:  # a file or a device there: refused
             yield folder
         return
     url = output_dir.where

@@ -98,11 +98,18 @@ def iter_shard(path: Path) -> Iterator[dict]:
 
 def iter_shard_lines(path: Path) -> Iterator[bytes]:
     """The shard's finished lines, unparsed (a torn last line is not finished)."""
-    pending: bytes | None = None
-    for _, line in iter_lines(path):
+    for _, line in iter_shard_numbered(path):
+        yield line
+
+
+def iter_shard_numbered(path: Path) -> Iterator[tuple[int, bytes]]:
+    """The same, with each line's number in the file (blank lines are counted, not yielded):
+    what a message about one line names."""
+    pending: tuple[int, bytes] | None = None
+    for number, line in iter_lines(path):
         if pending is not None:
             yield pending
-        pending = line if line.strip() else None
+        pending = (number, line) if line.strip() else None
     if pending is not None and _ends_with_newline(path):
         yield pending
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from regen.errors import UNWRITABLE_ERRNOS, ConfigError, OutputError
 from regen.jsonio import atomic_write_bytes, atomic_write_json
+from regen.output_place import Place, place_of
 from regen.prepare.blend import Candidate, Candidates, allocate, heap_limit
 from regen.prepare.dedup import HashIndex
 from regen.prepare.recipe import Recipe
@@ -22,6 +23,7 @@ from regen.prepare.source_reader import Log, SourceReader
 from regen.prepare.sources import check_sources
 from regen.prepare.stats import SourceStats
 from regen.storage.publish import beside, staged
+from regen.urls import is_url
 
 
 @contextmanager
@@ -50,14 +52,26 @@ def prepare(
     on_row: Callable[[str], None] | None = None,
 ) -> Report:
     """Write the blended prompt file, the rejects file and the report; return the report.
-    Any of them may be a bucket URL (written locally, then uploaded whole)."""
+    Any of them may be a bucket URL (written locally, then uploaded whole). An output that
+    is a stream (/dev/null, /dev/stdout) has nothing written beside it: the rejects file and
+    the report are written only where given, and `log` says so."""
     check_sources(recipe.sources)
     out = str(output)
+    places = [_looked_at(t, flag) for t, flag in ((out, "--output"), (rejects, "--rejects"))]
+    _looked_at(report, "--report")
+    stream = places[0] is not None and places[0].is_stream
     targets = (
         out,
-        str(rejects or beside(out, ".rejects.jsonl")),
-        str(report or beside(out, ".report.json")),
+        _beside(rejects, out, ".rejects.jsonl", stream),
+        _beside(report, out, ".report.json", stream),
     )
+    skipped = [name for name, target in zip(SIBLINGS, targets[1:], strict=True) if not target]
+    if skipped:
+        log(
+            f"--output {out} is {places[0].about}, and nothing is written beside it: no "
+            f"{' and no '.join(skipped)} file (give {' '.join(f'--{n} FILE' for n in skipped)} "
+            "to keep them)"
+        )
     with staged(*targets) as (output_path, rejects_path, report_path):
         return _prepare_checked(
             recipe,
@@ -70,18 +84,36 @@ def prepare(
         )
 
 
+SIBLINGS = ("rejects", "report")
+
+
+def _looked_at(target: str | Path | None, flag: str) -> Place | None:
+    """A local target's place, before any source is read: a device is refused at once."""
+    if target is None or is_url(str(target)):
+        return None
+    return place_of(target, flag)
+
+
+def _beside(given: str | Path | None, out: str, suffix: str, stream: bool) -> str | None:
+    """A file beside the output unless given; None (not written) beside a stream."""
+    if given is not None:
+        return str(given)
+    return None if stream else beside(out, suffix)
+
+
 def _prepare_checked(
     recipe: Recipe,
     output: Path,
-    rejects_path: Path,
-    report_path: Path,
-    names: tuple[str, str, str],
+    rejects_path: Path | None,
+    report_path: Path | None,
+    names: tuple[str, str | None, str | None],
     log: Log,
     on_row: Callable[[str], None] | None,
 ) -> Report:
-    for path in (output, rejects_path, report_path):
+    written = [p for p in (output, rejects_path, report_path) if p is not None]
+    for path in written:
         _make_parent(path)
-    with _writable({output.parent, rejects_path.parent, report_path.parent}):
+    with _writable({path.parent for path in written}):
         return _prepare(
             recipe,
             output,
@@ -111,9 +143,9 @@ def _writable(folders: set[Path]) -> Iterator[None]:
 def _prepare(
     recipe: Recipe,
     output: Path,
-    rejects_path: Path,
-    report_path: Path,
-    names: tuple[str, str, str],  # as the user gave them: paths or bucket URLs
+    rejects_path: Path | None,  # None: not written (beside a stream)
+    report_path: Path | None,
+    names: tuple[str, str | None, str | None],  # as the user gave them: paths or bucket URLs
     log: Log,
     on_row: Callable[[str], None] | None,
 ) -> Report:
@@ -129,9 +161,10 @@ def _prepare(
             indexes.append(reader.index)
             pools.append(pool)
     chosen = select(recipe, all_stats, pools)
-    atomic_write_bytes(output, b"".join(c.line for _, c in chosen))
+    atomic_write_bytes(output, b"".join(c.line for _, c in chosen), "--output")
     result = build_report(recipe, all_stats, chosen, names[0], names[1])
-    atomic_write_json(report_path, result.data)
+    if report_path is not None:
+        atomic_write_json(report_path, result.data, "--report")
     return result
 
 

@@ -32,7 +32,7 @@ def render(data: dict[str, Any]) -> str:
             "prompt tokens: "
             + ", ".join(f"{k} {tokens[k]}" for k in ("min", "p50", "p90", "p99", "max", "mean"))
         )
-    lines.append(f"rejects: {data['rejects']}")
+    lines.append(f"rejects: {data['rejects'] or 'not written (give --rejects FILE to keep them)'}")
     lines += [f"WARNING: {w}" for w in data["warnings"]]
     return "\n".join(lines)
 

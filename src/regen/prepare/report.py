@@ -35,13 +35,13 @@ def build_report(
     stats: list[SourceStats],
     chosen: list[tuple[str, Candidate]],
     output: str | Path,  # as the user named it: a path or a bucket URL
-    rejects: str | Path,
+    rejects: str | Path | None,  # None: not written (the output is a stream)
 ) -> Report:
     by_source = Counter(name for name, _ in chosen)
     by_category = Counter(c.category for _, c in chosen)
     data: dict[str, Any] = {
         "output": str(output),
-        "rejects": str(rejects),
+        "rejects": None if rejects is None else str(rejects),
         "seed": recipe.seed,
         "total_requested": recipe.total,
         "written": len(chosen),

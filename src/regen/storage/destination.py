@@ -10,7 +10,9 @@ the bucket holds. Credentials come from the environment, as for a run in a bucke
 `storage.bucket`); nothing about them is written anywhere.
 
 A local target that cannot be written (read-only, full, its folder gone) is an OutputError
-naming it and the option (exit 6); a bucket that refuses is a StorageError (exit 6).
+naming it and the option (exit 6); a bucket that refuses is a StorageError (exit 6). What is
+at a local target is looked at first (`regen.output_place`): /dev/null, a terminal or
+/dev/stdout is written straight through (a file), a device, FIFO or socket refused (exit 2).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 
 from regen.errors import UNWRITABLE_ERRNOS, OutputError
 from regen.jsonio import atomic_write_bytes, atomic_write_json
+from regen.output_place import in_the_way, make_folder, place_of
 from regen.storage.bucket import Bucket
 from regen.storage.publish import fetch_folder
 from regen.urls import is_url
@@ -64,11 +67,11 @@ class Destination:
     # -- files ---------------------------------------------------------------------------
     def write_bytes(self, data: bytes) -> None:
         with self.local_file() as path:
-            atomic_write_bytes(path, data)
+            atomic_write_bytes(path, data, self.option)
 
     def write_json(self, obj: Any) -> None:
         with self.local_file() as path:
-            atomic_write_json(path, obj)
+            atomic_write_json(path, obj, self.option)
 
     @contextmanager
     def local_file(self) -> Iterator[Path]:
@@ -76,7 +79,8 @@ class Destination:
         if not self.is_bucket:
             target = Path(self.given)
             with self.mapped(target):
-                target.parent.mkdir(parents=True, exist_ok=True)
+                if not place_of(target, self.option).is_stream:  # a stream's folder is /dev
+                    target.parent.mkdir(parents=True, exist_ok=True)
                 yield target
             return
         folder, _, name = self.given.rstrip("/").rpartition("/")
@@ -88,18 +92,12 @@ class Destination:
                 Bucket(folder).put_file(local, name)
 
     def check_writable(self) -> None:
-        """Before the verb's work, not after it: a local file's folder can be made and
-        written in, and the file is not a folder. A bucket is asked when the file is put."""
-        if self.is_bucket:
-            return
+        """Before the verb's work, not after it: what is there can take a file (not a folder,
+        a device, a file where a folder goes: exit 2), and its folder can be made and
+        written in (exit 6). A bucket is asked when the file is put."""
+        if self.is_bucket or place_of(self.given, self.option).is_stream:
+            return  # a stream is written as it is: nothing to probe beside /dev/null
         target = Path(self.given)
-        in_the_way = next((p for p in target.parents if p.exists() and not p.is_dir()), None)
-        if target.is_dir() or in_the_way is not None:
-            what = f"{in_the_way} is a file" if in_the_way else "it is a folder"
-            raise OutputError(
-                f"cannot write {self.option} {target}: {what}",
-                hint=f"give {self.option} a file path in a folder",
-            )
         probe = target.with_name(f".{target.name}.probe-{os.getpid()}")
         with self.mapped(target):
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -114,12 +112,13 @@ class Destination:
         bucket's local copy is a `regen-publish-*` folder under `staging` (None: the system's
         temporary folder, $TMPDIR or /tmp), removed however the block ends."""
         if not self.is_bucket:
-            with self.mapped(Path(self.given)):
-                yield Path(self.given)
+            folder = Path(self.given)
+            place_of(folder, self.option, "folder")  # a file or a device there: refused
+            with self.mapped(folder):
+                yield folder
             return
         if staging is not None:
-            with Destination(str(staging), "--staging-dir").mapped(staging):
-                staging.mkdir(parents=True, exist_ok=True)
+            make_folder(staging, "--staging-dir")
         with tempfile.TemporaryDirectory(prefix="regen-publish-", dir=staging) as tmp:
             local = Path(tmp) / "folder"
             bucket = Bucket(self.given)
@@ -146,13 +145,19 @@ class Destination:
 
     def cannot_write(self, local: Path, exc: OSError) -> OutputError:
         where = self.given if not self.is_bucket else f"{local} (the local copy of {self.given})"
-        gone = exc.errno in (errno.ENOENT, errno.ENOTDIR)
-        why = "its folder is gone" if gone else (exc.strerror or str(exc))
         elsewhere = f" (or give {self.option} another place)" if self.option[:2] == "--" else ""
+        blocker = in_the_way(local.parent) if exc.errno == errno.ENOTDIR else None
+        if blocker is not None:
+            what = "a file" if blocker.is_file() else "not a folder"
+            why, fix = f"{blocker} is {what}, where a folder should be", f"move {blocker} away"
+        elif exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            why = "its folder is gone (removed while regen wrote it)"
+            fix = "make the folder again"
+        else:
+            why, fix = exc.strerror or str(exc), "free space, make it writable or fix the mount"
         return OutputError(
             f"cannot write {self.option} {where}: {why}",
-            hint=f"free space, make it writable or fix the mount{elsewhere}, then run the "
-            "same command again",
+            hint=f"{fix}{elsewhere}, then run the same command again",
         )
 
 

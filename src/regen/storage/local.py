@@ -13,12 +13,19 @@ from typing import Any
 
 import orjson
 
-from regen.errors import UNWRITABLE_ERRNOS, ConfigError, OutputError
-from regen.format.layout import COMPLETIONS, OutputLayout, is_progress, iter_shard, iter_shard_lines
+from regen.format.layout import (
+    COMPLETIONS,
+    OutputLayout,
+    is_progress,
+    iter_shard,
+    iter_shard_lines,
+    iter_shard_numbered,
+)
 from regen.format.names import written_by
 from regen.format.sidecar import read_sidecar, sidecar_path
 from regen.format.state import heartbeat_stale, is_final
 from regen.jsonio import read_json
+from regen.output_place import make_folder
 from regen.storage.lock import RunLock, is_locked, read_holder
 from regen.storage.store import Liveness, Store, StoreOptions
 
@@ -59,6 +66,12 @@ class LocalStore(Store):
         for path in self.layout.shard_files(kind):
             yield from iter_shard_lines(path)
 
+    def iter_numbered_lines(self, kind: str = COMPLETIONS) -> Iterator[tuple[str, int, bytes]]:
+        for path in self.layout.shard_files(kind):
+            shard = f"{self.given.rstrip('/')}/{kind}/{path.name}"
+            for number, line in iter_shard_numbered(path):
+                yield shard, number, line
+
     def count(self, kind: str) -> int:
         """Records in the shards of `kind` (sidecars make sealed shards cheap to count). In a
         shard without one (open, or edited since), a line is a record if it is whole and is a
@@ -93,13 +106,7 @@ class LocalStore(Store):
 
     # -- writing -------------------------------------------------------------------------
     def __enter__(self) -> LocalStore:
-        root = self.layout.root
-        try:
-            root.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            if exc.errno in UNWRITABLE_ERRNOS:  # read-only or full: the fix is the storage's
-                raise OutputError.writing(root, exc) from exc
-            raise ConfigError(f"cannot create --output-dir {root}: {exc.strerror}") from exc
+        make_folder(self.layout.root, "--output-dir")  # a file or a device there: refused
         self._lock.acquire()
         return self
 

@@ -23,15 +23,20 @@ log = logging.getLogger("regen.storage")
 
 
 @contextmanager
-def staged(*targets: str) -> Iterator[list[Path]]:
+def staged(*targets: str | None) -> Iterator[list[Path | None]]:
+    """A local path for each target (None: a file not written, passed through)."""
     with tempfile.TemporaryDirectory(prefix="regen-publish-") as tmp:
         local = [
-            Path(tmp) / f"{i}-{t.rstrip('/').rsplit('/', 1)[-1]}" if is_url(t) else Path(t)
+            None
+            if t is None
+            else Path(tmp) / f"{i}-{t.rstrip('/').rsplit('/', 1)[-1]}"
+            if is_url(t)
+            else Path(t)
             for i, t in enumerate(targets)
         ]
         yield local
         for target, path in zip(targets, local, strict=True):
-            if is_url(target) and path.exists():
+            if target is not None and path is not None and is_url(target) and path.exists():
                 folder, _, name = target.rstrip("/").rpartition("/")
                 Bucket(folder).put_file(path, name)
 

@@ -19,12 +19,13 @@ from typing import Any
 
 import orjson
 
-from regen.errors import ConfigError, StorageError
+from regen.errors import StorageError
 from regen.format.layout import COMPLETIONS, ERRORS, OutputLayout, is_progress
 from regen.format.names import written_by
 from regen.format.sidecar import SIDECAR_SUFFIX, RemoteShard, ShardKeys
 from regen.format.state import heartbeat_stale, is_final
 from regen.jsonio import ZST_SUFFIX
+from regen.output_place import make_folder
 from regen.storage.bucket import Bucket
 from regen.storage.lease import Lease, LeaseLost
 from regen.storage.local import set_aside_local
@@ -34,6 +35,7 @@ from regen.storage.shards import (
     adopt,
     list_kind,
     read_lines,
+    read_numbered_lines,
     read_records,
     read_sidecars,
     sidecar_count,
@@ -84,6 +86,12 @@ class BucketStore(Store):
         for name in self.shard_names(kind):
             yield from read_lines(self.bucket, kind, name)
 
+    def iter_numbered_lines(self, kind: str = COMPLETIONS) -> Iterator[tuple[str, int, bytes]]:
+        for name in self.shard_names(kind):
+            shard = self.bucket.url_of(f"{kind}/{name}")
+            for number, line in read_numbered_lines(self.bucket, kind, name):
+                yield shard, number, line
+
     def count(self, kind: str) -> int:
         names = self.shard_names(kind)
         return sum(sidecar_count(sidecar) for _, sidecar in read_sidecars(self.bucket, kind, names))
@@ -109,12 +117,7 @@ class BucketStore(Store):
         """Take the staging directory's lock and this part's lease (no other machine runs
         it), bring the bucket's manifest into staging and settle shards whose writer died
         between putting the data and committing it."""
-        try:
-            self.layout.root.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise ConfigError(
-                f"cannot create --staging-dir {self.layout.root}: {exc.strerror}"
-            ) from exc
+        make_folder(self.layout.root, "--staging-dir")
         self._lock.acquire()
         try:
             self.lease.acquire()

@@ -118,6 +118,12 @@ def read_records(bucket: Bucket, kind: str, name: str) -> Iterator[dict]:
 
 def read_lines(bucket: Bucket, kind: str, name: str) -> Iterator[bytes]:
     """One committed shard's lines, unparsed: it is fetched whole, once."""
+    for _, line in read_numbered_lines(bucket, kind, name):
+        yield line
+
+
+def read_numbered_lines(bucket: Bucket, kind: str, name: str) -> Iterator[tuple[int, bytes]]:
+    """The same, with each line's number in the shard (blank lines counted, not yielded)."""
     data = bucket.get_bytes(f"{kind}/{name}")
     if data is None:
         raise RunStateError(
@@ -127,7 +133,7 @@ def read_lines(bucket: Bucket, kind: str, name: str) -> Iterator[bytes]:
     if name.endswith(ZST_SUFFIX):
         reader = zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=True)
         data = reader.read()
-    yield from (line for line in data.split(b"\n") if line.strip())
+    yield from ((n, line) for n, line in enumerate(data.split(b"\n"), start=1) if line.strip())
 
 
 def _parse(data: bytes, name: str, bucket: Bucket) -> Iterator[dict]:

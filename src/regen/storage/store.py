@@ -80,6 +80,11 @@ class Store(ABC):
             yield orjson.dumps(record)
 
     @abstractmethod
+    def iter_numbered_lines(self, kind: str = COMPLETIONS) -> Iterator[tuple[str, int, bytes]]:
+        """The same lines with where each is: (the shard as the user names it, its line
+        number there): what a message about one line names."""
+
+    @abstractmethod
     def count(self, kind: str) -> int:
         """How many finished records of `kind` there are (cheap: from the sidecars)."""
 
