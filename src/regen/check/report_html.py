@@ -48,6 +48,7 @@ def render_html(
             f"<style>{STYLE}</style></head><body><h1>regen check</h1>",
             f"<p id='verdict' class='{verdict}'><b>Verdict: {verdict.upper()}</b>",
             f" (failed rules: {escape(failed)}) - {overall['samples']} samples</p>",
+            _warnings(data),
             _about(about or {}),
             _rules_table(data["rules"]),
             _failing(report),
@@ -60,6 +61,23 @@ def render_html(
             "</body></html>",
         ]
     )
+
+
+def _warnings(data: dict) -> str:
+    """Before any figure: what the figures do not cover (a run not finished, lines that
+    are not JSON), as the text report says it."""
+    items = [
+        f"<li><b>{escape(u['message'])}</b>; {escape(u['fix'])}</li>"
+        for u in data["unfinished_runs"]
+    ]
+    bad = data["lines_not_json"]
+    if bad:
+        places = ", ".join(f"{b['file']} line {b['line']}" for b in bad["first"][:5])
+        items.append(
+            f"<li><b>{bad['count']} line(s) are not JSON</b> (no sample, in no rule's count): "
+            f"{escape(places)}</li>"
+        )
+    return f"<ul id='warnings' class='fail'>{''.join(items)}</ul>" if items else ""
 
 
 def _charts(report: CheckReport) -> list[str]:

@@ -12,6 +12,7 @@ def render_text(report: CheckReport) -> str:
     data = report.to_json()
     lines = [
         f"regen check: {data['overall']['samples']} samples, {len(data['sources'])} source(s)",
+        *run_notes(data),
         "",
     ]
     for name, group in data["sources"].items():
@@ -35,7 +36,23 @@ def render_text(report: CheckReport) -> str:
     verdict = data["verdict"].upper()
     failed = ", ".join(data["failed_rules"])
     lines += ["", f"verdict: {verdict}" + (f" (failed: {failed})" if failed else "")]
+    for u in data["unfinished_runs"]:
+        lines.append(f"  of {u['done']} of {u['items']} items only: {u['run']} is NOT FINISHED")
     return "\n".join(lines)
+
+
+def run_notes(data: dict[str, Any]) -> list[str]:
+    """What the figures below do not cover: a run not finished, lines that are not JSON."""
+    lines = [f"WARNING: {u['message']}\n  hint: {u['fix']}" for u in data["unfinished_runs"]]
+    bad = data["lines_not_json"]
+    if bad:
+        lines.append(
+            f"WARNING: {bad['count']} line(s) of the shards are not JSON (a torn write, an "
+            "edit): no sample, so in no rule's count\n  hint: delete each (`sed -i 'Nd' FILE` "
+            "deletes line N) and run the same `regen generate` again: it answers those prompts"
+        )
+        lines += [f"  {b['file']} line {b['line']}: {b['error']}" for b in bad["first"][:5]]
+    return lines
 
 
 def _group_lines(g: dict[str, Any]) -> list[str]:

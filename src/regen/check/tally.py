@@ -17,6 +17,7 @@ from regen.errors import ConfigError
 from regen.finished.encode import Encoder
 from regen.finished.mask import Encoded
 from regen.finished.record import Completion
+from regen.finished.run_state import NOT_JSON, lines_not_json, not_finished
 from regen.jsonio import dumps_line
 
 ERROR_EXAMPLES = 20
@@ -33,6 +34,9 @@ class CheckReport:
     error_examples: list[dict] = field(default_factory=list)
     shown: list[tuple[Completion, Encoded, str]] = field(default_factory=list)
     composition: Composition | None = None
+    # lines that are not JSON (not samples: no rule counts them), and the first ones' places
+    not_json: dict[str, Any] | None = None
+    unfinished: list[dict[str, Any]] = field(default_factory=list)  # runs not whole yet
 
     @property
     def passed(self) -> bool:
@@ -47,6 +51,8 @@ class CheckReport:
             "sources": {name: g.to_json() for name, g in sorted(self.sources.items())},
             "composition": self.composition.to_json() if self.composition else None,
             "error_examples": self.error_examples,
+            "lines_not_json": self.not_json,
+            "unfinished_runs": self.unfinished,
             "settings": self.settings,
         }
 
@@ -62,6 +68,7 @@ class Tally:
     completed: dict[str, tuple[str, str]] = field(default_factory=dict)  # id -> source, category
     # rule -> up to `show` failing samples, so `--show` prints the failures, not the first N
     failing: dict[str, list[tuple[Completion, Encoded]]] = field(default_factory=dict)
+    not_json: int = 0  # lines that are not JSON: no sample, so in no rule's count
 
     def __post_init__(self) -> None:
         self.overall = Group(self.opts)
@@ -70,7 +77,11 @@ class Tally:
         self, result: SampleResult, fetch: Fetch | None = None, *, readable: bool = True
     ) -> None:
         """One sample's result; `readable`: the line was a completion (the composition counts
-        it); `fetch` gives the sample and its encoding if `--show` keeps it."""
+        it); `fetch` gives the sample and its encoding if `--show` keeps it. A line that is
+        not JSON is no sample: counted apart, and named (file, line) in the report."""
+        if result.error == NOT_JSON:
+            self.not_json += 1
+            return
         self.overall.add(result)
         self.sources.setdefault(result.source, Group(self.opts)).add(result)
         if readable:
@@ -135,6 +146,9 @@ class Tally:
         }
         dirs = list(output_dirs)
         composition = compare(dirs, self.completed) if dirs else None
+        not_json = None
+        if self.not_json:
+            not_json = {"count": self.not_json, "first": lines_not_json(dirs)}
         outcomes = judge(self.overall, limits, composition)
         return CheckReport(
             self.overall,
@@ -144,4 +158,6 @@ class Tally:
             error_examples=self.examples,
             shown=self.shown(outcomes),
             composition=composition,
+            not_json=not_json,
+            unfinished=[state for d in dirs if (state := not_finished(d)) is not None],
         )

@@ -21,7 +21,7 @@ from regen.export import ExportRequest, ExportSummary, Filters, export_run, make
 from regen.export.by_score import ORDERS, ScoreSelect
 from regen.export.card import CARD, FACTS
 from regen.export.card_facts import parse_licenses
-from regen.export.files import JSONL_MB, MARKER
+from regen.export.files import JSONL_MB, MARKER, SHARD_BYTES
 from regen.export.formats import FORMATS
 from regen.export.hub_push import Push
 from regen.export.publish import Publish, finish
@@ -80,11 +80,10 @@ OTHER_NAMES = {"axolotl": AXOLOTL, "llama-factory": LLAMA_FACTORY, "llamafactory
 @click.option(
     "--max-file-mb",
     type=click.FloatRange(min=0),
-    default=JSONL_MB,
-    show_default=True,
     metavar="MB",
-    help="JSONL: start a split's next file past MB megabytes (0: one file a split; SpecForge "
-    "holds a whole file in memory, see docs/training.md).",
+    help=f"Start a split's next file past MB megabytes [JSONL {JSONL_MB}; Parquet "
+    f"{SHARD_BYTES >> 20}, of row data] (0: one file a split; SpecForge holds a whole file "
+    "in memory, see docs/training.md).",
 )
 @click.option(
     "--staging-dir",
@@ -175,7 +174,7 @@ def _export(
             ),
             holdout=Holdout(o["holdout"], o["holdout_seed"]) if o["holdout"] is not None else None,
             out_name=named.where if named.is_bucket else None,  # else its absolute path
-            max_file_bytes=int(o["max_file_mb"] * 2**20) or None,
+            max_file_bytes=None if o["max_file_mb"] is None else int(o["max_file_mb"] * 2**20),
         )
         summary = export_run(request, on_row=on_row, workers=workers)
     return summary, finish(out, summary, encoder, _publish(output_dirs, o))

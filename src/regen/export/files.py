@@ -7,7 +7,7 @@ Rows go to hidden temporary files (`.train-00000.parquet.tmp-PID`; datasets igno
 dot-files) and are renamed into place only when every shard is complete, so a killed export
 leaves nothing that looks finished. A Parquet shard is closed at `SHARD_BYTES` of row data
 (the Hub's viewer and `datasets` stream shards of a few hundred MB well); a JSONL file at
-`JSONL_BYTES` (`--max-file-mb`): SpecForge opens one file and holds every pre-tokenised row
+`JSONL_MB` (`--max-file-mb` sets either): SpecForge opens one file and holds every pre-tokenised row
 of it as Python lists, about 49 bytes a token in each process (docs/training.md), so a split
 of 1.6B tokens in one 10 GB file needs about 75 GB a process. Below that size a split is one
 file, as before.
@@ -120,13 +120,14 @@ class SplitWriter:
         self,
         out_dir: Path,
         file_type: str,
-        shard_bytes: int | None = None,
-        jsonl_bytes: int | None = JSONL_MB * 2**20,
+        max_bytes: int | None = None,
     ) -> None:
-        """`jsonl_bytes`: a JSONL file is closed once it holds that many (None: never)."""
+        """`max_bytes` (`--max-file-mb`): a file is closed once it holds that many bytes (a
+        JSONL file) or bytes of row data (a Parquet shard; compressed on disk, it is smaller);
+        None: the file type's own size (JSONL_MB, SHARD_BYTES); 0: one file a split."""
         self.out_dir, self.file_type = out_dir, file_type
-        self.shard_bytes = shard_bytes or SHARD_BYTES
-        self.jsonl_bytes = jsonl_bytes
+        usual = SHARD_BYTES if file_type == "parquet" else JSONL_MB * 2**20
+        self.limit = usual if max_bytes is None else (max_bytes or None)
         self.counts: dict[str, int] = {}  # split -> rows
         self.by_config: dict[str, dict[str, int]] = {}  # config -> split -> rows
         self._open: dict[tuple[str, str], _Shard] = {}
@@ -164,8 +165,7 @@ class SplitWriter:
             tmp = folder / f".{split}-{n:05d}.{self.file_type}.tmp-{os.getpid()}"
             shard = self._open[key] = _Shard(tmp, self.file_type)
         shard.write(row)
-        limit = self.shard_bytes if self.file_type == "parquet" else self.jsonl_bytes
-        if limit is not None and shard.bytes >= limit:
+        if self.limit is not None and shard.bytes >= self.limit:
             shard.close()  # a full shard is finished now, not held open until the commit
             self._done.setdefault(key, []).append(self._open.pop(key))
 

@@ -110,7 +110,7 @@ class Tokenized(Format):
     needs_tokenizer = True
     file_types = ("parquet", "jsonl")
     how_to_train = (
-        'datasets.load_dataset("OUT") gives train (and validation) with input_ids, loss_mask '
+        'datasets.load_dataset("OUT") gives SPLITS with input_ids, loss_mask '
         "and attention_mask, rendered with the target's own template."
     )
 

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from regen.export.by_score import ScoreSelect
-from regen.export.files import JSONL_MB
 from regen.export.format_base import Format
 from regen.export.select import Filters
 from regen.finished.encode import Encoder
@@ -25,8 +24,8 @@ class ExportRequest:
     `count_tokens` counts supervised token ids (the draft vocabulary). `holdout` writes a
     `holdout` split of the prompts it draws (finished/holdout.py), which `score --holdout`
     draws again. `out_name`: how the summary names the export's place (a bucket URL when
-    `out_dir` is its local stand-in). A JSONL file is closed at `max_file_bytes` (None: one
-    file a split)."""
+    `out_dir` is its local stand-in). A data file is closed at `max_file_bytes` (None: the
+    file type's own size; 0: one file a split; see `files.SplitWriter`)."""
 
     output_dirs: Sequence[str | Path]
     out_dir: Path
@@ -43,4 +42,4 @@ class ExportRequest:
     by_score: ScoreSelect | None = None
     holdout: Holdout | None = None
     out_name: str | None = None
-    max_file_bytes: int | None = JSONL_MB * 2**20
+    max_file_bytes: int | None = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -13,6 +14,7 @@ from regen.errors import ConfigError
 from regen.export.files import (
     DEFAULT,
     FILE_TYPES,
+    SPLITS,
     SplitWriter,
     claim_output,
     config_name,
@@ -30,6 +32,7 @@ from regen.finished.encode import Encoder
 from regen.finished.holdout import HeldOut
 from regen.finished.read import read_run_lines
 from regen.finished.record import Completion
+from regen.finished.run_state import NOT_JSON, lines_not_json
 from regen.finished.verdict import Judge
 from regen.parallel import Workers, flat_map
 
@@ -61,7 +64,7 @@ def export_run(
     if merge_into:
         dedup = Deduper.over((fmt.upgrade(r) for _, _, r in read_rows(merge_into)), fmt.key)
     fraction = request.eval_fraction if fmt.is_training_set else 0.0
-    writer = SplitWriter(out_dir, request.file_type, jsonl_bytes=request.max_file_bytes)
+    writer = SplitWriter(out_dir, request.file_type, request.max_file_bytes)
     drawn, unanswered = draw_holdout(request.holdout, dirs)
     summary.holdout = drawn.to_json() if drawn is not None else None
     run = _Pass(
@@ -82,8 +85,12 @@ def export_run(
         count_tokens=request.count_tokens,
         columnar=request.file_type == "parquet",
     )
+    not_json = 0
     try:
         for item in flat_map(workers, job, prepare_lines, read_run_lines(dirs, on_row)):
+            if item.dropped == NOT_JSON:  # no completion: named below, never a row read
+                not_json += 1
+                continue
             summary.read += 1
             reason = item.dropped
             if not reason and by_score is not None:
@@ -106,7 +113,7 @@ def export_run(
         committed = run.writer.commit()
         summary.files = [f"{where}/{p.relative_to(out_dir).as_posix()}" for p in committed]
         trains = sum(p.name.startswith("train-") for p in committed)
-        summary.how_to_train = fmt.train_settings(trains)
+        summary.how_to_train = fmt.train_settings(trains).replace("SPLITS", _splits(committed))
         summary.schema = run.writer.schema
         summary.masked_tokens = run.masked_counts()
     except BaseException:
@@ -119,9 +126,20 @@ def export_run(
         summary.check = tally.report(encoder, dirs)
     summary.written, summary.configs = dict(run.writer.counts), run.writer.by_config
     summary.by_score = by_score.to_json() if by_score is not None else None
+    if not_json:
+        summary.lines_not_json = {"count": not_json, "first": lines_not_json(dirs)}
     summary.warnings = export_warnings(fmt, summary) + unanswered
     mark_output(out_dir, summary)
     return summary
+
+
+def _splits(files: list[Path]) -> str:
+    """The splits written, as a sentence names them: `a train split`, `train and
+    validation splits`."""
+    names = [s for s in SPLITS if any(f.name.startswith(f"{s}-") for f in files)] or ["train"]
+    if len(names) == 1:
+        return f"a {names[0]} split"
+    return f"{', '.join(names[:-1])} and {names[-1]} splits"
 
 
 def _validate(request: ExportRequest) -> None:

@@ -34,6 +34,7 @@ class ExportSummary:
     check: dict[str, Any] | None = None  # the check verdict over the same encodings
     by_score: dict[str, Any] | None = None  # kept/dropped per category by regen score's results
     holdout: dict[str, Any] | None = None  # the held-out split as drawn (finished/holdout.py)
+    lines_not_json: dict[str, Any] | None = None  # {"count", "first": [{"file", "line"}]}
     files: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     how_to_train: str = ""
@@ -123,6 +124,15 @@ def export_warnings(fmt: Format, summary: ExportSummary) -> list[str]:
         out.append(
             f"{len(ids)} rows that SpecForge tokenises differently from --format "
             f"specforge-tokenized: {reason} ({_ids(ids)})"
+        )
+    bad = summary.lines_not_json
+    if bad:
+        places = ", ".join(f"{b['file']} line {b['line']}" for b in bad["first"][:3])
+        more = ", ..." if bad["count"] > 3 else ""
+        out.append(
+            f"{bad['count']} line(s) of the runs are not JSON (a torn write, an edit), not "
+            f"read: {places}{more}; delete each and run the same `regen generate` again to "
+            "answer those prompts"
         )
     for flag, n in summary.template_dropped.items():
         what = TEMPLATE_DROPS[flag]
