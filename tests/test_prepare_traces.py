@@ -224,6 +224,13 @@ def test_hermes_parallel_responses_become_one_tool_message_per_call(case):
             ],
             "extra_tool_response",
         ),
+        (  # named as the calls are: still more responses than calls, as prepare.md says
+            [
+                ("gpt", hermes_calls(PARIS, ROME)),
+                ("tool", hermes_responses(*[("get_weather", t) for t in ("18C", "21C", "5C")])),
+            ],
+            "extra_tool_response",
+        ),
     ],
     ids=[
         "one-of-two-then-on",
@@ -232,12 +239,25 @@ def test_hermes_parallel_responses_become_one_tool_message_per_call(case):
         "uncalled-name",
         "a-name-answered-twice",
         "more-responses-than-calls",
+        "three-named-for-two",
     ],
 )
 def test_hermes_responses_that_cannot_answer_the_calls_are_rejects_with_their_reason(turns, kind):
     with pytest.raises(InputError) as caught:
         prompt_of(hermes_row(*turns), FunctionCalling)
     assert caught.value.kind == kind and caught.value.hint
+
+
+def test_hermes_prose_before_the_responses_is_kept_with_the_first():
+    """A line of prose before the <tool_response> blocks (some Hermes datasets write one) is
+    no result of its own: it stays with the first block's message, and the pairing holds."""
+    prose = "Here are the results of the calls:\n" + hermes_responses((None, "18C"), (None, "21C"))
+    row = hermes_row(("gpt", hermes_calls(PARIS, ROME)), ("tool", prose))
+    messages = prompt_of(row, FunctionCalling).messages
+    results = messages[2:]
+    assert [m["content"] for m in results] == ["Here are the results of the calls:\n18C", "21C"]
+    assert [m["tool_call_id"] for m in results] == [c["id"] for c in messages[1]["tool_calls"]]
+    assert trace_faults(messages) == []
 
 
 def test_other_formats_already_answer_parallel_calls_one_message_each():

@@ -67,8 +67,9 @@ NEVER_FORWARDED = frozenset({"thinking", "redacted_thinking", "reasoning"})
 
 
 def flatten(content: Any, *, keep_multimodal: bool, dropped: Counter) -> str | list[dict]:
-    """Text for string or text-only content; a list of OpenAI parts only when non-text blocks
-    are kept. `dropped` counts every block left out, by its type."""
+    """Text for string or text-only content (parts joined as `join_text_parts` says); a list
+    of OpenAI parts only when non-text blocks are kept. `dropped` counts every block left
+    out, by its type."""
     if content is None:
         return ""
     if isinstance(content, str):
@@ -98,8 +99,15 @@ def flatten(content: Any, *, keep_multimodal: bool, dropped: Counter) -> str | l
         else:
             parts.append(_openai_part(block))
     if all(p["type"] == "text" for p in parts):
-        return "".join(p["text"] for p in parts)
+        return join_text_parts([p["text"] for p in parts])
     return parts
+
+
+def join_text_parts(texts: list[str]) -> str:
+    """Text parts as one string, a newline between two, as vLLM's chat renderer joins a
+    message's text parts for the template (vllm/renderers/chat_utils.py, 0.32): the prompt
+    kept is the one the engine would have shown the model."""
+    return "\n".join(texts)
 
 
 def _openai_part(block: dict) -> dict:
@@ -123,8 +131,15 @@ def is_empty(content: str | list[dict] | None) -> bool:
 def no_user_text(messages: list[dict]) -> bool:
     """Every user turn is empty or blank: there is nothing to answer. `regen prepare` rejects
     such a prompt, `regen generate` refuses it and `regen check` flags it (`empty_prompt`),
-    all by this one rule."""
+    all by this one rule (and `asks_nothing`'s)."""
     return all(is_empty(m.get("content")) for m in messages if m.get("role") == "user")
+
+
+def asks_nothing(prompt: list[dict]) -> bool:
+    """The prompt (the turns before the answer) ends with a user turn that is empty or blank,
+    even after turns with text: the turn being answered asks nothing, as `{"prompt": ""}`.
+    A prompt that ends with a tool result asks the model to go on from it: not this rule."""
+    return bool(prompt) and prompt[-1].get("role") == "user" and is_empty(prompt[-1].get("content"))
 
 
 def split_inline_think(content: str) -> tuple[str | None, str]:

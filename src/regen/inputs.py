@@ -23,7 +23,7 @@ import orjson
 import xxhash
 
 from regen.batch_input import from_batch_request, is_batch_request
-from regen.chat import no_user_text, normalise_messages
+from regen.chat import asks_nothing, no_user_text, normalise_messages
 from regen.errors import ConfigError, InputError
 from regen.format.part import WHOLE, Part
 from regen.jsonio import canonical, is_file, iter_lines
@@ -41,12 +41,13 @@ from regen.urls import is_url
 log = logging.getLogger("regen.inputs")
 SAMPLING_KEYS = {"temperature", "top_p", "top_k", "max_tokens", "thinking", "seed", "extra"}
 # the lowest value each numeric field takes, and whether it must be an integer
-SAMPLING_RANGES = {
-    "temperature": (0, False),
-    "top_p": (0, False),
-    "top_k": (-1, True),  # -1: vLLM's "no top-k"
-    "max_tokens": (1, True),
-    "seed": (0, True),
+# (lowest, highest or None, whole number): a prompt line's sampling and the flags alike
+SAMPLING_RANGES: dict[str, tuple[int, int | None, bool]] = {
+    "temperature": (0, None, False),
+    "top_p": (0, 1, False),
+    "top_k": (-1, None, True),  # -1: vLLM's "no top-k"
+    "max_tokens": (1, None, True),
+    "seed": (0, None, True),
 }
 
 
@@ -168,6 +169,12 @@ def _prompt_turns(messages: list[dict]) -> list[dict]:
             kind="empty_prompt",  # prepare's name for the same reject
             hint="give the line's user turn its text, or leave the line out",
         )
+    if asks_nothing(messages):
+        raise InputError(
+            "the last user turn, the one to answer, is empty (no text, or only whitespace)",
+            kind="empty_prompt",
+            hint="give that turn its text, or end the conversation at the turn before it",
+        )
     if messages[-1]["role"] not in ("user", "tool"):
         raise InputError(
             f"the prompt ends with a {messages[-1]['role']} turn; it must end with a user or "
@@ -237,13 +244,15 @@ def _sampling_value(key: str, value: Any) -> Any:
         )
     if value is None and key != "max_tokens":
         return None  # the server's default, as when the flag is not given
-    lowest, whole = SAMPLING_RANGES[key]
+    lowest, highest, whole = SAMPLING_RANGES[key]
     number = isinstance(value, int | float) and not isinstance(value, bool)
     if not number or (whole and not isinstance(value, int)) or not lowest <= value < math.inf:
         kind = "an integer" if whole else "a number"
         raise InputError(
             f"sampling.{key} must be {kind} >= {lowest}, got {value!r}", kind="bad_sampling"
         )
-    if key == "top_p" and value > 1:
-        raise InputError(f"sampling.top_p must be at most 1, got {value!r}", kind="bad_sampling")
+    if highest is not None and value > highest:
+        raise InputError(
+            f"sampling.{key} must be at most {highest}, got {value!r}", kind="bad_sampling"
+        )
     return value

@@ -22,6 +22,7 @@ from regen.urls import is_url
 ZST_SUFFIX = ".zst"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 GZIP_MAGIC = b"\x1f\x8b"
+UTF8_BOM = b"\xef\xbb\xbf"
 CHUNK = 1 << 20
 
 
@@ -108,11 +109,16 @@ def iter_lines(
             chunks = _Chunks(_decompressed(raw, kind, path))
             stream = io.BufferedReader(chunks, buffer_size=CHUNK)  # type: ignore[assignment]
         try:
+            # a byte order mark (Windows tools write one) is no part of the first line
+            head = stream.readline().removeprefix(UTF8_BOM)
             if skip is None:
-                for lines.n, line in enumerate(stream, start=1):
+                if head:
+                    lines.n = 1
+                    yield 1, head.rstrip(b"\r\n")
+                for lines.n, line in enumerate(stream, start=2):
                     yield lines.n, line.rstrip(b"\r\n")
             else:
-                yield from _skipping(stream, skip, lines)
+                yield from _skipping(stream, skip, lines, head)
         except _Truncated as cut:
             raise InputFileError(
                 f"{path} is truncated: its {kind} stream ends mid-frame after {lines.n} whole "
@@ -143,11 +149,12 @@ class _LineCount:
 
 
 def _skipping(
-    stream: io.BufferedIOBase, runs: Iterator[tuple[int, int]], lines: _LineCount
+    stream: io.BufferedIOBase, runs: Iterator[tuple[int, int]], lines: _LineCount, head: bytes
 ) -> Iterator[tuple[int, bytes]]:
     """iter_lines' loop with runs of lines passed over. Lines are cut from CHUNK-sized reads
-    by hand up to the last run; then the stream's own (C) line iterator takes over."""
-    buf, pos = b"", 0
+    by hand up to the last run; then the stream's own (C) line iterator takes over. `head`:
+    what was read of the stream already (its first line)."""
+    buf, pos = head, 0
     for first, last in runs:
         while lines.n < first - 1:  # the lines before the run, one by one
             end = buf.find(b"\n", pos)

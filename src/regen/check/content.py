@@ -12,7 +12,7 @@ import zlib
 import orjson
 import xxhash
 
-from regen.chat import no_user_text
+from regen.chat import asks_nothing, no_user_text
 from regen.finished.record import Completion
 from regen.tool_trace import trace_faults
 
@@ -99,9 +99,11 @@ def bad_tool_call(c: Completion) -> bool:
 
 
 def empty_prompt(c: Completion) -> bool:
-    """No user turn has text: an answer to nothing (generate refuses such a prompt now; a run
-    from before it did, or a file written by hand, may hold some)."""
-    return no_user_text(c.messages)
+    """No user turn has text, or the one the final answer answers is empty: an answer to
+    nothing (generate refuses such a prompt now; a run from before it did, or a file written
+    by hand, may hold some)."""
+    last = max((i for i, m in enumerate(c.messages) if m.get("role") == "assistant"), default=0)
+    return no_user_text(c.messages) or asks_nothing(c.messages[:last])
 
 
 def tool_divergence(c: Completion) -> bool:

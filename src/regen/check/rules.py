@@ -81,7 +81,7 @@ RULES = (
     Rule(
         "empty_prompt",
         0.0,
-        "the prompt's user turns are empty: an answer to nothing",
+        "the user turn answered is empty (or every user turn is): an answer to nothing",
         flag("empty_prompt"),
     ),
     Rule(

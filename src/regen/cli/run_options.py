@@ -14,6 +14,7 @@ from regen.cli.options import FLEET, INPUT, RELIABILITY, SAMPLING, config_values
 from regen.cli.paths import InputPath
 from regen.cli.value_lists import OneOrList
 from regen.fleet.openai_env import servers_from_env
+from regen.inputs import SAMPLING_RANGES
 from regen.run.config import GenerateConfig, build_config
 
 SERVER_DEFAULT = "Default: the server's generation config."
@@ -138,10 +139,21 @@ fleet_options = _all(
 )
 
 LIST = "A list (a,b,c) picks one per sample, seeded."
+
+
+def in_range(key: str) -> click.ParamType:
+    """The flag's values in the range a prompt line's own `sampling` takes (one source of
+    truth: a flag refused there is refused here, with the range)."""
+    lowest, highest, whole = SAMPLING_RANGES[key]
+    if whole:
+        return click.IntRange(min=lowest, max=highest)
+    return click.FloatRange(min=lowest, max=highest)
+
+
 sampling_options = _all(
     option(
         "--max-output-tokens",
-        type=OneOrList(click.INT),
+        type=OneOrList(in_range("max_tokens")),
         default=4096,
         show_default=True,
         group=SAMPLING,
@@ -150,21 +162,21 @@ sampling_options = _all(
     ),
     option(
         "--temperature",
-        type=OneOrList(click.FLOAT),
+        type=OneOrList(in_range("temperature")),
         group=SAMPLING,
         to="sampling.temperature",
         help=f"{SERVER_DEFAULT} {LIST}",
     ),
     option(
         "--top-p",
-        type=OneOrList(click.FLOAT),
+        type=OneOrList(in_range("top_p")),
         group=SAMPLING,
         to="sampling.top_p",
         help=f"{SERVER_DEFAULT} {LIST}",
     ),
     option(
         "--top-k",
-        type=OneOrList(click.INT),
+        type=OneOrList(in_range("top_k")),
         group=SAMPLING,
         to="sampling.top_k",
         help=f"{SERVER_DEFAULT} {LIST}",

@@ -58,7 +58,7 @@ def config_lines(config: dict[str, Any]) -> list[str]:
         f"output      {config['output_dir']}",
         *shard_lines(config.get("shard")),
         f"sampling    {sampling}",
-        *_server_defaults(config.get("engines") or []),
+        *_server_defaults(config.get("engines") or [], config["sampling"]),
         f"samples     {config['samples_per_prompt']} per prompt, "
         f"regenerate {config['regenerate_turns']} turn(s)",
     ]
@@ -92,9 +92,10 @@ def servers_text(config: dict[str, Any]) -> str:
     return f"{n} x at most {per} per server (live concurrency picks the level)"
 
 
-def _server_defaults(engines: list[dict[str, Any]]) -> list[str]:
-    """What "server default" means on each engine of the fleet (see engine_defaults)."""
-    notes = list(dict.fromkeys(server_default_note(e) for e in engines))
+def _server_defaults(engines: list[dict[str, Any]], sampling: dict[str, Any]) -> list[str]:
+    """What "server default" means on each engine of the fleet (see engine_defaults), for
+    the fields `sampling` leaves unset."""
+    notes = list(dict.fromkeys(server_default_note(e, sampling) for e in engines))
     return [f"{'unset' if i == 0 else '':<11} {note}" for i, note in enumerate(notes)]
 
 

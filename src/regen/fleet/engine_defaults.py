@@ -51,14 +51,16 @@ def with_neutral(engine: str, body: dict[str, Any]) -> dict[str, Any]:
     return {**body, **added} if added else body
 
 
-def server_default_note(engine: dict[str, Any]) -> str:
+def server_default_note(engine: dict[str, Any], sampling: dict[str, Any] | None = None) -> str:
     """What a field left unset means on one engine of the fleet (an entry of the manifest's
-    `engines`), for the start-up header."""
+    `engines`), for the start-up header. `sampling`: the run's (a field set there is not
+    unset, so llama.cpp's line lists only what regen sends in its place)."""
     name = engine.get("name")
     if name == "llamacpp":
-        own = ", ".join(f"{k} {v}" for k, v in LLAMACPP_OWN.items())
-        sent = " ".join(f"{k}={v}" for k, v in LLAMACPP_NEUTRAL.items())
-        return f"on llamacpp, regen sends {sent} for each one unset (llama.cpp's own: {own})"
+        given = {**(sampling or {}), **((sampling or {}).get("extra") or {})}
+        sent = " ".join(f"{k}={v}" for k, v in neutral_fields("llamacpp", given).items())
+        own = ", ".join(f"{k} {v}" for k, v in LLAMACPP_OWN.items() if given.get(k) is None)
+        return f"on llamacpp, regen sends {sent} (llama.cpp's own: {own})"
     if name == "sglang":
         reported = engine.get("sampling_defaults")
         return f"on sglang, {reported or SGLANG_DEFAULT}"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from regen.chat import no_user_text
+from regen.chat import asks_nothing, no_user_text
 from regen.errors import InputError
 from regen.prepare.category import guess, label_name, own_label
 from regen.prepare.dedup import prompt_hash
@@ -92,15 +92,19 @@ def check(messages: list[dict], converted: Converted) -> None:
             kind="no_user_turn",
             hint="the record needs a user turn to answer",
         )
-    if no_user_text(messages):
+    every, last = no_user_text(messages), asks_nothing(messages)
+    if every or last:
         dropped = sum(converted.dropped.values())
         hint = (
             "its non-text blocks were dropped; pass --keep-multimodal to keep them"
             if dropped
             else "the record's user text is empty"
+            if every
+            else "give that turn its text, or end the conversation at the turn before it"
         )
+        what = "the user turns are" if every else "the last user turn, the one to answer, is"
         raise InputError(
-            f"the user turns are empty ({dropped} non-text block(s) dropped)",
+            f"{what} empty ({dropped} non-text block(s) dropped)",
             kind="empty_prompt",
             hint=hint,
         )

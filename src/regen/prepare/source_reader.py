@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from regen.errors import ConfigError, InputError
+from regen.errors import ConfigError, InputError, InputFileError
 from regen.jsonio import dumps_line
 from regen.prepare.blend import Candidate, Candidates, rank
 from regen.prepare.convert import Converter
@@ -157,9 +157,11 @@ class SourceReader:
                     first = item[1]
                     break
             rows = itertools.chain(head, rows)
-            found = detect(first) if first is not None else None
+            if first is None:
+                raise self._no_row_to_read(head)
+            found = detect(first)
             if found is None:
-                keys = sorted(first)[:12] if first else []
+                keys = sorted(first)[:12]
                 raise ConfigError(
                     f"source {self.spec.name!r}: cannot tell the format from its first row "
                     f"(columns: {', '.join(keys) or 'none'})",
@@ -170,3 +172,19 @@ class SourceReader:
             reason = f"auto: {reason}"
         self.stats.format, self.stats.format_reason = cls.name, reason
         return cls(self.options), rows
+
+    def _no_row_to_read(self, head: list[Row]) -> InputFileError:
+        """No row is a JSON object: an empty file, or one that is not JSON (a CSV)."""
+        name, dataset = self.spec.name, self.spec.dataset
+        if not head:
+            return InputFileError(
+                f"source {name!r} has no rows: {dataset} is empty",
+                hint="check the path (or the glob), or leave the source out",
+            )
+        row, err, where = head[0]
+        return InputFileError(
+            f"source {name!r}: none of its {len(head)} row(s) is a JSON object (the first, "
+            f"{where or f'row {row}'}: {getattr(err, 'message', err)})",
+            hint="prepare reads JSONL (one object a line), a JSON array, Parquet or a Hub "
+            "dataset: convert the file to one of them",
+        )

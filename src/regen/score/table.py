@@ -32,6 +32,13 @@ def render_text(report: ScoreReport) -> str:
     return "\n".join(out)
 
 
+# how the draft draws the token it proposes, as report.py's `draft_sampling` names it
+PROPOSES = {
+    "probabilistic": "samples each proposal from its own distribution",
+    "greedy": "proposes its most likely token (greedy)",
+}
+
+
 def _estimate(draft: dict[str, Any]) -> str:
     """Which estimate the figures are (score.md: greedy or sampled, at which temperature)."""
     if draft.get("estimate") is None:
@@ -40,7 +47,8 @@ def _estimate(draft: dict[str, Any]) -> str:
         return "estimate: greedy (answers drawn at temperature 0)"
     temperature = draft.get("temperature")
     at = "the server's default" if temperature is None else f"temperature {temperature}"
-    return f"estimate: sampled, at {at}; the draft proposes by {draft.get('draft_sampling')}"
+    how = PROPOSES.get(draft.get("draft_sampling"), "proposes as its engine does")
+    return f"estimate: sampled, at {at}; the draft {how}"
 
 
 def _sampled(data: dict[str, Any]) -> str:
@@ -144,7 +152,7 @@ def _baseline(base: dict[str, Any], k: int) -> list[str]:
                 str(p["rows"]),
                 f"{p['before']:.2f}",
                 f"{p['after']:.2f}",
-                f"{p['difference']:+.2f}{half}",
+                f"{p['difference']:+z.2f}{half}",  # z: never -0.00
             ]
         )
     head = ["group", "paired rows", "before", "after", "difference"]

@@ -19,7 +19,6 @@ from regen.prepare.tools import parse_payload
 from regen.tool_trace import calls_of
 
 BLOCK_RE = re.compile(r"<tool_response>(.*?)</tool_response>", re.S)
-HINT = "fix the record's <tool_response> blocks, or leave the source out"
 
 
 def pair_responses(messages: list[dict]) -> list[dict]:
@@ -41,19 +40,22 @@ def pair_responses(messages: list[dict]) -> list[dict]:
 
 def split_responses(message: dict) -> list[dict]:
     """One tool message per <tool_response> block, unwrapped, with the `name` its payload
-    carries; the message as it is when its text is not made of such blocks alone."""
+    carries; the message as it is when its text holds no such block. Text outside the blocks
+    (a line of prose before them) stays with the nearest block's message: kept, and no
+    result of its own to pair."""
     content = message["content"]
-    if not isinstance(content, str) or BLOCK_RE.sub("", content).strip():
-        return [message]
-    blocks = BLOCK_RE.findall(content)
+    blocks = list(BLOCK_RE.finditer(content)) if isinstance(content, str) else []
     if not blocks:
         return [message]
     if len(blocks) > 1:  # the turn's own id and name cannot stand for several results
         message = {k: v for k, v in message.items() if k not in ("tool_call_id", "name")}
     pieces = []
-    for block in blocks:
-        piece = {**message, "content": block.strip()}
-        name = _named(piece["content"])
+    for n, block in enumerate(blocks):
+        start = 0 if n == 0 else block.start()
+        end = blocks[n + 1].start() if n + 1 < len(blocks) else len(content)
+        around = (content[start : block.start()], block.group(1), content[block.end() : end])
+        piece = {**message, "content": "\n".join(t.strip() for t in around if t.strip())}
+        name = _named(block.group(1).strip())
         if name is not None:
             piece.setdefault("name", name)
         pieces.append(piece)
@@ -87,6 +89,14 @@ def paired(run: list[dict], calls: list[dict]) -> list[dict]:
 def _slots(run: list[dict], calls: list[dict], ids: list[str]) -> list[int | None]:
     """The index of the call each result answers: its own id where it names one, else the
     first open call of its name, else the first open call; None for an id of no call."""
+    if len(run) > len(calls):  # however they are named: more results than calls
+        raise InputError(
+            f"{len(run)} tool responses answer {len(calls)} tool call(s) of the assistant "
+            "turn before them",
+            kind="extra_tool_response",
+            hint="remove the extra <tool_response> blocks (one per <tool_call>), or leave the "
+            "record out",
+        )
     open_calls = list(range(len(calls)))
     slots: list[int | None] = [None] * len(run)
     for n, message in enumerate(run):
@@ -98,14 +108,7 @@ def _slots(run: list[dict], calls: list[dict], ids: list[str]) -> list[int | Non
         if slots[n] is None and "tool_call_id" not in message and "name" in message:
             slots[n] = _take_named(message["name"], calls, open_calls)
     for n, message in enumerate(run):  # the rest answer the open calls in order
-        if slots[n] is None and "tool_call_id" not in message:
-            if not open_calls:
-                raise InputError(
-                    f"{len(run)} tool responses answer {len(calls)} tool call(s) of the "
-                    "assistant turn before them",
-                    kind="extra_tool_response",
-                    hint=HINT,
-                )
+        if slots[n] is None and "tool_call_id" not in message and open_calls:
             slots[n] = open_calls.pop(0)
     return slots
 
@@ -120,7 +123,8 @@ def _take_named(name: str, calls: list[dict], open_calls: list[int]) -> int:
         f"a tool response names {name!r}, but the assistant turn before it has no "
         f"unanswered call of that name (it called {', '.join(map(str, names))})",
         kind="tool_response_not_called",
-        hint=HINT,
+        hint=f"name in each <tool_response> the call it answers ({', '.join(map(str, names))})"
+        ", or leave the record out",
     )
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 import xxhash
 
+from regen.chat import join_text_parts
 from regen.errors import InputError
 from regen.jsonio import canonical
 from regen.prepare.formats.base import Adapter, Converted, Options
@@ -135,7 +136,7 @@ def _text_only(content: Any) -> str:
     """A tool message must be text; kept image parts inside a tool result are dropped."""
     if isinstance(content, str):
         return content
-    return "".join(p.get("text", "") for p in content if p.get("type") == "text")
+    return join_text_parts([p.get("text", "") for p in content if p.get("type") == "text"])
 
 
 def _is_anthropic(request: dict, body: dict) -> bool:
