@@ -16,7 +16,7 @@ import orjson
 import zstandard
 
 from regen.errors import InputFileError
-from regen.output_place import open_through, pipe_closed, place_of
+from regen.output_place import place_of, streamed
 from regen.urls import is_url
 
 ZST_SUFFIX = ".zst"
@@ -272,15 +272,11 @@ def atomic_writer(path: str | os.PathLike, option: str = "the output") -> Iterat
     """A file to write whose content replaces `path` whole when the block succeeds: written
     as a temporary twin beside it and renamed over it (removed if the block fails: a full
     disk must not also leave litter behind). A stream (/dev/null, /dev/stdout) is written
-    straight through, never renamed over; a device, a FIFO or a socket is refused (see
-    `output_place`). `option`: the flag that named the path, for that message."""
-    place = place_of(path, option)
+    straight through; a device, a FIFO or a socket is refused (see `output_place`)."""
+    place = place_of(path, option)  # `option`: the flag that named the path, for messages
     if place.is_stream:
-        try:
-            with open_through(place) as fh:
-                yield fh
-        except BrokenPipeError:
-            raise pipe_closed(place) from None
+        with streamed(place) as fh:
+            yield fh
         return
     target = place.path
     tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")

@@ -27,6 +27,8 @@ import os
 import re
 import stat
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Literal
@@ -139,6 +141,16 @@ def own_fd(path: Path) -> int | None:
             return None
         text = os.path.normpath(os.path.join(os.path.dirname(text), os.readlink(text)))
     return None
+
+
+@contextmanager
+def streamed(place: Place) -> Iterator[BinaryIO]:
+    """A stream opened for writing (`open_through`); its reader gone is a message (exit 6)."""
+    try:
+        with open_through(place) as fh:
+            yield fh
+    except BrokenPipeError:
+        raise pipe_closed(place) from None
 
 
 def open_through(place: Place) -> BinaryIO:
