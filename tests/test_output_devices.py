@@ -104,6 +104,15 @@ def test_prepare_refuses_a_device_and_leaves_it_as_it_was(tmp_path, devices, sha
     assert listing(devices) == before
 
 
+def test_prepare_into_proc_is_refused_not_a_traceback(tmp_path):
+    (tmp_path / "src.jsonl").write_text('{"prompt": "hi"}\n')
+    for target in ("/proc/regen-54.jsonl", "/proc/self/regen-54.jsonl"):
+        result = invoke("prepare", "--source", tmp_path / "src.jsonl", "-o", target)
+        assert result.exit_code == 2, result.output
+        assert "the kernel's /proc or /sys" in result.output and result.exception is not None
+        assert isinstance(result.exception, SystemExit)  # a message, no traceback
+
+
 def test_prepare_to_dev_null_writes_nothing_beside_it_and_says_so(tmp_path, devices):
     rows = [{"prompt": "hi"}, {"prompt": "yo"}, {"prompt": "ok"}, {"prompt": ""}]
     (tmp_path / "src.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
