@@ -203,7 +203,7 @@ def test_a_corrupt_line_inside_a_shard_is_counted_by_score_and_export_not_a_trac
     shard.write_text("".join(lines))
     out = tmp_path / "out"
     exported = cli("export", run_dir, "--out", out, "--format", "sharegpt", "--holdout", "0.2")
-    assert "bad json 1" in exported
+    assert "1 line(s) of the runs are not JSON" in exported and "00000.jsonl line 6" in exported
     tokenizer = str(checkfix.qwen_style_dir())
     args = ["score", str(run_dir), "--draft", "ngram", "--tokenizer", tokenizer]
     result = CliRunner().invoke(main, [*args, "--holdout", "0.2", "--all", "--json"])

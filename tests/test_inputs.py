@@ -64,7 +64,7 @@ def test_text_blocks_are_joined(tmp_path):
         tmp_path,
         {"messages": [{"role": "user", "content": [{"type": "text", "text": "a"}, "b"]}]},
     )
-    assert p.messages[0]["content"] == "ab"
+    assert p.messages[0]["content"] == "a\nb"  # as vLLM joins text parts (chat.join_text_parts)
 
 
 @pytest.mark.parametrize(

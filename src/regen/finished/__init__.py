@@ -12,5 +12,6 @@ Modules (the tokenizer loader is regen.tokenizer, shared with prepare):
     id_arrays.py    stored token ids read as int64 arrays
     holdout.py      the prompts held out of training, drawn the same by export and score
     score_place.py  where a run's score lives; score_rows.py reads its per-row results
+    run_state.py    whether a run is whole, and where its lines that are not JSON are
     charts.py       the small SVG charts the HTML reports draw
 """

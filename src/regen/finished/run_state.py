@@ -16,21 +16,21 @@ from typing import Any
 
 import orjson
 
-from regen.errors import ConfigError
 from regen.finished.read import open_run
 from regen.run.status import read_status
+from regen.storage import open_store
 
 NOT_JSON = "bad_json"
 FIRST = 20  # lines named in a report; the count says how many more
 
 
 def not_finished(output_dir: str | Path) -> dict[str, Any] | None:
-    """What is missing from the run, or None when it is finished (or has no manifest: a
-    folder of completions alone says nothing about what else was asked)."""
-    try:
-        info = read_status(output_dir)
-    except ConfigError:
+    """What is missing from the run, or None when it is finished (or has no manifest of
+    `regen generate`'s: a folder of completions alone says nothing about what was asked)."""
+    manifest = open_store(output_dir).read_manifest()
+    if not isinstance(manifest, dict) or "config" not in manifest:
         return None
+    info = read_status(output_dir)
     count = info["count"]
     missing = (info.get("shards") or {}).get("not_started") or []
     running = bool(info["alive"]["alive"])
