@@ -18,6 +18,7 @@ import pytest
 from huggingface_hub import DatasetCard
 
 import trainer_readers
+from gen_helpers import read_lines
 from regen.export.files import layout
 from regen.testing.hub_server import HubStandIn
 
@@ -274,9 +275,15 @@ def test_draft_vocab_loads_with_the_trainers_own_code(walkthrough, tmp_path, siz
 
 
 def export_rows(run: Path, out: Path, fmt: str) -> tuple[list[dict], dict]:
-    export(run, out, "--format", fmt)
+    """The rows a conversation target holds: every answer but those cut at the cap, whose
+    end-of-turn the trainer would supervise (said in the summary, counted as cut_answer)."""
+    done = export(run, out, "--format", fmt)
     rows = datasets.load_dataset(str(out))["train"].to_list()
-    return rows, orjson.loads((out / ".regen-export").read_bytes())
+    summary = orjson.loads((out / ".regen-export").read_bytes())
+    cut = sum(r["finish_reason"] == "length" for r in read_lines(run, "completions"))
+    assert cut and summary["dropped"] == {"cut_answer": cut} and len(rows) == 20 - cut
+    assert f"warning: {cut} rows cut at --max-output-tokens left out" in done.stdout
+    return rows, summary
 
 
 def test_llamafactory_keeps_every_row_the_export_does_not_name(walkthrough, tmp_path, monkeypatch):
@@ -286,7 +293,7 @@ def test_llamafactory_keeps_every_row_the_export_does_not_name(walkthrough, tmp_
         (r["id"], r["sample"]) for r in rows if not trainer_readers.llamafactory_keeps(converter, r)
     }
     named = {(i["id"], i["sample"]) for ids in summary["trainer_skips"].values() for i in ids}
-    assert lost == named and len(rows) == 20
+    assert lost == named
     # What LLaMA-Factory cannot hold (a user turn right after a tool result) is named; see
     # test_export_formats for a turn with text and calls, and several tool results in a row.
     assert list(summary["trainer_skips"]) == [
@@ -300,7 +307,7 @@ def test_axolotl_reads_every_row_with_known_roles(walkthrough, tmp_path, monkeyp
     tok = load_tokenizer("embedded")
     strategy = trainer_readers.axolotl_strategy(monkeypatch, tok)
     rows, summary = export_rows(walkthrough, tmp_path / "ax", "sharegpt-axolotl")
-    assert summary["trainer_skips"] == {} and len(rows) == 20
+    assert summary["trainer_skips"] == {}
     for row in rows:
         turns = strategy.get_conversation_thread(row)
         assert {t["role"] for t in turns} <= {"system", "user", "assistant", "tool"}

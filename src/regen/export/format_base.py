@@ -11,6 +11,7 @@ from regen.finished.mask import Encoded
 from regen.finished.record import Completion, SampleKey, key_of
 
 REASONING_MODES = ("inline", "field", "drop")
+CUT_ANSWER = "cut_answer"  # what a conversation target leaves out (Format.leaves_out)
 ONE_FILE = "train-00000-of-00001.jsonl"  # how a train split of one file is named
 
 
@@ -83,6 +84,16 @@ class Format:
                 f"{samples_with_reasoning} samples carry reasoning in reasoning_content, which "
                 f"{self.name}'s reader ignores: use --reasoning inline to keep it"
             )
+        return None
+
+    def leaves_out(self, completion: Completion) -> str | None:
+        """Why this target cannot carry the row, or None. A conversation target is rendered
+        and masked by its trainer, which supervises an end-of-turn after every assistant
+        turn: on a turn cut at the answer cap (Completion.cut) that trains a stop the
+        target never drew. A tokenised target carries regen's mask, which ends such a turn
+        where the model stopped (finished/mask.py)."""
+        if completion.cut and self.is_training_set and not self.needs_tokenizer:
+            return CUT_ANSWER
         return None
 
     def problem(self, row: dict[str, Any]) -> str | None:

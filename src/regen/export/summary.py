@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 
 from regen.export.by_score import render_by_score
-from regen.export.format_base import Format
+from regen.export.format_base import CUT_ANSWER, Format
 from regen.export.train_with import bucket_train_with
 from regen.finished.record import sample_label
 from regen.urls import is_url
@@ -118,6 +118,14 @@ def export_warnings(fmt: Format, summary: ExportSummary) -> list[str]:
         ]
         if w
     ]
+    cut = summary.dropped.get(CUT_ANSWER)
+    if cut:
+        out.append(
+            f"{cut} rows cut at --max-output-tokens left out: {fmt.name}'s trainer renders "
+            "the conversation and supervises an end-of-turn the target never drew after the "
+            "cut answer; --format specforge-tokenized, speculators or tokenized keep them, "
+            "their mask ending where the model stopped"
+        )
     for reason, ids in summary.trainer_skips.items():
         out.append(f"{len(ids)} rows that {fmt.trainer} would skip: {reason} ({_ids(ids)})")
     for reason, ids in summary.render_differs.items():

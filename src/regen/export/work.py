@@ -92,7 +92,7 @@ def prepare_lines(job: ExportJob, lines: list[bytes]) -> list[Prepared]:
 
 
 def prepare_one(job: ExportJob, completion: Completion, enc: Encoded | None) -> Prepared:
-    reason = job.filters.reason_to_drop(completion, enc)
+    reason = job.filters.reason_to_drop(completion, enc) or job.fmt.leaves_out(completion)
     if reason:
         return Prepared(dropped=reason)
     fmt, encoder = job.fmt, job.encoder

@@ -8,6 +8,10 @@ happens to text the template inserted before the turn's own text (an empty
 (the server generated everything after the generation prompt), "context" leaves it unmasked.
 The generation prompt itself is always context: the model never produced it.
 
+A turn cut at the answer cap (`finish_reason: length`, Completion.cut) ends at the last
+token the model drew: its end-of-turn is neither supervised nor, for the final turn, in the
+sample at all (the ids stop where the model stopped), whatever the template appends.
+
 `supervise` decides which assistant turns are trained: "regenerated" (the default) only the
 turns the target wrote (`Completion.regenerated`); earlier assistant turns that came with the
 prompt (written by another model or a person) are context, because a drafter must learn the
@@ -26,7 +30,7 @@ import numpy as np
 
 from regen.errors import InputError
 from regen.finished.record import Ids
-from regen.finished.render import Rendered
+from regen.finished.render import Rendered, TurnChars
 
 
 @dataclass(frozen=True)
@@ -152,7 +156,7 @@ def build_mask(
         source_turns += not by_target
         if not by_target and supervise != "all":
             continue  # the source wrote it: context, not a target to learn
-        lo, hi, closed = locate.span(turn.first_supervised(template_tokens), turn.own_to)
+        lo, hi, closed = locate.turn(turn, turn.first_supervised(template_tokens))
         if hi > lo:
             spans.append((lo, hi))
             unterminated += not closed
@@ -166,8 +170,11 @@ def build_mask(
     final, own = (0, 0), (0, 0)
     if rendered.final is not None:
         turn = rendered.final
-        final = locate.span(turn.generated_from, turn.own_to)[:2]
-        own = (locate.token_at(turn.own_from), locate.token_at(turn.own_to))
+        final = locate.turn(turn, turn.generated_from)[:2]
+        own_to = turn.own_to if turn.cut_at is None else turn.cut_at
+        own = (locate.token_at(turn.own_from), locate.token_at(own_to))
+        if turn.cut_at is not None:  # the sample ends where the model stopped (render.py)
+            ids, offsets = ids[: final[1]], offsets[: final[1]]
     return Encoded(
         ids,
         _merge(spans),
@@ -190,6 +197,15 @@ class _Locator:
 
     def token_at(self, char: int) -> int:
         return bisect_left(self.starts, char)
+
+    def turn(self, turn: TurnChars, first_char: int) -> tuple[int, int, bool]:
+        """A turn's tokens from `first_char`: through its end-of-turn token, or, for a turn
+        cut at the cap, through the last token the model drew (no end-of-turn is its; it is
+        not unterminated either: the model had not finished)."""
+        if turn.cut_at is None:
+            return self.span(first_char, turn.own_to)
+        lo = self.token_at(first_char)
+        return lo, max(lo, self.token_at(turn.cut_at)), True
 
     def span(self, first_char: int, end_char: int) -> tuple[int, int, bool]:
         """Tokens from `first_char` to the turn's end-of-turn token, and whether one was found:

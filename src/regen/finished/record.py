@@ -11,6 +11,7 @@ import numpy as np
 from regen.errors import InputError
 from regen.records import NO_SOURCE, source_name
 
+CUT = "length"  # the finish_reason of an answer cut at --max-output-tokens
 SampleKey = tuple[str, int]  # (prompt id as given, sample number): what names one sample
 # stored token ids: a list as JSON gives them, or an int64 array where the line was read
 # for a Parquet export (id_arrays.py)
@@ -101,6 +102,25 @@ class Completion:
         turns = (self.raw.get("meta") or {}).get("turns")
         count = len(turns) if isinstance(turns, list) and turns else 1
         return frozenset(assistant[-count:])
+
+    @cached_property
+    def cut(self) -> frozenset[int]:
+        """Indices of the assistant messages the target wrote that were cut at the answer cap
+        (`finish_reason: length`): the model never drew their end-of-turn, so no verb may
+        supervise one or count it as a miss (finished/render.py ends such a turn where the
+        model stopped). Each request's finish_reason is in `meta.turns` when the row took
+        several; else the row's own is its final turn's."""
+        turns = (self.raw.get("meta") or {}).get("turns")
+        written = sorted(self.regenerated)
+        if isinstance(turns, list) and len(turns) == len(written):
+            reasons = [t.get("finish_reason") if isinstance(t, dict) else None for t in turns]
+            return frozenset(i for i, why in zip(written, reasons, strict=True) if why == CUT)
+        return frozenset(written[-1:]) if self.finish_reason == CUT else frozenset()
+
+    @property
+    def is_cut(self) -> bool:
+        """The final answer was cut at the cap."""
+        return self.finish_reason == CUT
 
     @property
     def answer(self) -> str:

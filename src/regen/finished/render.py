@@ -28,6 +28,10 @@ class TurnChars:
     generated_from: int  # where the model started: after the generation prompt
     own_from: int  # first character that changes with the turn's own text
     own_to: int  # one past the last such character (the end-of-turn token follows)
+    # a turn cut at the answer cap (Completion.cut): one past the last character the model
+    # drew. Its turn ends there: no end-of-turn token, nor a `</think>` the template closes
+    # a cut reasoning block with, is the model's. None for a turn the model ended.
+    cut_at: int | None = None
 
     def first_supervised(self, template_tokens: str) -> int:
         """ "train" starts at the generation prompt's end, "context" at the turn's own text."""
@@ -119,9 +123,21 @@ def render_turns(tok: Any, completion: Completion) -> Rendered:
         # A template that rewrites earlier turns (Qwen3 drops their reasoning once a later user
         # turn exists) is not prefix-stable; the turn then starts at its own text.
         stable = full.startswith(prompt) and len(prompt) <= own_from
-        turns.append(TurnChars(i, len(prompt) if stable else own_from, own_from, own_to))
+        cut_at = drawn_end(full, message, own_from, own_to) if i in completion.cut else None
+        turns.append(TurnChars(i, len(prompt) if stable else own_from, own_from, own_to, cut_at))
     final_index = max(i for i, m in enumerate(messages) if m.get("role") == "assistant")
     return Rendered(full, turns, final_index)
+
+
+def drawn_end(text: str, message: dict, own_from: int, own_to: int) -> int:
+    """Where a cut turn's drawn text ends in the render: after its answer, or, cut before it
+    wrote one (a thinking model cut inside its reasoning), after the reasoning, before the
+    `</think>` the template closes the block with."""
+    if (message.get("content") or "").strip() or message.get("tool_calls"):
+        return own_to
+    reasoning = (message.get("reasoning_content") or "").strip()
+    at = text.rfind(reasoning, own_from, own_to) if reasoning else -1
+    return at + len(reasoning) if at >= 0 else own_to
 
 
 PROBE = "\ue000"  # private use: no real answer starts or ends with it

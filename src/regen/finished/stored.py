@@ -10,10 +10,11 @@ thinking mode and is tokenised once. So the sample is
     input_ids = prompt ids + answer ids (less a trailing stop token) + the template's tail
     loss mask = 0 over the prompt, 1 over the answer and the tail through its end-of-turn token
 
-with no render and no tokeniser call. Whether that equals what the template renders is what
-`regen check` asks of every sample that has stored ids (the token_mismatch rule): it builds
-both and names the samples where they differ (a template that trims the answer, an engine
-that tokenised differently).
+with no render and no tokeniser call. An answer cut at the cap has no tail: the sample ends
+with its last drawn token, as the rendered one does (finished/mask.py). Whether that equals
+what the template renders is what `regen check` asks of every sample that has stored ids
+(the token_mismatch rule): it builds both and names the samples where they differ (a
+template that trims the answer, an engine that tokenised differently).
 """
 
 from __future__ import annotations
@@ -79,8 +80,11 @@ def from_stored_ids(
     template checks known without a render (the generation prompt's)."""
     stored = completion.raw["token_ids"]
     prompt, answer = stored["prompt"], stored["completion"]
-    if len(answer) and answer[-1] in specials:
+    cut = completion.is_cut  # ends where the model stopped: no tail (finished/render.py)
+    if len(answer) and answer[-1] in specials and not cut:
         answer = answer[:-1]  # the stop token, stored by some engines: the tail has its own
+    if cut:
+        tail = Tail((), 0, True)
     start = len(prompt)
     end = start + len(answer) + tail.supervised
     if end == start:
