@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from regen.finished.record import key_of
+from regen.finished.record import key_of, sample_label
 from regen.finished.score_rows import read_rows
 from regen.score.outcome import Accept, from_line
 from regen.score.rows import Selection
@@ -24,6 +24,12 @@ RETOKENIZED_NOTE = (
     "model produced; generate with --return-token-ids to score the exact tokens"
 )
 
+LENGTH_NOTE = (
+    "{n} of {of} re-tokenised rows have another number of answer tokens than the engine "
+    "counted (usage.completion_tokens), so their text tokenises into other tokens than the "
+    "model drew (e.g. {e}; the field `length_differs` in {rows} holds the engine's count)"
+)
+
 
 @dataclass
 class DraftScore:
@@ -35,6 +41,7 @@ class DraftScore:
     skipped: Counter = field(default_factory=Counter)
     skipped_examples: dict[str, str] = field(default_factory=dict)  # kind -> one row's message
     retokenized: int = 0
+    length_differs: list[str] = field(default_factory=list)  # rows (labels): RowsFile field
     baseline: dict[str, Any] | None = None  # paired before/after, with --baseline
     earlier: bool = False  # scored by an earlier `regen score`, kept in the report
     # --from-engine: per group, the sums vLLM's /metrics keeps over the same answers
@@ -66,6 +73,7 @@ class DraftScore:
             "scored_now": self.scored_now,
             "earlier": self.earlier,
             "retokenized_rows": self.retokenized,
+            "length_differs_rows": len(self.length_differs),
             "skipped": dict(self.skipped),
             "skipped_examples": self.skipped_examples,
             "groups": {g: _tally_json(t, ks) for g, t in self.groups.items()},
@@ -113,6 +121,14 @@ class ScoreReport:
             rows = d.groups[OVERALL].rows if OVERALL in d.groups else 0
             if d.retokenized:
                 out.append(f"{d.name}: " + RETOKENIZED_NOTE.format(n=d.retokenized, of=rows))
+            if d.length_differs:
+                examples = ", ".join(d.length_differs[:3])
+                out.append(
+                    f"{d.name}: "
+                    + LENGTH_NOTE.format(
+                        n=len(d.length_differs), of=d.retokenized, e=examples, rows=d.rows_file
+                    )
+                )
         return out
 
     def attach_baseline(self, path: Path) -> None:
@@ -158,6 +174,8 @@ def pool(
             draft.groups.setdefault(group, Tally(k_max)).add(outcome)
             overall.add(outcome)
             draft.retokenized += bool(line["retokenized"])
+            if "length_differs" in line:
+                draft.length_differs.append(sample_label(*key_of(line)))
             draft.temperatures.add(line.get("temperature", 0.0))  # older rows: greedy only
             draft.sampling_draft += isinstance(outcome, Accept)
             draft.teacher_forced += line.get("target_probs") == TEACHER_FORCED

@@ -51,6 +51,7 @@ def row_line(row: TokenRow, outcome: Outcome) -> dict[str, Any]:
         "tau": [round(steps_of(outcome, k).tau, 4) for k in range(1, TAU_K + 1)],
         **to_fields(outcome),
         **({"target_probs": row.target_probs} if row.target_probs else {}),
+        **({"length_differs": row.engine_tokens} if row.length_differs else {}),
     }
 
 

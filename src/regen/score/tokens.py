@@ -36,6 +36,7 @@ class TokenRow:
     drawn: DrawnAt = GREEDY_DEFAULT
     logprobs: list[float] | None = None  # the target's, one per answer token (--logprobs)
     target_probs: str | None = None  # TEACHER_FORCED: `logprobs` are the target's own pass's
+    engine_tokens: int | None = None  # the answer's length as the engine counted it (usage)
 
     @property
     def label(self) -> str:
@@ -44,6 +45,16 @@ class TokenRow:
     @property
     def answer_tokens(self) -> int:
         return len(self.ids) - self.start
+
+    @property
+    def length_differs(self) -> bool:
+        """A re-tokenised answer with another length than the engine counted: its text
+        tokenises into other tokens than the model drew. An ended answer's end-of-turn is
+        counted by some engines (vLLM) and not by others (llama.cpp), so one either way is
+        the same length; a cut answer has none (finished/render.py)."""
+        if not self.retokenized or self.engine_tokens is None:
+            return False
+        return self.engine_tokens not in (self.answer_tokens, self.answer_tokens - 1)
 
 
 # a draft hands each row's outcome (outcome.py) to this, or why the row cannot be scored
@@ -57,7 +68,9 @@ def token_row(
     its logprobs do not match its answer tokens, for a draft that `reads_logprobs` (one that
     proposes a single token, the n-gram or a served argmax, reads none: its row is scored
     on its tokens whatever its logprobs)."""
-    row = _ids_row(completion, encoder, groups)
+    row = replace(
+        _ids_row(completion, encoder, groups), engine_tokens=completion.final_answer_tokens
+    )
     logprobs = completion.raw.get("logprobs")
     if logprobs is not None and row.retokenized and len(logprobs) == row.answer_tokens - 1:
         # the render closes the turn with the template's end-of-turn token, which the engine
