@@ -1,17 +1,20 @@
 """Turn a GGUF model into a Hugging Face folder (bf16 safetensors, config, tokenizer with its
 chat template) that vLLM loads: `PYTHON gguf_to_hf.py MODEL.gguf OUT_DIR`.
 
-Run by file path with the engine's own Python (it has torch and transformers; regen's light
-venv has neither), so this file imports nothing of regen. Nothing is downloaded: the weights,
-the config and the tokenizer all come out of the GGUF, through transformers' GGUF loader.
+Run by file path with the engine's own Python or regen's (torch, transformers, accelerate and
+gguf: regen's `gguf` extra), so this file imports nothing of regen. Nothing is downloaded:
+the weights, the config and the tokenizer all come out of the GGUF, through transformers'
+GGUF loader.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from pathlib import Path
 
+NEEDED = ("torch", "transformers", "accelerate", "gguf")  # regen's `gguf` extra
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a name that is not local must fail, not fetch
 
 
@@ -40,7 +43,16 @@ def convert(gguf: Path, out: Path) -> None:
     tokenizer.save_pretrained(out)
 
 
+def require_modules() -> None:
+    """Say at once which module this Python lacks, not after the minute a conversion takes
+    to fail on it (transformers asks for accelerate only once the weights load)."""
+    missing = [m for m in NEEDED if importlib.util.find_spec(m) is None]
+    if missing:
+        raise SystemExit(f"gguf_to_hf: {sys.executable} has no {', '.join(missing)}")
+
+
 if __name__ == "__main__":
     if len(sys.argv) != 3:
         raise SystemExit("usage: gguf_to_hf.py MODEL.gguf OUT_DIR")
+    require_modules()
     convert(Path(sys.argv[1]), Path(sys.argv[2]))

@@ -1,6 +1,7 @@
 """The embedded GGUF as a Hugging Face folder, for engines that load only those (vLLM).
 
-Built, never downloaded: `gguf_to_hf.py` runs in the engine's own Python and writes the folder
+Built, never downloaded: `gguf_to_hf.py` runs in the engine's own Python (for `serve`) or in
+regen's (for `score` and the benches: the `gguf` extra) and writes the folder
 under the cache (~/.cache/regen/hf/, or $XDG_CACHE_HOME/regen/hf/), named after the GGUF's
 content hash, so a new GGUF gets a new folder and a folder is never half-written: it is built
 in a temporary folder beside it and renamed into place.
@@ -14,6 +15,7 @@ import argparse
 import hashlib
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -70,16 +72,29 @@ def _run_converter(python: str, gguf: Path, out: Path) -> None:
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise ConfigError(
             f"cannot convert {gguf.name} with {python}: {exc}",
-            hint="point --python at the engine's Python (scripts/bootstrap.sh --test makes "
-            ".venv-vllm)",
+            hint=_install_hint(python),
         ) from None
     if done.returncode != 0:
         tail = "\n    ".join(done.stderr.strip().splitlines()[-8:]) or "(no output)"
         raise ConfigError(
             f"converting {gguf.name} into a Hugging Face folder failed:\n    {tail}",
-            hint="that Python needs torch, transformers, accelerate and gguf: "
-            "scripts/bootstrap.sh --test installs them into .venv-vllm",
+            hint=_install_hint(python),
         )
+
+
+def _install_hint(python: str) -> str:
+    """What to install, and where: regen's own environment converts for `score` and the
+    benches, an engine's (vLLM's) for `serve`."""
+    if Path(python).absolute() == Path(sys.executable).absolute():
+        return (
+            "install regen's gguf extra in regen's own environment: pip install "
+            "'regen[gguf]' (torch, transformers, accelerate, gguf; scripts/bootstrap.sh --dev "
+            "installs it)"
+        )
+    return (
+        f"{python} needs torch, transformers, accelerate and gguf: install them there, or "
+        "point --python at the engine's Python (scripts/bootstrap.sh --test makes .venv-vllm)"
+    )
 
 
 def embedded_model(engine: str, python: str, echo=print) -> Path:
