@@ -146,9 +146,17 @@ def test_a_draft_with_no_row_scored_fails_with_the_reason_and_the_fix(sampled_ru
     assert "estimate: none (no row scored)" in cli.output
     assert "scored no row: all 1 chosen rows were skipped (logprobs_not_drawn 1)" in cli.output
     assert "raw model's logprobs" in cli.output  # the row's own reason
-    assert "hint: logprobs_not_drawn: generate where the logprobs are those of the draw" in (
+    # the fix that works on this run as it is comes first, then how to generate another
+    assert "hint: logprobs_not_drawn: score the run as it is with --target-model embedded" in (
         cli.output
     )
+    assert "or generate where the logprobs are those of the draw" in cli.output
     report = orjson.loads((run / "score" / "score.json").read_bytes())["drafts"][0]
     assert (report["estimate"], report["temperature"]) == (None, None)
     assert report["skipped"] == {"logprobs_not_drawn": 1}
+    args = ["--draft", "embedded", "--tokenizer", "embedded", "--k", str(K), "--all", "--json"]
+    fixed = CliRunner().invoke(main, ["score", str(run), *args, "--target-model", "embedded"])
+    assert fixed.exit_code == 0, fixed.output  # as the hint says: scored at its temperature
+    draft = orjson.loads(fixed.output)["drafts"][0]
+    assert (draft["estimate"], draft["temperature"]) == ("sampled", 0.2)
+    assert draft["groups"]["(overall)"]["rows"] == 1 and not draft["skipped"]

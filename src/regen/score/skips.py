@@ -18,7 +18,10 @@ ARGMAX_INSTEAD = "or generate without --logprobs: the draft's argmax is then sco
 
 FIXES = {
     "logprobs_not_drawn": (
-        "generate where the logprobs are those of the draw: the embedded llama.cpp "
+        "score the run as it is with --target-model embedded (answers of the embedded model) "
+        "or --target-model TARGET.gguf: the target's own pass gives the probabilities of the "
+        "draw at any temperature, top-k and top-p; or generate where the logprobs are those "
+        "of the draw: the embedded llama.cpp "
         "(llama-cpp-python) returns the raw model's, which are the drawn ones only at "
         "--temperature 1 with no top-k/top-p; vLLM with --logprobs-mode processed_logprobs "
         "(regen serve adds it); SGLang with no top-k/top-p; always with --temperature set; "
