@@ -39,11 +39,21 @@ class RowSteps:
     accepted: float
     runs: tuple[float, ...]  # steps by accepted tokens, index 0..k
     short: tuple[int, ...]  # tokens drafted by each step that drafted fewer than k
+    answer: int = 0  # the answer's tokens
+    plain: float = 0.0  # positions decoded one token a forward: no draft there (n-gram)
 
     @property
     def tau(self) -> float:
         """vLLM's mean acceptance length: 1.0 for an answer with no verify step."""
         return self.tokens / self.steps if self.steps else 1.0
+
+    @property
+    def forwards(self) -> float:
+        """The target's forward passes over the whole answer: the prefill (its first token),
+        each verify step and each position decoded without a draft. answer / forwards is
+        what speculation saves: 1.0 without it, k + 1 at most; unlike tau, it counts the
+        positions a draft had nothing to propose for (an n-gram's nine steps in 200 tokens)."""
+        return 1 + self.steps + self.plain
 
 
 def simulate(matches: str, k: int) -> RowSteps:
@@ -67,6 +77,7 @@ def simulate(matches: str, k: int) -> RowSteps:
         accepted=accepted,
         runs=tuple(runs),
         short=(),
+        answer=n,
     )
 
 
@@ -115,6 +126,7 @@ class AtK:
     k: int
     tau: Ratio = field(default_factory=Ratio)
     rate: Ratio = field(default_factory=Ratio)
+    per_forward: Ratio = field(default_factory=Ratio)  # answer tokens per target forward
     steps: int = 0
     runs: list[int] = field(default_factory=list)
     drafted_at: list[int] = field(default_factory=list)  # steps that drafted position i
@@ -127,6 +139,8 @@ class AtK:
 
     def add(self, row: RowSteps) -> None:
         self.tau.add(row.tokens, row.steps)
+        if row.answer:
+            self.per_forward.add(row.answer, row.forwards)
         if row.drafted:
             self.rate.add(row.accepted, row.drafted)
         self.steps += row.steps
@@ -144,6 +158,7 @@ class AtK:
             "k": self.k,
             "tau": self.tau.to_json(),
             "acceptance_rate": self.rate.to_json(),
+            "tokens_per_forward": self.per_forward.to_json(),
             "verify_steps": _whole(self.steps),
             "per_position": [
                 round(a / d, 4) if d else None

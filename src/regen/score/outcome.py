@@ -35,12 +35,12 @@ class Lookup:
 
     def steps(self, k: int) -> RowSteps:
         room, right = decode_counts(self.room), decode_counts(self.right)
-        n, pos, steps, accepted, drafted = len(room), 1, 0, 0, 0
+        n, pos, steps, accepted, drafted, plain = len(room), 1, 0, 0, 0, 0
         runs, short = [0] * (k + 1), []
         while pos < n:
             d = min(k, room[pos])
             if d == 0:  # no match: a plain decode step, no draft counted
-                pos += 1
+                pos, plain = pos + 1, plain + 1
                 continue
             a = min(right[pos], d)
             runs[a] += 1
@@ -56,6 +56,8 @@ class Lookup:
             accepted=accepted,
             runs=tuple(runs),
             short=tuple(short),
+            answer=n,
+            plain=plain,
         )
 
     def match(self) -> str:
@@ -160,4 +162,5 @@ def expected_steps(accept: list[float], k: int) -> RowSteps:
         accepted=accepted,
         runs=tuple(runs),
         short=(),
+        answer=n,
     )

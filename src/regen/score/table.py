@@ -107,9 +107,11 @@ def _detail(draft: dict[str, Any], k: int) -> list[str]:
     for name, g in draft["groups"].items():
         at = next(a for a in g["by_k"] if a["k"] == k)
         per_pos = " ".join("-" if p is None else f"{p:.2f}" for p in at["per_position"])
+        forward = at.get("tokens_per_forward")
         out.append(
             f"  {name}: rate {_fmt(at['acceptance_rate'])}  positions [{per_pos}]  "
             f"runs {at['accepted_runs']}"
+            + (f"  tokens per target forward {_fmt(forward)}" if forward else "")
         )
     return out
 
@@ -126,6 +128,9 @@ def _grid(head: list[str], rows: list[list[str]]) -> list[str]:
 
 
 def _side_by_side(drafts: list[dict[str, Any]], k: int) -> list[str]:
+    """tau(k) per draft, and beside it what drafts are compared by over the whole answer:
+    answer tokens per target forward (a tau from a few steps, an n-gram's, can read high
+    while most of the answer had no draft)."""
     names = list(dict.fromkeys(g for d in drafts for g in d["groups"]))
     rows = []
     for name in names:
@@ -133,9 +138,16 @@ def _side_by_side(drafts: list[dict[str, Any]], k: int) -> list[str]:
         for d in drafts:
             g = d["groups"].get(name)
             at = next((a for a in g["by_k"] if a["k"] == k), None) if g else None
-            cells.append(_tau(at) if at else "-")
+            forward = at.get("tokens_per_forward") if at else None
+            cells += [_tau(at) if at else "-", _fmt(forward) if forward else "-"]
         rows.append([name, *cells])
-    return ["", f"side by side: tau({k})", *_grid(["group", *(d["name"] for d in drafts)], rows)]
+    head = ["group", *(f"{d['name']} {what}" for d in drafts for what in ("tau", "tok/fwd"))]
+    return [
+        "",
+        f"side by side at k={k}: tau, and tok/fwd = answer tokens per target forward over the "
+        "whole answer (1.00 without a draft)",
+        *_grid(head, rows),
+    ]
 
 
 def _baseline(base: dict[str, Any], k: int) -> list[str]:

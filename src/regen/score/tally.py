@@ -3,7 +3,7 @@ accept.py's maths, for k = 1..k_max."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from regen.score.accept import AtK, Ratio, RowSteps
@@ -34,10 +34,13 @@ class Tally:
             at.add(steps_of(outcome, at.k))
 
     def add_steps(self, row: RowSteps, answer_tokens: int) -> None:
-        """A row whose verify steps the engine reported (no match vector: no top-1)."""
+        """A row whose verify steps the engine reported (no match vector: no top-1). Every
+        forward emits one token besides the drafts it accepts: the rest of the answer's
+        tokens were decoded without a draft."""
         self.rows += 1
         self.tokens += answer_tokens
-        self.by_k[row.k - 1].add(row)
+        plain = max(0.0, answer_tokens - 1 - row.steps - row.accepted)
+        self.by_k[row.k - 1].add(replace(row, answer=answer_tokens, plain=plain))
 
     def to_json(self) -> dict[str, Any]:
         return {
