@@ -168,32 +168,34 @@ def test_a_run_without_logprobs_at_temperature_0_7_gets_a_sampled_estimate(sampl
 @pytest.mark.model
 def test_the_target_pass_gives_the_servers_own_logprobs(tmp_path):
     """At temperature 1 without top-k/top-p the embedded server's --logprobs are the drawn
-    ones: the target's pass gives the same numbers, and score keeps the server's."""
+    ones: the target's pass, its rows side by side, gives the same numbers, and score keeps
+    the server's."""
     from regen.check import Encoder
     from regen.embedded_model import default_model_path
     from regen.errors import InputError
     from regen.finished.record import Completion
     from regen.score.llama_draft import LlamaDraft
     from regen.score.rows import groups_of
+    from regen.score.target_pass import RowsPass
     from regen.score.target_probs import target_logprobs
     from regen.score.tokens import token_row
 
     run = _generate(tmp_path, "run", "--logprobs")
     encoder, target = Encoder.load("embedded"), LlamaDraft(default_model_path())
-    compared = 0
+    rows = []
+    for raw in read_lines(run, "completions"):
+        completion = Completion.of(raw)
+        try:  # a row re-tokenised into other tokens than the server's has no pair
+            rows.append(token_row(completion, encoder, groups_of(completion)))
+        except InputError:
+            continue
     try:
-        for raw in read_lines(run, "completions"):
-            completion = Completion.of(raw)
-            try:  # a row re-tokenised into other tokens than the server's has no pair
-                row = token_row(completion, encoder, groups_of(completion))
-            except InputError:
-                continue
-            got = target_logprobs(target.llm, row.ids, row.start, row.drawn)
-            assert got == pytest.approx(row.logprobs, abs=1e-4)
-            compared += 1
+        got = target_logprobs(RowsPass(target.llm), rows)
     finally:
         target.close()
-    assert compared >= 2
+    assert len(rows) >= 2
+    for row, logprobs in zip(rows, got, strict=True):
+        assert logprobs == pytest.approx(row.logprobs, abs=1e-4)
     draft = _score(run, "--target-model", "embedded")
     probs = draft["target_probabilities"]
     assert probs["engine_logprobs"]["rows"] == draft["groups"]["(overall)"]["rows"] > 0
@@ -201,7 +203,83 @@ def test_the_target_pass_gives_the_servers_own_logprobs(tmp_path):
 
 
 @pytest.mark.model
-def test_the_target_model_serves_a_gguf_draft_only(sampled_run):
+def test_rows_side_by_side_get_the_logits_of_each_row_alone():
+    """One step decodes the next token of several rows, each its own sequence: the logits
+    are those of the row decoded alone, to the bit (a batch over one row's answer is not)."""
+    import numpy as np
+
+    from regen.embedded_model import default_model_path
+    from regen.score.llama_draft import LlamaDraft
+    from regen.score.target_pass import Job, RowsPass
+    from sampling_loop import StepTarget
+
+    def alone(llm, job: Job) -> np.ndarray:  # as the server decodes: one token a step
+        one = StepTarget(llm)
+        first = one.prefill(job.ids[: job.start])
+        return np.stack([first, *(one.step(t) for t in job.ids[job.start : -1])])
+
+    rng = np.random.default_rng(5)
+    jobs = [
+        Job([int(t) for t in rng.integers(200, 40000, n + a)], n)
+        for n, a in ((30, 9), (12, 1), (75, 14), (41, 6), (9, 11))
+    ]
+    target = LlamaDraft(default_model_path(), n_ctx=512, threads=1)
+    try:
+        each = [alone(target.llm, j) for j in jobs]
+        rows_pass = RowsPass(target.llm, rows=3)  # two passes: 3 rows, then 2
+        together: list[list] = [[] for _ in jobs]
+        for first in (0, 3):
+            group = jobs[first : first + 3]
+            assert all(rows_pass.fits(group[:i], j) for i, j in enumerate(group))
+            for k, logits in rows_pass.logits(group):
+                together[first + k].append(logits.copy())
+        rows_pass.close()
+    finally:
+        target.close()
+    for want, got in zip(each, together, strict=True):
+        assert np.array_equal(want, np.stack(got).astype(np.float64))
+
+
+@pytest.mark.model
+def test_the_rows_file_is_the_same_in_one_process_or_two_workers(sampled_run, tmp_path):
+    """The target's pass groups the rows each call gets (a worker gets a few at a time):
+    whatever the groups, the rows file holds the same lines in the same order."""
+    from regen.check import Encoder
+    from regen.embedded_model import default_model_path
+    from regen.executors.pool import LocalWorkers
+    from regen.score import ScoreSettings, score_run
+    from regen.score.llama_draft import LlamaDraft
+    from regen.score.rows import Selection
+    from regen.score.target_probs import with_target
+
+    lines = read_lines(sampled_run, "completions")
+    run = tmp_path / "run"
+    (run / "completions").mkdir(parents=True)
+    copies = [{**x, "id": f"c{n}-{i}"} for n in range(3) for i, x in enumerate(lines)]
+    (run / "completions" / "00000.jsonl").write_bytes(
+        b"".join(orjson.dumps(c) + b"\n" for c in copies)
+    )
+    encoder, settings = (
+        Encoder.load("embedded"),
+        ScoreSettings(Selection("category", None, 0), [K], "embedded"),
+    )
+    files = []
+    for name, workers in (("one", None), ("two", LocalWorkers(2, small=1))):
+        draft = LlamaDraft(default_model_path(), threads=1)
+        target = LlamaDraft(default_model_path(), threads=1, flag="--target-model")
+        try:
+            drafts = with_target([draft], target)
+            report = score_run(run, drafts, encoder, settings, tmp_path / name, workers=workers)
+        finally:
+            draft.close()
+            target.close()
+        assert report.drafts[0].groups["(overall)"].rows == len(copies)
+        files.append(report.drafts[0].rows_file.read_bytes())
+    assert files[0] == files[1]
+
+
+@pytest.mark.model
+def test_the_target_model_serves_a_draft_model_only(sampled_run):
     cli = CliRunner().invoke(
         main,
         [
@@ -215,7 +293,7 @@ def test_the_target_model_serves_a_gguf_draft_only(sampled_run):
             "embedded",
         ],
     )
-    assert cli.exit_code == 2 and "--target-model serves a GGUF --draft" in cli.output
+    assert cli.exit_code == 2 and "--target-model serves a draft model that samples" in cli.output
     args = ["--draft", "embedded", "--tokenizer", "embedded", "--target-model", "t.bin"]
     cli = CliRunner().invoke(main, ["score", str(sampled_run), *args])
     assert cli.exit_code == 2 and "not a .gguf file or `embedded`" in cli.output

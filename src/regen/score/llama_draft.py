@@ -69,7 +69,13 @@ class LlamaDraft:
         self.n_ctx = n_ctx
         self.recipe = GGUFRecipe(str(path), n_ctx, threads)
         try:
-            self.llm = Llama(model_path=str(path), n_ctx=n_ctx, n_threads=threads, verbose=False)
+            self.llm = Llama(
+                model_path=str(path),
+                n_ctx=n_ctx,
+                n_threads=threads,
+                n_threads_batch=threads,  # a batch, too: llama-cpp-python would take every core
+                verbose=False,
+            )
         except ValueError as exc:  # llama-cpp-python's answer to a file it cannot load
             raise ConfigError(f"{flag} {path}: llama.cpp cannot load it: {exc}") from exc
         self.flag = flag

@@ -62,10 +62,18 @@ def score_rows(job: ScoreJob, raws: list[dict]) -> list[Skipped | tuple[TokenRow
     if draft is None:
         draft = _opened[job.recipe] = job.recipe.open()
     out: list[Skipped | tuple[TokenRow, Scored]] = []
+    rows: list[TokenRow] = []  # run together (a target's pass decodes them side by side)
+
+    def run() -> None:
+        draft.run(rows, lambda r, matches: out.append((r, matches)))  # in their order
+        rows.clear()
+
     for raw in raws:
         row = row_or_skip(Completion(raw), job.encoder, draft)
         if isinstance(row, TokenRow):
-            draft.run([row], lambda r, matches: out.append((r, matches)))
-        else:
-            out.append(row)
+            rows.append(row)
+            continue
+        run()
+        out.append(row)
+    run()
     return out

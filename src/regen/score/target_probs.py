@@ -13,10 +13,9 @@ of the engine that drew the answer (sampled.ORDERS: llama.cpp's is top-k, top-p 
 temperature 1, then the temperature; checked against llama.cpp's own sampler chain).
 
 The pass decodes the prompt in batches and the answer one token at a time, as the server
-did: llama.cpp's CPU kernels give a batch slightly different logits than single tokens (up to
-0.15 nats per token on SmolLM2 between one batch over the answer and the server's figures),
-and the step-by-step figures are the server's own (equal to its --logprobs to 5e-6). It costs
-about what generating the answer without --logprobs cost, once per GGUF draft.
+did, the next token of several rows in one step (target_pass.py): the figures are the
+server's own (equal to its --logprobs to 5e-6), once per draft that samples (a GGUF or a
+Hugging Face draft model).
 
 Which rows: a sampled one (temperature above 0) whose logprobs are missing or are not those of
 the draw. A row whose engine logprobs fit keeps them (a fleet's model may be served at another
@@ -29,7 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -37,10 +36,12 @@ from typing import Any
 from regen.errors import ConfigError, InputError
 from regen.score.checkpoints.hidden_draft import HiddenStateDraft
 from regen.score.llama_draft import DEFAULT_CONTEXT, GGUFRecipe, LlamaDraft
-from regen.score.sampled import ROWS_AT_ONCE, DrawnAt, drawn_logprobs
+from regen.score.sampled import drawn_logprobs
+from regen.score.target_pass import Job, RowsPass
 from regen.score.tokens import TEACHER_FORCED, Sink, TokenRow
 
 FLAG = "--target-model"
+BLOCK = 16  # logits a row holds before their probabilities are taken
 SKIPPED = "target_probs_not_drawn"  # a row the target's pass cannot redo
 
 
@@ -69,58 +70,39 @@ class TargetRecipe:
         return WithTarget(self.draft.open(), self.target.open())
 
 
-def target_logprobs(llm: Any, ids: Sequence[int], start: int, drawn: DrawnAt) -> list[float]:
-    """log p of each answer token ids[start:] under the answer's sampling, `ROWS_AT_ONCE`
-    positions' logits held at a time."""
+def target_logprobs(rows_pass: RowsPass, rows: list[TokenRow]) -> list[list[float]]:
+    """log p of each answer token of each row under its answer's sampling, from one pass of
+    the rows side by side (target_pass.py); `BLOCK` positions' logits held a row."""
     import numpy as np
 
-    out: list[float] = []
-    block: list[Any] = []
+    out: list[list[float]] = [[] for _ in rows]
+    held: list[list[Any]] = [[] for _ in rows]
 
-    def flush() -> None:
-        tokens = ids[start + len(out) : start + len(out) + len(block)]
-        out.extend(drawn_logprobs(np.stack(block), tokens, drawn).tolist())
-        block.clear()
+    def flush(k: int) -> None:
+        row, done = rows[k], len(out[k])
+        tokens = row.ids[row.start + done : row.start + done + len(held[k])]
+        out[k].extend(drawn_logprobs(np.stack(held[k]), tokens, row.drawn).tolist())
+        held[k].clear()
 
-    for logits in stepwise(llm, ids, start):
-        block.append(logits.copy())  # the view is overwritten by the next decode
-        if len(block) == ROWS_AT_ONCE:
-            flush()
-    if block:
-        flush()
+    for k, logits in rows_pass.logits([Job(r.ids, r.start) for r in rows]):
+        held[k].append(logits.copy())  # the view is overwritten by the next step
+        if len(held[k]) == BLOCK:
+            flush(k)
+    for k in range(len(rows)):
+        if held[k]:
+            flush(k)
     return out
 
 
-def stepwise(llm: Any, ids: Sequence[int], start: int) -> Iterator[Any]:
-    """The logits before each answer token, on an empty KV cache, decoded as llama-cpp-python
-    decodes an answer: the prompt `n_batch` tokens at a time, then one token per step. One
-    batch over prompt + answer would be faster, but llama.cpp's CPU kernels give a batch
-    slightly different logits than single tokens (up to 0.15 nats per token on SmolLM2); this
-    way the figures are the server's own (measured: equal to its --logprobs to the bit)."""
-    import numpy as np
-
-    ctx, batch, n_vocab = llm._ctx, llm._batch, llm.n_vocab()  # llama-cpp-python's own
-    ctx.kv_cache_clear()
-    llm.n_tokens = 0
-    for at in range(0, start, llm.n_batch):  # logits of the batch's last token only
-        batch.set_batch(
-            batch=list(ids[at : min(at + llm.n_batch, start)]), n_past=at, logits_all=False
-        )
-        ctx.decode(batch)
-    for pos in range(start, len(ids)):
-        yield np.ctypeslib.as_array(ctx.get_logits(), shape=(n_vocab,))
-        if pos + 1 < len(ids):
-            batch.set_batch(batch=[ids[pos]], n_past=pos, logits_all=True)
-            ctx.decode(batch)
-
-
 class WithTarget:
-    """A GGUF draft whose sampled rows without the target's logprobs of the draw get them
-    from the target's own pass; the draft then scores them as a draft that samples."""
+    """A draft that samples from its own q (a GGUF or a Hugging Face draft model) whose
+    sampled rows without the target's logprobs of the draw get them from the target's own
+    pass; the draft then scores them as a draft that samples: min(1, q/p) per token."""
 
-    def __init__(self, draft: LlamaDraft, target: LlamaDraft) -> None:
+    def __init__(self, draft: Any, target: LlamaDraft) -> None:
         self.draft, self.target = draft, target
         self.name = draft.name
+        self.rows_pass: RowsPass | None = None
 
     @property
     def identity(self) -> str:
@@ -133,8 +115,10 @@ class WithTarget:
         return self.target.identity
 
     @property
-    def recipe(self) -> TargetRecipe:
-        return TargetRecipe(self.draft.recipe, self.target.recipe)
+    def recipe(self) -> TargetRecipe | None:
+        """None for a draft that runs in this process only (a Hugging Face one)."""
+        draft = getattr(self.draft, "recipe", None)
+        return None if draft is None else TargetRecipe(draft, self.target.recipe)
 
     def check(self, tok: Any) -> None:
         self.draft.check(tok)
@@ -144,43 +128,76 @@ class WithTarget:
         return self.draft.fits(row) and self.target.fits(row)
 
     def run(self, rows: Iterable[TokenRow], sink: Sink) -> None:
-        self.draft.run(self._filled(rows, sink), sink)
+        if self.rows_pass is None:  # kept: a worker scores its rows in several calls
+            self.rows_pass = RowsPass(self.target.llm)
+        self.draft.run(self._filled(rows, sink, self.rows_pass), sink)
 
-    def _filled(self, rows: Iterable[TokenRow], sink: Sink) -> Iterator[TokenRow]:
+    def _filled(
+        self, rows: Iterable[TokenRow], sink: Sink, rows_pass: RowsPass
+    ) -> Iterator[TokenRow]:
+        """The rows in their order, each that needs the target's p with it; those are
+        gathered into groups that one pass decodes side by side (the rows after one wait
+        for its group, so the rows file is in the same order however they were grouped)."""
+        held: list[tuple[TokenRow, InputError | None]] = []
+        group: list[TokenRow] = []
         for row in rows:
-            if not needs_target(row):
+            why = why_not(row) if needs_target(row) else None
+            if needs_target(row) and why is None:
+                jobs = [Job(r.ids, r.start) for r in group]
+                if group and not rows_pass.fits(jobs, Job(row.ids, row.start)):
+                    yield from self._release(held, group, sink, rows_pass)
+                    held, group = [], []
+                group.append(row)
+            elif not held and why is None:
                 yield row
-            elif (why := why_not(row)) is not None:
-                sink(row, InputError(f"{row.label}: {why}", kind=SKIPPED))
-            else:
-                filled = self._fill(row)
-                if isinstance(filled, InputError):
-                    sink(row, filled)
-                else:
-                    yield filled
-
-    def _fill(self, row: TokenRow) -> TokenRow | InputError:
-        logprobs = target_logprobs(self.target.llm, row.ids, row.start, row.drawn)
-        if row.retokenized and len(logprobs) > 1 and logprobs[-1] == -math.inf:
-            # the render closes the turn with the template's end-of-turn token, which an
-            # answer cut at max_tokens never drew (its top-k/top-p left it out)
-            row, logprobs = replace(row, ids=row.ids[:-1]), logprobs[:-1]
-        if -math.inf in logprobs:
-            at = logprobs.index(-math.inf)
-            return InputError(
-                f"{row.label}: answer token {at} is outside the run's top-k/top-p in the "
-                "target's pass, so it is not the token drawn"
-                + (
-                    " (re-tokenised: generate with --return-token-ids)"
-                    if row.retokenized
-                    else " (is --target-model the model the run was generated with?)"
-                ),
-                kind=SKIPPED,
+                continue
+            held.append(
+                (row, None if why is None else InputError(f"{row.label}: {why}", kind=SKIPPED))
             )
-        drawn = replace(row.drawn, logprobs="processed")  # now those of the draw
-        return replace(row, logprobs=logprobs, drawn=drawn, target_probs=TEACHER_FORCED)
+        yield from self._release(held, group, sink, rows_pass)
+
+    def _release(
+        self,
+        held: list[tuple[TokenRow, InputError | None]],
+        group: list[TokenRow],
+        sink: Sink,
+        rows_pass: RowsPass,
+    ) -> Iterator[TokenRow]:
+        filled = {id(r): f for r, f in zip(group, self._fill(group, rows_pass), strict=True)}
+        for row, err in held:
+            out = err or filled.get(id(row), row)
+            if isinstance(out, InputError):
+                sink(row, out)
+            else:
+                yield out
+
+    def _fill(self, group: list[TokenRow], rows_pass: RowsPass) -> list[TokenRow | InputError]:
+        out: list[TokenRow | InputError] = []
+        for row, logprobs in zip(
+            group, target_logprobs(rows_pass, group) if group else [], strict=True
+        ):
+            if -math.inf in logprobs:
+                at = logprobs.index(-math.inf)
+                out.append(
+                    InputError(
+                        f"{row.label}: answer token {at} is outside the run's top-k/top-p in the "
+                        "target's pass, so it is not the token drawn"
+                        + (
+                            " (re-tokenised: generate with --return-token-ids)"
+                            if row.retokenized
+                            else " (is --target-model the model the run was generated with?)"
+                        ),
+                        kind=SKIPPED,
+                    )
+                )
+                continue
+            drawn = replace(row.drawn, logprobs="processed")  # now those of the draw
+            out.append(replace(row, logprobs=logprobs, drawn=drawn, target_probs=TEACHER_FORCED))
+        return out
 
     def close(self) -> None:
+        if self.rows_pass is not None:
+            self.rows_pass.close()
         self.draft.close()
 
 
@@ -201,18 +218,19 @@ def target_path(spec: str) -> Path:
 
 @contextlib.contextmanager
 def open_target(spec: str | None, drafts: list[Any], threads: int = 2) -> Iterator[Any]:
-    """The GGUF target named by --target-model for the GGUF drafts among `drafts`, closed on
-    exit; None when none is named, or when the flag names the target of an EAGLE-3 or DFlash
-    draft (its hidden states: hidden_draft.py) and no GGUF draft is scored."""
-    if spec is None or (_reads_hidden_states(drafts) and not _samples_gguf(drafts)):
+    """The GGUF target named by --target-model for the drafts among `drafts` that sample
+    (GGUF and Hugging Face draft models), closed on exit; None when none is named, or when
+    the flag names the target of an EAGLE-3 or DFlash draft (its hidden states:
+    hidden_draft.py) and no draft that samples is scored."""
+    if spec is None or (_reads_hidden_states(drafts) and not _samples(drafts)):
         yield None
         return
-    if not _samples_gguf(drafts):
+    if not _samples(drafts):
         raise ConfigError(
-            f"{FLAG} serves a GGUF --draft (a draft that samples) or an EAGLE-3 or DFlash "
-            "draft; the n-gram and a served draft propose one token, scored without the "
-            "target's probabilities",
-            hint=f"pass --draft PATH.gguf, or leave out {FLAG}",
+            f"{FLAG} serves a draft model that samples (--draft PATH.gguf or a Hugging Face "
+            "draft folder) or an EAGLE-3 or DFlash draft; the n-gram and a served draft "
+            "propose one token, scored without the target's probabilities",
+            hint=f"pass --draft PATH.gguf or --draft DIR, or leave out {FLAG}",
         )
     if _reads_hidden_states(drafts) and Path(spec).expanduser().is_dir():
         yield None  # a Hugging Face folder: for the hidden states only
@@ -225,15 +243,21 @@ def open_target(spec: str | None, drafts: list[Any], threads: int = 2) -> Iterat
 
 
 def with_target(drafts: list[Any], target: LlamaDraft | None) -> list[Any]:
-    """Every GGUF draft paired with the target; the others (n-gram, a served draft, a draft
-    that reads hidden states) need no target probabilities."""
+    """Every draft that samples paired with the target; the others (n-gram, a served draft,
+    a draft that reads hidden states) need no target probabilities."""
     if target is None:
         return drafts
-    return [WithTarget(d, target) if isinstance(d, LlamaDraft) else d for d in drafts]
+    return [WithTarget(d, target) if _sampling(d) else d for d in drafts]
 
 
-def _samples_gguf(drafts: list[Any]) -> bool:
-    return any(isinstance(d, LlamaDraft) for d in drafts)
+def _sampling(draft: Any) -> bool:
+    """A draft model that proposes from its own q (`samples`): a GGUF or a Hugging Face
+    one; an EAGLE-3 or DFlash head reads the target's hidden states instead."""
+    return getattr(draft, "samples", False) and not isinstance(draft, HiddenStateDraft)
+
+
+def _samples(drafts: list[Any]) -> bool:
+    return any(_sampling(d) for d in drafts)
 
 
 def _reads_hidden_states(drafts: list[Any]) -> bool:

@@ -22,6 +22,8 @@ from regen.score.vocab import check_vocab
 
 
 class HFDraft:
+    samples = True  # on a run with logprobs it samples from its q: it reads the target's p
+
     def __init__(self, path: Path, config: dict[str, Any], *, threads: int = 2) -> None:
         self.path = path
         self.name = path.name
