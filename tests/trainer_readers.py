@@ -1,7 +1,8 @@
 """The ShareGPT readers of LLaMA-Factory and axolotl, imported from their own source.
 
 Both are installed --no-deps (scripts/bootstrap.sh); the few heavy packages their modules
-import at the top (peft, accelerate, ...) and never call on this path are stand-ins here.
+import at the top (peft, ...) and never call on this path are stand-ins here (accelerate is
+real: regen's gguf extra installs it).
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ def llamafactory_keeps(converter: Any, row: dict) -> bool:
 
 def axolotl_strategy(monkeypatch, tokenizer: Any) -> Any:
     """axolotl's chat_template strategy with the README's dataset config."""
-    stand_in(monkeypatch, "colorama", "accelerate", "accelerate.utils", "addict")
+    stand_in(monkeypatch, "colorama", "addict")  # accelerate is real: the gguf extra has it
     from axolotl.prompt_strategies.chat_template import ChatTemplatePrompter, ChatTemplateStrategy
 
     prompter = ChatTemplatePrompter(
