@@ -119,8 +119,8 @@ class Completion:
 
     @property
     def is_cut(self) -> bool:
-        """The final answer was cut at the cap."""
-        return self.finish_reason == CUT
+        """The final answer (the last assistant turn) was cut at the cap."""
+        return max(self.regenerated) in self.cut
 
     @property
     def answer(self) -> str:
