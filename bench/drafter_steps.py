@@ -47,6 +47,7 @@ def generate(
     temperature: float,
     seed: int,
     timeout: float,
+    samples: int = 1,
 ) -> float:
     """Answers for every prompt (a rerun resumes: what the run holds is not asked again)."""
     return regen(
@@ -63,6 +64,8 @@ def generate(
             temperature,
             "--seed",
             seed,
+            "--samples-per-prompt",
+            samples,
             "--display",
             "plain",
             "--log-interval",
@@ -87,44 +90,13 @@ def served(gguf: Path, fleet: Path, log: Path, engine_args: Sequence[str]) -> It
         regen(["serve", "--stop", fleet], log, timeout=120)
 
 
-def check(run: Path, report: Path, log: Path, *, allow: Sequence[str]) -> dict:
-    """`regen check`'s JSON report. A failed verdict (exit 1) does not stop the bench: the
-    table says which run failed and why, as a user would read it before training."""
-    limits = [arg for rule in allow for arg in ("--max", rule)]
-    args = ["check", run, "--tokenizer", "embedded", "--json", report, *limits]
-    with log.open("a") as out:
-        out.write(f"\n$ regen {' '.join(map(str, args))}\n")
-        out.flush()
-        done = subprocess.run(
-            [*REGEN, *map(str, args)], stdout=out, stderr=subprocess.STDOUT, timeout=1800
-        )
-    if done.returncode not in (0, 1):
-        raise SystemExit(f"regen check {run} exited {done.returncode}: see {log}")
-    return json.loads(report.read_text())
-
-
 def export(
-    run: Path, out: Path, log: Path, *, holdout: float, seed: int, allow: Sequence[str]
+    runs: Sequence[Path], out: Path, log: Path, *, allow: Sequence[str], flags: Sequence
 ) -> Path:
-    """A tokenised export with the held-out split, in the target's template and masks."""
+    """One export of the runs, in the target's template and masks."""
     limits = [arg for rule in allow for arg in ("--max", rule)]
     regen(
-        [
-            "export",
-            run,
-            "-o",
-            out,
-            "--format",
-            "tokenized",
-            "--tokenizer",
-            "embedded",
-            "--holdout",
-            holdout,
-            "--holdout-seed",
-            seed,
-            "--overwrite",
-            *limits,
-        ],
+        ["export", *runs, "-o", out, "--tokenizer", "embedded", "--overwrite", *limits, *flags],
         log,
         timeout=1800,
     )
@@ -132,30 +104,17 @@ def export(
 
 
 def score(
-    run: Path, drafts: Sequence[Path], out: Path, log: Path, *, holdout: float, seed: int, k: str
+    run: Path, drafts: Sequence[Path], out: Path, log: Path, *, k: str, sample: int = 0
 ) -> dict:
-    """Every draft on the run's held-out prompts, every row, in one report."""
+    """Every draft on every row of the run (or `sample` rows a domain), in one report (a draft
+    scored before into `out` is kept, and none of its rows is scored again). One thread:
+    see drafter_train.Budget."""
     flags = [arg for draft in drafts for arg in ("--draft", draft)]
+    flags += ["--sample", sample] if sample else ["--all"]
+    flags += ["--tokenizer", "embedded", "--k", k, "--threads", 1, "-o", out]
     regen(
-        [
-            "score",
-            run,
-            *flags,
-            "--tokenizer",
-            "embedded",
-            "--holdout",
-            holdout,
-            "--holdout-seed",
-            seed,
-            "--split",
-            "holdout",
-            "--all",
-            "--k",
-            k,
-            "-o",
-            out,
-        ],
+        ["score", run, *flags],
         log,
-        timeout=3600,
+        timeout=6 * 3600,
     )
     return json.loads((out / "score.json").read_text())

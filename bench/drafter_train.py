@@ -2,9 +2,9 @@
 
 The draft is the target's embeddings, its first few blocks, its final norm and its (tied)
 head, as draft models made by truncating the target are; it is a Hugging Face causal LM,
-so `regen score --draft DIR` reads it as a user's HF draft. Training reads the export with the
-loader its card prints (`datasets.load_dataset(OUT)`), and takes a next-token loss only where
-the export's loss mask is 1: the tokens the target wrote. The blocks and the norm learn; the
+so `regen score --draft DIR` reads it as a user's HF draft. Training reads the rows of a
+`regen export` (drafter_rows.py) and takes a next-token loss only where the export's loss
+mask is 1: the tokens the target wrote. The blocks and the norm learn; the
 embeddings and head stay the target's (tied, and the head is most of the parameters).
 
 Two drafters trained here differ only in the rows they read: the same init, seed, order of
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import random
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,10 +28,12 @@ class Budget:
 
     tokens: int  # supervised tokens to train on (rows are reread when the data is smaller)
     blocks: int = 2  # the target's first blocks kept in the draft
-    batch_rows: int = 16
+    batch_rows: int = 8
     lr: float = 2e-3
     seed: int = 0
-    threads: int = 2
+    # one thread: on two cores shared with other work, a second thread spins against the
+    # neighbours (a forward of the target ran 6x slower with 2 threads at load 9 than with 1)
+    threads: int = 1
 
 
 @dataclass
@@ -39,32 +42,12 @@ class Trained:
     steps: int
     tokens: int
     losses: list[float] = field(default_factory=list)  # mean loss per step, in order
+    seconds: float = 0.0
 
     def first_and_last(self, span: int = 5) -> tuple[float, float]:
         """Mean loss of the first and the last `span` steps (one step is noisy)."""
         head, tail = self.losses[:span], self.losses[-span:]
         return sum(head) / len(head), sum(tail) / len(tail)
-
-
-def export_rows(export: Path, split: str = "train", drop_ids: frozenset[str] = frozenset()):
-    """(input_ids, loss_mask) of every row of one split of a tokenized export, read with
-    `datasets` as the export's card says; rows whose prompt id is in `drop_ids` are left out
-    (a held-out prompt of another export must not be trained on)."""
-    import datasets
-
-    datasets.disable_progress_bars()
-    data = datasets.load_dataset(str(export), split=split)
-    return [
-        (list(row["input_ids"]), list(row["loss_mask"]))
-        for row in data
-        if str(row["id"]) not in drop_ids and any(row["loss_mask"])
-    ]
-
-
-def split_ids(export: Path, split: str) -> frozenset[str]:
-    import datasets
-
-    return frozenset(str(i) for i in datasets.load_dataset(str(export), split=split)["id"])
 
 
 def layer_skip_draft(target: Path, blocks: int) -> Any:
@@ -138,13 +121,14 @@ def train(
 
     if not rows:
         raise ValueError(f"{out.name}: no rows with supervised tokens to train on")
+    started = time.monotonic()
     torch.manual_seed(budget.seed)
     torch.set_num_threads(budget.threads)
     model = layer_skip_draft(target, budget.blocks).train()
     params = [p for p in model.parameters() if p.requires_grad]
     optimiser = torch.optim.AdamW(params, lr=budget.lr, weight_decay=0.0)
     planned = max(1, math.ceil(budget.tokens / max(1, _mean_supervised(rows) * budget.batch_rows)))
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimiser, lambda s: _cosine(s, planned))
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimiser, lambda s: cosine(s, planned))
     trained = Trained(out, 0, 0)
     for chunk in batches(rows, budget):
         loss, tokens = step_loss(model, [rows[i] for i in chunk])
@@ -158,6 +142,7 @@ def train(
         trained.losses.append(loss.item())
     model.eval().save_pretrained(str(out))
     AutoTokenizer.from_pretrained(str(target)).save_pretrained(str(out))
+    trained.seconds = time.monotonic() - started
     return trained
 
 
@@ -165,7 +150,7 @@ def _mean_supervised(rows: Sequence[tuple[list[int], list[int]]]) -> float:
     return sum(sum(mask[1:]) for _, mask in rows) / len(rows)
 
 
-def _cosine(step: int, planned: int) -> float:
+def cosine(step: int, planned: int) -> float:
     """A short warm-up, then a cosine to a tenth of the rate at the planned last step."""
     warm = max(1, planned // 20)
     if step < warm:
