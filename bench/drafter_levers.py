@@ -45,7 +45,12 @@ SETS = {
         TrainingSet(
             "two-samples", "t07", "temperature 0.7, two answers a prompt, half the prompts"
         ),
-        TrainingSet("truncated-dropped", DEFAULT, "--drop-truncated: finished answers only"),
+        TrainingSet(
+            "truncated-kept", "truncated-kept", "the pool's finished rows and 30% cut ones"
+        ),
+        TrainingSet(
+            "truncated-dropped", "truncated-kept", "--drop-truncated: the finished rows only"
+        ),
         TrainingSet("original", DEFAULT, "another model's answers (Gemma 3 270M, 0.7)"),
     )
 }
@@ -61,7 +66,7 @@ LEVERS = {
     "blend": ("default-half", "skewed", "lacks"),
     "temperature": ("t07", "mix"),
     "samples": ("t07", "two-samples"),
-    "truncated": ("truncated-dropped",),
+    "truncated": ("truncated-kept", "truncated-dropped"),
     "original": ("original",),
 }
 MATRIX = ("selection", "blend", "temperature", "samples", "truncated")  # `--lever matrix`

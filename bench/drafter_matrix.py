@@ -26,6 +26,7 @@ SKEW = {"code": 0.77}  # the seeds' team's blend; the other domains share the re
 ALLOW = ("truncated=1",)  # answers are capped to fit two cores: most are cut
 DRAFT_VOCAB = 8192  # of the target's 49,152, as EAGLE-3 heads draft a quarter of it
 CURRENT = ("layer-skip", "default-half", 0)  # the drafter whose score selects rows
+CUT_SHARE = 0.3  # of the truncated lever's kept arm: a thinking model's long tail, say
 
 
 @dataclass
@@ -101,6 +102,18 @@ class Matrix:
         if name == "two-samples":
             return [r for r in hot if r.id in two]
         raise SystemExit(f"unknown training set {name}")
+
+    def truncated(self, kept: bool) -> list[Row]:
+        """The pool's finished rows (`export --drop-truncated`), and for the kept arm as many
+        cut rows as make CUT_SHARE of the set: a cap that cuts most answers (as here) would
+        make dropping them a matter of having no data, not of what a cut row teaches."""
+        finished = self.pool("pool-t0-drop", "--drop-truncated")
+        if not kept:
+            return finished
+        done = {(r.id, r.sample) for r in finished}
+        cut = [r for r in self.pool() if (r.id, r.sample) not in done]
+        cut.sort(key=lambda r: xxhash.xxh3_64_intdigest(r.id.encode(), seed=self.pools.sizes.seed))
+        return finished + cut[: round(len(finished) * CUT_SHARE / (1 - CUT_SHARE))]
 
     def draft_folder(self, kind: str, name: str, seed: int) -> Path:
         return self.work / "drafts" / f"{kind}-{name}-s{seed}"
@@ -196,5 +209,5 @@ class Matrix:
 
 
 def _newer(draft: Path, score_json: Path) -> bool:
-    """Trained again since the score: its trained.json is newer than score.json."""
-    return (draft / "trained.json").stat().st_mtime > score_json.stat().st_mtime
+    """Trained again since the score: its config.json is newer than score.json."""
+    return (draft / "config.json").stat().st_mtime > score_json.stat().st_mtime

@@ -92,6 +92,8 @@ class Pools:
     def run(self, name: str) -> Path:
         """The pool's run, generated (or resumed) now: a finished run asks nothing again."""
         run = self.work / "runs" / name
+        if name in self.generate_seconds:  # asked already in this bench
+            return run
         common = {"max_tokens": self.sizes.max_tokens, "seed": self.sizes.seed, "timeout": 6 * 3600}
         if name == "original":
             return self._original(run, common)

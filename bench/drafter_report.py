@@ -90,23 +90,32 @@ def verdict(diffs: list[dict]) -> str:
     return "no clear difference"
 
 
-def warnings(groups: dict[str, dict], steps: int, name: str, held: str) -> list[str]:
-    """What makes a figure mean nothing: too few held-out rows in a domain (said once per
+def warnings(entries: list[dict]) -> list[str]:
+    """What makes a figure mean nothing: too few held-out rows in a domain (once per
     held-out set: every drafter is scored on the same rows), too few training steps."""
-    said = []
-    small = {g: v["rows"] for g, v in groups.items() if g != "(overall)" and v["rows"] < MIN_ROWS}
-    if small:
-        said.append(
-            f"warning: {held}: {', '.join(f'{g} {n}' for g, n in sorted(small.items()))} "
-            f"held-out rows (under {MIN_ROWS} a domain): those domains' figures and "
-            "differences mean nothing; hold out more prompts (--held)"
+    said = {}
+    for e in entries:
+        groups = e["groups"]
+        small = {g: v["rows"] for g, v in groups.items() if g[0] != "(" and v["rows"] < MIN_ROWS}
+        if small:
+            said[e["held"]] = (
+                f"warning: {e['held']}: {', '.join(f'{g} {n}' for g, n in sorted(small.items()))}"
+                f" held-out rows (under {MIN_ROWS} a domain): those domains' figures and "
+                "differences mean nothing; hold out more prompts (--held)"
+            )
+    few = sorted(
+        {
+            f"{e['kind']} {e['set']} s{e['seed']} ({e['training']['steps']})"
+            for e in entries
+            if e["set"] != "init" and e["training"]["steps"] < MIN_STEPS
+        }
+    )
+    if few:
+        said["steps"] = (
+            f"warning: trained under {MIN_STEPS} steps, hardly away from their init (raise "
+            f"--budget): {', '.join(few)}"
         )
-    if steps < MIN_STEPS:
-        said.append(
-            f"warning: {name}: {steps} training steps (under {MIN_STEPS}): the drafter has "
-            "hardly left its init; raise --budget"
-        )
-    return said
+    return list(said.values())
 
 
 def cell(g: dict) -> str:

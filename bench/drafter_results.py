@@ -142,12 +142,7 @@ def render(found: dict, k: int) -> str:
             f"- {v['kind']} on {v['held']}: {v['set']} vs {v['baseline']}: {v['verdict']} "
             f"({'; '.join(f's{s} {d}' for s, d in zip(v['seeds'], v['diffs'], strict=True))})"
         )
-    said: list[str] = []
-    for e in found["entries"]:
-        name = f"{e['kind']} {e['set']} s{e['seed']} on {e['held']}"
-        steps = e["training"]["steps"] if e["set"] != INIT else report.MIN_STEPS
-        said += report.warnings(e["groups"], steps, name, e["held"])
-    out += list(dict.fromkeys(said))
+    out += report.warnings(found["entries"])
     out += [f"note: {line}" for line in found["notes"]]
     out += [f"not run: {line}" for line in found["not_run"].values()]
     seconds = ", ".join(f"{n} {s / 60:.1f} min" for n, s in found["generate_seconds"].items())

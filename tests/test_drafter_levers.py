@@ -22,7 +22,7 @@ import drafter_rows as rows_of  # noqa: E402
 
 
 def test_each_lever_trains_its_sets_and_the_default_first() -> None:
-    assert levers.sets_of(["truncated"]) == ["default", "truncated-dropped"]
+    assert levers.sets_of(["truncated"]) == ["default", "truncated-kept", "truncated-dropped"]
     assert levers.sets_of(["samples"]) == ["default", "t07", "two-samples"]
     matrix = levers.sets_of(["matrix"])
     assert "original" not in matrix and matrix[0] == "default"
@@ -70,11 +70,13 @@ def test_figures_print_their_interval_rows_and_steps_and_small_sizes_are_flagged
     assert "| 120 / 60 | 7 | 1.2 |" in text  # rows / prompts, steps, passes
     assert "1.50 [1.40, 1.60]" in text and "| 99 |" in text
     assert "-0.01 [-0.05, +0.03] vs default" in text
-    said = report.warnings(groups, steps=7, name="t07", held="held-t0")
-    assert any("held-t0: code 6 held-out rows" in line and "mean nothing" in line for line in said)
-    assert not any("math" in line for line in said)
-    assert any("7 training steps" in line for line in said)
-    assert report.warnings(groups | {"code": groups["math"]}, 50, "x", "held-t0") == []
+    scored = entry | {"groups": groups, "training": training, "held": "held-t0"}
+    said = report.warnings([scored, scored | {"seed": 1}])
+    assert said[0].startswith("warning: held-t0: code 6 held-out rows (under 30 a domain)")
+    assert "mean nothing" in said[0] and "math" not in said[0]  # said once for both drafters
+    assert said[1].endswith("--budget): layer-skip t07 s0 (7), layer-skip t07 s1 (7)")
+    enough = scored | {"groups": groups | {"code": groups["math"]}, "training": {"steps": 50}}
+    assert report.warnings([enough]) == []
 
 
 def test_the_blend_feeds_the_domains_still_learning() -> None:
