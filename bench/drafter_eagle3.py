@@ -126,7 +126,9 @@ def train(prep: Path, target: Path, vocab: Path, out: Path, budget: Budget) -> T
 def _head(prep: Path, target: Path, vocab: Path, seed: int) -> tuple[Any, dict]:
     """speculators' EAGLE-3 head, built as `speculators train` builds it from these flags."""
     import argparse
+    import warnings
 
+    from loguru import logger
     from speculators.model import SpeculatorModel
     from speculators.train.cli import build_draft_model, parse_vocab_mappings, set_seed
     from speculators.train.config import TrainConfig
@@ -143,7 +145,10 @@ def _head(prep: Path, target: Path, vocab: Path, seed: int) -> tuple[Any, dict]:
     set_seed(args.seed)
     d2t, t2d, draft_vocab = parse_vocab_mappings(args)
     model_class = SpeculatorModel.registry["eagle3"]
-    model = build_draft_model(args, model_class, t2d, d2t, draft_vocab)
+    logger.disable("speculators")  # where it loads the target's weights from, once per head
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # no mask token: it takes the pad token
+        model = build_draft_model(args, model_class, t2d, d2t, draft_vocab)
     kwargs, _ = model_class.get_trainer_kwargs(**vars(args))
     return model, kwargs
 
