@@ -28,7 +28,8 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -103,9 +104,9 @@ def train(prep: Path, target: Path, vocab: Path, out: Path, budget: Budget) -> T
     schedule = torch.optim.lr_scheduler.LambdaLR(optimiser, lambda s: cosine(s, planned))
     trained = Trained(out, 0, 0)
     model.train()
-    for epoch in range(1000):  # passes over the rows: bounded, far above any budget here
-        sampler.set_epoch(epoch)
-        for batch in loader:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # transformers' renamed kwargs
+        for batch in _batches(loader, sampler):
             inputs = {k: v for k, v in batch.items() if isinstance(v, torch.Tensor)}
             _, loss, _ = model(**inputs, **kwargs)
             optimiser.zero_grad()
@@ -117,16 +118,24 @@ def train(prep: Path, target: Path, vocab: Path, out: Path, budget: Budget) -> T
             trained.tokens += int(inputs["loss_mask"].sum())
             trained.losses.append(loss.item())
             if trained.tokens >= budget.tokens:
-                model.eval().save_pretrained(str(out))
-                trained.seconds = time.monotonic() - started
-                return trained
-    raise SystemExit(f"{out.name}: the budget was not spent in 1000 passes over {prep}")
+                break
+    if trained.tokens < budget.tokens:
+        raise SystemExit(f"{out.name}: the budget was not spent in 1000 passes over {prep}")
+    model.eval().save_pretrained(str(out))
+    trained.seconds = time.monotonic() - started
+    return trained
+
+
+def _batches(loader: Any, sampler: Any) -> Iterator[dict]:
+    """Packed batches, pass after pass (a new order each: the sampler's epoch), bounded."""
+    for epoch in range(1000):  # far above any budget here
+        sampler.set_epoch(epoch)
+        yield from loader
 
 
 def _head(prep: Path, target: Path, vocab: Path, seed: int) -> tuple[Any, dict]:
     """speculators' EAGLE-3 head, built as `speculators train` builds it from these flags."""
     import argparse
-    import warnings
 
     from loguru import logger
     from speculators.model import SpeculatorModel

@@ -136,7 +136,7 @@ class Matrix:
         made |= {"passes": got.tokens / max(1, made["supervised_tokens"])}
         made |= {"loss_first_last": got.first_and_last()}
         done.write_text(json.dumps(made, indent=1))
-        return made
+        return json.loads(done.read_text())  # as a later run finds it (lists, not tuples)
 
     def train_eagle3(self, name: str, rows: list[Row], folder: Path, budget: training.Budget):
         digest = xxhash.xxh3_64_hexdigest("".join(r.line + "\n" for r in rows).encode())
