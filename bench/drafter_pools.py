@@ -132,7 +132,7 @@ class Pools:
 
 def original_model() -> Path:
     """The other model's GGUF, from its wheel: installed by `scripts/bootstrap.sh --dev` (or
-    `pip install '.[bench]'`); the bench never installs into the running interpreter."""
+    `pip install '.[dev]'`); the bench never installs into the running interpreter."""
     import importlib
 
     try:
