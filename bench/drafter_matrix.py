@@ -87,10 +87,8 @@ class Matrix:
                 for d in domains
                 for r in rows_of.up_to([r for r in ordered if r.domain == d], share)
             ]
-        if name == "truncated-dropped":
-            return rows_of.of_prompts(
-                self.pool("pool-t0-drop", "--drop-truncated"), self.prompts("balanced")
-            )
+        if name.startswith("truncated-"):
+            return self.truncated(kept=name == "truncated-kept")
         if name == "original":
             return rows_of.read_export(self.export("original", ["original"]))
         hot = rows_of.read_export(self.export("t07", ["t07-two", "t07-one"]))

@@ -18,7 +18,7 @@ sys.path.insert(0, str(BENCH))
 import drafter_prompts as prompts  # noqa: E402
 import drafter_report as report  # noqa: E402
 import drafter_rows as rows_of  # noqa: E402
-from drafter_matrix import Matrix  # noqa: E402
+from drafter_matrix import CUT_SHARE, Matrix  # noqa: E402
 from drafter_pools import Pools, Sizes  # noqa: E402
 
 pytestmark = pytest.mark.model
@@ -41,6 +41,17 @@ def test_the_default_set_is_the_balanced_blend_of_pool_rows_never_a_held_out_one
     assert len(rows) == 12 and {r.domain for r in rows} == set(prompts.DOMAINS)
     held = set(rows_of.prompt_ids(matrix.pools.blend("held", None, None)))
     assert len(held) == 6 and not {r.id for r in rows} & held
+
+
+def test_the_truncated_arms_share_the_finished_rows_and_the_kept_one_adds_cut_ones(matrix):
+    dropped = matrix.rows("truncated-dropped", "layer-skip")
+    kept = matrix.rows("truncated-kept", "layer-skip")
+    finished = {(r.id, r.sample) for r in dropped}
+    assert finished and finished <= {(r.id, r.sample) for r in kept}
+    cut = [r for r in kept if (r.id, r.sample) not in finished]
+    assert cut and len(cut) == round(len(dropped) * CUT_SHARE / (1 - CUT_SHARE))
+    whole = {(r.id, r.sample): r for r in matrix.pool()}
+    assert all(whole[(r.id, r.sample)].line == r.line for r in cut)  # the pool's own rows
 
 
 def test_a_layer_skip_draft_learns_on_the_export_once(matrix) -> None:
