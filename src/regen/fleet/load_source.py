@@ -7,6 +7,7 @@ still in flight; the answers alone show it only a request's time later (tuning.p
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import replace
 
 from regen.errors import PermanentError, RetryableError, ServerRefused
@@ -21,8 +22,9 @@ KV_GROWTH = 0.6  # a running request holds its prompt and, on average, this much
 
 
 class LoadSource:
-    def __init__(self, server: Server) -> None:
+    def __init__(self, server: Server, clock: Callable[[], float] = time.monotonic) -> None:
         self.server = server
+        self.clock = clock  # the controller's (a simulated fleet runs on its own)
         self.metrics = True  # the engine answers /metrics (until it does not)
         self.by_stream = False  # the last load's token counter was the streams' events
         self.read_at = 0.0  # when the last load came (a busy client reads it late: a window
@@ -42,7 +44,7 @@ class LoadSource:
         """The engine's load; where it counts no tokens and its answers are streamed, the
         events received stand for its counter (None: neither, measure from the answers)."""
         load = await self._engine_load()
-        self.read_at = time.monotonic()
+        self.read_at = self.clock()
         server = self.server
         streamed = server.timeouts.stream or server.stream_to_measure
         self.by_stream = (load is None or load.generated is None) and streamed

@@ -6,6 +6,7 @@ write these fields themselves."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -35,6 +36,8 @@ class Rotation:
     _limit: int | None = None  # requests in flight now, chosen live (tuning.py); None: cap
     limit_reason: str = "fixed"  # why the level is what it is (concurrency.Level.reason)
     answered: int = 0  # requests it answered: a prompt its 500s follow is told by it
+    clock: Callable[[], float] = field(default=time.monotonic, repr=False)  # a simulated
+    # fleet's (testing/sim_fleet.py) runs on its own
 
     @property
     def available(self) -> bool:
@@ -101,7 +104,7 @@ class Rotation:
             full = self.back_pressure.full(self.stats.sent)
             if error.retry_after is not None or full:
                 wait = error.retry_after if error.retry_after is not None else pause
-                self._paused_until = max(self._paused_until, time.monotonic() + wait)
+                self._paused_until = max(self._paused_until, self.clock() + wait)
             return False
         return self.breaker.record_failure(error.kind)
 
@@ -132,7 +135,7 @@ class Rotation:
         return True
 
     def probe_failed(self, reason: str | None = None) -> None:
-        self.breaker.probe_failed(time.monotonic())
+        self.breaker.probe_failed(self.clock())
         if reason is not None:
             self.breaker.reason = reason
 
@@ -144,11 +147,11 @@ class Rotation:
         return due
 
     def liveness_answered(self) -> None:
-        self.liveness.answered(time.monotonic())
+        self.liveness.answered(self.clock())
 
     def liveness_missed(self, allowed: int) -> bool:
         """Count a missed check; True (and the count starts again) at `allowed` in a row."""
-        if self.liveness.missed(time.monotonic()) < allowed:
+        if self.liveness.missed(self.clock()) < allowed:
             return False
         self.liveness.misses = 0
         return True

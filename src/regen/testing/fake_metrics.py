@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from regen.testing.fake_engine import FakeEngine
+from regen.testing.fake_scheduler import Scheduler
 
 
-def metrics_text(dialect: str | None, engine: FakeEngine, model: str) -> str:
+def metrics_text(dialect: str | None, engine: Scheduler, model: str) -> str:
     """The /metrics body; a 404 for an engine that serves none (`EngineCurve.metrics`)."""
     if not engine.curve.metrics:
         raise web.HTTPNotFound(text="no /metrics on this engine")
@@ -38,7 +38,7 @@ def _lines(rows: list[tuple[str, str, float]], labels: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def _vllm(engine: FakeEngine, model: str) -> str:
+def _vllm(engine: Scheduler, model: str) -> str:
     c, curve = engine.counters, engine.curve
     rows = [
         ("vllm:num_requests_running", "gauge", len(engine.running)),
@@ -60,7 +60,7 @@ def _vllm(engine: FakeEngine, model: str) -> str:
     return _lines(rows, labels) + info
 
 
-def _sglang(engine: FakeEngine, model: str) -> str:
+def _sglang(engine: Scheduler, model: str) -> str:
     c = engine.counters
     rows = [
         ("sglang:num_running_reqs", "gauge", len(engine.running)),

@@ -62,8 +62,13 @@ QUEUED_GAIN = 0.1  # ... or this much with a queue in the engine (a step paying 
 CLIFF = 0.25  # a step up that lost this much: past a cliff, a ceiling at once (a window
 # can read 10-20% low on a busy machine or a CPU engine: a plain plateau for those)
 BIG_GAIN = 0.3  # a step that brought this much: the next one doubles
+CLEAR_GAIN = 0.6  # ... read in a young window (tuning.py), this much, else it is read again
+# once its requests have aged: a doubling still far below the knee nearly doubles the output
+# at once, while one past a KV cache pays only as its requests grow (and lose it then)
 JUMP_GAIN = 0.7  # a doubling that brought this much (each request kept most of its speed:
 # the batch is still free, as on a GPU far below its knee) may jump to the stated cache
+KEPT = 0.95  # a step up is taken only from a window in which the client kept this share of
+# its level in flight (a window under BUSY decides nothing at all)
 QUEUE_SHARE = 0.1  # an engine queue beyond this share of its running batch: full
 PROBE_EVERY = 3  # windows held before probing above the best level again (cheap: a probe
 # past the knee only queues a few requests in the engine, or preempts a few)
@@ -72,10 +77,18 @@ LOWER_LOSS = 0.0  # a probe below a held level is kept when it loses no more tha
 # probe below pays, and the level steps back down to the top); with a tolerance, against
 # the GAIN a step up needs, noisy windows would walk a gentle rise (+3% a step) down
 JUMP = 8  # the most one step multiplies the level by
+QUADRUPLE_EFF = 0.9  # a first climb's step whose output grew as level**this (or faster),
+# read young and after a doubling, is followed by x4: far below the knee, each window spent
+# there is output lost (a doubling that gained 87%, or more)
+FALL = 0.1  # a held level whose output fell this far under the level it was stepped up from
+# (over two windows or more; twice as far in one) is past a cliff that its first, younger
+# windows did not show
 
 
 def decide(level: Level, window: Window) -> Level:
     """The level for the next window."""
+    if window.aged:
+        level = replace(level, ageing=False)
     level, full = refusals(age_ceiling(level), window)
     new = refused(level, window) if full and not level.refused_from else _decide(level, window)
     if new.first_climb and not new.climbing:
@@ -163,6 +176,22 @@ def _queue_full(window: Window) -> bool:
     return window.waiting > max(4.0, QUEUE_SHARE * window.running)
 
 
+def clear_gain(level: Level, rate: float) -> bool:
+    """Whether a climb's step paid clearly enough to be judged on a young window: as a
+    doubling that brought CLEAR_GAIN (a longer step, in proportion)."""
+    return _efficiency(level, rate) >= math.log2(1 + CLEAR_GAIN)
+
+
+def _efficiency(level: Level, rate: float) -> float:
+    """How the output grew with the level over the last step up: the exponent k of
+    rate ~ level**k (1: in step with it; a doubling that gained 30% is 0.38)."""
+    if not level.best_limit or level.best_rate <= 0 or level.limit <= level.best_limit:
+        return 1.0
+    if rate <= 0:
+        return -1.0
+    return math.log(rate / level.best_rate) / math.log(level.limit / level.best_limit)
+
+
 def _top(level: Level) -> int:
     top = level.cap if level.ceiling is None else min(level.cap, level.ceiling - 1)
     return max(1, top)
@@ -170,6 +199,10 @@ def _top(level: Level) -> int:
 
 def _climb(level: Level, window: Window) -> Level:
     rate, kv_fit, queued = window.rate, window.kv_fit, _queue_full(window)
+    eff = _efficiency(level, rate)
+    if level.best_limit and not window.aged and not clear_gain(level, rate):
+        # Not a clear gain, read before the step's requests grew: read again once they have.
+        return replace(level, ageing=True, reason="ageing")
     if level.best_limit and rate < level.best_rate * (1 + _needed(window)):
         if not level.climbed and level.best_limit > 1 and level.ceiling is None:
             # The first step up did not pay: is the start past the top? Try half of it.
@@ -191,7 +224,7 @@ def _climb(level: Level, window: Window) -> Level:
             trial = _try_what_runs(level, window, level.best_limit, level.best_rate)
             if trial is not None:
                 return trial
-        if level.step == 2.0 and rate >= level.best_rate * (1 - GAIN):
+        if level.step >= 2.0 and rate >= level.best_rate * (1 - GAIN):
             # A doubling that read as much, not less: the top is between the two (and the
             # level below was read in a short window, which reads high): hold halfway,
             # geometrically, and probe above it first.
@@ -202,19 +235,37 @@ def _climb(level: Level, window: Window) -> Level:
         return replace(
             level, limit=level.best_limit, climbing=False, held=0, probe_down=True, reason="plateau"
         )
+    if window.busy < KEPT:
+        # It paid, but the client kept its level in flight only most of the time (sends
+        # behind, a starved loop): a higher level is one it would keep less still.
+        return replace(level, reason="client behind")
     gained = rate / level.best_rate - 1 if level.best_rate else 1.0
     # Doublings while each gains a lot; then x1.25, and always past a top. With a queue in
     # the engine, doublings while each pays QUEUED_GAIN: the engine admits what fits and the
     # rest waits (no preemptions to fear), and a smaller step's gain would be lost in noise.
-    doubles = gained >= (QUEUED_GAIN if queued else BIG_GAIN)
-    step = 2.0 if doubles and level.first_climb else 1.25
+    doubles = level.step >= 2.0 and eff >= math.log2(1 + (QUEUED_GAIN if queued else BIG_GAIN))
+    if level.step > 2.0 and not doubles:
+        # A long step that paid less than a doubling's worth: the top is within it.
+        middle = math.ceil(math.sqrt(level.best_limit * level.limit))
+        return replace(level, limit=middle, climbing=False, held=0, reason="plateau")
+    # Past a first climb's doublings, a step as long as the gain says is worth the risk:
+    # the output's curve bends, so the next step gains less than this one did.
+    step = 2.0 if doubles and level.first_climb else 1 + min(0.25, max(0.05, 2 * gained))
+    if (
+        step == 2.0
+        and not window.aged
+        and level.best_limit
+        and level.step >= 2.0
+        and eff >= QUADRUPLE_EFF
+    ):
+        step = 4.0  # the output grew with the level, step for step: far below any knee
     if level.ceiling is not None:
         step = min(step, 1.05)  # near a known edge: small steps
     higher = max(level.limit + 1, math.ceil(level.limit * step))
     if (
         level.first_climb
         and level.climbed
-        and level.step == 2.0
+        and level.step >= 2.0
         and gained >= JUMP_GAIN
         and (kv_fit and kv_fit > higher)
     ):
@@ -226,7 +277,15 @@ def _climb(level: Level, window: Window) -> Level:
         higher = min(kv_fit, level.limit * JUMP)
     higher = min(_top(level), higher)
     climbed = level.climbed or level.best_limit > 0  # this window's level beat the last one
-    best = replace(level, best_rate=rate, best_limit=level.limit, step=step, climbed=climbed)
+    best = replace(
+        level,
+        best_rate=rate,
+        best_limit=level.limit,
+        step=step,
+        climbed=climbed,
+        below_rate=level.best_rate if level.best_limit < level.limit else 0.0,
+        below_limit=level.best_limit if level.best_limit < level.limit else 0,
+    )
     if higher <= level.limit:
         return replace(best, climbing=False, held=0, probe_down=True, reason="at cap")
     return replace(best, limit=higher, reason="climbing")
@@ -251,6 +310,26 @@ def _hold(level: Level, rate: float) -> Level:
     # and against more than one noisy window.
     held = level.held + 1
     mean = rate if level.held == 0 else level.best_rate + (rate - level.best_rate) / held
+    fell = (
+        mean < level.below_rate * (1 - FALL)
+        if held >= 2
+        else rate < level.below_rate * (1 - 2 * FALL)
+    )
+    if level.below_limit and fell:
+        # It paid when it was stepped up to, and no longer does: past a cliff after all.
+        return replace(
+            level,
+            limit=level.below_limit,
+            best_rate=level.below_rate,
+            best_limit=level.below_limit,
+            below_limit=0,
+            below_rate=0.0,
+            ceiling=level.limit,
+            ceiling_age=0,
+            held=0,
+            probe_down=False,
+            reason="fell under the level below",
+        )
     level = replace(level, best_rate=mean, best_limit=level.limit, held=held)
     if held < PROBE_EVERY:
         return replace(level, reason="holding")

@@ -24,10 +24,19 @@ class Window:
     waiting: float | None = None  # the engine's queue at its shortest in the window
     running: float | None = None  # the engine's running batch, mean over the window
     kv_fit: int | None = None  # requests the engine's stated KV cache holds, at this mix
+    # Whether the level's own requests had aged in it (tuning.py): a young window, right
+    # after a step up, has not yet paid for their growth (a KV cache filling as they grow)
+    aged: bool = True
 
     @property
     def rate(self) -> float:
         return self.tokens / self.seconds if self.seconds > 0 else 0.0
+
+
+def young(level: Level) -> bool:
+    """Whether the next window may be a young one: a first climb's doubling, read before
+    its requests age (every window spent far below the knee is output lost)."""
+    return level.climbing and level.first_climb and not level.ageing and level.step >= 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,12 +47,16 @@ class Level:
     cap: int
     best_rate: float = 0.0
     best_limit: int = 0
+    below_rate: float = 0.0  # the level the best one was stepped up from, and its rate: a
+    below_limit: int = 0  # best level that later pays less than it was past a cliff
     ceiling: int | None = None  # stay below: this level was too many
     ceiling_age: int = 0
     climbing: bool = True
     climbed: bool = False  # a step up has paid (the start is below the top)
     descending: bool = False  # halving from a start that was past the top
     first_climb: bool = True  # no top found yet: the stated KV cache may be jumped to
+    ageing: bool = False  # a first climb's step read too little in a young window: its
+    # verdict waits for a window in which its requests have aged
     held: int = 0
     step: float = 2.0
     reason: str = "start"
@@ -60,10 +73,18 @@ class Level:
 
 def start(cap: int, stated: int | None = None, last: int | None = None) -> Level:
     """The first level: where the last session of this run left this server (`last`: a
-    resumed two-day run does not climb again from scratch), else what the engine says it
-    runs at once (SGLang's max_running_requests), else START; never above the cap. It climbs
-    from there as from any start: a level that is too high for today is left in a window."""
+    resumed two-day run does not climb again from scratch; it is held, and probed from, as
+    a level found), else what the engine says it runs at once (SGLang's
+    max_running_requests), climbed from as from any start, else START; never above the cap."""
     first = next((n for n in (last, stated) if n and n > 0), START)
-    resumed = bool(last and last > 0)  # a level found before: no jump from it
-    reason = "last session's level" if resumed else "start"
-    return Level(limit=max(1, min(cap, first)), cap=cap, reason=reason, first_climb=not resumed)
+    limit = max(1, min(cap, first))
+    if last and last > 0:
+        return Level(
+            limit=limit,
+            cap=cap,
+            reason="last session's level",
+            climbing=False,
+            climbed=True,
+            first_climb=False,
+        )
+    return Level(limit=limit, cap=cap, reason="start")

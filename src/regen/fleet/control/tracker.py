@@ -4,6 +4,8 @@ and the server's counts since it opened, and the Window they make for `concurren
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from regen.fleet.control.level import Level, Window
@@ -30,14 +32,20 @@ class Tracker:
     busy: list[float] = field(default_factory=list)
     waiting: list[float] = field(default_factory=list)
     running: list[float] = field(default_factory=list)
+    awaiting: list[int] = field(default_factory=list)  # streams without a first token yet
+    samples: list[tuple[float, float]] = field(default_factory=list)  # (when, tokens so far)
+    late: float = 0.0  # the longest the client's loop woke up late in the window (s)
     went_down: bool = False
     last: EngineLoad | None = None
     kv_tokens: int | None = None  # what the engine states its KV cache holds
     decoding: bool = False  # the engine's counter has shown its first tokens
+    young: bool = False  # this window is a first climb's doubling's (level.young)
+    warming: bool = False  # a high start: no window until its first requests turned over
+    clock: Callable[[], float] = time.monotonic
     source: LoadSource = field(init=False)
 
     def __post_init__(self) -> None:
-        self.source = LoadSource(self.server)
+        self.source = LoadSource(self.server, self.clock)
 
     def decoded(self) -> float | None:
         """Output tokens the engine's counter shows in the window so far (None: no counter)."""
@@ -71,10 +79,19 @@ class Tracker:
         preempted = None
         if engine and first.preemptions is not None and last.preemptions is not None:
             preempted = int(last.preemptions - first.preemptions)
+        busy = sum(self.busy) / len(self.busy)
+        # At its shortest: a queue that drains between steps (prompts waiting for their turn
+        # in a step's token budget, as vLLM's CPU build queues them) is no full server.
+        waiting, running = (min(self.waiting), mean(self.running)) if self.waiting else (None, None)
+        if waiting is None and self.source.by_stream and self.awaiting and not self.young:
+            # No engine gauge: its queue as the client sees it, streams still waiting for
+            # their first token all window long (admitted ones decode; aged: none is new).
+            waiting = min(self.awaiting)
+            running = max(0.0, busy * server.limit - waiting)
         return Window(
             seconds=seconds,
             tokens=tokens,
-            busy=sum(self.busy) / len(self.busy),
+            busy=busy,
             errors=server.stats.load_failures - self.load_failures_at,
             requests=server.stats.sent - self.sent_at,
             preemptions=preempted,
@@ -83,6 +100,7 @@ class Tracker:
             waiting=min(self.waiting) if self.waiting else None,
             running=mean(self.running),
             kv_fit=kv_fit(self.kv_tokens or (last.kv_tokens if last else None), server.stats),
+            aged=not self.young,
         )
 
 

@@ -30,7 +30,9 @@ import time
 from collections.abc import Callable
 
 from regen.fleet.control import concurrency
+from regen.fleet.control.level import young
 from regen.fleet.control.tracker import Tracker
+from regen.fleet.control.window import ready
 from regen.fleet.engine_info import stated_limits
 from regen.fleet.load_source import SCRAPE_TIMEOUT
 from regen.fleet.server import Server
@@ -42,7 +44,7 @@ MIN_WINDOW = 1.0
 # A window, in request times: the engine's token counter shows a bigger batch at once, the
 # answers only as they finish.
 WINDOW_ENGINE, WINDOW_ANSWERS = 0.6, 1.0
-WINDOW_CLIMB, MIN_WINDOW_CLIMB = 0.25, 0.5  # while climbing, with the engine's counter
+WINDOW_CLIMB, MIN_WINDOW_CLIMB = 0.1, 0.5  # while climbing, with the engine's counter
 MIN_STEPS = 16  # a window spans at least this many of the engine's decode steps,
 WORSE = 0.5  # unless its rate so far is under this share of the best level's
 # By the streams: events a stream in the window (they come in bursts). Near the top a step
@@ -56,6 +58,15 @@ SETTLE = 0.15  # of a request's time, after a change, before the window starts c
 # read as paying less than it does (or nothing, near the knee, where each answer slows)
 SETTLE_ANSWERS = 0.6
 SETTLE_FIRST, FIRST_SHARE = 0.5, 0.1  # measured by its streams: see _prefilling
+# A window other than a first climb's doubling is read once the level's own requests have
+# aged: it starts counting AGED_SETTLE of a request's time after the change and spans at
+# least AGED_WINDOW of it (a step into a KV cache that fills as the requests grow reads well
+# while they are young, and shows its cost only then), and MIN_AGED_WINDOW seconds.
+AGED_SETTLE, AGED_WINDOW, MIN_AGED_WINDOW = 0.5, 0.5, 2.0
+# A start above START (a resumed run's level, an engine's stated one) is first read once
+# the server answered WARM_SHARE of it: before that its requests are all of an age (they
+# were sent at once), which no steady state of the level looks like.
+WARM_SHARE = 1.0
 
 
 class LiveConcurrency:
@@ -65,12 +76,15 @@ class LiveConcurrency:
         fixed: bool,
         last: dict[str, int] | None = None,
         made_room: Callable[[Server, int], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.fixed = fixed
+        self.clock = clock  # a simulated fleet (testing/sim_fleet.py) brings its own
         self.last = last or {}  # url -> the level the run's last session ended with
         self.made_room = made_room or (lambda server, slots: None)  # wakes requests waiting
         self._trackers = [
-            Tracker(s, concurrency.Level(limit=s.concurrency, cap=s.concurrency)) for s in servers
+            Tracker(s, concurrency.Level(limit=s.concurrency, cap=s.concurrency), clock=clock)
+            for s in servers
         ]
 
     async def start(self) -> None:
@@ -81,6 +95,7 @@ class LiveConcurrency:
             server = tracker.server
             stated, tracker.kv_tokens = await stated_limits(server, SCRAPE_TIMEOUT)
             tracker.level = concurrency.start(server.concurrency, stated, self.last.get(server.url))
+            tracker.warming = tracker.level.limit > concurrency.START
             server.set_limit(tracker.level.limit, tracker.level.reason)
             await tracker.source.stream_if_uncounted(tracker.level.limit)
 
@@ -88,15 +103,26 @@ class LiveConcurrency:
         """Until cancelled."""
         if self.fixed:
             return
-        now = time.monotonic()
-        for tracker in self._trackers:
-            await self._open(tracker, now)
+        await self.open_windows()
         while True:
+            before = self.clock()
             await asyncio.sleep(TICK)
-            await asyncio.gather(*(self._tick(t) for t in self._trackers))
+            await self.tick(late=max(0.0, self.clock() - before - TICK))
+
+    async def open_windows(self) -> None:
+        """Each server's first window (after `start`)."""
+        for tracker in self._trackers:
+            await self._open(tracker, self.clock())
+
+    async def tick(self, late: float = 0.0) -> None:
+        """One sample of every server, every TICK s; `late`: how much later than that the
+        client's loop woke up (a busy client: its windows are read longer, window.py)."""
+        for tracker in self._trackers:
+            tracker.late = max(tracker.late, late)
+        await asyncio.gather(*(self._tick(t) for t in self._trackers))
 
     async def _tick(self, tracker: Tracker) -> None:
-        server, now = tracker.server, time.monotonic()
+        server, now = tracker.server, self.clock()
         if not server.available:
             tracker.went_down = True
             return
@@ -111,9 +137,16 @@ class LiveConcurrency:
             if now - tracker.started >= MIN_WINDOW:
                 await self._open(tracker, now)
             return
+        if tracker.warming:
+            if server.stats.completed < WARM_SHARE * server.limit:
+                return  # the run's first requests, all of an age: no level's steady state
+            tracker.warming = False
+            await self._open(tracker, now)
+            return
         if now < tracker.counting_from or self._prefilling(tracker, now):
             return
         if not tracker.busy:  # the window starts counting: the answers from now on
+            tracker.counting_from = now  # (a late loop starts it late)
             tracker.tokens_at = server.stats.completion_tokens
             tracker.answers_at = server.stats.completed
             if tracker.source.by_stream:
@@ -123,6 +156,7 @@ class LiveConcurrency:
                 tracker.first = await tracker.source.read()
                 tracker.measured_from = tracker.source.read_at
         tracker.busy.append(server.in_flight / max(1, server.limit))
+        tracker.awaiting.append(server.stats.awaiting_first)
         if now - tracker.counting_from < self._window(tracker):
             if self._clearly_better(tracker, now):
                 self._close(tracker, now)
@@ -131,11 +165,17 @@ class LiveConcurrency:
                 await self._sample_engine(tracker)
             return
         await self._sample_engine(tracker)
-        if tracker.source.by_stream:
+        if not ready(tracker, now, self._window(tracker)):
+            return  # a window read on a starved loop, or a rate still moving: read longer
+        if tracker.source.by_stream and not self._clearly_worse(tracker, now):
             events = tracker.steps()
             if events < MIN_EVENTS_DOUBLING or (events < MIN_EVENTS and not self._doubles(tracker)):
                 return  # too few events yet (a prefill stall, a starved loop): no verdict
-        elif tracker.steps() < MIN_STEPS and not self._clearly_worse(tracker, now):
+        elif (
+            not tracker.source.by_stream
+            and tracker.steps() < MIN_STEPS
+            and not self._clearly_worse(tracker, now)
+        ):
             return  # too few engine steps yet to judge (a CPU engine, a prefill stall)
         self._close(tracker, now)
         await self._open(tracker, now)
@@ -143,13 +183,13 @@ class LiveConcurrency:
     @staticmethod
     def _doubles(tracker: Tracker) -> bool:
         """Measured by its streams, a first climb's level whose rate so far beats the last
-        one's by BIG_GAIN: decided on MIN_EVENTS_DOUBLING events a stream (every window below
+        one's by CLEAR_GAIN: decided on MIN_EVENTS_DOUBLING events a stream (every window below
         the knee is output lost). A smaller gain waits for MIN_EVENTS: the next step is small,
         and judged against this window's rate, read the same way."""
         level, rate = tracker.level, tracker.rate_so_far()
-        if not (level.climbing and level.first_climb) or level.best_rate <= 0 or rate is None:
+        if not tracker.young or level.best_rate <= 0 or rate is None:
             return False
-        return rate >= level.best_rate * (1 + concurrency.BIG_GAIN)
+        return concurrency.clear_gain(level, rate)
 
     @staticmethod
     def _prefilling(tracker: Tracker, now: float) -> bool:
@@ -172,16 +212,16 @@ class LiveConcurrency:
 
     def _clearly_better(self, tracker: Tracker, now: float) -> bool:
         """Measured by its answers alone, a climbing level whose rate so far, over at least
-        MIN_ANSWERS of them, beats the last level's by BIG_GAIN: decided without waiting out
+        MIN_ANSWERS of them, beats the last level's by CLEAR_GAIN: decided without waiting out
         the window (the first answers after a step up were mostly sent below it, so a rate
         read this early is, if anything, low; a whole window would be a request's time)."""
         level, stats = tracker.level, tracker.server.stats
-        if tracker.first is not None or not level.climbing or level.best_rate <= 0:
+        if tracker.first is not None or not tracker.young or level.best_rate <= 0:
             return False
         if stats.completed - tracker.answers_at < MIN_ANSWERS or now <= tracker.counting_from:
             return False
         rate = (stats.completion_tokens - tracker.tokens_at) / (now - tracker.counting_from)
-        return rate >= level.best_rate * (1 + concurrency.BIG_GAIN)
+        return concurrency.clear_gain(level, rate)
 
     async def _decoding(self, tracker: Tracker, now: float) -> bool:
         """Whether the engine's counter shows decoded tokens, before any answer; the first
@@ -200,10 +240,12 @@ class LiveConcurrency:
     def _window(self, tracker: Tracker) -> float:
         latency = tracker.server.stats.latency_ewma
         if tracker.first is None:
-            return max(MIN_WINDOW, WINDOW_ANSWERS * latency)
-        if tracker.level.climbing:
+            length = max(MIN_WINDOW, WINDOW_ANSWERS * latency)
+        elif tracker.young:
             return max(MIN_WINDOW_CLIMB, WINDOW_CLIMB * latency)
-        return max(MIN_WINDOW, WINDOW_ENGINE * latency)
+        else:
+            length = max(MIN_WINDOW, WINDOW_ENGINE * latency)
+        return length if tracker.young else max(length, MIN_AGED_WINDOW, AGED_WINDOW * latency)
 
     async def _open(self, tracker: Tracker, now: float) -> None:
         server = tracker.server
@@ -212,8 +254,12 @@ class LiveConcurrency:
         tracker.measured_from = tracker.source.read_at
         counter = tracker.first is not None and tracker.first.generated is not None
         settle = SETTLE if counter else SETTLE_ANSWERS
+        tracker.young = young(tracker.level)
+        if not tracker.young:
+            settle = max(settle, AGED_SETTLE)
         tracker.counting_from = now + settle * server.stats.latency_ewma
-        tracker.busy, tracker.waiting, tracker.running = [], [], []
+        tracker.busy, tracker.waiting, tracker.running, tracker.awaiting = [], [], [], []
+        tracker.samples, tracker.late = [], 0.0
         tracker.went_down = False
         tracker.tokens_at = server.stats.completion_tokens
         tracker.load_failures_at, tracker.sent_at = server.stats.load_failures, server.stats.sent
@@ -227,7 +273,8 @@ class LiveConcurrency:
         tracker.level = concurrency.decide(tracker.level, window)
         server.set_limit(tracker.level.limit, tracker.level.reason)
         log.debug(
-            "server %s: %.1f s at %d: %.0f tok/s, busy %.2f, refused %d of %d -> %d (%s)",
+            "server %s: %.1f s at %d: %.0f tok/s, busy %.2f, refused %d of %d, loop %.2f s late"
+            " -> %d (%s)",
             server.name,
             window.seconds,
             before,
@@ -235,6 +282,7 @@ class LiveConcurrency:
             window.busy,
             window.errors,
             window.requests,
+            tracker.late,
             tracker.level.limit,
             tracker.level.reason,
         )
@@ -253,6 +301,8 @@ class LiveConcurrency:
     async def _sample_engine(self, tracker: Tracker) -> None:
         load = await tracker.source.read()
         tracker.last, tracker.last_at = load, tracker.source.read_at
+        if load is not None and load.generated is not None:
+            tracker.samples.append((tracker.last_at, load.generated))
         if load is not None and load.waiting is not None and load.running is not None:
             tracker.waiting.append(load.waiting)
             tracker.running.append(load.running)
