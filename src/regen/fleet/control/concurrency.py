@@ -192,6 +192,11 @@ def _efficiency(level: Level, rate: float) -> float:
     return math.log(rate / level.best_rate) / math.log(level.limit / level.best_limit)
 
 
+def _near_edge(level: Level) -> bool:
+    """Within a x1.25 step of a ceiling (far under one, steps are as anywhere)."""
+    return level.ceiling is not None and level.limit * 1.25 >= level.ceiling
+
+
 def _top(level: Level) -> int:
     top = level.cap if level.ceiling is None else min(level.cap, level.ceiling - 1)
     return max(1, top)
@@ -259,7 +264,7 @@ def _climb(level: Level, window: Window) -> Level:
         and eff >= QUADRUPLE_EFF
     ):
         step = 4.0  # the output grew with the level, step for step: far below any knee
-    if level.ceiling is not None:
+    if _near_edge(level):
         step = min(step, 1.05)  # near a known edge: small steps
     higher = max(level.limit + 1, math.ceil(level.limit * step))
     if (
@@ -333,7 +338,7 @@ def _hold(level: Level, rate: float) -> Level:
     level = replace(level, best_rate=mean, best_limit=level.limit, held=held)
     if held < PROBE_EVERY:
         return replace(level, reason="holding")
-    step = 1.25 if level.ceiling is None else 1.05  # near a known edge: small probes
+    step = 1.05 if _near_edge(level) else 1.25  # near a known edge: small probes
     higher = min(_top(level), max(level.limit + 1, math.ceil(level.limit * step)))
     lower = max(1, math.floor(level.limit / 1.25))
     top = higher <= level.limit  # at the cap or a ceiling: only below, and less often

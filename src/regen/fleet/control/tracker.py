@@ -13,6 +13,8 @@ from regen.fleet.engine_metrics import EngineLoad
 from regen.fleet.load_source import LoadSource, kv_fit
 from regen.fleet.server import Server
 
+AGED = 1.0  # a window that ends this many request times after its level's change is aged
+
 
 @dataclass
 class Tracker:
@@ -100,7 +102,8 @@ class Tracker:
             waiting=min(self.waiting) if self.waiting else None,
             running=mean(self.running),
             kv_fit=kv_fit(self.kv_tokens or (last.kv_tokens if last else None), server.stats),
-            aged=not self.young,
+            # A young window that ran a request's time has seen the level's requests age
+            aged=not self.young or now - self.started >= AGED * server.stats.latency_ewma,
         )
 
 

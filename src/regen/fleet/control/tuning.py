@@ -158,8 +158,9 @@ class LiveConcurrency:
         tracker.busy.append(server.in_flight / max(1, server.limit))
         tracker.awaiting.append(server.stats.awaiting_first)
         if now - tracker.counting_from < self._window(tracker):
-            if self._clearly_better(tracker, now):
-                self._close(tracker, now)
+            worse = now - tracker.counting_from >= MIN_WINDOW and self._clearly_worse(tracker, now)
+            if self._clearly_better(tracker, now) or worse:  # (a level past a cliff is left
+                self._close(tracker, now)  # before its own requests' time is out)
                 await self._open(tracker, now)
             elif len(tracker.busy) % 4 == 0:  # the engine's queue, about once a second
                 await self._sample_engine(tracker)

@@ -4,8 +4,8 @@ reading is sure enough on a busy client, nor while its rate still moves.
 - A busy client (two CPU hogs beside it, a loaded CI) wakes up late: the events and answers
   it counts come in bursts, and a window's count is off by what waited unread at either end
   of it, about the loop's lateness times the rate. So a window spans at least LATE_WINDOWS
-  times the longest lateness in it (a tenth of a second late: a window of a second or more;
-  1.5 s late: 12 s). (A client so busy that it cannot keep
+  times the longest lateness in it (a tenth of a second late: a window of 0.6 s or more;
+  1.5 s late: 9 s); a first climb's doubling, which must read a clear gain, two. (A client so busy that it cannot keep
   its level in flight reads `busy` under concurrency.BUSY: no verdict at all.)
 - A level's output still moving within its window (the first and the second half of it
   apart by more than NOISE: its requests still ageing, a cache filling, a noisy reading) is
@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from regen.fleet.control.tracker import Tracker
 
-LATE_WINDOWS = 8.0  # a window spans at least this many times the loop's longest lateness
+LATE_WINDOWS = 6.0  # a window spans at least this many times the loop's longest lateness,
+YOUNG_LATE_WINDOWS = 2.0  # ... a first climb's doubling this many (it must read a clear gain)
 NOISE = 0.15  # the two halves' rates apart by more than this: read on
 STRETCH = 3.0  # a window is read at most this many times its length
 MIN_SAMPLES = 4  # engine readings a window needs to compare its halves
@@ -26,7 +27,7 @@ MIN_SAMPLES = 4  # engine readings a window needs to compare its halves
 def ready(tracker: Tracker, now: float, length: float) -> bool:
     """Whether a window that has run its `length` may close now."""
     counted = now - tracker.counting_from
-    if counted < LATE_WINDOWS * tracker.late:
+    if counted < (YOUNG_LATE_WINDOWS if tracker.young else LATE_WINDOWS) * tracker.late:
         return False
     return counted >= STRETCH * length or tracker.young or steady(tracker) or _below_best(tracker)
 
