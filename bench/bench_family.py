@@ -32,7 +32,7 @@ from bench_generate import BENCH_DIR
 from bench_throughput import Engine, one_run, write_prompts
 from regen.testing.cpu_hog import cpu_hogs
 from regen.testing.engine_family import Draw, draw
-from regen.testing.sim_fleet import run_draw
+from regen.testing.family_run import run_draw
 
 HOGS = 2  # beside a busy client's runs
 
@@ -80,7 +80,12 @@ def virtual_draw(seed: int) -> dict:
     for label, fixed in [("defaults", None)] + [(str(n), n) for n in d.fixed_levels()]:
         r = run_draw(d, fixed=fixed)
         once = r.answered == r.answers == d.prompts
-        rows[label] = {"rate": r.rate, "seconds": r.seconds, "exactly_once": once, "levels": r.levels}
+        rows[label] = {
+            "rate": r.rate,
+            "seconds": r.seconds,
+            "exactly_once": once,
+            "levels": r.levels,
+        }
     return rows
 
 

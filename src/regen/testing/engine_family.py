@@ -72,9 +72,10 @@ class Draw:
     def label(self) -> str:
         faults = sorted(set(self.faults) - {"ok"})
         share = sum(f != "ok" for f in self.faults) / max(1, len(self.faults))
+        metrics = "on" if self.curves[-1].metrics else "off"
         return (
             f"#{self.seed}: {self.shape} knee {self.knee}, kv {self.kv_fit}, cliff "
-            f"{self.cliff:.2g}, {self.tokens} tok, metrics {'on' if self.curves[-1].metrics else 'off'}"
+            f"{self.cliff:.2g}, {self.tokens} tok, metrics {metrics}"
             + (f", {','.join(faults)} {share:.0%}" if faults else "")
             + (", one slow" if self.curves[0] != self.curves[-1] else "")
             + (", busy client" if self.busy_client else "")

@@ -191,12 +191,14 @@ class Scheduler:
             seconds += self._admit()  # before every step, as the engines schedule
             if not self.running:
                 break
-            kv = self.curve.kv_tokens
+            kv, preempted = self.curve.kv_tokens, self.counters.preemptions
             while self.kv_used + len(self.running) > kv and len(self.running) > 1:
                 self._preempt(next(reversed(self.running)))  # the newest
             n = len(self.running)
-            steps = min(left, self._next_end() - self.steps)
-            steps = max(1, min(steps, (kv - self.kv_used) // n))
+            steps = min(left, self._next_end() - self.steps, (kv - self.kv_used) // n)
+            if self.counters.preemptions > preempted:
+                steps = 1  # the space freed may take a waiting request back at the next step
+            steps = max(1, steps)
             seconds += steps * self.curve.step_seconds(n)
             self.steps += steps
             self.kv_used += steps * n

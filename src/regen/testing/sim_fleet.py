@@ -15,22 +15,20 @@ from __future__ import annotations
 
 import asyncio
 import heapq
-import math
 import random
 from collections import deque
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from regen.errors import Overloaded, PermanentError, RequestTimeout
 from regen.fleet.control import tuning
 from regen.fleet.server import Server, Timeouts
 from regen.testing.fake_metrics import metrics_text
-from regen.testing.engine_family import Draw
 from regen.testing.fake_scheduler import EngineCurve, Job, Scheduler
 
 EVENTS = 64  # stream events an answer (the fakes': its text in 7-character pieces)
 RETRY_AFTER = 0.2  # the plain fake's 429
 CAP = 1024
-TICK_S = 0.05  # an engine's tick, on the scaled clock, at least
+SPREAD_S = 0.05  # stalled streams cut within this of each other (not all in one instant)
 
 
 @dataclass
@@ -213,7 +211,7 @@ class SimFleet:
             sent = self.sent[id(job)]
             self._stream(sent)
             if sent.fault == "stall":  # silent from here: cut at the stall timeout
-                cut = self.clock.now + self.stall_timeout + self.rng.uniform(0, TICK_S)
+                cut = self.clock.now + self.stall_timeout + self.rng.uniform(0, SPREAD_S)
                 self._at(cut, "stalled", id(job))
                 continue
             del self.sent[id(job)]
@@ -276,30 +274,3 @@ class SimFleet:
     def _retry(self, prompt: int, delay: float) -> None:
         self._retrying += 1
         self._at(self.clock.now + self.rng.uniform(0, delay), "retry", prompt)
-
-
-def run_draw(draw: Draw, fixed: int | None = None, last: dict[str, int] | None = None) -> Result:
-    """One run of a family draw in virtual time: regen's defaults, or `fixed` in flight."""
-    rng = random.Random(draw.seed)
-    lengths = [
-        max(1, round(draw.tokens * (1 + draw.jitter * rng.uniform(-1, 1))))
-        for _ in range(draw.prompts)
-    ]
-    busy = Busy(lag=0.3, sends_per_s=500.0) if draw.busy_client else None
-    fleet = SimFleet(
-        [_coarse(curve) for curve in draw.curves],
-        lengths,
-        draw.faults,
-        fixed=fixed,
-        busy=busy,
-        seed=draw.seed,
-        stall_timeout=draw.stall_timeout,
-        last=last,
-    )
-    return fleet.run()
-
-
-def _coarse(curve: EngineCurve) -> EngineCurve:
-    """Ticks of about TICK_S of the scaled clock: finer than the controller reads."""
-    tick = curve.step_seconds(min(curve.max_running, 64)) * curve.time_scale
-    return replace(curve, ticks=max(curve.ticks, math.ceil(TICK_S / tick)))

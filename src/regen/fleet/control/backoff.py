@@ -38,7 +38,8 @@ def refused(level: Level, window: Window) -> Level:
         level,
         limit=max(1, math.floor(level.limit * 0.5)),
         refused_from=level.limit,
-        refused_rate=max(held, window.rate if window.busy >= BUSY else 0.0),
+        # (a window not full paid at least its rate: half must pay as much to be kept)
+        refused_rate=max(held, window.rate),
         climbing=False,
         descending=False,
         queue_from=0,

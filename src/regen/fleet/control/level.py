@@ -47,6 +47,7 @@ class Level:
     cap: int
     best_rate: float = 0.0
     best_limit: int = 0
+    young_best: bool = False  # best_rate was read in a young window
     below_rate: float = 0.0  # the level the best one was stepped up from, and its rate: a
     below_limit: int = 0  # best level that later pays less than it was past a cliff
     ceiling: int | None = None  # stay below: this level was too many

@@ -42,6 +42,7 @@ class Tracker:
     kv_tokens: int | None = None  # what the engine states its KV cache holds
     decoding: bool = False  # the engine's counter has shown its first tokens
     young: bool = False  # this window is a first climb's doubling's (level.young)
+    room: bool = False  # a step up far under what the engine's stated cache holds
     warming: bool = False  # a high start: no window until its first requests turned over
     clock: Callable[[], float] = time.monotonic
     source: LoadSource = field(init=False)
@@ -82,10 +83,13 @@ class Tracker:
         if engine and first.preemptions is not None and last.preemptions is not None:
             preempted = int(last.preemptions - first.preemptions)
         busy = sum(self.busy) / len(self.busy)
+        # A young window that ran a request's time has seen the level's requests age.
+        # (Far under what a stated cache holds, there is nothing to age: `room`.)
+        aged = not self.young or self.room or now - self.started >= AGED * server.stats.latency_ewma
         # At its shortest: a queue that drains between steps (prompts waiting for their turn
         # in a step's token budget, as vLLM's CPU build queues them) is no full server.
         waiting, running = (min(self.waiting), mean(self.running)) if self.waiting else (None, None)
-        if waiting is None and self.source.by_stream and self.awaiting and not self.young:
+        if waiting is None and self.source.by_stream and self.awaiting and aged:
             # No engine gauge: its queue as the client sees it, streams still waiting for
             # their first token all window long (admitted ones decode; aged: none is new).
             waiting = min(self.awaiting)
@@ -97,13 +101,10 @@ class Tracker:
             errors=server.stats.load_failures - self.load_failures_at,
             requests=server.stats.sent - self.sent_at,
             preemptions=preempted,
-            # At its shortest: a queue that drains between steps (prompts waiting for their
-            # turn in a step's token budget, as vLLM's CPU build queues them) is no full server.
-            waiting=min(self.waiting) if self.waiting else None,
-            running=mean(self.running),
+            waiting=waiting,
+            running=running,
             kv_fit=kv_fit(self.kv_tokens or (last.kv_tokens if last else None), server.stats),
-            # A young window that ran a request's time has seen the level's requests age
-            aged=not self.young or now - self.started >= AGED * server.stats.latency_ewma,
+            aged=aged,
         )
 
 

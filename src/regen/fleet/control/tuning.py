@@ -32,7 +32,22 @@ from collections.abc import Callable
 from regen.fleet.control import concurrency
 from regen.fleet.control.level import young
 from regen.fleet.control.tracker import Tracker
-from regen.fleet.control.window import ready
+from regen.fleet.control.window import (
+    AGED_SETTLE,
+    MIN_EVENTS,
+    MIN_EVENTS_DOUBLING,
+    MIN_STEPS,
+    MIN_WINDOW,
+    SETTLE,
+    SETTLE_ANSWERS,
+    clearly_better,
+    clearly_worse,
+    doubles,
+    length,
+    prefilling,
+    ready,
+    room_in_cache,
+)
 from regen.fleet.engine_info import stated_limits
 from regen.fleet.load_source import SCRAPE_TIMEOUT
 from regen.fleet.server import Server
@@ -40,29 +55,6 @@ from regen.fleet.server import Server
 log = logging.getLogger("regen.fleet")
 
 TICK = 0.25  # seconds between in-flight samples
-MIN_WINDOW = 1.0
-# A window, in request times: the engine's token counter shows a bigger batch at once, the
-# answers only as they finish.
-WINDOW_ENGINE, WINDOW_ANSWERS = 0.6, 1.0
-WINDOW_CLIMB, MIN_WINDOW_CLIMB = 0.1, 0.5  # while climbing, with the engine's counter
-MIN_STEPS = 16  # a window spans at least this many of the engine's decode steps,
-WORSE = 0.5  # unless its rate so far is under this share of the best level's
-# By the streams: events a stream in the window (they come in bursts). Near the top a step
-# gains a few percent, and 4 events a stream read that from noise (the climb stopped at half
-# the knee); a first climb's step that clearly doubles is decided on fewer (see _doubles).
-MIN_EVENTS_DOUBLING, MIN_EVENTS = 4, 16
-MIN_ANSWERS = 16  # answers a window measured by them needs before it may close early
-SETTLE = 0.15  # of a request's time, after a change, before the window starts counting
-# ... when only the answers can be counted (no engine counter): the answers that finish
-# first after a change were mostly sent before it, at the old level, and a step up would
-# read as paying less than it does (or nothing, near the knee, where each answer slows)
-SETTLE_ANSWERS = 0.6
-SETTLE_FIRST, FIRST_SHARE = 0.5, 0.1  # measured by its streams: see _prefilling
-# A window other than a first climb's doubling is read once the level's own requests have
-# aged: it starts counting AGED_SETTLE of a request's time after the change and spans at
-# least AGED_WINDOW of it (a step into a KV cache that fills as the requests grow reads well
-# while they are young, and shows its cost only then), and MIN_AGED_WINDOW seconds.
-AGED_SETTLE, AGED_WINDOW, MIN_AGED_WINDOW = 0.5, 0.5, 2.0
 # A start above START (a resumed run's level, an engine's stated one) is first read once
 # the server answered WARM_SHARE of it: before that its requests are all of an age (they
 # were sent at once), which no steady state of the level looks like.
@@ -143,7 +135,7 @@ class LiveConcurrency:
             tracker.warming = False
             await self._open(tracker, now)
             return
-        if now < tracker.counting_from or self._prefilling(tracker, now):
+        if now < tracker.counting_from or prefilling(tracker, now):
             return
         if not tracker.busy:  # the window starts counting: the answers from now on
             tracker.counting_from = now  # (a late loop starts it late)
@@ -157,72 +149,29 @@ class LiveConcurrency:
                 tracker.measured_from = tracker.source.read_at
         tracker.busy.append(server.in_flight / max(1, server.limit))
         tracker.awaiting.append(server.stats.awaiting_first)
-        if now - tracker.counting_from < self._window(tracker):
-            worse = now - tracker.counting_from >= MIN_WINDOW and self._clearly_worse(tracker, now)
-            if self._clearly_better(tracker, now) or worse:  # (a level past a cliff is left
+        if now - tracker.counting_from < length(tracker):
+            worse = now - tracker.counting_from >= MIN_WINDOW and clearly_worse(tracker)
+            if clearly_better(tracker, now) or worse:  # (a level past a cliff is left
                 self._close(tracker, now)  # before its own requests' time is out)
                 await self._open(tracker, now)
             elif len(tracker.busy) % 4 == 0:  # the engine's queue, about once a second
                 await self._sample_engine(tracker)
             return
         await self._sample_engine(tracker)
-        if not ready(tracker, now, self._window(tracker)):
+        if not ready(tracker, now, length(tracker)):
             return  # a window read on a starved loop, or a rate still moving: read longer
-        if tracker.source.by_stream and not self._clearly_worse(tracker, now):
+        if tracker.source.by_stream and not clearly_worse(tracker):
             events = tracker.steps()
-            if events < MIN_EVENTS_DOUBLING or (events < MIN_EVENTS and not self._doubles(tracker)):
+            if events < MIN_EVENTS_DOUBLING or (events < MIN_EVENTS and not doubles(tracker)):
                 return  # too few events yet (a prefill stall, a starved loop): no verdict
         elif (
             not tracker.source.by_stream
             and tracker.steps() < MIN_STEPS
-            and not self._clearly_worse(tracker, now)
+            and not clearly_worse(tracker)
         ):
             return  # too few engine steps yet to judge (a CPU engine, a prefill stall)
         self._close(tracker, now)
         await self._open(tracker, now)
-
-    @staticmethod
-    def _doubles(tracker: Tracker) -> bool:
-        """Measured by its streams, a first climb's level whose rate so far beats the last
-        one's by CLEAR_GAIN: decided on MIN_EVENTS_DOUBLING events a stream (every window below
-        the knee is output lost). A smaller gain waits for MIN_EVENTS: the next step is small,
-        and judged against this window's rate, read the same way."""
-        level, rate = tracker.level, tracker.rate_so_far()
-        if not tracker.young or level.best_rate <= 0 or rate is None:
-            return False
-        return concurrency.clear_gain(level, rate)
-
-    @staticmethod
-    def _prefilling(tracker: Tracker, now: float) -> bool:
-        """Measured by its streams: a new level's requests still wait for their first token
-        (a step up has them prefilled first, the batch stalled meanwhile): the window starts
-        counting once most are decoding, or after SETTLE_FIRST of a request's time (two
-        MIN_WINDOWs before the first answer gives one)."""
-        server = tracker.server
-        if not tracker.source.by_stream or tracker.busy:
-            return False
-        if now - tracker.started >= max(2 * MIN_WINDOW, SETTLE_FIRST * server.stats.latency_ewma):
-            return False
-        return server.stats.awaiting_first > max(1.0, FIRST_SHARE * server.limit)
-
-    def _clearly_worse(self, tracker: Tracker, now: float) -> bool:
-        """Under half the best level's rate so far: a level past a CPU engine's cliff is left
-        without waiting out its slow steps."""
-        rate, best = tracker.rate_so_far(), tracker.level.best_rate
-        return rate is not None and best > 0 and rate < WORSE * best
-
-    def _clearly_better(self, tracker: Tracker, now: float) -> bool:
-        """Measured by its answers alone, a climbing level whose rate so far, over at least
-        MIN_ANSWERS of them, beats the last level's by CLEAR_GAIN: decided without waiting out
-        the window (the first answers after a step up were mostly sent below it, so a rate
-        read this early is, if anything, low; a whole window would be a request's time)."""
-        level, stats = tracker.level, tracker.server.stats
-        if tracker.first is not None or not tracker.young or level.best_rate <= 0:
-            return False
-        if stats.completed - tracker.answers_at < MIN_ANSWERS or now <= tracker.counting_from:
-            return False
-        rate = (stats.completion_tokens - tracker.tokens_at) / (now - tracker.counting_from)
-        return concurrency.clear_gain(level, rate)
 
     async def _decoding(self, tracker: Tracker, now: float) -> bool:
         """Whether the engine's counter shows decoded tokens, before any answer; the first
@@ -238,16 +187,6 @@ class LiveConcurrency:
         await self._open(tracker, now)
         return True
 
-    def _window(self, tracker: Tracker) -> float:
-        latency = tracker.server.stats.latency_ewma
-        if tracker.first is None:
-            length = max(MIN_WINDOW, WINDOW_ANSWERS * latency)
-        elif tracker.young:
-            return max(MIN_WINDOW_CLIMB, WINDOW_CLIMB * latency)
-        else:
-            length = max(MIN_WINDOW, WINDOW_ENGINE * latency)
-        return length if tracker.young else max(length, MIN_AGED_WINDOW, AGED_WINDOW * latency)
-
     async def _open(self, tracker: Tracker, now: float) -> None:
         server = tracker.server
         tracker.started = now
@@ -255,7 +194,8 @@ class LiveConcurrency:
         tracker.measured_from = tracker.source.read_at
         counter = tracker.first is not None and tracker.first.generated is not None
         settle = SETTLE if counter else SETTLE_ANSWERS
-        tracker.young = young(tracker.level)
+        tracker.room = room_in_cache(tracker)
+        tracker.young = young(tracker.level) or tracker.room
         if not tracker.young:
             settle = max(settle, AGED_SETTLE)
         tracker.counting_from = now + settle * server.stats.latency_ewma

@@ -1,0 +1,162 @@
+"""Climbing to the top: a step up judged by what it paid against the level below, how
+long the next step is, and the way back from a step that did not pay (a plateau, a cliff, a
+start past the top). concurrency.py's docstring has the rules; this is their arithmetic.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+from regen.fleet.control.backoff import GAIN
+from regen.fleet.control.level import Level, Window
+from regen.fleet.control.queue import QUEUED_GAIN, needed, queue_full, try_what_runs
+
+CLIFF = 0.25  # a step up that lost this much: past a cliff, a ceiling at once (a window
+# can read 10-20% low on a busy machine or a CPU engine: a plain plateau for those)
+BIG_GAIN = 0.3  # a step that brought this much: the next one doubles
+CLEAR_GAIN = 0.6  # ... read in a young window (tuning.py), this much, else it is read again
+# once its requests have aged: a doubling still far below the knee nearly doubles the output
+# at once, while one past a KV cache pays only as its requests grow (and lose it then)
+JUMP_GAIN = 0.7  # a doubling that brought this much (each request kept most of its speed:
+# the batch is still free, as on a GPU far below its knee) may jump to the stated cache
+KEPT = 0.95  # a step up is taken only from a window in which the client kept this share of
+# its level in flight (a window under BUSY decides nothing at all)
+JUMP = 8  # the most one step multiplies the level by
+QUADRUPLE_EFF = 0.9  # a first climb's step whose output grew as level**this (or faster),
+# read young and after a doubling, is followed by x4: far below the knee, each window spent
+# there is output lost (a doubling that gained 87%, or more)
+
+
+def clear_gain(level: Level, rate: float) -> bool:
+    """Whether a climb's step paid clearly enough to be judged on a young window: as a
+    doubling that brought CLEAR_GAIN (a longer step, in proportion)."""
+    return _efficiency(level, rate) >= math.log2(1 + CLEAR_GAIN)
+
+
+def _efficiency(level: Level, rate: float) -> float:
+    """How the output grew with the level over the last step up: the exponent k of
+    rate ~ level**k (1: in step with it; a doubling that gained 30% is 0.38)."""
+    if not level.best_limit or level.best_rate <= 0 or level.limit <= level.best_limit:
+        return 1.0
+    if rate <= 0:
+        return -1.0
+    return math.log(rate / level.best_rate) / math.log(level.limit / level.best_limit)
+
+
+def near_edge(level: Level) -> bool:
+    """Within a x1.25 step of a ceiling (far under one, steps are as anywhere)."""
+    return level.ceiling is not None and level.limit * 1.25 >= level.ceiling
+
+
+def top(level: Level) -> int:
+    top = level.cap if level.ceiling is None else min(level.cap, level.ceiling - 1)
+    return max(1, top)
+
+
+def climb(level: Level, window: Window) -> Level:
+    rate, kv_fit, queued = window.rate, window.kv_fit, queue_full(window)
+    eff = _efficiency(level, rate)
+    if level.best_limit and not window.aged and not clear_gain(level, rate):
+        # Not a clear gain, read before the step's requests grew: read again once they have.
+        return replace(level, ageing=True, reason="ageing")
+    if level.best_limit and rate < level.best_rate * (1 + needed(window)):
+        if not level.climbed and level.best_limit > 1 and level.ceiling is None:
+            # The first step up did not pay: is the start past the top? Try half of it.
+            half = max(1, level.best_limit // 2)
+            return replace(level, limit=half, climbing=False, descending=True, reason="below")
+        if rate < level.best_rate * (1 - CLIFF) and level.limit > level.best_limit:
+            # Past a cliff: back at once, and probe no higher than this for a while.
+            return replace(
+                level,
+                limit=level.best_limit,
+                climbing=False,
+                held=0,
+                ceiling=level.limit,
+                ceiling_age=0,
+                probe_down=True,
+                reason="cliff",
+            )
+        if queued and not level.queue_paid:  # a top with a queue: does the queue pay?
+            trial = try_what_runs(level, window, level.best_limit, level.best_rate)
+            if trial is not None:
+                return trial
+        if level.step >= 2.0 and rate >= level.best_rate * (1 - GAIN):
+            # A doubling that read as much, not less: the top is between the two (and the
+            # level below was read in a short window, which reads high): hold halfway,
+            # geometrically, and probe above it first.
+            middle = math.ceil(math.sqrt(level.best_limit * level.limit))
+            return replace(level, limit=middle, climbing=False, held=0, reason="plateau")
+        # The last step did not pay: back to the best level, and hold there (its next probe
+        # goes below it: is the level below as good?).
+        return replace(
+            level, limit=level.best_limit, climbing=False, held=0, probe_down=True, reason="plateau"
+        )
+    if window.busy < KEPT:
+        # It paid, but the client kept its level in flight only most of the time (sends
+        # behind, a starved loop): a higher level is one it would keep less still.
+        return replace(level, reason="client behind")
+    gained = rate / level.best_rate - 1 if level.best_rate else 1.0
+    # Doublings while each gains a lot; then x1.25, and always past a top. With a queue in
+    # the engine, doublings while each pays QUEUED_GAIN: the engine admits what fits and the
+    # rest waits (no preemptions to fear), and a smaller step's gain would be lost in noise.
+    doubles = level.step >= 2.0 and eff >= math.log2(1 + (QUEUED_GAIN if queued else BIG_GAIN))
+    if level.step > 2.0 and not doubles:
+        # A long step that paid less than a doubling's worth: the top is within it.
+        middle = math.ceil(math.sqrt(level.best_limit * level.limit))
+        return replace(level, limit=middle, climbing=False, held=0, reason="plateau")
+    # Past a first climb's doublings, a step as long as the gain says is worth the risk:
+    # the output's curve bends, so the next step gains less than this one did.
+    step = 2.0 if doubles and level.first_climb else 1 + min(0.25, max(0.05, 2 * gained))
+    if (
+        step == 2.0
+        and not window.aged
+        and level.best_limit
+        and level.step >= 2.0
+        and eff >= QUADRUPLE_EFF
+    ):
+        step = 4.0  # the output grew with the level, step for step: far below any knee
+    if near_edge(level):
+        step = min(step, 1.05)  # near a known edge: small steps
+    higher = max(level.limit + 1, math.ceil(level.limit * step))
+    if (
+        level.first_climb
+        and level.climbed
+        and level.step >= 2.0
+        and gained >= JUMP_GAIN
+        and (kv_fit and kv_fit > higher)
+    ):
+        # Two steps up that paid, the last a doubling that nearly doubled the output, and the
+        # cache holds far more: straight towards what it holds (at most JUMP times up); the
+        # climb goes on from there. Never once a top was found, nor on a CPU engine's gains
+        # (vLLM's CPU build: 16 to 32 in flight can read +70% when the first window held the
+        # first prompts' prefill, and 150 runs at a quarter of 16's rate).
+        higher = min(kv_fit, level.limit * JUMP)
+    higher = min(top(level), higher)
+    climbed = level.climbed or level.best_limit > 0  # this window's level beat the last one
+    best = replace(
+        level,
+        best_rate=rate,
+        best_limit=level.limit,
+        step=step,
+        climbed=climbed,
+        below_rate=level.best_rate if level.best_limit < level.limit else 0.0,
+        below_limit=level.best_limit if level.best_limit < level.limit else 0,
+        young_best=not window.aged,
+    )
+    if higher <= level.limit:
+        return replace(best, climbing=False, held=0, probe_down=True, reason="at cap")
+    return replace(best, limit=higher, reason="climbing")
+
+
+def descend(level: Level, rate: float) -> Level:
+    """Below a start that was past the top: halve again while the output rises by GAIN; else
+    back to the best level seen, and hold (probes above it follow as usual)."""
+    if rate < level.best_rate * (1 + GAIN):
+        return replace(
+            level, limit=level.best_limit, descending=False, climbed=True, held=0, reason="plateau"
+        )
+    best = replace(level, best_rate=rate, best_limit=level.limit)
+    if level.limit > 1:
+        return replace(best, limit=level.limit // 2, reason="below")
+    return replace(best, descending=False, climbed=True, held=0, reason="holding")  # 1 is best

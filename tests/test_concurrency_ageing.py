@@ -1,0 +1,88 @@
+"""Live concurrency's rules for engines it has never seen (issue 56), window by window: a
+step read young is read again once its requests aged, a level that falls under the one it
+came from goes back, a step is as long as its gain, a doubling that nearly doubled is
+followed by x4, a busy client's window climbs nothing, and a late loop reads longer."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from concurrency_helpers import full
+from regen.fleet.control import concurrency
+from regen.fleet.control.concurrency import Window, decide
+from regen.fleet.control.tracker import Tracker
+from regen.fleet.control.window import LATE_WINDOWS, ready
+from regen.fleet.engine_metrics import EngineLoad
+from regen.fleet.server import Server
+
+
+def _climbed_to_32(rate_16: float = 100.0, rate_32: float = 200.0):
+    level = decide(concurrency.start(cap=1024), full(rate_16, aged=False))
+    return decide(level, full(rate_32, aged=False))
+
+
+def test_a_young_step_that_does_not_clearly_pay_is_read_again_once_aged():
+    level = _climbed_to_32(100.0, 170.0)  # +70%: a clear gain, read young
+    assert level.limit == 64
+    young = decide(level, full(220.0, aged=False))  # +30% read before its requests grew
+    assert (young.limit, young.reason, young.ageing) == (64, "ageing", True)
+    aged = decide(young, full(110.0))  # aged, it pays far less than 32 did: a cliff
+    assert (aged.limit, aged.reason, aged.ceiling) == (32, "cliff", 64)
+
+
+def test_a_doubling_that_nearly_doubled_is_followed_by_x4_and_one_that_paid_less_by_half():
+    level = _climbed_to_32()  # 16 -> 32 doubled the output
+    assert level.limit == 128 and level.step == 4.0
+    within = decide(level, full(300.0))  # x4 for +50%: the top is inside the step
+    assert (within.limit, within.reason) == (64, "plateau")
+
+
+def test_a_step_is_as_long_as_its_gain():
+    level = concurrency.start(cap=1024, last=100)
+    for _ in range(concurrency.PROBE_EVERY):
+        level = decide(level, full(1000.0))
+    assert (level.limit, level.reason) == (125, "probe")
+    small = decide(level, full(1060.0))  # +6%: the next step x1.12, not x1.25
+    assert (small.limit, small.reason) == (140, "climbing")
+
+
+def test_a_held_level_that_falls_under_the_level_it_came_from_goes_back_to_it():
+    level = concurrency.start(cap=1024, last=100)
+    for _ in range(concurrency.PROBE_EVERY):
+        level = decide(level, full(1000.0))
+    level = decide(level, full(1300.0))  # 125 paid +30% when it was probed
+    level = replace(level, limit=level.best_limit, climbing=False, held=0)  # held there
+    fell = decide(level, full(750.0))  # and now pays far less than 100 did
+    assert (fell.limit, fell.reason, fell.ceiling) == (100, "fell under the level below", 125)
+
+
+def test_a_step_up_is_not_taken_from_a_window_the_client_did_not_keep_full():
+    level = decide(concurrency.start(cap=1024), full(100.0, aged=False))
+    behind = decide(level, Window(seconds=1.0, tokens=400.0, busy=0.9, aged=False))  # 90% in
+    assert (behind.limit, behind.reason) == (32, "client behind")
+
+
+def test_a_resumed_level_is_held_where_the_last_session_left_it():
+    level = concurrency.start(cap=1024, last=600)
+    assert (level.limit, level.climbing, level.first_climb) == (600, False, False)
+    assert decide(level, full(1000.0)).limit == 600
+
+
+def test_a_window_read_on_a_late_loop_is_read_longer():
+    tracker = Tracker(Server("http://127.0.0.1:9", 64), concurrency.Level(limit=64, cap=64))
+    tracker.started = tracker.counting_from = 0.0
+    tracker.late = 0.5  # the loop woke up half a second late
+    assert not ready(tracker, LATE_WINDOWS * 0.5 - 0.1, length=1.0)
+    assert ready(tracker, LATE_WINDOWS * 0.5 + 0.1, length=1.0)
+
+
+def test_a_window_whose_rate_still_moves_is_read_longer_unless_it_already_pays_less():
+    tracker = Tracker(Server("http://127.0.0.1:9", 64), concurrency.Level(limit=64, cap=64))
+    tracker.level = replace(tracker.level, best_rate=50.0)
+    tracker.samples = [(0.0, 0.0), (1.0, 100.0), (2.0, 200.0), (3.0, 260.0), (4.0, 320.0)]
+    tracker.first, tracker.last = EngineLoad(generated=0.0), EngineLoad(generated=320.0)
+    tracker.measured_from, tracker.last_at = 0.0, 4.0
+    assert not ready(tracker, 4.0, length=4.0)  # 100/s, then 60/s: still moving
+    assert ready(tracker, 12.0, length=4.0)  # read three times its length: judged now
+    tracker.level = replace(tracker.level, best_rate=500.0)
+    assert ready(tracker, 4.0, length=4.0)  # under the best level's anyway: no need to wait
