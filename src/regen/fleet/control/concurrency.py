@@ -9,34 +9,40 @@ below's. What an engine shows of its state (a waiting queue, a KV cache gauge, o
 not met may queue requests for their turn in a step's token budget and still gain output
 through that queue (vLLM's CPU build does). So, one measurement window at a time:
 
-- climb while the rate rises: by x2 while each step gains a lot, by x1.25 near the top
-  (and always, once a top was found: a later climb is a probe from it); a step counts when
-  it gains GAIN, or QUEUED_GAIN where the engine's queue stayed all window long (a hint that
-  it is full: a step that pays 15% is still taken, by doublings);
-  when the very first step up does not pay, the start itself may be past the top (a CPU
-  engine, whose output falls once its batch outgrows its cores): halve while that pays;
-  where the engine states its KV cache size, the first climb jumps to about what it holds
-  (`kv_fit`: its tokens over the mean request's) after two steps up that paid, the last a
-  doubling that nearly doubled the output, so a GPU's knee is reached in a few windows;
+- climb while the rate rises (climb.py): a first climb doubles while each doubling clearly
+  pays, read young (right after the step), x4 after one that nearly doubled the output,
+  or a jump to what a stated KV cache holds (`kv_fit`); a step that paid less than
+  CLEAR_GAIN a doubling is read again once its requests have aged (`Level.ageing`): a KV
+  cache fills as they grow, and a level past it pays only until then. Later steps are as
+  long as their gain says (x1.05 to x1.25), and always judged aged. A step counts when it
+  gains GAIN, or QUEUED_GAIN where a queue stayed all window long (queue.py: the engine's
+  gauge, or the client's streams without a first token); a step up is taken only from a
+  window in which the client kept its level in flight (KEPT); when the very first step up
+  does not pay, the start itself may be past the top (a CPU engine): halve while that pays;
 - a level whose output fell by CLIFF or more from the level below is past a cliff: back at
-  once, and no higher than it for a while (`ceiling`);
+  once, no higher than it for a while (`ceiling`), and the next probe goes below (the level
+  it came back to was read young; read aged and a quarter lower, it backs off halfway);
 - hold at the best level once a step brings too little (after a doubling that read as
   much, not less, halfway between the two: the top is between them), and probe now and
   then above it (shorter answers fit more) and below it (kept if it pays as much: past a
-  cliff, each probe below pays, and the level walks back); a held level with a queue in the engine
-  tries what runs for one window, and stays unless the queue paid QUEUED_GAIN more;
+  cliff, each probe below pays, and the level walks back); a held level that pays FALL less
+  than the level it was stepped up from goes back to it; a held level with a queue tries
+  what runs for one window, and stays unless the queue paid QUEUED_GAIN more;
 - back off on what only a full server does: preemptions once they cost output (back to the
   best level below; while the output holds up, the level stays but climbs no higher), and
   refusals before the first token (429/503, timeouts) that are REFUSED_SHARE of MIN_ASKED
   requests or more: x0.5 for a window, kept (and no higher for a while) when it pays about
-  as much, else back up, the refusals borne there a while (a fault rate of their own, or a
-  burst that passed, costs less than half the level). An engine's abort, a 5xx, a broken
-  stream or an error after the first tokens fails one request, not the level.
+  as much as the refused level did, else back up, the refusals borne there a while (a fault
+  rate of their own, or a burst that passed, costs less than half the level). An engine's
+  abort, a 5xx, a broken stream or an error after the first tokens fails one request, not
+  the level.
 
+A resumed run's level (the last session's) is held, not climbed from: it was found once.
 A window in which the server did not have `limit` requests in flight most of the time
-(the run is ending, the server just came back, a retry storm elsewhere) decides nothing:
-a slow or recovering server is never taken for a full one, and a fall in rate alone never
-lowers a held level. The window is measured by `tuning.py`; nothing here does I/O.
+(the run is ending, the server just came back, a retry storm elsewhere, a client too busy
+to send) decides nothing: a slow or recovering server is never taken for a full one, and a
+fall in rate alone never lowers a held level. The window is measured by `tuning.py` (how
+long, window.py); nothing here does I/O.
 """
 
 from __future__ import annotations
