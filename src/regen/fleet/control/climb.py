@@ -81,6 +81,21 @@ def climb(level: Level, window: Window) -> Level:
             trial = try_what_runs(level, window, level.best_limit, level.best_rate)
             if trial is not None:
                 return trial
+        if window.aged and level.young_best and level.best_limit < level.limit:
+            # Read aged against a level below read young (which reads high: no requests of
+            # its own had ended yet, so none was being replaced): read that one aged too,
+            # for one window, and keep the better (`concurrency._lower_tried`).
+            return replace(
+                level,
+                limit=level.best_limit,
+                down_from=level.limit,
+                best_rate=rate,
+                best_limit=level.limit,
+                young_best=False,
+                climbing=False,
+                held=0,
+                reason="read below aged",
+            )
         if level.step >= 2.0 and rate >= level.best_rate * (1 - GAIN):
             # A doubling that read as much, not less: the top is between the two (and the
             # level below was read in a short window, which reads high): hold halfway,
@@ -105,9 +120,7 @@ def climb(level: Level, window: Window) -> Level:
         # A long step that paid less than a doubling's worth: the top is within it.
         middle = math.ceil(math.sqrt(level.best_limit * level.limit))
         return replace(level, limit=middle, climbing=False, held=0, reason="plateau")
-    # Past a first climb's doublings, a step as long as the gain says is worth the risk:
-    # the output's curve bends, so the next step gains less than this one did.
-    step = 2.0 if doubles and level.first_climb else 1 + min(0.25, max(0.05, 2 * gained))
+    step = 2.0 if doubles and level.first_climb else 1.25
     if (
         step == 2.0
         and not window.aged

@@ -13,8 +13,8 @@ through that queue (vLLM's CPU build does). So, one measurement window at a time
   pays, read young (right after the step), x4 after one that nearly doubled the output,
   or a jump to what a stated KV cache holds (`kv_fit`); a step that paid less than
   CLEAR_GAIN a doubling is read again once its requests have aged (`Level.ageing`): a KV
-  cache fills as they grow, and a level past it pays only until then. Later steps are as
-  long as their gain says (x1.05 to x1.25), and always judged aged. A step counts when it
+  cache fills as they grow, and a level past it pays only until then. Later steps are
+  x1.25 (x1.05 near a known edge), and always judged aged. A step counts when it
   gains GAIN, or QUEUED_GAIN where a queue stayed all window long (queue.py: the engine's
   gauge, or the client's streams without a first token); a step up is taken only from a
   window in which the client kept its level in flight (KEPT); when the very first step up
@@ -89,7 +89,7 @@ __all__ = [
 
 PROBE_EVERY = 3  # windows held before probing above the best level again (cheap: a probe
 # past the knee only queues a few requests in the engine, or preempts a few)
-LOWER_LOSS = 0.0  # a probe below a held level is kept when it loses no more than this: as
+LOWER_LOSS = -0.02  # a probe below a held level is kept when it loses no more than this: as
 # much output for fewer requests (past a cliff, where output falls as the level rises, each
 # probe below pays, and the level steps back down to the top); with a tolerance, against
 # the GAIN a step up needs, noisy windows would walk a gentle rise (+3% a step) down

@@ -1,4 +1,6 @@
-"""When a measurement window may close (tuning.py), beyond its length: not before its
+"""How long a measurement window is read (tuning.py: the loop that reads them): its length
+in request times (`length`), when it may close early (a clear gain, `doubles` and
+`clearly_better`; a clear loss, `clearly_worse`) or only later (`ready`): not before its
 reading is sure enough on a busy client, nor while its rate still moves.
 
 - A busy client (two CPU hogs beside it, a loaded CI) wakes up late: the events and answers
@@ -28,7 +30,7 @@ MIN_STEPS = 16  # a window spans at least this many of the engine's decode steps
 WORSE = 0.5  # unless its rate so far is under this share of the best level's
 # By the streams: events a stream in the window (they come in bursts). Near the top a step
 # gains a few percent, and 4 events a stream read that from noise (the climb stopped at half
-# the knee); a first climb's step that clearly doubles is decided on fewer (see _doubles).
+# the knee); a first climb's step that clearly doubles is decided on fewer (see doubles).
 MIN_EVENTS_DOUBLING, MIN_EVENTS = 4, 16
 MIN_ANSWERS = 16  # answers a window measured by them needs before it may close early
 SETTLE = 0.15  # of a request's time, after a change, before the window starts counting
@@ -36,7 +38,7 @@ SETTLE = 0.15  # of a request's time, after a change, before the window starts c
 # first after a change were mostly sent before it, at the old level, and a step up would
 # read as paying less than it does (or nothing, near the knee, where each answer slows)
 SETTLE_ANSWERS = 0.6
-SETTLE_FIRST, FIRST_SHARE = 0.5, 0.1  # measured by its streams: see _prefilling
+SETTLE_FIRST, FIRST_SHARE = 0.5, 0.1  # measured by its streams: see prefilling
 # A window other than a first climb's doubling is read once the level's own requests have
 # aged: it starts counting AGED_SETTLE of a request's time after the change and spans at
 # least AGED_WINDOW of it (a step into a KV cache that fills as the requests grow reads well
