@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import statistics
+import sys
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
@@ -118,6 +120,9 @@ def main() -> None:
     parser.add_argument("--virtual", action="store_true", help="in virtual time, no HTTP")
     parser.add_argument("--jobs", type=int, default=1, help="processes (--virtual)")
     args = parser.parse_args()
+    # A stopped bench stops what it started (the fake servers, regen, the hogs): their
+    # context managers' `finally` runs on SIGTERM as on Ctrl-C.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     seeds = (
         [int(s) for s in args.seeds.split(",")]
         if args.seeds

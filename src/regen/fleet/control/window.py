@@ -43,7 +43,7 @@ SETTLE_FIRST, FIRST_SHARE = 0.5, 0.1  # measured by its streams: see prefilling
 # aged: it starts counting AGED_SETTLE of a request's time after the change and spans at
 # least AGED_WINDOW of it (a step into a KV cache that fills as the requests grow reads well
 # while they are young, and shows its cost only then), and MIN_AGED_WINDOW seconds.
-AGED_SETTLE, AGED_WINDOW, MIN_AGED_WINDOW = 0.5, 0.5, 2.0
+AGED_SETTLE, AGED_WINDOW, MIN_AGED_WINDOW = 0.35, 0.35, 1.5
 CACHE_ROOM = 0.6  # a level under this share of what the stated KV cache holds: no cliff near
 
 LATE_WINDOWS = 6.0  # a window spans at least this many times the loop's longest lateness,
