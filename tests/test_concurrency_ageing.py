@@ -77,3 +77,17 @@ def test_a_window_whose_rate_still_moves_is_read_longer_unless_it_already_pays_l
     assert ready(tracker, 12.0, length=4.0)  # read three times its length: judged now
     tracker.level = replace(tracker.level, best_rate=500.0)
     assert ready(tracker, 4.0, length=4.0)  # under the best level's anyway: no need to wait
+
+
+def test_a_busy_clients_noise_does_not_climb_an_engine_whose_running_batch_stopped_growing():
+    # An engine that runs 48 and queues the rest, read by a client whose every window reads
+    # 30% more than the last (a busy loop's noise): a step whose running batch did not grow
+    # cannot have paid, so the climb stops at the first step past 48 and comes back near it.
+    level, rate, seen = concurrency.start(cap=1024), 100.0, []
+    for _ in range(8):
+        n = level.limit
+        rate *= 1.3
+        level = decide(level, full(rate, running=min(n, 48), waiting=max(0, n - 48)))
+        seen.append(level.limit)
+    assert max(seen) <= 128
+    assert 40 <= level.limit <= 64

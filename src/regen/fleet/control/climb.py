@@ -23,9 +23,20 @@ JUMP_GAIN = 0.7  # a doubling that brought this much (each request kept most of 
 KEPT = 0.95  # a step up is taken only from a window in which the client kept this share of
 # its level in flight (a window under BUSY decides nothing at all)
 JUMP = 8  # the most one step multiplies the level by
+RUNNING_GROWTH = 0.1  # with a queue, a step up pays only where the running batch grew this
 QUADRUPLE_EFF = 0.9  # a first climb's step whose output grew as level**this (or faster),
 # read young and after a doubling, is followed by x4: far below the knee, each window spent
 # there is output lost (a doubling that gained 87%, or more)
+
+
+def _stuck(level: Level, window: Window) -> bool:
+    """A step up with a queue all window long whose running batch did not grow with it
+    (RUNNING_GROWTH): the engine runs what it ran, and the rest waits; whatever the rate
+    read (a busy client's noise), the step cannot have paid."""
+    before, now = level.best_running, window.running
+    if not queue_full(window) or before is None or now is None or level.limit <= level.best_limit:
+        return False
+    return now < before * (1 + RUNNING_GROWTH)
 
 
 def clear_gain(level: Level, rate: float) -> bool:
@@ -57,10 +68,15 @@ def top(level: Level) -> int:
 def climb(level: Level, window: Window) -> Level:
     rate, kv_fit, queued = window.rate, window.kv_fit, queue_full(window)
     eff = _efficiency(level, rate)
-    if level.best_limit and not window.aged and not clear_gain(level, rate):
-        # Not a clear gain, read before the step's requests grew: read again once they have.
+    unclear = not window.aged and not clear_gain(level, rate)
+    if level.best_limit and (unclear or (queued and window.short)):
+        # Not a clear gain, read before the step's requests grew; or any step read in a short
+        # window into a queue (the engine is full of something: its running limit; a busy
+        # client's short window reads noise as a gain): read again in a full, aged window.
         return replace(level, ageing=True, reason="ageing")
-    if level.best_limit and rate < level.best_rate * (1 + needed(window)):
+    if level.best_limit and (
+        rate < level.best_rate * (1 + needed(window)) or _stuck(level, window)
+    ):
         if not level.climbed and level.best_limit > 1 and level.ceiling is None:
             # The first step up did not pay: is the start past the top? Try half of it.
             half = max(1, level.best_limit // 2)
@@ -111,7 +127,6 @@ def climb(level: Level, window: Window) -> Level:
         # It paid, but the client kept its level in flight only most of the time (sends
         # behind, a starved loop): a higher level is one it would keep less still.
         return replace(level, reason="client behind")
-    gained = rate / level.best_rate - 1 if level.best_rate else 1.0
     # Doublings while each gains a lot; then x1.25, and always past a top. With a queue in
     # the engine, doublings while each pays QUEUED_GAIN: the engine admits what fits and the
     # rest waits (no preemptions to fear), and a smaller step's gain would be lost in noise.
@@ -136,7 +151,8 @@ def climb(level: Level, window: Window) -> Level:
         level.first_climb
         and level.climbed
         and level.step >= 2.0
-        and gained >= JUMP_GAIN
+        and eff >= math.log2(1 + JUMP_GAIN)  # (after x4: as much a doubling)
+        and not queued  # a queue: the engine is full of something else than its cache
         and (kv_fit and kv_fit > higher)
     ):
         # Two steps up that paid, the last a doubling that nearly doubled the output, and the
@@ -156,6 +172,7 @@ def climb(level: Level, window: Window) -> Level:
         below_rate=level.best_rate if level.best_limit < level.limit else 0.0,
         below_limit=level.best_limit if level.best_limit < level.limit else 0,
         young_best=not window.aged,
+        best_running=window.running,
     )
     if higher <= level.limit:
         return replace(best, climbing=False, held=0, probe_down=True, reason="at cap")

@@ -27,6 +27,7 @@ class Window:
     # Whether the level's own requests had aged in it (tuning.py): a young window, right
     # after a step up, has not yet paid for their growth (a KV cache filling as they grow)
     aged: bool = True
+    short: bool = False  # read in a climb's short window (a young one, or one with room)
 
     @property
     def rate(self) -> float:
@@ -48,6 +49,7 @@ class Level:
     best_rate: float = 0.0
     best_limit: int = 0
     young_best: bool = False  # best_rate was read in a young window
+    best_running: float | None = None  # the engine's running batch at the best level
     below_rate: float = 0.0  # the level the best one was stepped up from, and its rate: a
     below_limit: int = 0  # best level that later pays less than it was past a cliff
     ceiling: int | None = None  # stay below: this level was too many

@@ -105,6 +105,7 @@ class Tracker:
             running=running,
             kv_fit=kv_fit(self.kv_tokens or (last.kv_tokens if last else None), server.stats),
             aged=aged,
+            short=self.young,
         )
 
 

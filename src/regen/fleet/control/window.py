@@ -18,6 +18,7 @@ reading is sure enough on a busy client, nor while its rate still moves.
 from __future__ import annotations
 
 from regen.fleet.control.climb import clear_gain
+from regen.fleet.control.queue import QUEUE_SHARE
 from regen.fleet.control.tracker import Tracker
 from regen.fleet.load_source import kv_fit
 
@@ -128,10 +129,14 @@ def clearly_better(tracker: Tracker, now: float) -> bool:
 
 
 def room_in_cache(tracker: Tracker) -> bool:
-    """A step up far under what the engine's stated KV cache holds (`kv_fit`): no cache
-    fills as its requests grow, so a young window reads it as well as an aged one."""
-    level = tracker.level
-    if not level.climbing or (tracker.kv_tokens is None and tracker.last is None):
+    """A step up far under what the engine's stated KV cache holds (`kv_fit`), with no
+    queue in the engine at its last reading: no cache fills as its requests grow, so a young
+    window reads it as well as an aged one. (An engine that queues is full of something
+    else, its running limit: its steps are read aged, long enough to tell a gain from noise.)"""
+    level, last = tracker.level, tracker.last
+    if not level.climbing or level.ageing or (tracker.kv_tokens is None and last is None):
+        return False
+    if last is not None and last.waiting and last.waiting > QUEUE_SHARE * (last.running or 0):
         return False
     stated = tracker.kv_tokens or (tracker.last.kv_tokens if tracker.last else None)
     fit = kv_fit(stated, tracker.server.stats)
