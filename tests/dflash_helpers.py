@@ -23,46 +23,11 @@ def dflash_head(
     closed form on `rows` as eagle3_head's is (over every slot of every block), with the same
     reduced vocabulary."""
     import torch
-    from speculators.config import SpeculatorsConfig, VerifierConfig
-    from speculators.models.dflash import DFlashDraftModel, DFlashSpeculatorConfig
-    from speculators.proposals.greedy import GreedyTokenProposalConfig
-    from transformers import Qwen3Config
 
     model_t = load(target)
-    tc = model_t.config
-    layer = Qwen3Config(
-        vocab_size=tc.vocab_size,
-        hidden_size=tc.hidden_size,
-        intermediate_size=256,
-        num_hidden_layers=1,
-        num_attention_heads=tc.num_attention_heads,
-        num_key_value_heads=tc.num_key_value_heads,
-        head_dim=tc.hidden_size // tc.num_attention_heads,
-        rms_norm_eps=tc.rms_norm_eps,
-        max_position_embeddings=tc.max_position_embeddings,
-    )
-    layer._attn_implementation = "eager"
-    kept = _draft_vocab(rows, tc.vocab_size)
-    config = DFlashSpeculatorConfig(
-        transformer_layer_config=layer,
-        draft_vocab_size=len(kept),
-        block_size=block,
-        aux_hidden_state_layer_ids=list(layers),
-        mask_token_id=DFLASH_MASK,
-        speculators_config=SpeculatorsConfig(
-            algorithm="dflash",
-            default_proposal_method="greedy",
-            proposal_methods=[GreedyTokenProposalConfig(speculative_tokens=block - 1)],
-            verifier=VerifierConfig.from_pretrained(str(target)),
-        ),
-    )
-    torch.manual_seed(seed)
-    head = DFlashDraftModel(config).eval()
-    index = torch.tensor(kept)
-    t2d = torch.zeros(tc.vocab_size, dtype=torch.bool)
-    t2d[index] = True
-    head.load_vocab_mappings(t2d, index - torch.arange(len(kept)))
-    sums = torch.zeros(len(kept), tc.hidden_size)
+    kept = _draft_vocab(rows, model_t.config.vocab_size)
+    head = _dflash_model(target, layers, block, kept, seed)
+    sums = torch.zeros(len(kept), model_t.config.hidden_size)
     with torch.no_grad():
         head.embed_tokens.weight.copy_(model_t.get_input_embeddings().weight)
         for ids in rows:
@@ -76,6 +41,53 @@ def dflash_head(
     return out
 
 
+def _dflash_model(
+    target: Path, layers: Sequence[int], block: int, kept: list[int] | None, seed: int = 0
+) -> Any:
+    """speculators' DFlash, one Qwen3 layer, random; drafting in `kept` (target ids, mapped
+    back by d2t) or, None, in the target's whole vocabulary."""
+    import torch
+    from speculators.config import SpeculatorsConfig, VerifierConfig
+    from speculators.models.dflash import DFlashDraftModel, DFlashSpeculatorConfig
+    from speculators.proposals.greedy import GreedyTokenProposalConfig
+    from transformers import Qwen3Config
+
+    tc = load(target).config
+    layer = Qwen3Config(
+        vocab_size=tc.vocab_size,
+        hidden_size=tc.hidden_size,
+        intermediate_size=256,
+        num_hidden_layers=1,
+        num_attention_heads=tc.num_attention_heads,
+        num_key_value_heads=tc.num_key_value_heads,
+        head_dim=tc.hidden_size // tc.num_attention_heads,
+        rms_norm_eps=tc.rms_norm_eps,
+        max_position_embeddings=tc.max_position_embeddings,
+    )
+    layer._attn_implementation = "eager"
+    config = DFlashSpeculatorConfig(
+        transformer_layer_config=layer,
+        draft_vocab_size=len(kept) if kept else tc.vocab_size,
+        block_size=block,
+        aux_hidden_state_layer_ids=list(layers),
+        mask_token_id=DFLASH_MASK,
+        speculators_config=SpeculatorsConfig(
+            algorithm="dflash",
+            default_proposal_method="greedy",
+            proposal_methods=[GreedyTokenProposalConfig(speculative_tokens=block - 1)],
+            verifier=VerifierConfig.from_pretrained(str(target)),
+        ),
+    )
+    torch.manual_seed(seed)
+    head = DFlashDraftModel(config).eval()
+    if kept:
+        index = torch.tensor(kept)
+        t2d = torch.zeros(tc.vocab_size, dtype=torch.bool)
+        t2d[index] = True
+        head.load_vocab_mappings(t2d, index - torch.arange(len(kept)))
+    return head
+
+
 DFLASH_MASK = 0  # the mask token's id (any id the answers do not need)
 
 
@@ -86,10 +98,12 @@ def dflash_blocks(
     ids: list[int],
     anchors: range,
     features: bool = False,
+    logits: bool = False,
 ) -> Any:
     """speculators' blocks after `anchors` over ids, each reading only the target's hidden
     states before its anchor (taken by hooks over ids[:-1] is enough for the last anchor):
-    [anchors, block] features (the normed state the lm_head reads) or draft-vocabulary ids."""
+    [anchors, block] features (the normed state the lm_head reads), logits, or
+    draft-vocabulary ids."""
     import torch
 
     block, n = head.block_size, len(ids)
@@ -102,7 +116,7 @@ def dflash_blocks(
     hook = head.norm.register_forward_hook(lambda _m, _a, o: seen.append(o[0]))
     try:
         with torch.no_grad():
-            _, logits, *_ = head._backbone_forward(
+            _, scores, *_ = head._backbone_forward(
                 hidden,
                 tokens,
                 wanted,
@@ -114,7 +128,9 @@ def dflash_blocks(
         hook.remove()
     if features:
         return seen[0].view(len(anchors), block, -1)
-    return logits[0].argmax(dim=-1).view(len(anchors), block)
+    if logits:
+        return scores[0].view(len(anchors), block, -1)
+    return scores[0].argmax(dim=-1).view(len(anchors), block)
 
 
 def dflash_proposer(head: Any, target: Any, layers: Sequence[int]) -> Propose:
@@ -127,3 +143,51 @@ def dflash_proposer(head: Any, target: Any, layers: Sequence[int]) -> Propose:
         return [t if head.d2t is None else t + int(head.d2t[t]) for t in tokens]
 
     return propose
+
+
+def dflash_full_vocab(
+    target: Path, out: Path, layers: Sequence[int], rows: Sequence[list[int]], block: int = 4
+) -> Path:
+    """A one-layer DFlash drafter over the target's whole vocabulary, its head the target's
+    own (as z-lab's and SpecForge's DFlash drafters are: their formats have no draft
+    vocabulary), random but for its layer's MLP output, fitted in closed form on `rows`: at
+    the first two slots of every block, least squares towards a state whose logits under
+    the target's head peak at the right token ((E^T E)^-1 E[t], for head E). The third slot
+    is not fitted, so a real loop accepts neither none nor all of a block."""
+    import torch
+
+    model_t = load(target)
+    head = _dflash_model(target, layers, block, None)
+    mlp = head.layers[-1].mlp
+    with torch.no_grad():
+        head.embed_tokens.weight.copy_(model_t.get_input_embeddings().weight)
+        head.lm_head.weight.copy_(model_t.get_output_embeddings().weight)
+        mlp.down_proj.weight.zero_()  # the layer's output is then its state before the MLP
+    seen: dict[str, Any] = {}
+    hooks = [
+        mlp.down_proj.register_forward_pre_hook(lambda _m, a: seen.__setitem__("phi", a[0][0])),
+        head.norm.register_forward_pre_hook(lambda _m, a: seen.__setitem__("state", a[0][0])),
+    ]
+    phi, base, want = [], [], []
+    emb = model_t.get_output_embeddings().weight.double()
+    solve = torch.linalg.inv(emb.T @ emb)
+    try:
+        for ids in rows:
+            dflash_blocks(head, model_t, layers, ids, range(len(ids) - 1))
+            for a in range(len(ids) - 1):
+                for s in (1, 2):
+                    if a + s < len(ids):
+                        phi.append(seen["phi"][a * block + s])
+                        base.append(seen["state"][a * block + s])
+                        want.append(solve @ emb[ids[a + s]])
+    finally:
+        for hook in hooks:
+            hook.remove()
+    phi_t, base_t, want_t = torch.stack(phi).double(), torch.stack(base).double(), torch.stack(want)
+    want_t *= 10 * base_t.norm(dim=1, keepdim=True) / want_t.norm(dim=1, keepdim=True)
+    gram = phi_t.T @ phi_t + 1e-3 * torch.eye(phi_t.shape[1], dtype=torch.double)
+    weight = torch.linalg.solve(gram, phi_t.T @ (want_t - base_t)).T
+    with torch.no_grad():
+        mlp.down_proj.weight.copy_(weight.float())
+    head.save_pretrained(str(out))
+    return out

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from regen.check import Encoder
+from regen.cli.checkpoint_options import checkpoint_options, checkpoint_settings
 from regen.cli.hints import tokenizer_hint
 from regen.cli.options import Command, option
 from regen.cli.paths import InputPath, OutputPath
@@ -15,7 +16,7 @@ from regen.finished.holdout import ALL, HOLDOUT, SPLITS, Holdout
 from regen.fleet.openai_env import resolve_api_key
 from regen.score import ScoreSettings, score_folder, score_run, score_where, write_report
 from regen.score.compare import parse_ks
-from regen.score.drafts import CheckpointSettings, open_drafts, require_a_draft
+from regen.score.drafts import open_drafts, require_a_draft, target_passes
 from regen.score.engine import FOLDER as ENGINE_FOLDER
 from regen.score.engine import engine_report
 from regen.score.ngram import ngram_settings
@@ -149,6 +150,13 @@ DEFAULT_SAMPLE = 200
     type=InputPath(exists=True, dir_okay=False),
     help="An earlier score.json: the same rows, paired, before and after.",
 )
+@option(
+    "--compare",
+    is_flag=True,
+    help="Each draft against the last one named (yours, then the reference): the difference "
+    "in tau(k) per group with a 95% interval paired by row, by depth and by position in the "
+    "answer, and where the gap is widest.",
+)
 @option("--threads", type=int, default=2, show_default=True, help="CPU threads of a GGUF draft.")
 @option("--json", "as_json", is_flag=True, help="Print the report as JSON (for scripts).")
 @option(
@@ -160,6 +168,7 @@ DEFAULT_SAMPLE = 200
     help="Write the score here instead of RUN/score (a run that cannot be written); a "
     "later score with the same DIR resumes from its rows.",
 )
+@checkpoint_options
 @worker_options
 def score(
     run,
@@ -183,6 +192,7 @@ def score(
     split,
     k_spec,
     baseline,
+    compare,
     threads,
     as_json,
     out,
@@ -207,6 +217,7 @@ def score(
             hint=tokenizer_hint([run]) + "; or --from-engine, with no draft",
         )
     ks = parse_ks(k_spec)
+    checkpoint = checkpoint_settings(spread, target_model, max(max(ks), TAU_K))
     key = resolve_api_key(api_key_env, embedded=not draft_servers).value
     encoder = Encoder.load(tokenizer, chat_template=chat_template)
     settings = ScoreSettings(selection, ks, tokenizer, chat_template=chat_template)
@@ -219,7 +230,7 @@ def score(
             threads=threads,
             api_key=key,
             ngram=ngram_settings(run, ngram_lookup),
-            checkpoint=CheckpointSettings(target_model, max(max(ks), TAU_K)),
+            checkpoint=checkpoint,
         ) as opened,
         open_target(target_model, opened, threads) as target,
         row_progress("score") as on_row,
@@ -236,8 +247,12 @@ def score(
             on_row=on_row,
             workers=workers,
         )
+        for line in target_passes(opened):
+            click.echo(line, err=True)  # what the hidden-state pass cost, once for all
         if baseline:
             report.attach_baseline(baseline)
+        if compare:
+            report.attach_comparison()
         json_path, text_path = write_report(report, folder)
     click.echo(json_path.read_text() if as_json else render_text(report))
     if not as_json:

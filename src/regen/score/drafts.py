@@ -14,14 +14,24 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
 from regen.errors import ConfigError
+from regen.score.checkpoints.settings import DEFAULT, CheckpointSettings
+from regen.score.checkpoints.target_pass import Targets
 from regen.score.ngram import DEFAULTS, NgramSettings
-from regen.score.results import TAU_K
 from regen.score.tokens import Sink, TokenRow
+
+__all__ = [
+    "CheckpointSettings",
+    "Draft",
+    "open_draft",
+    "open_drafts",
+    "require_a_draft",
+    "target_passes",
+]
 
 
 class Draft(Protocol):
@@ -47,22 +57,13 @@ class Draft(Protocol):
     def close(self) -> None: ...
 
 
-@dataclass(frozen=True)
-class CheckpointSettings:
-    """For a checkpoint folder: the target to take hidden states from (--target-model) and
-    how many tokens a recurrent drafter proposes per step (the longest k reported)."""
-
-    target: str | None = None
-    depth: int = TAU_K
-
-
 def open_draft(
     spec: str,
     *,
     threads: int = 2,
     n_ctx: int | None = None,
     ngram: NgramSettings = DEFAULTS,
-    checkpoint: CheckpointSettings = CheckpointSettings(),
+    checkpoint: CheckpointSettings = DEFAULT,
 ) -> Draft:
     if spec == "ngram":
         from regen.score.ngram import NgramDraft
@@ -79,9 +80,7 @@ def open_draft(
         if path.is_dir():
             from regen.score.checkpoints.checkpoint import open_checkpoint
 
-            return open_checkpoint(
-                path, threads=threads, target=checkpoint.target, depth=checkpoint.depth
-            )
+            return open_checkpoint(path, checkpoint, threads=threads)
         if path.suffix != ".gguf":
             raise ConfigError(
                 f"--draft {spec}: not a .gguf file, a checkpoint folder, `ngram` or `embedded`",
@@ -109,13 +108,15 @@ def open_drafts(
     threads: int,
     api_key: str | None = None,
     ngram: NgramSettings = DEFAULTS,
-    checkpoint: CheckpointSettings = CheckpointSettings(),
+    checkpoint: CheckpointSettings = DEFAULT,
 ) -> Iterator[list[Draft]]:
     """Every draft named on the command line, closed on exit (a GGUF holds its memory).
     `api_key`: the draft servers'; `ngram`: the n-gram drafter's lookup; `checkpoint`: what
-    a checkpoint folder needs."""
+    a checkpoint folder needs. Checkpoints that read the same target share its pass."""
     require_a_draft(specs, servers)
     drafts: list[Draft] = []
+    targets = Targets()
+    checkpoint = replace(checkpoint, targets=targets)
     try:
         if servers:
             from regen.score.fleet_draft import FleetDraft
@@ -127,3 +128,11 @@ def open_drafts(
     finally:
         for draft in drafts:
             draft.close()
+        targets.close()
+
+
+def target_passes(drafts: list[Draft]) -> list[str]:
+    """What each target's hidden-state pass cost (one line per target, however many drafts
+    read it: target_pass.py)."""
+    shared = {id(d.shared): d.shared for d in drafts if getattr(d, "shared", None) is not None}
+    return [t.cost.line(t.placement, t.readers) for t in shared.values() if t.cost.forwards]

@@ -10,6 +10,8 @@ any k (the rows file keeps the form; the report replays it at each k asked).
     accept  per position, min(1, q(x)/p(x)) for a draft that samples from q at the run's
             temperature (sampled.py): an unbiased estimate of the acceptance probability
             sum_x min(p(x), q(x)), kept in ACCEPT_LEVELS steps.
+    chain   the same per position and depth, for a drafter whose q depends on its depth (an
+            EAGLE-3 or DFlash head sampling at the run's temperature: chain.py).
 
 Verify steps follow accept.py's conventions (the first answer token is the prefill's; a draft
 past the answer's end counts as rejected; the bonus token counts).
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from regen.score.accept import RowSteps, simulate
+from regen.score.chain import Chain
 
 MAX_K = 32  # the longest draft `--k` takes
 _DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"  # counts 0..MAX_K, one character each
@@ -75,7 +78,7 @@ class Accept:
         return expected_steps(self.probabilities(), k)
 
 
-Outcome = str | Lookup | Accept
+Outcome = str | Lookup | Accept | Chain
 
 
 def steps_of(outcome: Outcome, k: int) -> RowSteps:
@@ -83,6 +86,8 @@ def steps_of(outcome: Outcome, k: int) -> RowSteps:
 
 
 def tokens_of(outcome: Outcome) -> int:
+    if isinstance(outcome, Chain):
+        return outcome.tokens
     return len(outcome if isinstance(outcome, str) else _first_field(outcome))
 
 
@@ -92,6 +97,8 @@ def hits_of(outcome: Outcome) -> float:
         return outcome.count("1")
     if isinstance(outcome, Lookup):
         return outcome.match().count("1")
+    if isinstance(outcome, Chain):
+        return sum(outcome.first_guesses())
     return sum(outcome.probabilities())
 
 
@@ -104,6 +111,8 @@ def to_fields(outcome: Outcome) -> dict[str, Any]:
         return {"match": outcome}
     if isinstance(outcome, Lookup):
         return {"lookup": {"room": outcome.room, "right": outcome.right}}
+    if isinstance(outcome, Chain):
+        return {"chain": {"depth": outcome.depth, "levels": outcome.levels}}
     return {"accept": outcome.levels}
 
 
@@ -115,6 +124,8 @@ def from_line(line: dict[str, Any]) -> Outcome | None:
         return Lookup(line["lookup"]["room"], line["lookup"]["right"])
     if "accept" in line:
         return Accept(line["accept"])
+    if "chain" in line:
+        return Chain(line["chain"]["depth"], line["chain"]["levels"])
     return None
 
 

@@ -7,8 +7,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from regen.errors import ConfigError
 from regen.finished.record import key_of, sample_label
 from regen.finished.score_rows import read_rows
+from regen.score.chain import Chain
 from regen.score.outcome import Accept, from_line
 from regen.score.rows import Selection
 from regen.score.tally import Tally
@@ -43,6 +45,7 @@ class DraftScore:
     retokenized: int = 0
     length_differs: list[str] = field(default_factory=list)  # rows (labels): RowsFile field
     baseline: dict[str, Any] | None = None  # paired before/after, with --baseline
+    compared: dict[str, Any] | None = None  # against the reference draft, with --compare
     earlier: bool = False  # scored by an earlier `regen score`, kept in the report
     # --from-engine: per group, the sums vLLM's /metrics keeps over the same answers
     engine_counters: dict[str, dict[str, int]] | None = None
@@ -78,6 +81,7 @@ class DraftScore:
             "skipped_examples": self.skipped_examples,
             "groups": {g: _tally_json(t, ks) for g, t in self.groups.items()},
             "baseline": self.baseline,
+            **({"compared": self.compared} if self.compared else {}),
             **({"engine_counters": self.engine_counters} if self.engine_counters else {}),
             **(
                 {"target_probabilities": self.target_probabilities()}
@@ -140,6 +144,22 @@ class ScoreReport:
             groups = paired(draft.rows_file, before, self.by, self.ks)
             draft.baseline = {"file": str(path), "draft": name, "groups": groups}
 
+    def attach_comparison(self) -> None:
+        """Every draft scored now against the last one named (the reference), paired by row
+        (gap.py): the difference per group, depth and position, and where the gap is."""
+        from regen.score.gap import against, reference_rows
+
+        now = [d for d in self.drafts if not d.earlier]
+        if len(now) < 2:
+            raise ConfigError(
+                "--compare needs two drafts or more: yours, then the reference",
+                hint="pass --draft OURS --draft REFERENCE --compare",
+            )
+        reference = now[-1]
+        outcomes = reference_rows(reference.rows_file)
+        for draft in now[:-1]:
+            draft.compared = against(draft.rows_file, outcomes, reference.name, self.by, self.ks)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "run": self.run,
@@ -177,7 +197,7 @@ def pool(
             if "length_differs" in line:
                 draft.length_differs.append(sample_label(*key_of(line)))
             draft.temperatures.add(line.get("temperature", 0.0))  # older rows: greedy only
-            draft.sampling_draft += isinstance(outcome, Accept)
+            draft.sampling_draft += isinstance(outcome, Accept | Chain)
             draft.teacher_forced += line.get("target_probs") == TEACHER_FORCED
         draft.groups = dict(sorted(draft.groups.items(), key=lambda kv: (kv[0] == OVERALL, kv[0])))
     return ScoreReport(

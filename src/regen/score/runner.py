@@ -77,27 +77,41 @@ def score_run(
     store = open_run(run)
     # bad records are counted by each draft's own pass (every pass reads every record)
     selection = pick(store, settings.selection)
-    scores, invalid = [], Counter()
-    for draft in drafts:
-        draft.check(encoder.tok)
-        identity = {
-            "draft": draft.identity,
-            "tokenizer": settings.tokenizer,
-            "chat_template": settings.chat_template,
-            "template_tokens": settings.template_tokens,
-        }
-        if hasattr(draft, "target_identity"):  # --target-model (target_probs.py)
-            identity["target"] = draft.target_identity
-        rows = RowsFile(folder_for(score_dir, draft.name, identity), identity)
-        scan = _Pass(rows, on_row)
-        try:
-            _score(store, selection, encoder=encoder, draft=draft, scan=scan, workers=workers)
-        finally:
-            rows.close()
-        invalid = scan.invalid
-        scores.append(DraftScore(draft.name, identity, rows.path, scan.scored))
+    scans, scores = [], []
+    try:
+        for draft in drafts:
+            draft.check(encoder.tok)
+            identity = _identity(draft, settings)
+            rows = RowsFile(folder_for(score_dir, draft.name, identity), identity)
+            scans.append(_Pass(rows, on_row))
+            scores.append(DraftScore(draft.name, identity, rows.path, 0))
+        for unit in sharing(drafts):
+            if len(unit) == 1:
+                (i,) = unit
+                _score(store, selection, encoder, drafts[i], scans[i], workers)
+            else:
+                together = [(drafts[i], scans[i]) for i in unit]
+                _score_together(store, selection, encoder, together)
+    finally:
+        for scan in scans:
+            scan.rows.close()
+    for score, scan in zip(scores, scans, strict=True):
+        score.scored_now = scan.scored
+    invalid = scans[-1].invalid if scans else Counter()
     scores += earlier_drafts(score_dir, scores, settings)
     return pool(str(store.where), scores, selection, settings.ks, dict(invalid))
+
+
+def _identity(draft: Draft, settings: ScoreSettings) -> dict:
+    identity = {
+        "draft": draft.identity,
+        "tokenizer": settings.tokenizer,
+        "chat_template": settings.chat_template,
+        "template_tokens": settings.template_tokens,
+    }
+    if hasattr(draft, "target_identity"):  # --target-model (target_probs.py)
+        identity["target"] = draft.target_identity
+    return identity
 
 
 def earlier_drafts(score_dir: Path, now: list[DraftScore], settings: ScoreSettings) -> list:
@@ -137,7 +151,7 @@ def _score(
     encoder: Encoder,
     draft: Draft,
     scan: _Pass,
-    workers: Workers | None,
+    workers: Workers | None = None,
 ) -> None:
     """Every row still to score through the draft, in workers when the draft can run there."""
     recipe = getattr(draft, "recipe", None)
@@ -182,3 +196,46 @@ def write_report(report: ScoreReport, folder: Path) -> tuple[Path, Path]:
     atomic_write_json(json_path, report.to_json())
     atomic_write_bytes(text_path, (render_text(report) + "\n").encode())
     return json_path, text_path
+
+
+def sharing(drafts: list[Draft]) -> list[list[int]]:
+    """The drafts by index, those that read one target's pass (`shared`) in one unit, in
+    the order named."""
+    units: dict[int, list[int]] = {}
+    for i, draft in enumerate(drafts):
+        shared = getattr(draft, "shared", None)
+        units.setdefault(id(shared) if shared is not None else -1 - i, []).append(i)
+    return list(units.values())
+
+
+def _score_together(
+    store: Store, selection: Selection, encoder: Encoder, together: list[tuple[Draft, _Pass]]
+) -> None:
+    """Drafts that read one target's hidden states, over the rows any of them still needs:
+    each such row goes through the target once (hidden_draft.run_together)."""
+    from regen.score.checkpoints.hidden_draft import run_together
+
+    shared = getattr(together[0][0], "shared")  # noqa: B009  (every member has one)
+    done = [scan.rows.done() for _, scan in together]
+    bad = together[0][1]
+    for _, scan in together[1:]:
+        scan.invalid = bad.invalid  # one read of the records: its bad lines count for all
+
+    def todo() -> Iterator[tuple[TokenRow, list]]:
+        for completion in completions(store.iter_lines("completions"), bad.bad):
+            if not selection.wants(completion.key):
+                continue
+            row, readers = None, []
+            for (draft, scan), its_done in zip(together, done, strict=True):
+                if completion.key in its_done:
+                    continue
+                got = row_or_skip(completion, encoder, draft)
+                if isinstance(got, TokenRow):
+                    row = got
+                    readers.append((draft, scan.sink))
+                else:
+                    scan.rows.append(got)
+            if row is not None:
+                yield row, readers
+
+    run_together(shared, todo())

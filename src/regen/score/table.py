@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from regen.score.gap_table import compared_lines
 from regen.score.report import FEW_STEPS, ScoreReport
 from regen.score.skips import skipped_lines
 
@@ -24,6 +25,8 @@ def render_text(report: ScoreReport) -> str:
             out += _counters(draft["engine_counters"])
         if draft["baseline"]:
             out += _baseline(draft["baseline"], max(data["k"]))
+        if draft.get("compared"):
+            out += compared_lines(draft["compared"], draft["name"], max(data["k"]), _grid)
     if len(data["drafts"]) > 1:
         out += _side_by_side(data["drafts"], max(data["k"]))
     if data["invalid_records"]:

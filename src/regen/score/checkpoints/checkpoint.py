@@ -5,6 +5,8 @@
                                         (dflash_draft.py)
     architectures "...Eagle3"           a SpecForge EAGLE-3 head (LlamaForCausalLMEagle3),
                                         converted by speculators' converter (specforge_ckpt.py)
+    architectures "DFlashDraftModel"    a DFlash drafter in z-lab's format or as SpecForge saves
+                                        it, converted by speculators' converter (dflash_convert.py)
     architectures "...ForCausalLM"      a draft model sharing the target's tokenizer (hf_draft.py)
 
 Other speculators kinds (DSpark, MTP, ...) and other trainers' formats are refused with what
@@ -19,7 +21,17 @@ from typing import Any
 import orjson
 
 from regen.errors import ConfigError
+from regen.score.checkpoints.dflash_convert import is_dflash_family
+from regen.score.checkpoints.settings import CheckpointSettings
 from regen.score.checkpoints.specforge_ckpt import is_specforge_eagle3
+
+KINDS_HINT = (
+    "`score` reads: a Hugging Face causal-LM draft (architectures ...ForCausalLM); speculators' "
+    "EAGLE-3 and DFlash (speculators_model_type); SpecForge's EAGLE-3 (...ForCausalLMEagle3); "
+    "z-lab's and SpecForge's DFlash (DFlashDraftModel). Another trainer's checkpoint: "
+    "`speculators convert DIR --algorithm eagle3|dflash --verifier TARGET --output-path OUT`, "
+    "then pass OUT"
+)
 
 
 def read_config(path: Path) -> dict[str, Any]:
@@ -39,8 +51,8 @@ def read_config(path: Path) -> dict[str, Any]:
 
 
 def kind_of(path: Path, config: dict[str, Any]) -> str:
-    """ "eagle3", "dflash", "specforge-eagle3" or "causal-lm"; ConfigError for a drafter
-    `score` cannot run."""
+    """ "eagle3", "dflash", "specforge-eagle3", "dflash-external" (z-lab's or SpecForge's) or
+    "causal-lm"; ConfigError for a drafter `score` cannot run."""
     spec_type = config.get("speculators_model_type")
     architectures = [str(a) for a in config.get("architectures") or []]
     if spec_type in ("eagle3", "dflash"):
@@ -54,6 +66,8 @@ def kind_of(path: Path, config: dict[str, Any]) -> str:
         )
     if is_specforge_eagle3(architectures):
         return "specforge-eagle3"
+    if is_dflash_family(config):
+        return "dflash-external"
     if any("eagle" in a.lower() for a in architectures):
         raise ConfigError(
             f"--draft {path}: an EAGLE checkpoint in another trainer's format "
@@ -66,27 +80,31 @@ def kind_of(path: Path, config: dict[str, Any]) -> str:
     raise ConfigError(
         f"--draft {path}: config.json names no causal-LM architecture and no speculators "
         f"model type (architectures: {architectures or 'none'})",
-        hint="pass a Hugging Face causal-LM draft or a speculators EAGLE-3 checkpoint",
+        hint=KINDS_HINT,
     )
 
 
-def open_checkpoint(path: Path, *, threads: int, target: str | None, depth: int) -> Any:
-    """The drafter in folder `path`. `target`: --target-model, for drafters that read the
-    target's hidden states; `depth`: how many tokens such a drafter proposes per step."""
+def open_checkpoint(path: Path, settings: CheckpointSettings, *, threads: int) -> Any:
+    """The drafter in folder `path`; `settings`: what a drafter that reads the target's
+    hidden states needs (the target, where it runs, how deep a chain goes)."""
     config = read_config(path)
     kind = kind_of(path, config)
     if kind == "eagle3":
         from regen.score.checkpoints.eagle3_draft import Eagle3Draft
 
-        return Eagle3Draft(path, threads=threads, target=target, depth=depth)
+        return Eagle3Draft(path, settings, threads=threads)
     if kind == "specforge-eagle3":
         from regen.score.checkpoints.specforge_ckpt import open_specforge
 
-        return open_specforge(path, config, threads=threads, target=target, depth=depth)
+        return open_specforge(path, config, settings, threads=threads)
     if kind == "dflash":
         from regen.score.checkpoints.dflash_draft import DFlashDraft
 
-        return DFlashDraft(path, threads=threads, target=target)
+        return DFlashDraft(path, settings, threads=threads)
+    if kind == "dflash-external":
+        from regen.score.checkpoints.dflash_convert import open_dflash
+
+        return open_dflash(path, config, settings, threads=threads)
     from regen.score.checkpoints.hf_draft import HFDraft
 
-    return HFDraft(path, config, threads=threads)
+    return HFDraft(path, config, threads=threads, placement=settings.placement.resolved())

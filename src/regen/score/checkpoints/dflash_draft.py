@@ -20,28 +20,38 @@ how many of them, from the first, are right; a k above block_size - 1 drafts onl
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from regen.errors import ConfigError, InputError
-from regen.score.checkpoints.hf_target import hidden_at
+from regen.errors import ConfigError
 from regen.score.checkpoints.hidden_draft import HiddenStateDraft
+from regen.score.checkpoints.sampled_chain import depth_logq, draft_ids
+from regen.score.checkpoints.settings import CheckpointSettings
 from regen.score.checkpoints.spec_weights import to_target_ids
 from regen.score.outcome import Lookup, encode_counts
-from regen.score.tokens import Sink, TokenRow
+from regen.score.tokens import TokenRow
 
 ANCHORS_AT_ONCE = 64  # blocks per forward: the dense mask is (64 * block) x (tokens + that)
 
 
 class DFlashDraft(HiddenStateDraft):
     kind = "dflash"
+    short_prompt = "no prompt token to anchor DFlash's first block"
 
-    def __init__(self, path: Path, *, threads: int, target: str | None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        settings: CheckpointSettings,
+        *,
+        threads: int,
+        source: Path | None = None,
+    ) -> None:
+        import torch
         from speculators.models.dflash import DFlashDraftModel, DFlashSpeculatorConfig
 
         config = DFlashSpeculatorConfig.from_pretrained(str(path))
-        super().__init__(path, config, threads=threads, target=target)
+        super().__init__(path, config, settings, threads=threads, source=source)
         if config.mask_token_id is None or config.sample_from_anchor:
             raise ConfigError(
                 f"{self.what}: a DFlash checkpoint without mask_token_id, or one that samples "
@@ -49,6 +59,10 @@ class DFlashDraft(HiddenStateDraft):
                 hint="serve it and use --replay-servers URL",
             )
         self.load(DFlashDraftModel, config, list(config.aux_hidden_state_layer_ids or []))
+        # _backbone_forward also computes its training targets through the verifier's head
+        # ([block tokens x vocabulary] per chunk, as much as a fifth of a 27B target's pass),
+        # which scoring never reads: an identity there spares that product
+        self.model.verifier_lm_head = torch.nn.Identity()
         self.block = int(config.block_size)
         self.notes = [self.note(f"DFlash, block {self.block}")]
 
@@ -59,16 +73,18 @@ class DFlashDraft(HiddenStateDraft):
     def fits(self, row: TokenRow) -> bool:
         return len(row.ids) + self.block <= self.max_tokens()
 
-    def blocks(self, ids: Sequence[int], anchors: range) -> Any:
-        """[len(anchors), block - 1]: the tokens drafted after each anchor (target ids)."""
+    def block_logits(
+        self, ids: Sequence[int], anchors: range, states: dict[int, Any]
+    ) -> Iterator[tuple[int, Any]]:
+        """Per chunk of anchors: its first anchor's offset in `anchors` and the blocks'
+        logits, [anchors in the chunk, block, draft vocabulary] (slot 0 holds the anchor)."""
         import torch
 
         n, mask = len(ids), self.model.mask_token_id
-        tokens = torch.tensor([list(ids) + [mask] * self.block])
-        hidden = hidden_at(self.target, tokens[:, :n], self.layers)
+        tokens = torch.tensor([list(ids) + [mask] * self.block], device=self.device)
+        hidden = self.features(states, n)
         hidden = torch.cat([hidden, hidden.new_zeros(1, self.block, hidden.shape[-1])], dim=1)
         last = hidden.new_zeros(1, tokens.shape[1], self.model.hidden_size)
-        out = []
         for at in range(anchors.start, anchors.stop, ANCHORS_AT_ONCE):
             chunk = range(at, min(at + ANCHORS_AT_ONCE, anchors.stop))
             wanted = torch.zeros_like(tokens)
@@ -83,13 +99,21 @@ class DFlashDraft(HiddenStateDraft):
                     torch.zeros_like(tokens),
                     max_anchors=len(chunk),
                 )
-            drafted = logits[0].argmax(dim=-1).view(len(chunk), self.block)[:, 1:]
-            out.append(to_target_ids(self.model, drafted))
+            yield at - anchors.start, logits[0].view(len(chunk), self.block, -1)
+
+    def blocks(self, ids: Sequence[int], anchors: range, states: dict[int, Any]) -> Any:
+        """[len(anchors), block - 1]: the tokens drafted after each anchor (target ids)."""
+        import torch
+
+        out = [
+            to_target_ids(self.model, logits[:, 1:].argmax(dim=-1)).cpu()
+            for _, logits in self.block_logits(ids, anchors, states)
+        ]
         return torch.cat(out)
 
-    def lookup(self, ids: Sequence[int], start: int) -> Lookup:
+    def lookup(self, ids: Sequence[int], start: int, states: dict[int, Any]) -> Lookup:
         n, room = len(ids), self.block - 1
-        drafted = self.blocks(ids, range(start - 1, n - 1)).tolist()
+        drafted = self.blocks(ids, range(start - 1, n - 1), states).tolist()
         counts = []
         for p, block in enumerate(drafted):  # answer position p is drafted after start + p - 1
             at, right = start + p, 0
@@ -98,10 +122,18 @@ class DFlashDraft(HiddenStateDraft):
             counts.append(right)
         return Lookup(encode_counts([room] * (n - start)), encode_counts(counts))
 
-    def run(self, rows: Iterable[TokenRow], sink: Sink) -> None:
-        for row in rows:
-            if row.start < 1:
-                why = "no prompt token to anchor DFlash's first block"
-                sink(row, InputError(f"{row.label}: {why}", kind="short_prompt"))
-            else:
-                sink(row, self.lookup(row.ids, row.start))
+    def depth_logq(self, row: TokenRow, states: dict[int, Any]) -> Any:
+        """Slot s of the block anchored after answer position p - 1 drafts answer token
+        p + s - 1: its q there (depth s - 1), from the blocks' logits."""
+        import numpy as np
+
+        ids, start = row.ids, row.start
+        answer, room = len(ids) - start, self.block - 1
+        logq = np.full((answer, room), -np.inf)
+        for p0, logits in self.block_logits(ids, range(start - 1, len(ids) - 1), states):
+            for j in range(room):
+                last = min(len(logits), answer - j - p0)  # positions whose token exists
+                if last > 0:
+                    tokens = draft_ids(self.model, ids[start + p0 + j : start + p0 + j + last])
+                    logq[p0 : p0 + last, j] = depth_logq(logits[:last, j + 1], tokens, row.drawn)
+        return logq

@@ -20,35 +20,36 @@ The chain is greedy: at a temperature it is a deterministic draft's outcome (out
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from regen.errors import InputError
-from regen.score.checkpoints.hf_target import hidden_at
 from regen.score.checkpoints.hidden_draft import HiddenStateDraft
+from regen.score.checkpoints.sampled_chain import depth_logq, draft_ids
+from regen.score.checkpoints.settings import CheckpointSettings
 from regen.score.checkpoints.spec_weights import to_target_ids
 from regen.score.outcome import Lookup, encode_counts
-from regen.score.tokens import Sink, TokenRow
+from regen.score.tokens import TokenRow
 
 
 class Eagle3Draft(HiddenStateDraft):
     kind = "eagle3"
+    min_prompt = 2
+    short_prompt = "a prompt of fewer than 2 tokens gives EAGLE-3 no hidden state to start"
 
     def __init__(
         self,
         path: Path,
+        settings: CheckpointSettings,
         *,
         threads: int,
-        target: str | None,
-        depth: int,
         source: Path | None = None,
     ) -> None:
         from speculators.models.eagle3 import Eagle3DraftModel, Eagle3SpeculatorConfig
 
         config = Eagle3SpeculatorConfig.from_pretrained(str(path))
-        super().__init__(path, config, threads=threads, target=target, source=source)
-        self.depth = depth
+        super().__init__(path, config, settings, threads=threads, source=source)
+        self.depth = settings.depth
         # speculators' own default when the checkpoint names none (models/utils.py)
         blocks = self.target_blocks
         self.load(
@@ -67,28 +68,27 @@ class Eagle3Draft(HiddenStateDraft):
     def fits(self, row: TokenRow) -> bool:
         return len(row.ids) <= self.n_ctx
 
-    def chains(self, ids: Sequence[int]) -> Any:
+    def chains(self, ids: Sequence[int], states: dict[int, Any]) -> Any:
         """[depth, len(ids) - 1]: step j's greedy token at index i, a guess for ids[i + 2 + j]."""
         import torch
 
         n = len(ids)
-        tokens = torch.tensor([list(ids)])
-        hidden = hidden_at(self.target, tokens[:, : n - 1], self.layers)
+        tokens = torch.tensor([list(ids)], device=self.device)
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)  # transformers' renamed kwargs
             steps = self.model(
-                hidden_states=hidden,
+                hidden_states=self.features(states, n - 1),
                 input_ids=tokens[:, 1:],
                 document_ids=torch.zeros_like(tokens[:, 1:]),
                 ttt_steps=self.depth,
             )
-        return to_target_ids(self.model, torch.stack([s[0] for s in steps]))
+        return to_target_ids(self.model, torch.stack([s[0] for s in steps])).cpu()
 
-    def lookup(self, ids: Sequence[int], start: int) -> Lookup:
+    def lookup(self, ids: Sequence[int], start: int, states: dict[int, Any]) -> Lookup:
         import torch
 
         n = len(ids)
-        drafted = self.chains(ids)
+        drafted = self.chains(ids, states)
         truth = torch.full((self.depth, n - 1), -1, dtype=torch.long)
         for j in range(self.depth):  # row j: ids[i + 2 + j], -1 past the end (a miss)
             if n - 2 - j > 0:
@@ -98,10 +98,29 @@ class Eagle3Draft(HiddenStateDraft):
         counts = [right[start + p - 2] for p in range(n - start)]
         return Lookup(encode_counts([self.depth] * (n - start)), encode_counts(counts))
 
-    def run(self, rows: Iterable[TokenRow], sink: Sink) -> None:
-        for row in rows:
-            if row.start < 2:
-                why = "a prompt of fewer than 2 tokens gives EAGLE-3 no hidden state to start"
-                sink(row, InputError(f"{row.label}: {why}", kind="short_prompt"))
-            else:
-                sink(row, self.lookup(row.ids, row.start))
+    def depth_logq(self, row: TokenRow, states: dict[int, Any]) -> Any:
+        """Step j of the chain at index i drafts ids[i + 2 + j]: its q there, read from the
+        head's logits at each step (the same forward as `chains`, tokens fed from the
+        answer, as the chain is while it matches)."""
+        import numpy as np
+
+        ids, start = row.ids, row.start
+        answer = len(ids) - start
+        logq = np.full((answer, self.depth), -np.inf)
+
+        seen = [0]  # steps so far: the head runs once per step
+
+        def step(_m: Any, _a: Any, logits: Any) -> None:
+            j = seen[0]
+            seen[0] += 1
+            if answer - j > 0:  # index start - 2 + p drafts answer token p + j
+                tokens = draft_ids(self.model, ids[start + j :])
+                rows = logits[0, start - 2 : len(ids) - 2 - j]
+                logq[: answer - j, j] = depth_logq(rows, tokens, row.drawn)
+
+        hook = self.model.lm_head.register_forward_hook(step)
+        try:
+            self.chains(ids, states)
+        finally:
+            hook.remove()
+        return logq

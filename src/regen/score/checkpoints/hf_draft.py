@@ -1,5 +1,5 @@
 """A Hugging Face causal-LM draft model (draft-model speculation as vLLM and SGLang serve it),
-run with transformers on the CPU.
+run with transformers at --device and --dtype (placement.py).
 
 It sees only tokens, so accept.py's argument holds as for a GGUF draft: while its greedy
 chain matches the answer, the chain's context is the true prefix, and one teacher-forced pass
@@ -15,6 +15,7 @@ from typing import Any
 
 from regen.errors import ConfigError, InputError
 from regen.score.checkpoints.hf_target import folder_tokens, load_causal_lm
+from regen.score.checkpoints.placement import ON_CPU, Placement
 from regen.score.outcome import encode_accept
 from regen.score.sampled import acceptances, drawn_logprobs
 from regen.score.tokens import Sink, TokenRow
@@ -24,18 +25,23 @@ from regen.score.vocab import check_vocab
 class HFDraft:
     samples = True  # on a run with logprobs it samples from its q: it reads the target's p
 
-    def __init__(self, path: Path, config: dict[str, Any], *, threads: int = 2) -> None:
+    def __init__(
+        self, path: Path, config: dict[str, Any], *, threads: int = 2, placement: Placement = ON_CPU
+    ) -> None:
         self.path = path
         self.name = path.name
         self.config = config
         self.what = f"--draft {path}"
-        self.model = load_causal_lm(path, threads, self.what)
+        self.placement = placement
+        self.model = load_causal_lm(path, threads, self.what, placement)
         self.n_ctx = int(config.get("max_position_embeddings") or 0) or None
 
     @property
     def identity(self) -> str:
         newest = max(f.stat().st_mtime_ns for f in self.path.iterdir() if f.is_file())
-        return f"hf:{self.path.resolve()}:{newest}"
+        dtype = self.placement.dtype  # float32 rows keep the identity they had
+        precision = f":dtype={dtype}" if dtype != "float32" else ""
+        return f"hf:{self.path.resolve()}:{newest}{precision}"
 
     def check(self, tok: Any) -> None:
         """By token text when the folder has a tokenizer; by size when it has none (a draft
@@ -61,10 +67,12 @@ class HFDraft:
         import torch
 
         with torch.no_grad():
+            device = self.model.get_input_embeddings().weight.device
             out = self.model(
-                input_ids=torch.tensor([list(ids[:-1])]), logits_to_keep=len(ids) - start
+                input_ids=torch.tensor([list(ids[:-1])], device=device),
+                logits_to_keep=len(ids) - start,
             )
-        return out.logits[0].float().numpy()
+        return out.logits[0].float().cpu().numpy()
 
     def matches(self, ids: Sequence[int], start: int) -> str:
         guesses = self.logits(ids, start).argmax(axis=1).tolist()

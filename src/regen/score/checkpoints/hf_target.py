@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from regen.errors import ConfigError
+from regen.score.checkpoints.placement import ON_CPU, Placement
 
 EMBEDDED = "embedded"
 
@@ -56,8 +57,9 @@ def embedded_folder() -> Path:
     return ensure_hf_model(sys.executable, echo=lambda line: print(line, file=sys.stderr))
 
 
-def load_causal_lm(folder: Path, threads: int, what: str) -> Any:
-    """A transformers causal LM on the CPU in float32 (the GGUF-built folder is bf16)."""
+def load_causal_lm(folder: Path, threads: int, what: str, placement: Placement = ON_CPU) -> Any:
+    """A transformers causal LM at `placement` (a resolved one: placement.py); on the CPU in
+    float32 by default (the GGUF-built folder is bf16)."""
     try:
         import torch
         from transformers import AutoModelForCausalLM
@@ -69,9 +71,11 @@ def load_causal_lm(folder: Path, threads: int, what: str) -> Any:
     torch.set_num_threads(max(threads, 1))
     logging.disable_progress_bar()  # its bars would fill the command's output
     try:
-        model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32)
+        model = AutoModelForCausalLM.from_pretrained(str(folder), **placement.load_kwargs(what))
     except (OSError, ValueError, KeyError) as exc:
         raise ConfigError(f"{what}: transformers cannot load {folder}: {exc}") from exc
+    if not placement.split():
+        model = model.to(placement.device)
     return model.eval()
 
 
@@ -110,24 +114,3 @@ def check_layers(layers: Sequence[int], blocks: int, what: str) -> None:
             hint="the checkpoint was trained for another target; pass that target with "
             "--target-model",
         )
-
-
-def hidden_at(model: Any, ids: Any, layers: Sequence[int]) -> Any:
-    """[1, len(ids), len(layers) * hidden]: the hidden states at `layers` (input indices),
-    concatenated in the checkpoint's order, as the drafter was trained on them."""
-    import torch
-
-    blocks = block_count(model)
-    last: list[Any] = []
-    hook = None
-    if blocks in layers:  # the last block's own output, before the final norm
-        hook = model.model.layers[blocks - 1].register_forward_hook(
-            lambda _m, _a, out: last.append(out[0] if isinstance(out, tuple) else out)
-        )
-    try:
-        with torch.no_grad():
-            states = model.model(input_ids=ids, output_hidden_states=True).hidden_states
-    finally:
-        if hook is not None:
-            hook.remove()
-    return torch.cat([last[0] if i == blocks else states[i] for i in layers], dim=-1)

@@ -27,7 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from regen.errors import ConfigError
+from regen.score.checkpoints.converter import convert
 from regen.score.checkpoints.hf_target import target_folder
+from regen.score.checkpoints.settings import CheckpointSettings
 
 
 def is_specforge_eagle3(architectures: list[str]) -> bool:
@@ -35,26 +37,29 @@ def is_specforge_eagle3(architectures: list[str]) -> bool:
 
 
 def open_specforge(
-    path: Path, config: dict[str, Any], *, threads: int, target: str | None, depth: int
+    path: Path, config: dict[str, Any], settings: CheckpointSettings, *, threads: int
 ) -> Any:
+    from dataclasses import replace
+
     from regen.score.checkpoints.eagle3_draft import Eagle3Draft
 
     what = f"--draft {path}"
-    if target is None:
+    if settings.target is None:
         raise ConfigError(
             f"{what}: a SpecForge EAGLE-3 checkpoint does not name the target it was trained for",
             hint="pass --target-model DIR (the target's Hugging Face folder) or --target-model "
             "embedded for the demo model",
         )
-    target_dir = target_folder(target, None, what)
+    target_dir = target_folder(settings.target, None, what)
     named = (config.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")
     layers = [int(i) + 1 for i in named] if named else None
+    extra = {"eagle_aux_hidden_state_layer_ids": layers} if layers else {}
     with tempfile.TemporaryDirectory(prefix="regen-specforge-") as tmp:
         converted = Path(tmp) / path.name
-        convert(staged(path, config, Path(tmp) / "specforge"), converted, target_dir, layers, what)
-        draft = Eagle3Draft(
-            converted, threads=threads, target=str(target_dir), depth=depth, source=path
-        )
+        staged_dir = staged(path, config, Path(tmp) / "specforge")
+        convert(staged_dir, converted, target_dir, "eagle3", extra, what)
+        settings = replace(settings, target=str(target_dir))
+        draft = Eagle3Draft(converted, settings, threads=threads, source=path)
     arch = ", ".join(config.get("architectures") or [])
     draft.notes.insert(
         0, f"{path.name}: converted from SpecForge's format ({arch}) with speculators' converter"
@@ -82,30 +87,3 @@ def staged(path: Path, config: dict[str, Any], out: Path) -> Path:
             lifted["rope_scaling"] = rope
     (out / "config.json").write_text(json.dumps(lifted))
     return out
-
-
-def convert(path: Path, out: Path, target_dir: Path, layers: list[int] | None, what: str) -> None:
-    """speculators' Python API for `speculators convert`, with its log kept quiet."""
-    try:
-        from loguru import logger
-        from speculators.convert import convert_model
-    except ModuleNotFoundError as exc:
-        raise ConfigError(
-            f"{what}: speculators' converter cannot load ({exc})",
-            hint="rerun scripts/bootstrap.sh (it installs what the converter needs), or convert "
-            "it yourself: `speculators convert DIR --algorithm eagle3 --verifier TARGET "
-            "--output-path OUT`, then pass OUT",
-        ) from exc
-    extra = {"eagle_aux_hidden_state_layer_ids": layers} if layers else {}
-    logger.disable("speculators")  # its INFO lines would bury score's own
-    try:
-        convert_model(str(path), str(target_dir), "eagle3", output_path=str(out), **extra)
-    except (OSError, ValueError, RuntimeError, NotImplementedError, KeyError) as exc:
-        raise ConfigError(
-            f"{what}: speculators' converter could not convert this SpecForge checkpoint "
-            f"({type(exc).__name__}: {exc})",
-            hint="check that --target-model is the target it was trained for, and that its "
-            "weights are one model.safetensors or pytorch_model.bin",
-        ) from exc
-    finally:
-        logger.enable("speculators")
