@@ -5,7 +5,8 @@ of `--target-model` against generating the same rows.
     .venv/bin/python bench/bench_score.py memory [--rows 100000]   # peak RSS, n-gram, --all
     .venv/bin/python bench/bench_score.py specdec [--prompts 24 --k 3]
     .venv/bin/python bench/bench_score.py target [--prompts 10 --max-new 50 --threads 2]
-    .venv/bin/python bench/bench_score.py                          # all four, default sizes
+    PYTHONPATH=src:bench .venv/bin/python bench/bench_score.py hidden [--rows 8 --tokens 2600]
+    .venv/bin/python bench/bench_score.py                          # all five, default sizes
 
 throughput: teacher-forced scoring with the embedded SmolLM2-135M as draft on rows of ~300
 tokens (stored ids); the figure is tokens through the draft per second of `matches`.
@@ -19,6 +20,8 @@ first answer token and is no verify step, and the figure is vLLM's mean acceptan
 1 + accepted / steps. It is compared with `score`'s tau(k) on the answers the loop produced
 (score_specdec.py).
 target: score_target.py.
+hidden: the target's hidden-state pass for EAGLE-3 and DFlash, and two checkpoints side by
+side (bench_score_hidden.py).
 """
 
 from __future__ import annotations
@@ -114,12 +117,15 @@ def rss_mb() -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", nargs="*", default=["throughput", "memory", "specdec", "target"])
+    parser.add_argument(
+        "what", nargs="*", default=["throughput", "memory", "specdec", "target", "hidden"]
+    )
     parser.add_argument("--rows", type=int)
     parser.add_argument("--prompts", type=int, help="specdec: 24, target: 10")
     parser.add_argument("--k", type=int, default=3)
     parser.add_argument("--max-new", type=int, help="specdec: 48, target: 50")
     parser.add_argument("--threads", type=int, default=2, help="target: the models' threads")
+    parser.add_argument("--tokens", type=int, default=2600, help="hidden: tokens per row")
     args = parser.parse_args()
     results = {}
     for what in args.what:
@@ -131,6 +137,10 @@ def main() -> int:
             results[what] = specdec(args.prompts or 24, args.k, args.max_new or 48)
         elif what == "target":
             results[what] = target_pass(args.prompts or 10, args.max_new or 50, args.threads)
+        elif what == "hidden":
+            from bench_score_hidden import hidden
+
+            results[what] = hidden(args.rows or 8, args.tokens)
         else:
             print(f"unknown benchmark {what}", file=sys.stderr)
             return 2

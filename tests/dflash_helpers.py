@@ -42,7 +42,12 @@ def dflash_head(
 
 
 def _dflash_model(
-    target: Path, layers: Sequence[int], block: int, kept: list[int] | None, seed: int = 0
+    target: Path,
+    layers: Sequence[int],
+    block: int,
+    kept: list[int] | None,
+    seed: int = 0,
+    intermediate: int = 256,
 ) -> Any:
     """speculators' DFlash, one Qwen3 layer, random; drafting in `kept` (target ids, mapped
     back by d2t) or, None, in the target's whole vocabulary."""
@@ -56,7 +61,7 @@ def _dflash_model(
     layer = Qwen3Config(
         vocab_size=tc.vocab_size,
         hidden_size=tc.hidden_size,
-        intermediate_size=256,
+        intermediate_size=intermediate,
         num_hidden_layers=1,
         num_attention_heads=tc.num_attention_heads,
         num_key_value_heads=tc.num_key_value_heads,
@@ -151,13 +156,15 @@ def dflash_full_vocab(
     """A one-layer DFlash drafter over the target's whole vocabulary, its head the target's
     own (as z-lab's and SpecForge's DFlash drafters are: their formats have no draft
     vocabulary), random but for its layer's MLP output, fitted in closed form on `rows`: at
-    the first two slots of every block, least squares towards a state whose logits under
-    the target's head peak at the right token ((E^T E)^-1 E[t], for head E). The third slot
-    is not fitted, so a real loop accepts neither none nor all of a block."""
+    every slot of every block, least squares towards a state whose logits under the target's
+    head peak at one token ((E^T E)^-1 E[t], for head E): the right one, but for one slot in
+    three, where it is confidently wrong (the next id), so that a real loop accepts neither
+    none nor all of a block, and no guess is a near-tie that a bf16 rounding would flip (a
+    random drafter's are)."""
     import torch
 
     model_t = load(target)
-    head = _dflash_model(target, layers, block, None)
+    head = _dflash_model(target, layers, block, None, intermediate=1024)
     mlp = head.layers[-1].mlp
     with torch.no_grad():
         head.embed_tokens.weight.copy_(model_t.get_input_embeddings().weight)
@@ -175,11 +182,12 @@ def dflash_full_vocab(
         for ids in rows:
             dflash_blocks(head, model_t, layers, ids, range(len(ids) - 1))
             for a in range(len(ids) - 1):
-                for s in (1, 2):
+                for s in range(1, block):
                     if a + s < len(ids):
+                        token = ids[a + s] + ((a + s) % 3 == 0)  # one in three: wrong
                         phi.append(seen["phi"][a * block + s])
                         base.append(seen["state"][a * block + s])
-                        want.append(solve @ emb[ids[a + s]])
+                        want.append(solve @ emb[token])
     finally:
         for hook in hooks:
             hook.remove()

@@ -198,7 +198,7 @@ def eagle3_proposer(head: Any, target: Any, layers: Sequence[int]) -> Propose:
         with torch.no_grad():
             for j in range(k):
                 fed = torch.tensor([known[1:] + drafted])
-                pad = torch.zeros(1, j, hidden.shape[-1])
+                pad = hidden.new_zeros(1, j, hidden.shape[-1])
                 steps = head(
                     hidden_states=torch.cat([hidden, pad], dim=1),
                     input_ids=fed,

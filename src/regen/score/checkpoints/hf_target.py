@@ -8,7 +8,8 @@ drafter, so both are printed:
                   blocks, is the last block's output, before the final norm);
     output index  layer o is the output of block o (SpecForge, ModelOpt, DFlash): o = i - 1.
 transformers' `output_hidden_states` tuple is indexed like the input index, except that its
-last entry has the final norm applied; the last block's output is taken before it instead.
+last entry has the final norm applied; the pass (target_pass.py) takes each layer where the
+block reads it, and the last block's output before the final norm.
 """
 
 from __future__ import annotations
