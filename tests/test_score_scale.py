@@ -9,8 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from regen.check import Encoder
+from regen.cli import main
 from regen.embedded_model import default_model_path
 from regen.errors import ConfigError
 from regen.score import ScoreSettings, score_run
@@ -152,3 +154,12 @@ def test_a_gpu_that_is_not_there_or_a_device_of_no_kind_is_refused():
     assert Placement("auto", "auto").resolved() == Placement("cpu", "float32")
     with pytest.raises(ConfigError):
         Placement("cpu", "float8")
+
+
+def test_score_refuses_a_gpu_that_is_not_there_before_loading_anything(tmp_path):
+    (tmp_path / "run" / "completions").mkdir(parents=True)
+    args = ["score", str(tmp_path / "run"), "--draft", "ngram", "--tokenizer", "embedded"]
+    result = CliRunner().invoke(main, [*args, "--device", "cuda:1"])
+    assert result.exit_code == 2, result.output
+    assert "--device cuda:1: torch sees no CUDA GPU" in result.output
+    assert "hint: pass --device cpu" in result.output

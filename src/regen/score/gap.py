@@ -46,12 +46,16 @@ def against(
         _add_positions(position, first_guesses(ref), first_guesses(ours))
     result = {
         "reference": name,
-        "groups": paired(rows_file, reference, by, ks),
+        "groups": dict(sorted(paired(rows_file, reference, by, ks).items(), key=_last_overall)),
         "depth": {str(j + 1): p.to_json() for j, p in enumerate(depth)},
         "position": {label: p.to_json() for label, p in position.items() if p.n},
     }
     result["where"] = where(result, k)
     return result
+
+
+def _last_overall(item: tuple[str, Any]) -> tuple[bool, str]:
+    return item[0] == "(overall)", item[0]
 
 
 def first_guesses(outcome: Outcome) -> list[float]:
