@@ -5,7 +5,7 @@ of `--target-model` against generating the same rows.
     .venv/bin/python bench/bench_score.py memory [--rows 100000]   # peak RSS, n-gram, --all
     .venv/bin/python bench/bench_score.py specdec [--prompts 24 --k 3]
     .venv/bin/python bench/bench_score.py target [--prompts 10 --max-new 50 --threads 2]
-    PYTHONPATH=src:bench .venv/bin/python bench/bench_score.py hidden [--rows 8 --tokens 2600]
+    PYTHONPATH=src:bench .venv/bin/python bench/bench_score.py hidden [--rows 4 --tokens 2600]
     .venv/bin/python bench/bench_score.py                          # all five, default sizes
 
 throughput: teacher-forced scoring with the embedded SmolLM2-135M as draft on rows of ~300
@@ -140,7 +140,7 @@ def main() -> int:
         elif what == "hidden":
             from bench_score_hidden import hidden
 
-            results[what] = hidden(args.rows or 8, args.tokens)
+            results[what] = hidden(args.rows or 4, args.tokens)
         else:
             print(f"unknown benchmark {what}", file=sys.stderr)
             return 2

@@ -112,13 +112,15 @@ def test_score_compare_prints_ours_against_the_reference(tmp_path):
         main, [*args, "--draft", "embedded", "--draft", "ngram", "--compare", "--threads", "1"]
     )
     assert result.exit_code == 0, result.output
-    assert "embedded against ngram (paired by row; difference = embedded - ngram)" in result.output
-    assert "widest gap: group " in result.output and "depth 1" in result.output
     report = json.loads((run / "score" / "score.json").read_text())
     ours, ref = report["drafts"][0], report["drafts"][1]
+    name = ours["name"]  # the embedded GGUF's name
+    assert f"{name} against ngram (paired by row; difference = {name} - ngram)" in result.output
+    assert "widest gap: group math" in result.output and "by depth, at k = 3" in result.output
+    assert "compared" not in ref  # the reference is not compared with itself
     overall = ours["compared"]["groups"]["(overall)"]["3"]
     tau = {d["name"]: d["groups"]["(overall)"]["by_k"][0]["tau"]["value"] for d in (ours, ref)}
     assert overall["rows"] == 6
-    assert overall["difference"] == pytest.approx(tau["embedded"] - tau["ngram"], abs=1e-3)
+    assert overall["difference"] == pytest.approx(tau[name] - tau["ngram"], abs=1e-3)
     alone = CliRunner().invoke(main, [*args, "--draft", "ngram", "--compare"])
     assert alone.exit_code == 2 and "--compare needs two drafts" in alone.output
