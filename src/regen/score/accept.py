@@ -21,6 +21,7 @@ drafted (k per step). An identity draft gets k + 1 on every full step.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,6 +70,40 @@ def simulate(matches: str, k: int) -> RowSteps:
         runs[a] += 1
         steps, accepted = steps + 1, accepted + a
         pos += a + 1
+    return RowSteps(
+        k,
+        steps + accepted,
+        steps=steps,
+        drafted=steps * k,
+        accepted=accepted,
+        runs=tuple(runs),
+        short=(),
+        answer=n,
+    )
+
+
+def chance_steps(n: int, k: int, chance: Callable[[int, int], float]) -> RowSteps:
+    """Expected verify steps over an answer of n tokens at draft length k, when the step that
+    begins at position pos has its j-th draft accepted with probability chance(pos, j) given
+    the earlier ones were (a sampling draft's min(1, p/q), a head's chain per depth): the
+    chance that a step begins at each position is carried forward, so every figure is an
+    expectation (fractional), exact for 0/1 inputs. The first answer token is the prefill's."""
+    begins = [0.0] * (n + k + 2)
+    if n > 1:
+        begins[1] = 1.0
+    steps = accepted = 0.0
+    runs = [0.0] * (k + 1)
+    for pos in range(1, n):
+        if begins[pos] == 0.0:
+            continue
+        steps += begins[pos]
+        reach = begins[pos]  # the chance this step accepts at least j drafts
+        for j in range(k + 1):
+            ends_here = reach * (1.0 - (chance(pos, j) if j < k else 0.0))  # accepts exactly j
+            runs[j] += ends_here
+            accepted += ends_here * j
+            begins[pos + j + 1] += ends_here
+            reach -= ends_here
     return RowSteps(
         k,
         steps + accepted,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from regen.score.accept import RowSteps
+from regen.score.accept import RowSteps, chance_steps
 
 ACCEPT_LEVELS = 90  # as outcome.py's `accept`: one printable character per figure
 _LEVEL0 = 35
@@ -49,33 +49,5 @@ def encode_chain(accept: list[list[float]], depth: int) -> Chain:
 
 def chain_steps(accept: list[list[float]], d: int) -> RowSteps:
     """Expected verify steps when each step drafts d tokens from the chain at its position
-    and depth j is accepted with probability accept[pos][j] given the ones before were (the
-    first answer token is the prefill's, as accept.py counts)."""
-    n = len(accept)
-    begins = [0.0] * (n + d + 2)
-    if n > 1:
-        begins[1] = 1.0
-    steps = accepted = 0.0
-    runs = [0.0] * (d + 1)
-    for pos in range(1, n):
-        chance = begins[pos]
-        if chance == 0.0:
-            continue
-        steps += chance
-        reach = chance  # the chance this step accepts at least j drafts
-        for j in range(d + 1):
-            a = accept[pos][j] if j < d else 0.0
-            ends_here = reach * (1.0 - a)  # accepts exactly j
-            runs[j] += ends_here
-            accepted += ends_here * j
-            begins[pos + j + 1] += ends_here
-            reach -= ends_here
-    return RowSteps(
-        d,
-        steps + accepted,
-        steps=steps,
-        drafted=steps * d,
-        accepted=accepted,
-        runs=tuple(runs),
-        short=(),
-    )
+    and depth j is accepted with probability accept[pos][j] given the ones before were."""
+    return chance_steps(len(accept), d, lambda pos, j: accept[pos][j])

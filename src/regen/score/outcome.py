@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from regen.score.accept import RowSteps, simulate
+from regen.score.accept import RowSteps, chance_steps, simulate
 from regen.score.chain import Chain
 
 MAX_K = 32  # the longest draft `--k` takes
@@ -144,34 +144,6 @@ def encode_accept(probabilities: list[float]) -> Accept:
 
 def expected_steps(accept: list[float], k: int) -> RowSteps:
     """Verify steps at draft length k when position i's draft is accepted with probability
-    accept[i], given the earlier ones were: the chance that a step begins at each position is
-    carried forward, so every figure is an expectation (fractional), exact for 0/1 inputs."""
+    accept[i], given the earlier ones were (accept.chance_steps)."""
     n = len(accept)
-    begins = [0.0] * (n + k + 2)
-    if n > 1:
-        begins[1] = 1.0
-    steps = accepted = 0.0
-    runs = [0.0] * (k + 1)
-    for pos in range(1, n):
-        chance = begins[pos]
-        if chance == 0.0:
-            continue
-        steps += chance
-        reach = chance  # the chance this step accepts at least j drafts
-        for j in range(k + 1):
-            a = accept[pos + j] if j < k and pos + j < n else 0.0
-            ends_here = reach * (1.0 - a)  # accepts exactly j
-            runs[j] += ends_here
-            accepted += ends_here * j
-            begins[pos + j + 1] += ends_here
-            reach -= ends_here
-    return RowSteps(
-        k,
-        steps + accepted,
-        steps=steps,
-        drafted=steps * k,
-        accepted=accepted,
-        runs=tuple(runs),
-        short=(),
-        answer=n,
-    )
+    return chance_steps(n, k, lambda pos, j: accept[pos + j] if pos + j < n else 0.0)
