@@ -152,3 +152,4 @@ def test_chain_steps_replay_a_lookup_and_a_draft_model_exactly():
             assert got.tokens == pytest.approx(want.tokens) and got.steps == pytest.approx(
                 want.steps
             )
+            assert got.answer == want.answer == n  # tokens per target forward counts them
