@@ -64,8 +64,6 @@ def pass_cost(rows: int, tokens: int, dtype: str) -> dict[str, Any]:
 
 
 def side_by_side(per_category: int, max_new: int) -> dict[str, Any]:
-    import checkfix
-
     from regen.check import Encoder
     from regen.score import ScoreSettings, score_run
     from regen.score.drafts import CheckpointSettings, open_drafts
@@ -74,7 +72,9 @@ def side_by_side(per_category: int, max_new: int) -> dict[str, Any]:
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        run = held_out_run(root, per_category, max_new)
+        run = held_out_run(root, per_category, max_new)  # puts tests/fixtures/check on the path
+        import checkfix
+
         heads = {k: v for k, v in drafters(root, run).items() if k != "draft-24-blocks"}
         encoder = Encoder.of(checkfix.load("smol"))
         settings = ScoreSettings(Selection("category", None, 0), [3], "embedded")
@@ -106,6 +106,7 @@ def hidden(rows: int, tokens: int) -> dict[str, Any]:
             check=True,
         )
         passes.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        print(json.dumps(passes[-1]), file=sys.stderr, flush=True)  # kept if a later part fails
     return {"pass": passes, "side_by_side": side_by_side(8, 48)}
 
 
