@@ -63,12 +63,13 @@ def hidden_states(prep: Path, target: Any, cache: Path) -> int:
     """Each row's target hidden states at LAYERS and the last block (what the head reads and
     what its loss is taken against), in the file backend's layout; a row another lever
     already needed is linked from the cache, not recomputed. The rows computed now."""
+    import torch
     from datasets import load_from_disk
     from safetensors.torch import save_file
 
-    from regen.score.checkpoints.hf_target import block_count, hidden_at
-
-    layers = [*LAYERS, block_count(target)]
+    layers = [*LAYERS, target.blocks]  # target: score's TargetPass, the pass score reads too
+    if not set(layers) <= set(target.layers):
+        target.want(layers)
     folder = prep / "hidden_states"
     folder.mkdir(exist_ok=True)
     cache.mkdir(parents=True, exist_ok=True)
@@ -77,7 +78,8 @@ def hidden_states(prep: Path, target: Any, cache: Path) -> int:
         ids = row["input_ids"]
         kept = cache / f"{xxhash.xxh3_64_hexdigest(ids.numpy().tobytes())}.safetensors"
         if not kept.is_file():
-            states = hidden_at(target, ids[None], layers)[0].reshape(len(ids), len(layers), -1)
+            captured = target.capture([ids.tolist()])[0]
+            states = torch.stack([captured[layer] for layer in layers], dim=1)  # [n, layers, h]
             partial = kept.with_suffix(".partial")
             save_file({"hidden_states": states.contiguous(), "token_ids": ids}, str(partial))
             partial.replace(kept)

@@ -147,9 +147,11 @@ class Matrix:
 
     def target_model(self) -> Any:
         if self._target_model is None:
-            from regen.score.checkpoints.hf_target import load_causal_lm
+            from regen.score.checkpoints.placement import Placement
+            from regen.score.checkpoints.target_pass import TargetPass
 
-            self._target_model = load_causal_lm(self.target, 1, "the bench's target")
+            placement = Placement("cpu", "float32").resolved()
+            self._target_model = TargetPass(self.target, placement, 1, "the bench's target")
         return self._target_model
 
     def score(self, held: str, drafts: list[Path]) -> dict[str, dict]:
