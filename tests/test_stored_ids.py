@@ -24,7 +24,8 @@ from regen.finished.stored import covered
 
 def engine_ids(tok, rec: dict) -> dict:
     """The ids an engine stores: its prompt (rendered with the generation prompt) and what it
-    generated, through its stop token (vLLM keeps the stop token in the ids)."""
+    generated, through its stop token (vLLM keeps the stop token in the ids); an answer cut
+    at the cap has none: the engine stopped it before the model drew one."""
     kwargs = template_kwargs(Completion.of(rec))
     messages = rec["messages"]
     prompt = tok.apply_chat_template(
@@ -37,7 +38,7 @@ def engine_ids(tok, rec: dict) -> dict:
     stop = tok.convert_tokens_to_ids("<|im_end|>")
     return {
         "prompt": tok(prompt, add_special_tokens=False)["input_ids"],
-        "completion": [*generated, stop],
+        "completion": [*generated, stop] if rec["finish_reason"] != "length" else generated,
     }
 
 
