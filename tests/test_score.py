@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "check"))
 import checkfix
 
-from score_helpers import PROMPTS, generator, model_run, requantize
+from score_helpers import PROMPTS, requantize
 
 pytestmark = pytest.mark.model
 ROWS = sum(len(p) for p in PROMPTS.values())
@@ -44,20 +44,6 @@ def requantized(tmp_path_factory) -> LlamaDraft:
     draft = LlamaDraft(path, n_ctx=512)
     yield draft
     draft.close()
-
-
-@pytest.fixture(scope="module")
-def encoder() -> Encoder:
-    return Encoder.of(checkfix.load("smol"))
-
-
-@pytest.fixture(scope="module")
-def run(tmp_path_factory, encoder) -> Path:
-    llm = generator(default_model_path())  # logits kept per token, for incremental decoding
-    try:
-        return model_run(tmp_path_factory.mktemp("run"), llm, encoder.tok)
-    finally:
-        llm.close()
 
 
 def settings(per_group: int | None = None, seed: int = 0, by: str = "category") -> ScoreSettings:

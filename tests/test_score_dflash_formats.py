@@ -12,8 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from regen.check import Encoder
-from regen.embedded_model import default_model_path
 from regen.errors import ConfigError
 from regen.score import ScoreSettings, score_run
 from regen.score.drafts import CheckpointSettings, open_draft, open_drafts
@@ -21,30 +19,15 @@ from regen.score.rows import Selection
 
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "check"))
-import checkfix
 
 from dflash_formats import draft_body, specforge_dflash, specforge_proposer, zlab_dflash
 from dflash_helpers import dflash_full_vocab
 from drafter_helpers import loop_tau, stored_rows, target_dir
-from score_helpers import PROMPTS, generator, model_run
+from score_helpers import PROMPTS
 
 pytestmark = pytest.mark.model
 LAYERS = (2, 15, 28)  # input indices = 1, 14, 27 as z-lab and SpecForge count them
 BLOCKS = 30  # the embedded SmolLM2's
-
-
-@pytest.fixture(scope="module")
-def encoder() -> Encoder:
-    return Encoder.of(checkfix.load("smol"))
-
-
-@pytest.fixture(scope="module")
-def run(tmp_path_factory, encoder) -> Path:
-    llm = generator(default_model_path())
-    try:
-        return model_run(tmp_path_factory.mktemp("run"), llm, encoder.tok)
-    finally:
-        llm.close()
 
 
 @pytest.fixture(scope="module")

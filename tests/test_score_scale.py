@@ -11,9 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from regen.check import Encoder
 from regen.cli import main
-from regen.embedded_model import default_model_path
 from regen.errors import ConfigError
 from regen.score import ScoreSettings, score_run
 from regen.score.checkpoints.placement import Placement
@@ -23,7 +21,6 @@ from regen.score.rows import Selection
 
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "check"))
-import checkfix
 
 from dflash_helpers import dflash_full_vocab, dflash_proposer
 from drafter_helpers import (
@@ -35,25 +32,11 @@ from drafter_helpers import (
     target_dir,
     truncated_draft,
 )
-from score_helpers import PROMPTS, generator, model_run
+from score_helpers import PROMPTS
 
 pytestmark = pytest.mark.model
 LAYERS = {"eagle3": (2, 15, 30), "dflash": (2, 15, 28)}
 ROWS = sum(len(p) for p in PROMPTS.values())
-
-
-@pytest.fixture(scope="module")
-def encoder() -> Encoder:
-    return Encoder.of(checkfix.load("smol"))
-
-
-@pytest.fixture(scope="module")
-def run(tmp_path_factory, encoder) -> Path:
-    llm = generator(default_model_path())
-    try:
-        return model_run(tmp_path_factory.mktemp("run"), llm, encoder.tok)
-    finally:
-        llm.close()
 
 
 @pytest.fixture(scope="module")
