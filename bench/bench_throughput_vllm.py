@@ -347,6 +347,9 @@ def main() -> None:
         help="whole: also the defaults of the regen whose sources are at SRC",
     )
     args = parser.parse_args()
+    # A stopped bench stops what it started (the fleet, a run in flight): the `finally`
+    # blocks run on SIGTERM as on Ctrl-C.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     parts = args.parts.split(",")
     BENCH_DIR.mkdir(exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="regen-bench-vllm-", dir=BENCH_DIR))
