@@ -18,7 +18,6 @@ from regen.score.drafts import CheckpointSettings, open_draft, open_drafts
 from regen.score.rows import Selection
 
 sys.path.insert(0, str(Path(__file__).parent))
-sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "check"))
 
 from dflash_formats import draft_body, specforge_dflash, specforge_proposer, zlab_dflash
 from dflash_helpers import dflash_full_vocab

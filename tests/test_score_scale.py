@@ -20,7 +20,6 @@ from regen.score.results import read_rows
 from regen.score.rows import Selection
 
 sys.path.insert(0, str(Path(__file__).parent))
-sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "check"))
 
 from dflash_helpers import dflash_full_vocab, dflash_proposer
 from drafter_helpers import (
