@@ -17,7 +17,23 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from regen.finished.score_rows import read_rows
+from regen.score.outcome import from_line
+from regen.score.tally import Tally
+
 FLOOR = 0.10  # the least share a domain keeps, whatever its slope
+
+
+def tau_outside(rows_file: Path, trained: set[str], k: int) -> dict[str, float]:
+    """tau(k) per domain over a `regen score` rows file's rows whose prompt is not in
+    `trained`, folded by regen's own maths (the figure score.json gives a group)."""
+    tallies: dict[str, Tally] = {}
+    for line in read_rows(rows_file):
+        outcome = from_line(line)
+        if outcome is None or line["id"] in trained:
+            continue
+        tallies.setdefault(line["groups"]["category"], Tally(k)).add(outcome)
+    return {d: t.by_k[k - 1].tau.value for d, t in tallies.items() if t.rows}
 
 
 def slopes(low: dict[str, float], high: dict[str, float]) -> dict[str, float]:

@@ -154,10 +154,10 @@ class Matrix:
             self._target_model = TargetPass(self.target, placement, 1, "the bench's target")
         return self._target_model
 
-    def score(self, held: str, drafts: list[Path]) -> dict[str, dict]:
-        """Every drafter on one held-out run, every row; drafts scored before (and not
-        trained again since) are kept as they are."""
-        out = self.work / "score" / held
+    def score(self, held: str, drafts: list[Path], out: Path | None = None) -> dict[str, dict]:
+        """Every drafter on one run (a held-out one unless `out` says), every row; drafts
+        scored before (and not trained again since) are kept as they are."""
+        out = out or self.work / "score" / held
         done = out / "score.json"
         seen = (
             {d["name"] for d in json.loads(done.read_text())["drafts"]} if done.is_file() else set()
@@ -191,20 +191,23 @@ class Matrix:
         return f"{values[min(len(values) - 1, int(quantile * len(values)))]:.4f}"
 
     def lacks(self, kind: str) -> list[str]:
-        """The lacks blend's prompts for this kind: weights from its default at B/2 and B."""
-        figures = {}
-        for name in ("default-half", "default"):
-            self.train(kind, name, 0)
-            got = self.score("held-t0", [self.draft_folder(kind, name, 0)])
-            groups = got[self.draft_folder(kind, name, 0).name]["groups"]
-            figures[name] = {g: v["tau"] for g, v in groups.items() if g != "(overall)"}
-        shares = blend.weights(figures["default-half"], figures["default"])
+        """The lacks blend's prompts for this kind: weights from its default at B/2 and B,
+        read on the pool's rows that neither trained (outside the balanced blend) nor judge
+        the blend (the held-out runs): weights read on the rows that then score the blend
+        would be fitted to them."""
+        trained = set(self.prompts("balanced"))
+        drafts = [self.draft_folder(kind, name, 0) for name in ("default-half", "default")]
+        for draft in drafts:
+            self.train(kind, draft.name.removeprefix(f"{kind}-").removesuffix("-s0"), 0)
+        self.score("pool-t0", drafts, out=self.work / "score" / "pool-outside-blend")
+        done = json.loads((self.work / "score" / "pool-outside-blend" / "score.json").read_text())
+        files = {d["name"]: Path(d["rows_file"]) for d in done["drafts"]}
+        low, high = (blend.tau_outside(files[d.name], trained, self.k) for d in drafts)
+        shares = blend.weights(low, high)
         made = self.pools.blend(f"lacks-{kind}", shares, self.pools.sizes.blend)
         recipe = made.with_suffix(".yaml")
         if not recipe.read_text().startswith("#"):
-            blend.annotate(
-                recipe, blend.recipe_comments(figures["default-half"], figures["default"], self.k)
-            )
+            blend.annotate(recipe, blend.recipe_comments(low, high, self.k))
         return rows_of.prompt_ids(made)
 
 

@@ -93,6 +93,24 @@ def test_the_blend_feeds_the_domains_still_learning() -> None:
     assert "code: tau 1.400 -> 1.700, gain/doubling +0.300, share 0.68" in said
 
 
+def test_the_blend_reads_its_weights_on_rows_that_did_not_train(tmp_path: Path) -> None:
+    """A domain's tau(3) from a score rows file, leaving out the prompts that trained the
+    drafter: the trained row (every draft accepted) would lift code above 1, its tau with
+    every draft missed."""
+    lines = [
+        {"id": "seen", "groups": {"category": "code"}, "match": "1" * 12},
+        {"id": "new", "groups": {"category": "code"}, "match": "0" * 12},
+        {"id": "other", "groups": {"category": "chat"}, "match": "110" * 4},
+        {"id": "skipped", "groups": {"category": "chat"}, "skipped": "empty", "message": ""},
+    ]
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    outside = blend.tau_outside(rows, {"seen"}, 3)
+    assert outside["code"] == pytest.approx(1.0)
+    assert outside["chat"] > 2.5  # two of every three drafts accepted
+    assert blend.tau_outside(rows, set(), 3)["code"] > 1.5
+
+
 def test_held_out_prompts_are_never_pool_prompts_whatever_the_order(tmp_path: Path) -> None:
     lines = [json.dumps({"messages": [{"role": "user", "content": f"q{i}"}]}) for i in range(30)]
     a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
