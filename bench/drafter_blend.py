@@ -1,12 +1,13 @@
 """A blend from what the drafter lacks (issue 57, item 3): where would more data pay most?
 
 From two trainings of the same drafter on the balanced blend, at the budget B and at B/2, each
-domain's held-out tau(k) gives a learning curve through two points. Taken as tau_d = a_d +
-b_d ln(n_d), with n_d the domain's supervised tokens, the blend that maximises the held-out
-mix's tau at a fixed total (sum of w_d tau_d with sum n_d = B, w_d the domain's share of
-what is served) gives each domain tokens in proportion to w_d b_d: feed the domains that
-are still learning, not the ones that score lowest. A domain whose curve is flat or falling
-keeps a floor share, since two points from small trainings are noisy.
+domain's tau(k) on pool prompts that trained neither (not the held-out rows that then judge
+the blend: its weights would be fitted to them) gives a learning curve through two points.
+Taken as tau_d = a_d + b_d ln(n_d), with n_d the domain's supervised tokens, the blend that
+maximises the held-out mix's tau at a fixed total (sum of w_d tau_d with sum n_d = B, w_d
+the domain's share of what is served) gives each domain tokens in proportion to w_d b_d:
+feed the domains that are still learning, not the ones that score lowest. A domain whose
+curve is flat or falling keeps a floor share, since two points from small trainings are noisy.
 
 The recipe is a `regen prepare` file the user can read: each weight with the slope and the
 two scores it came from, in comments.
@@ -61,8 +62,9 @@ def recipe_comments(low: dict[str, float], high: dict[str, float], k: int) -> li
     b = slopes(low, high)
     lines = [
         f"# weights from what the drafter lacks: per domain, tau({k}) at half the budget and",
-        "# at the budget (balanced blend), the gain per doubling of its data, and the share",
-        f"# it gets (in proportion to the gain; at least {FLOOR:.0%})",
+        "# at the budget (balanced blend), read on pool prompts that trained neither, the",
+        "# gain per doubling of its data, and the share it gets (in proportion to the gain;",
+        f"# at least {FLOOR:.0%})",
     ]
     shares = weights(low, high)
     for d in sorted(b):
