@@ -13,8 +13,8 @@ prompts), truncated rows dropped (`export --drop-truncated`); thinking on/off is
 (the target has no thinking mode). Each is read against the default (the balanced blend at
 temperature 0, cut rows kept) at the same budget of supervised tokens, init and seed.
 
-Drafters: the layer-skip draft of the target (drafter_train.py) and an EAGLE-3 head trained
-with speculators' model class and data path (drafter_eagle3.py). Pools of answers are
+Drafters: the layer-skip draft of the target (drafter_train.py) and an EAGLE-3 head trained by
+speculators' own trainer on its model class and data path (drafter_eagle3.py). Pools of answers are
 generated once and shared by the levers (drafter_pools.py); held-out answers at temperature 0
 (and 0.7 for the sampling levers) score every drafter. A lever whose difference from its
 baseline is not clear at seed 0 is trained again at further seeds (`--seeds`).
