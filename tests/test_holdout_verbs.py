@@ -195,7 +195,8 @@ def test_export_refuses_a_holdout_merged_into_an_earlier_export(tmp_path):
 
 def test_a_corrupt_line_inside_a_shard_is_counted_by_score_and_export_not_a_traceback(tmp_path):
     """A line that is not JSON in the middle of a shard (a disk fault, an edit): both verbs
-    draw the same split over the readable rows and count the bad line; neither crashes."""
+    draw the same split over the readable rows, count the bad line and name its file and
+    line; neither crashes."""
     run_dir = checkfix.write_run(tmp_path / "run", records())
     shard = run_dir / "completions" / "00000.jsonl"
     lines = shard.read_text().splitlines(keepends=True)
@@ -210,6 +211,10 @@ def test_a_corrupt_line_inside_a_shard_is_counted_by_score_and_export_not_a_trac
     assert result.exit_code == 0, result.output
     report = orjson.loads(result.output)
     assert report["invalid_records"] == {"bad_json": 1}
+    (where,) = report["invalid_lines"]
+    assert where["file"].endswith("completions/00000.jsonl") and where["line"] == 6
+    shown = CliRunner().invoke(main, [*args, "--holdout", "0.2", "--all"])
+    assert "00000.jsonl line 6: not JSON" in shown.output, shown.output
     rows_file = Path(report["drafts"][0]["rows_file"])
     scored = {(r["id"], r["sample"]) for r in map(json.loads, rows_file.read_text().splitlines())}
     assert scored == split_ids(out, "holdout")

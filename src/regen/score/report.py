@@ -117,6 +117,8 @@ class ScoreReport:
     invalid_records: dict[str, int]
     # which side of the held-out split was scored, and how it was drawn (rows.Selection)
     split: dict[str, Any] = field(default_factory=lambda: {"split": "all", "holdout": None})
+    # the file and line of the first lines that are not JSON (run_state.lines_not_json)
+    invalid_lines: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def notes(self) -> list[str]:
@@ -171,6 +173,7 @@ class ScoreReport:
             **self.split,
             "drafts": [d.to_json(self.ks) for d in self.drafts],
             "invalid_records": self.invalid_records,
+            "invalid_lines": self.invalid_lines,
             "notes": self.notes,
         }
 

@@ -14,6 +14,7 @@ from regen.errors import InputError
 from regen.finished.encode import Encoder
 from regen.finished.read import open_run
 from regen.finished.record import Completion
+from regen.finished.run_state import NOT_JSON, lines_not_json
 from regen.finished.score_place import SCORE_JSON
 from regen.finished.score_rows import ROWS
 from regen.parallel import Workers, flat_map
@@ -99,7 +100,10 @@ def score_run(
         score.scored_now = scan.scored
     invalid = scans[-1].invalid if scans else Counter()
     scores += earlier_drafts(score_dir, scores, settings)
-    return pool(str(store.where), scores, selection, settings.ks, dict(invalid))
+    report = pool(str(store.where), scores, selection, settings.ks, dict(invalid))
+    if invalid.get(NOT_JSON):  # the pass above cannot say where (its workers parse them)
+        report.invalid_lines = lines_not_json([run])
+    return report
 
 
 def _identity(draft: Draft, settings: ScoreSettings) -> dict:

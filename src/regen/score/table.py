@@ -31,6 +31,7 @@ def render_text(report: ScoreReport) -> str:
         out += _side_by_side(data["drafts"], max(data["k"]))
     if data["invalid_records"]:
         out.append("unreadable records: " + _counts(data["invalid_records"]))
+        out += [f"  {b['file']} line {b['line']}: {b['error']}" for b in _where(data)[:5]]
     out += ["", *(f"note: {n}" for n in data["notes"])] if data["notes"] else []
     return "\n".join(out)
 
@@ -57,6 +58,10 @@ def _estimate(draft: dict[str, Any]) -> str:
 def _sampled(data: dict[str, Any]) -> str:
     n = data["sample_per_group"]
     return "every row" if n is None else f"{n} rows per group, seed {data['seed']}"
+
+
+def _where(data: dict[str, Any]) -> list[dict[str, Any]]:
+    return data.get("invalid_lines") or []  # (a score.json from before they were named)
 
 
 def _counts(counts: dict[str, int]) -> str:
