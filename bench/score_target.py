@@ -4,8 +4,8 @@ The embedded model answers N prompts at temperature 0.7 without --logprobs (`reg
 its wall time and the requests' own), then `score --draft embedded --target-model embedded
 --all` scores them twice in this process: the target's pass one row at a time (`--rows 1`:
 each answer token its own decode step, as before issue 54) and with the rows side by side
-(target_pass.ROWS a step). Both must give the same rows file: the logits are the same to the
-bit. Wall and CPU seconds of each (the CPU seconds include every thread's spinning)."""
+(llama_target_pass.ROWS a step). Both must give the same rows file: the logits are the same
+to the bit. Wall and CPU seconds of each (the CPU seconds include every thread's spinning)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ K = 3
 
 
 def target_pass(n_prompts: int, max_new: int, threads: int) -> dict:
-    from regen.score import target_pass as rows
+    from regen.score import llama_target_pass as rows
 
     with tempfile.TemporaryDirectory() as tmp:
         run, generated = _generate(Path(tmp), n_prompts, max_new)

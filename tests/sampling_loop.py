@@ -5,7 +5,7 @@ one from max(0, p - q) renormalised, and adds its own token when all k pass. Its
 draws from the target p, so they make a run that `score` scores as any other.
 
 The target is the embedded GGUF decoded one token a step on llama.cpp (as its server decodes
-and as `score --target-model` does: target_pass.py), at temperature T with no top-k/top-p,
+and as `score --target-model` does: llama_target_pass.py), at temperature T with no top-k/top-p,
 where llama.cpp's order and vLLM's agree. Steps are counted as vLLM counts them (the
 prefill's token is no step; tau = 1 + accepted / steps), as score counts them (accept.py)."""
 

@@ -175,8 +175,8 @@ def test_the_target_pass_gives_the_servers_own_logprobs(tmp_path):
     from regen.errors import InputError
     from regen.finished.record import Completion
     from regen.score.llama_draft import LlamaDraft
+    from regen.score.llama_target_pass import RowsPass
     from regen.score.rows import groups_of
-    from regen.score.target_pass import RowsPass
     from regen.score.target_probs import target_logprobs
     from regen.score.tokens import token_row
 
@@ -210,7 +210,7 @@ def test_rows_side_by_side_get_the_logits_of_each_row_alone():
 
     from regen.embedded_model import default_model_path
     from regen.score.llama_draft import LlamaDraft
-    from regen.score.target_pass import Job, RowsPass
+    from regen.score.llama_target_pass import Job, RowsPass
     from sampling_loop import StepTarget
 
     def alone(llm, job: Job) -> np.ndarray:  # as the server decodes: one token a step

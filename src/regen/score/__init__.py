@@ -16,7 +16,7 @@ Modules:
     vocab.py       a draft must share the target's vocabulary
     sampled.py     acceptance at the answers' temperature, from the target's p and the draft's q
     target_probs.py  p from the target's own pass (--target-model), when the run kept none;
-                   target_pass.py decodes the rows side by side, as the server did
+                   llama_target_pass.py decodes the rows side by side, as the server did
     results.py     the per-row results file: the resume ledger and export's input
     report.py      pooled per group; table.py renders it; compare.py pairs two scores
     runner.py      the library entry point

@@ -133,6 +133,6 @@ def open_drafts(
 
 def target_passes(drafts: list[Draft]) -> list[str]:
     """What each target's hidden-state pass cost (one line per target, however many drafts
-    read it: target_pass.py)."""
+    read it: checkpoints/target_pass.py)."""
     shared = {id(d.shared): d.shared for d in drafts if getattr(d, "shared", None) is not None}
     return [t.cost.line(t.placement, t.readers) for t in shared.values() if t.cost.forwards]

@@ -13,7 +13,7 @@ of the engine that drew the answer (sampled.ORDERS: llama.cpp's is top-k, top-p 
 temperature 1, then the temperature; checked against llama.cpp's own sampler chain).
 
 The pass decodes the prompt in batches and the answer one token at a time, as the server
-did, the next token of several rows in one step (target_pass.py): the figures are the
+did, the next token of several rows in one step (llama_target_pass.py): the figures are the
 server's own (equal to its --logprobs to 5e-6), once per draft that samples (a GGUF or a
 Hugging Face draft model).
 
@@ -36,8 +36,8 @@ from typing import Any
 from regen.errors import ConfigError, InputError
 from regen.score.checkpoints.hidden_draft import HiddenStateDraft
 from regen.score.llama_draft import DEFAULT_CONTEXT, GGUFRecipe, LlamaDraft
+from regen.score.llama_target_pass import Job, RowsPass
 from regen.score.sampled import drawn_logprobs
-from regen.score.target_pass import Job, RowsPass
 from regen.score.tokens import TEACHER_FORCED, Sink, TokenRow
 
 FLAG = "--target-model"
@@ -72,7 +72,7 @@ class TargetRecipe:
 
 def target_logprobs(rows_pass: RowsPass, rows: list[TokenRow]) -> list[list[float]]:
     """log p of each answer token of each row under its answer's sampling, from one pass of
-    the rows side by side (target_pass.py); `BLOCK` positions' logits held a row."""
+    the rows side by side (llama_target_pass.py); `BLOCK` positions' logits held a row."""
     import numpy as np
 
     out: list[list[float]] = [[] for _ in rows]
