@@ -23,18 +23,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import statistics
-import sys
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 
-from bench_generate import BENCH_DIR
-from bench_throughput import Engine, one_run, write_prompts
+from engine_fleets import Engine, write_prompts
+from fleet_processes import exit_on_sigterm
 from regen.testing.cpu_hog import cpu_hogs
 from regen.testing.engine_family import Draw, draw
 from regen.testing.family_run import run_draw
+from throughput_run import one_run
+from workspace import BENCH_DIR
 
 HOGS = 2  # beside a busy client's runs
 
@@ -120,9 +120,7 @@ def main() -> None:
     parser.add_argument("--virtual", action="store_true", help="in virtual time, no HTTP")
     parser.add_argument("--jobs", type=int, default=1, help="processes (--virtual)")
     args = parser.parse_args()
-    # A stopped bench stops what it started (the fake servers, regen, the hogs): their
-    # context managers' `finally` runs on SIGTERM as on Ctrl-C.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    exit_on_sigterm()
     seeds = (
         [int(s) for s in args.seeds.split(",")]
         if args.seeds

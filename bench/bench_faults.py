@@ -36,9 +36,10 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from bench_generate import BENCH_DIR
-from bench_throughput import UNMET, Engine, one_run, write_prompts
+from engine_fleets import UNMET, Engine, write_prompts
 from regen.testing.cpu_hog import cpu_hogs
+from throughput_run import one_run
+from workspace import BENCH_DIR
 
 
 def every(fault: str, per_100: int) -> tuple[str, ...]:

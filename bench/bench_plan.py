@@ -34,7 +34,7 @@ from typing import Any
 
 import orjson
 
-from bench_generate import fleet  # the same fake-server processes, started and stopped by pid
+from fleet_processes import fleet  # the same fake-server processes, started and stopped by pid
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH_DIR = ROOT / ".bench"
@@ -43,7 +43,7 @@ MODEL_FLAGS = ["--concurrency", "2", "--max-output-tokens", "160", "--temperatur
 
 
 class FakeSpec:
-    """A bench_generate ServerSpec look-alike with the plan benchmark's knobs."""
+    """A fleet_processes.ServerSpec look-alike with the plan benchmark's knobs."""
 
     def __init__(self, seconds_per_token: float) -> None:
         self.seconds_per_token = seconds_per_token

@@ -7,7 +7,7 @@
 For each size N: a prompt file of N lines and, for each code tree (the baseline ref, extracted
 with `git archive`, and this tree), an output dir in which N - NEW prompts are already
 finished: sealed 20,000-record shards with `.keys` sidecars, synthesized by
-`bench_generate.synthesize_output` run with that tree's own code, so each tree resumes files
+`synthetic_output.synthesize_output` run with that tree's own code, so each tree resumes files
 in the format it writes. Then each tree's `regen generate` resumes its run against one fake
 server (a separate process on 127.0.0.1) and makes the NEW completions.
 Reported per tree: peak RSS of the regen process (sampled every 50 ms) and the time from
@@ -29,17 +29,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench_generate import (
-    BENCH_DIR,
-    ROOT,
-    ServerSpec,
-    fleet,
-    fleet_stats,
-    machine,
-    regen_cmd,
-    run_regen,
-    write_prompts,
-)
+from fleet_processes import ServerSpec, fleet, fleet_stats
+from generate_child import regen_cmd, run_regen, write_prompts
+from workspace import BENCH_DIR, ROOT, machine
 
 SYNTHETIC = "part-19700101T000000-bench-"  # the prefix of synthesize_output's shards
 
@@ -124,7 +116,7 @@ def synthesize_with(src: Path, prompts: Path, out: Path, finished: int, shards: 
     """`synthesize_output` in a child that imports regen from `src`."""
     code = (
         "import sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]);"
-        "from bench_generate import synthesize_output;"
+        "from synthetic_output import synthesize_output;"
         "synthesize_output(Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4]), 20_000, 0,"
         " int(sys.argv[5]))"
     )

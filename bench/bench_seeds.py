@@ -38,8 +38,10 @@ from typing import Any
 
 import psutil
 
-from bench_generate import BENCH_DIR, stop, write_prompts
+from fleet_processes import stop
+from generate_child import write_prompts
 from sse_helpers import SRC, PeakRss, SseFleet, regen_cmd, wait
+from workspace import BENCH_DIR
 
 SERVERS, SLOTS, FLEET_RATE = 8, 1024, 32_768  # slots a server; tokens/s with every slot busy
 PROMPTS = 40_000

@@ -41,8 +41,10 @@ import aiohttp
 import orjson
 import psutil
 
-from bench_generate import BENCH_DIR, run_regen, stop, write_prompts
+from fleet_processes import stop
+from generate_child import run_regen, write_prompts
 from sse_helpers import PeakRss, SseFleet, regen_cmd, wait
+from workspace import BENCH_DIR
 
 COST_CASES = [(500, 4_000), (16_000, 64), (32_000, 32)]  # (tokens an answer, answers)
 STREAMS = 8  # per server in the cost part: 64 at once

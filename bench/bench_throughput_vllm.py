@@ -32,170 +32,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import signal
-import subprocess
-import sys
 import tempfile
-import time
-import urllib.request
 from pathlib import Path
 
-import orjson
+from fleet_processes import exit_on_sigterm, stop
+from generate_child import levels_of
+from vllm_cpu_fleet import metric, serve, stop_serve, wait_idle
+from vllm_runs import abandon, generate, measured, to_the_end, write_prompts
+from workspace import BENCH_DIR
 
-from bench_generate import BENCH_DIR, ROOT, stop
-
-VLLM_PYTHON = Path(os.environ.get("REGEN_VLLM_PYTHON", ROOT / ".venv-vllm/bin/python"))
 LEVELS = [2**k for k in range(11)]
-
-
-def serve(
-    folder: Path, replicas: int = 2, eager: bool = False
-) -> tuple[subprocess.Popen, list[str]]:
-    """`regen serve` in the foreground, until it says its servers answer."""
-    fleet = folder / "FLEET.json"
-    cmd = [
-        sys.executable,
-        "-m",
-        "regen",
-        "serve",
-        "--engine",
-        "vllm",
-        "--model",
-        "embedded",
-        "--device",
-        "cpu",
-        "--replicas",
-        str(replicas),
-        "--python",
-        str(VLLM_PYTHON),
-        "--kv-cache-gib",
-        "1",
-        "--context",
-        "2048",
-        "--fleet",
-        str(fleet),
-        "--startup-timeout",
-        "1200",
-        *(["--", "--enforce-eager"] if eager else []),
-    ]
-    log = folder / "serve.out"
-    with open(log, "wb") as sink:
-        proc = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 1300
-    while "server(s) answer; wrote" not in log.read_text(errors="replace"):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            stop_serve(proc, fleet)
-            raise SystemExit(f"regen serve did not start; its output: {log}")
-        time.sleep(2)
-    urls = [s["url"] for s in json.loads(fleet.read_text())["servers"]]
-    return proc, urls
-
-
-def stop_serve(proc: subprocess.Popen, fleet: Path) -> None:
-    """`regen serve` has exited once its servers answer (they outlive it, as a user's do):
-    `regen serve --stop` stops them, by the pids FLEET.json names."""
-    stop(proc)
-    if fleet.exists():
-        subprocess.run(
-            [sys.executable, "-m", "regen", "serve", "--stop", str(fleet)], check=False, timeout=300
-        )
-
-
-def metric(urls: list[str], name: str) -> float:
-    """A counter or gauge of vLLM's /metrics, summed over the servers and label sets."""
-    total = 0.0
-    for url in urls:
-        with urllib.request.urlopen(url + "/metrics", timeout=30) as resp:  # only 127.0.0.1
-            for line in resp.read().decode().splitlines():
-                if line.startswith((name + "{", name + " ")):
-                    total += float(line.rsplit(" ", 1)[1])
-    return total
-
-
-def wait_idle(urls: list[str], limit: float = 300) -> None:
-    deadline = time.monotonic() + limit
-    while metric(urls, "vllm:num_requests_running") + metric(urls, "vllm:num_requests_waiting"):
-        if time.monotonic() > deadline:
-            raise SystemExit("the fleet did not go idle after an abandoned run")
-        time.sleep(1)
-
-
-def write_prompts(path: Path, tag: str, count: int, system: str = "") -> None:
-    with open(path, "wb") as fh:
-        for i in range(count):
-            words = " ".join(f"{tag}{i}w{j}" for j in range(40))
-            messages = [{"role": "user", "content": f"Summarise in one line: {words}"}]
-            if system:
-                messages.insert(0, {"role": "system", "content": system})
-            fh.write(orjson.dumps({"id": f"{tag}-{i:05d}", "messages": messages}) + b"\n")
-
-
-def generate(
-    prompts: Path, out: Path, urls: list[str], *flags: str, src: str | None = None
-) -> subprocess.Popen:
-    """`regen generate` (the regen whose sources are at `src`, else this one)."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "regen",
-        "generate",
-        "--prompts",
-        str(prompts),
-        "--output-dir",
-        str(out),
-        "--display",
-        "none",
-        "--servers",
-        *urls,
-        "--temperature",
-        "0.7",
-        *flags,
-    ]
-    env = os.environ | ({"PYTHONPATH": src} if src else {})
-    with open(out.parent / f"{out.name}.log", "wb") as log:
-        return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, env=env)
-
-
-def measured(urls: list[str], proc: subprocess.Popen, seconds: float, out: Path):
-    """Output tokens/s over `seconds` from the first token the run got generated, over the
-    second half of them alone (where live concurrency has settled), and each change of the
-    servers' levels on the way (seconds from the first token, levels)."""
-    base = metric(urls, "vllm:generation_tokens_total")
-    deadline = time.monotonic() + 600
-    while metric(urls, "vllm:generation_tokens_total") == base:
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit(f"regen generate ended before a token ({proc.returncode})")
-        time.sleep(0.2)
-    started, first = time.monotonic(), metric(urls, "vllm:generation_tokens_total")
-    middle, half, trace = None, 0.0, []
-    while (now := time.monotonic()) < started + seconds:
-        if middle is None and now >= started + seconds / 2:
-            middle, half = now, metric(urls, "vllm:generation_tokens_total")
-        levels = [n for n, _ in levels_of(out)]
-        if not trace or trace[-1][1] != levels:
-            trace.append((round(now - started), levels))
-        time.sleep(1)
-    ended, last = time.monotonic(), metric(urls, "vllm:generation_tokens_total")
-    assert middle is not None
-    return (last - first) / (ended - started), (last - half) / (ended - middle), trace
-
-
-def abandon(proc: subprocess.Popen) -> None:
-    """Two SIGTERMs: the second leaves at once (its requests abandoned, not drained)."""
-    for _ in range(2):
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            time.sleep(0.5)
-    stop(proc)
-
-
-def levels_of(out: Path) -> list:
-    try:
-        snap = json.loads((out / "progress.json").read_text())
-    except (OSError, ValueError):  # not written yet, or being replaced
-        return []
-    return [(s["concurrency"], s["concurrency_why"]) for s in snap["servers"]]
 
 
 def sweep(urls: list[str], work: Path, seconds: float, levels: list[int], longer: float) -> dict:
@@ -265,27 +111,6 @@ def whole_runs(urls: list[str], work: Path, args: argparse.Namespace) -> dict:
     return {"rows": rows, "best_fixed": best[1], "best_rate": best[0]}
 
 
-def to_the_end(urls: list[str], proc: subprocess.Popen, out: Path) -> dict:
-    """Output tokens from the run's first to its exit, over that time; its levels on the way."""
-    base = metric(urls, "vllm:generation_tokens_total")
-    deadline = time.monotonic() + 1800
-    while metric(urls, "vllm:generation_tokens_total") == base:
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit(f"regen generate ended before a token ({proc.returncode})")
-        time.sleep(0.2)
-    started, trace = time.monotonic(), []
-    while proc.poll() is None and time.monotonic() < deadline:
-        levels = [n for n, _ in levels_of(out)]
-        if levels and (not trace or trace[-1][1] != levels):
-            trace.append((round(time.monotonic() - started), levels))
-        time.sleep(0.5)
-    if proc.returncode != 0:
-        raise SystemExit(f"regen generate failed ({proc.returncode}): {out}.log")
-    seconds = time.monotonic() - started
-    tokens = metric(urls, "vllm:generation_tokens_total") - base
-    return {"rate": tokens / seconds, "seconds": seconds, "trace": trace}
-
-
 def tool_catalogue(tokens: int = 1500) -> str:
     """A system prompt of about `tokens` tokens (SmolLM2's tokenizer) listing tools."""
     lines, k = ["You can call these tools. Answer in one line."], 0
@@ -347,9 +172,7 @@ def main() -> None:
         help="whole: also the defaults of the regen whose sources are at SRC",
     )
     args = parser.parse_args()
-    # A stopped bench stops what it started (the fleet, a run in flight): the `finally`
-    # blocks run on SIGTERM as on Ctrl-C.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    exit_on_sigterm()
     parts = args.parts.split(",")
     BENCH_DIR.mkdir(exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="regen-bench-vllm-", dir=BENCH_DIR))

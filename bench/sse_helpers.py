@@ -12,7 +12,7 @@ from typing import Any
 
 import psutil
 
-from bench_generate import free_ports, get_json, stop, wait_ready
+from fleet_processes import free_ports, get_json, stop, wait_ready
 
 SRC = str(Path(__file__).resolve().parent.parent / "src")
 

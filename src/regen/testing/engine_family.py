@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 from regen.testing.fake_scheduler import EngineCurve
 
 SERVERS = 4
-PROMPT = 60  # words a prompt (bench_throughput.write_prompts), a token each on the fakes
+PROMPT = 60  # words a prompt (bench/engine_fleets.write_prompts), a token each on the fakes
 GROWTH = 0.55  # a running request holds its prompt and about this share of its answer
 STEP_S = 0.02  # a decode step of one request (the knee's shape sets the rest)
 ANSWER_S = 2.0  # real seconds an answer near the knee takes, at least
