@@ -18,7 +18,8 @@ import orjson
 import pytest
 
 from gen_helpers import read_lines, run
-from real_vllm import KEY, RealFleet, json_post
+from real_vllm_client import json_post
+from real_vllm_fleet import KEY, RealFleet
 from regen.fleet.engine_info import identify
 from regen.fleet.server import Server, Timeouts
 from regen.run.conversation import RequestShape, request_body

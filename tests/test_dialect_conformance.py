@@ -11,7 +11,8 @@ import urllib.request
 
 import pytest
 
-from real_vllm import KEY, json_post
+from real_vllm_client import json_post
+from real_vllm_fleet import KEY
 from regen.testing.dialects import VLLM
 from regen.testing.fake_behaviour import echo_answer
 from regen.testing.fake_server import Behaviour, FakeServer

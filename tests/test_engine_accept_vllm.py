@@ -14,7 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 from gen_helpers import read_lines, run
-from real_vllm import KEY, K, RealFleet
+from real_vllm import K
+from real_vllm_fleet import KEY, RealFleet
 from regen.cli import main
 from regen.fleet.engine_metrics import spec_decode_counters
 from regen.fleet.server import Timeouts

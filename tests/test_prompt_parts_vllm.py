@@ -12,7 +12,8 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-from real_vllm import RealFleet, json_post
+from real_vllm_client import json_post
+from real_vllm_fleet import RealFleet
 from regen.cli import main
 
 pytestmark = pytest.mark.timeout(1500)  # the fleet's start on two loaded cores

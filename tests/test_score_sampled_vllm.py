@@ -24,7 +24,8 @@ import pytest
 from click.testing import CliRunner
 
 from gen_helpers import read_lines, run
-from real_vllm import KEY, SPEC, VLLM_PYTHON, K, RealFleet
+from real_vllm import SPEC, K
+from real_vllm_fleet import KEY, VLLM_PYTHON, RealFleet
 from regen.cli import main
 from regen.fleet.engine_metrics import spec_decode_counters
 from regen.fleet.server import Timeouts

