@@ -22,7 +22,13 @@ os.environ.setdefault("HF_DATASETS_CACHE", tempfile.mkdtemp(prefix="regen-ds-cac
 
 import real_vllm as vllm_fleets
 import warmups
-from model_run_fixtures import encoder, run  # noqa: F401  (fixtures of the score tests)
+from model_run_fixtures import (  # noqa: F401  (fixtures of the score tests)
+    encoder,
+    greedy_run,
+    identity,
+    requantized,
+    run,
+)
 from real_vllm import (  # noqa: F401  (fixtures)
     real_vllm,
     real_vllm_fleets,

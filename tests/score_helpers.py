@@ -1,5 +1,6 @@
 """Builders for the score tests: the embedded SmolLM2, a requantized copy made with llama.cpp's
-quantize API, and runs whose answers are the model's own greedy decoding (token by token)."""
+quantize API, runs whose answers are the model's own greedy decoding (token by token), and
+`score` with the settings those tests share."""
 
 from __future__ import annotations
 
@@ -8,11 +9,15 @@ import json
 from pathlib import Path
 from typing import Any
 
+from regen.score import ScoreSettings, score_run
+from regen.score.rows import Selection
+
 PROMPTS = {
     "chat": ["Say hello to a new colleague in one sentence.", "What is a good name for a cat?"],
     "code": ["Write a Python function that adds two numbers.", "Write a for loop in Python."],
     "math": ["What is 12 times 7? Answer briefly.", "What is the square root of 81?"],
 }
+ROWS = sum(len(p) for p in PROMPTS.values())
 EOS = "<|im_end|>"
 
 
@@ -78,3 +83,14 @@ def model_run(root: Path, llm: Any, tok: Any, *, token_ids: bool = True) -> Path
     (root / "completions").mkdir(parents=True, exist_ok=True)
     (root / "completions" / "00000.jsonl").write_text("\n".join(lines) + "\n")
     return root
+
+
+def settings(per_group: int | None = None, seed: int = 0, by: str = "category") -> ScoreSettings:
+    return ScoreSettings(Selection(by, per_group, seed), list(range(1, 9)), "embedded")
+
+
+def score(run: Path, drafts, encoder, out: Path | None = None, **kw):
+    """Into RUN/score by default, as the CLI does: a draft scored by an earlier test is
+    resumed there, not scored again (each model pass costs seconds of scarce CPU)."""
+    out = out or run / "score"
+    return score_run(run, drafts, encoder, kw.pop("settings", settings()), out, **kw).to_json()

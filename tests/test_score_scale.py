@@ -31,11 +31,10 @@ from drafter_helpers import (
     target_dir,
     truncated_draft,
 )
-from score_helpers import PROMPTS
+from score_helpers import PROMPTS, ROWS
 
 pytestmark = pytest.mark.model
 LAYERS = {"eagle3": (2, 15, 30), "dflash": (2, 15, 28)}
-ROWS = sum(len(p) for p in PROMPTS.values())
 
 
 @pytest.fixture(scope="module")

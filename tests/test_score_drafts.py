@@ -1,6 +1,8 @@
-"""`regen score` on the embedded SmolLM2: the identity draft, a requantized draft, the n-gram
-baseline, re-tokenised runs, resume, sampling and the command line. One model of each kind is
-loaded per module (CPU is scarce); answers are the model's own greedy decoding."""
+"""`regen score` on the embedded SmolLM2's drafts: the identity draft, a requantized draft, the
+n-gram baseline, a draft with another vocabulary, re-tokenised runs, resume, sampling, the
+command line (--json, --baseline, a bad draft), workers and logprobs that do not line up.
+One model of each kind is loaded per module (CPU is scarce); answers are the model's own
+greedy decoding."""
 
 from __future__ import annotations
 
@@ -12,49 +14,15 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from regen.check import Encoder
 from regen.cli import main
-from regen.embedded_model import default_model_path
 from regen.finished.score_rows import read_rows
-from regen.score import ScoreSettings, score_run
-from regen.score.llama_draft import LlamaDraft
 from regen.score.ngram import NgramDraft, NgramSettings
-from regen.score.rows import Selection
+from score_helpers import PROMPTS, ROWS, score, settings
 
-sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "check"))
 import checkfix
 
-from score_helpers import PROMPTS, requantize
-
 pytestmark = pytest.mark.model
-ROWS = sum(len(p) for p in PROMPTS.values())
-
-
-@pytest.fixture(scope="module")
-def identity() -> LlamaDraft:
-    draft = LlamaDraft(default_model_path(), n_ctx=512)
-    yield draft
-    draft.close()
-
-
-@pytest.fixture(scope="module")
-def requantized(tmp_path_factory) -> LlamaDraft:
-    path = requantize(default_model_path(), tmp_path_factory.mktemp("draft") / "smol-q2k.gguf")
-    draft = LlamaDraft(path, n_ctx=512)
-    yield draft
-    draft.close()
-
-
-def settings(per_group: int | None = None, seed: int = 0, by: str = "category") -> ScoreSettings:
-    return ScoreSettings(Selection(by, per_group, seed), list(range(1, 9)), "embedded")
-
-
-def score(run: Path, drafts, encoder, out: Path | None = None, **kw):
-    """Into RUN/score by default, as the CLI does: a draft scored by an earlier test is
-    resumed there, not scored again (each model pass costs seconds of scarce CPU)."""
-    out = out or run / "score"
-    return score_run(run, drafts, encoder, kw.pop("settings", settings()), out, **kw).to_json()
 
 
 def tau(group: dict, k: int) -> float:
@@ -211,119 +179,6 @@ def test_cli_json_baseline_and_bad_input(run, requantized, tmp_path):
         main, ["score", str(run), "--draft", "model.bin", "--tokenizer", "embedded"]
     )
     assert bad.exit_code == 2 and "not a .gguf file" in bad.output
-
-
-@pytest.mark.parametrize("api", ["vllm", "sglang"])
-def test_fleet_path_gives_the_local_per_row_results(
-    run, requantized, encoder, tmp_path, api, monkeypatch
-):
-    """A draft fleet started with an API key (vLLM's and SGLang's --api-key) is asked with
-    it, as generate's fleet is."""
-    from regen.score.fleet_draft import FleetDraft
-    from regen.testing.logprob_server import LogprobServer
-
-    local = score(run, [requantized], encoder)["drafts"][0]  # resumed from RUN/score
-    with LogprobServer(requantized.path, n_ctx=512, api_key="draft-key") as server:
-        draft = FleetDraft([server.url], api, api_key="draft-key")
-        served = score(run, [draft], encoder, tmp_path)["drafts"][0]
-        asked = set(server.requests)
-        if api == "sglang":  # and once through the command line, as a user runs it
-            args = [
-                "score",
-                str(run),
-                "--draft-servers",
-                server.url,
-                "--draft-api",
-                api,
-                "--tokenizer",
-                "embedded",
-                "--k",
-                "3",
-                "--json",
-            ]
-            monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-            refused = CliRunner().invoke(main, args)
-            assert refused.exit_code != 0 and "API key" in refused.output, refused.output
-            assert "Traceback" not in refused.output
-            monkeypatch.setenv("DRAFT_KEY", "draft-key")
-            cli = CliRunner().invoke(main, [*args, "--api-key-env", "DRAFT_KEY"])
-            assert cli.exit_code == 0, cli.output
-            by_cli = json.loads(cli.output)["drafts"][0]["groups"]["(overall)"]
-            assert by_cli["rows"] == ROWS and by_cli["by_k"][0]["k"] == 3
-    assert asked == {"/v1/completions" if api == "vllm" else "/generate"}
-    by_id = {r["id"]: r["match"] for r in read_rows(Path(local["rows_file"]))}
-    rows = list(read_rows(Path(served["rows_file"])))
-    assert len(rows) == ROWS and all(by_id[r["id"]] == r["match"] for r in rows)
-    assert "0" in "".join(by_id.values())  # the comparison covers misses, not only hits
-
-
-def test_export_selects_and_orders_by_score(run, encoder, tmp_path):
-    from regen.score import write_report
-
-    report = score_run(run, [NgramDraft()], encoder, settings(), tmp_path / "score")
-    score_json, _ = write_report(report, tmp_path / "score")
-    rows = {r["id"]: r["acceptance"] for r in read_rows(report.drafts[0].rows_file)}
-    cut = sorted(rows.values())[ROWS // 2]
-    out = tmp_path / "export"
-    result = CliRunner().invoke(
-        main,
-        [
-            "export",
-            str(run),
-            "-o",
-            str(out),
-            "--format",  # a tokenised one: the answers hit the cap (see test_export_cut.py)
-            "speculators",
-            "--tokenizer",
-            "embedded",
-            "--score",
-            str(score_json),
-            "--max-acceptance",
-            str(cut),
-            "--order",
-            "hard-first",
-        ],
-    )
-    assert result.exit_code == 0, result.output
-    files = sorted(out.glob("data/**/*.jsonl"))
-    per_file = [[json.loads(line)["id"] for line in f.read_text().splitlines()] for f in files]
-    ids = [i for file_ids in per_file for i in file_ids]
-    assert set(ids) == {i for i, a in rows.items() if a <= cut}
-    for file_ids in per_file:  # one file per domain, each hardest first
-        assert [rows[i] for i in file_ids] == sorted(rows[i] for i in file_ids)
-    dropped = ROWS - len(ids)
-    assert dropped > 0 and f"dropped above acceptance {cut}" in result.output
-
-
-def test_check_html_report_shows_the_acceptance_section(run, identity, encoder, tmp_path):
-    from regen.score import write_report
-
-    write_report(score_run(run, [identity], encoder, settings(), run / "score"), run / "score")
-    html = tmp_path / "report.html"
-    result = CliRunner().invoke(
-        main, ["check", str(run), "--tokenizer", "embedded", "--html", str(html)]
-    )
-    assert result.exit_code in (0, 1), result.output  # the verdict does not matter here
-    page = html.read_text()
-    assert "Acceptance (regen score, k=8)" in page
-    assert 'aria-label="tau(8) by category' in page and "Acceptance per draft position" in page
-    for category in PROMPTS:
-        assert f"{category} (2)" in page  # a bar per category, labelled with its rows
-
-
-def test_a_served_draft_with_another_vocabulary_is_refused(run, tmp_path):
-    from regen.errors import ConfigError
-    from regen.score.fleet_draft import FleetDraft
-    from regen.testing.logprob_server import LogprobServer
-
-    other = Encoder.of(checkfix.load("qwen"))  # the target's tokens mean other text
-    with (
-        LogprobServer(default_model_path(), n_ctx=512) as server,
-        pytest.raises(ConfigError, match="does not share the target's vocabulary"),
-    ):
-        score(run, [FleetDraft([server.url], "vllm")], other, tmp_path)
-    # refused on the first answer, before any row was written
-    assert not [r for f in tmp_path.glob("vllm-fleet-*/rows.jsonl") for r in read_rows(f)]
 
 
 def test_rows_are_the_same_scored_in_one_process_or_two_workers(
