@@ -22,6 +22,7 @@ os.environ.setdefault("HF_DATASETS_CACHE", tempfile.mkdtemp(prefix="regen-ds-cac
 
 import real_vllm as vllm_fleets
 import warmups
+from export_helpers import walkthrough  # noqa: F401  (the dataset-export tests' fixture)
 from model_run_fixtures import (  # noqa: F401  (fixtures of the score tests)
     encoder,
     greedy_run,

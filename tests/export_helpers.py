@@ -1,9 +1,11 @@
-"""A small finished run to export (good, tool-calling, empty and cut rows), and the
-short hands the `regen export` tests share."""
+"""A small finished run to export (good, tool-calling, empty and cut rows), the README
+walkthrough's run (`walkthrough`, answered by the embedded model), and the short hands the
+`regen export` tests share."""
 
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -14,6 +16,8 @@ sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "check"))
 import checkfix
 
 from regen.cli import main
+
+ROOT = Path(__file__).parent.parent
 
 WEATHER_TOOL = {"type": "function", "function": {"name": "get_weather", "parameters": {}}}
 
@@ -71,3 +75,44 @@ def cli(*args: str) -> str:
 
 def rows_of(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def regen(*args, ok=(0,), env=None) -> subprocess.CompletedProcess:
+    done = subprocess.run(
+        [sys.executable, "-m", "regen", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+    assert done.returncode in ok, done.stdout + done.stderr
+    return done
+
+
+@pytest.fixture(scope="session")
+def walkthrough(tmp_path_factory) -> Path:
+    """The README walkthrough's run: the example recipe, answered by the embedded model; built
+    once per session (a minute of CPU), read by the dataset-export tests of every module."""
+    work = tmp_path_factory.mktemp("walkthrough")
+    prompts = work / "prompts.jsonl"
+    regen("prepare", ROOT / "examples" / "recipe.yaml", "--output", prompts)
+    regen(
+        "generate",
+        "--prompts",
+        prompts,
+        "--output-dir",
+        work / "run",
+        "--max-output-tokens",
+        "24",
+        "--temperature",
+        "0",
+        "--seed",
+        "7",
+        "--display",
+        "plain",
+    )
+    return work / "run"
+
+
+def export(run: Path, out: Path, *extra, ok=(0,), env=None) -> subprocess.CompletedProcess:
+    return regen("export", run, "-o", out, *extra, ok=ok, env=env)
