@@ -121,34 +121,37 @@ def train(prep: Path, target: Path, vocab: Path, out: Path, budget: Budget) -> T
 
     started = time.monotonic()
     torch.set_num_threads(budget.threads)
-    epochs, steps, planned = plan(prep, budget)
+    epochs, planned = plan(prep, budget)
+    steps = len(planned)
     saves = out / "checkpoints"
     if saves.exists():  # a run stopped before its trained.json: start again, as the others do
         shutil.rmtree(saves)
     args, calls = _flags(prep, target, vocab, budget.seed, epochs, steps, saves)
     model = _head(args)
-    trained = Trained(out, 0, 0)
-    model.register_forward_hook(_recorder(trained), with_kwargs=True)
+    trained, ran = Trained(out, 0, 0), []
+    model.register_forward_hook(_recorder(trained, ran), with_kwargs=True)
     with warnings.catch_warnings(), _on_the_cpu():
         warnings.filterwarnings("ignore", "CUDA is not available", UserWarning)  # its autocast
         warnings.filterwarnings("ignore", ".*pin_memory", UserWarning)  # its loader pins
         warnings.simplefilter("ignore", FutureWarning)  # transformers' renamed kwargs
-        trainer = Trainer(model, _trainer_config(args, calls), _loader(prep, model), None)
+        loader = _loader(prep, model, args.seed)
+        trainer = Trainer(model, _trainer_config(args, calls), loader, None)
         trainer.run_training()
-    if trained.tokens != planned or trained.steps != steps:
+    if ran != planned:  # step by step: the same batches, in the same order
         raise SystemExit(
             f"{out.name}: speculators' trainer ran {trained.steps} steps on {trained.tokens} "
-            f"supervised tokens where its sampler's batches planned {steps} on {planned}"
+            f"supervised tokens ({ran[:8]}...) where its sampler's batches planned {steps} on "
+            f"{sum(planned)} ({planned[:8]}...)"
         )
     _keep_last(saves, epochs - 1, out)
     trained.seconds = time.monotonic() - started
     return trained
 
 
-def plan(prep: Path, budget: Budget) -> tuple[int, int, int]:
-    """The epochs and steps of speculators' trainer that spend the budget, and the supervised
-    tokens they train on: its sampler's packed batches, pass after pass (a new order each,
-    as its trainer sets the epoch), up to the first batch that reaches the budget."""
+def plan(prep: Path, budget: Budget) -> tuple[int, list[int]]:
+    """The epochs of speculators' trainer that spend the budget, and the supervised tokens
+    of each of its steps: its sampler's packed batches at the run's seed, pass after pass (a
+    new order each, as its trainer sets the epoch), up to the first batch that reaches it."""
     from datasets import load_from_disk
     from speculators.train.distributed_batch_sampler import MultipackDistributedBatchSamplerV2
 
@@ -157,15 +160,14 @@ def plan(prep: Path, budget: Budget) -> tuple[int, int, int]:
     sampler = MultipackDistributedBatchSamplerV2(
         batch_max_length=SEQ_LEN, lengths=data["seq_len"], num_replicas=1, rank=0, seed=budget.seed
     )
-    tokens = steps = 0
+    steps: list[int] = []
     for epoch in range(1000):  # far above any budget here
         sampler.set_epoch(epoch)
         for batch in sampler:
             packed = [m for i in batch for m in masks[i]][:SEQ_LEN]  # its collate cuts here
-            tokens += sum(packed)
-            steps += 1
-            if tokens >= budget.tokens:
-                return epoch + 1, steps, tokens
+            steps.append(sum(packed))
+            if sum(steps) >= budget.tokens:
+                return epoch + 1, steps
     raise SystemExit(f"the budget was not spent in 1000 passes over {prep}")
 
 
@@ -225,8 +227,9 @@ def _trainer_config(args: argparse.Namespace, calls: tuple[dict, dict]) -> Any:
     return TrainerConfig(**given)
 
 
-def _loader(prep: Path, model: Any) -> Any:
-    """Its loader on every row (its CLI would hold a validation share out: see the top)."""
+def _loader(prep: Path, model: Any, seed: int) -> Any:
+    """Its loader on every row (its CLI would hold a validation share out: see the top),
+    shuffled by the run's seed, as its CLI passes it (its own default is 0)."""
     import torch
     from speculators.models.eagle3.data import shift_batch
     from speculators.train.data import ArrowDataset
@@ -237,7 +240,13 @@ def _loader(prep: Path, model: Any) -> Any:
     )
     hidden = model.config.transformer_layer_config.hidden_size
     return _setup_dataloader(
-        data, SEQ_LEN, hidden, num_workers=0, num_target_layers=len(LAYERS), preprocess=shift_batch
+        data,
+        SEQ_LEN,
+        hidden,
+        num_workers=0,
+        num_target_layers=len(LAYERS),
+        preprocess=shift_batch,
+        seed=seed,
     )
 
 
@@ -259,13 +268,15 @@ def _on_the_cpu() -> Iterator[None]:
         yield
 
 
-def _recorder(trained: Trained) -> Any:
-    """A forward hook that writes down each training step's supervised tokens and loss (the
-    trainer has no validation set here, so every forward is a step); it changes nothing."""
+def _recorder(trained: Trained, ran: list[int]) -> Any:
+    """A forward hook that writes down each training step's supervised tokens (in `ran`) and
+    loss (the trainer has no validation set here, so every forward is a step); it changes
+    nothing."""
 
     def record(_module: Any, _args: Any, kwargs: dict, output: Any) -> None:
+        ran.append(int(kwargs["loss_mask"].sum()))
         trained.steps += 1
-        trained.tokens += int(kwargs["loss_mask"].sum())
+        trained.tokens += ran[-1]
         trained.losses.append(output[1].item())
 
     return record
