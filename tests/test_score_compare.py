@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import random
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,12 +15,6 @@ from click.testing import CliRunner
 from regen.cli import main
 from regen.score.accept import Z95, simulate
 from regen.score.gap import against, reference_rows
-
-sys.path.insert(0, str(Path(__file__).parent))
-sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "check"))
-import checkfix
-
-from score_helpers import generator, model_run
 
 
 def rows_file(path: Path, matches: dict[str, tuple[str, str]]) -> Path:
@@ -100,13 +93,8 @@ def test_paired_interval_depth_and_position_equal_the_hand_computation(tmp_path)
 
 
 @pytest.mark.model
-def test_score_compare_prints_ours_against_the_reference(tmp_path):
-    tok = checkfix.load("smol")
-    llm = generator(Path(__import__("regen.embedded_model").embedded_model.default_model_path()))
-    try:
-        run = model_run(tmp_path / "run", llm, tok)
-    finally:
-        llm.close()
+def test_score_compare_prints_ours_against_the_reference(run):
+    """On a copy of the session's greedy run (model_run_fixtures), not one built again."""
     args = ["score", str(run), "--tokenizer", "embedded", "--all", "--k", "3"]
     result = CliRunner().invoke(
         main, [*args, "--draft", "embedded", "--draft", "ngram", "--compare", "--threads", "1"]
