@@ -146,6 +146,11 @@ class TransportError(RetryableError):
     """The connection failed or broke before a whole response arrived."""
 
 
+class Withdrawn(RetryableError):
+    """Withdrawn before its first token: its server's level was lowered under what it held
+    (fleet/waiting_streams.py). Sent again at once, wherever there is room: no failure."""
+
+
 class RequestTimeout(RetryableError):
     """The server did not answer (or stopped answering) in time."""
 

@@ -23,6 +23,7 @@ from regen.errors import (
     ServerError,
     ServerRefused,
     TransportError,
+    Withdrawn,
 )
 from regen.fleet.control import affinity
 from regen.fleet.control.endgame import EndGame
@@ -80,11 +81,8 @@ class Fleet:
         """The least-loaded server that can take a request now; with a prefix's `order`,
         the first of that order within affinity.BOUND of the least-loaded."""
         now = time.monotonic()
-        free = [
-            s
-            for s in self.servers
-            if s.can_take(now) and s.load < 1.0 and not self.endgame.declines(s)
-        ]
+        free = [s for s in self.servers if s.can_take(now) and s.load < 1.0]
+        free = [s for s in free if not self.endgame.declines(s)]  # (near the end: slow ones)
         if not free:
             return None
         least = min(free, key=lambda s: s.load)
@@ -221,6 +219,9 @@ class Fleet:
                     data, answered, started = await self.endgame.send(server, request)
                 else:
                     data = await request(server)
+            except Withdrawn:  # a lowered level's excess, before any token: sent again
+                attempts -= 1
+                continue
             except (RetryableError, ServerRefused) as err:
                 error = err
             except PermanentError as err:

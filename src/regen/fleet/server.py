@@ -22,6 +22,7 @@ from regen.errors import (
     ServerError,
     ServerRefused,
     TransportError,
+    Withdrawn,
 )
 from regen.fleet.engine import UNKNOWN, EngineInfo
 from regen.fleet.engine_defaults import with_neutral
@@ -33,6 +34,8 @@ from regen.fleet.sglang_spec import asking_for_spec_details
 from regen.fleet.stats import LATENCY_BUCKETS, ServerStats
 from regen.fleet.stream import StallWatch, StreamAccumulator
 from regen.fleet.stream_pace import ReadPacer
+from regen.fleet.timeouts import Timeouts
+from regen.fleet.waiting_streams import WaitingStreams
 
 CHAT_PATH = "/v1/chat/completions"
 # Where a busy server is asked whether it is alive, by engine (else /v1/models). Every route
@@ -49,19 +52,6 @@ READ_BUFFER = 2**14
 __all__ = ["CHAT_PATH", "LATENCY_BUCKETS", "Server", "ServerStats", "Timeouts"]
 
 
-@dataclass(frozen=True, slots=True)
-class Timeouts:
-    """`request`: a whole completion (a 4096-token answer at 30 tok/s takes ~140 s, so the
-    default is far above that); `connect`: opening a connection; `stall`: the longest silence
-    inside a streamed response (only with `stream`: a non-streamed answer is silent until it
-    is whole, so there a hung server is found by the health checks instead)."""
-
-    request: float = 1800.0
-    connect: float = 10.0
-    stall: float = 300.0
-    stream: bool = False
-
-
 @dataclass(eq=False)
 class Server(Rotation):
     url: str
@@ -74,6 +64,7 @@ class Server(Rotation):
     stream_to_measure: bool = False
     _session: aiohttp.ClientSession | None = None
     _requests: set[asyncio.Task] = field(default_factory=set)
+    waiting: WaitingStreams = field(default_factory=WaitingStreams)  # withdrawn as levels fall
 
     def __post_init__(self) -> None:
         self.url = self.url.rstrip("/")
@@ -130,6 +121,8 @@ class Server(Rotation):
             data = await request
         except asyncio.CancelledError:
             current = asyncio.current_task()
+            if self.waiting.was_withdrawn(request) and current and not current.cancelling():
+                raise Withdrawn("withdrawn before its first token", server=self.name) from None
             if request.cancelled() and current is not None and not current.cancelling():
                 raise TransportError(
                     "server taken out of rotation mid-request; the request moves on",
@@ -195,6 +188,7 @@ class Server(Rotation):
         stream = StreamAccumulator(self.name)
         started = asyncio.get_running_loop().time()
         self.stats.awaiting_first += 1
+        self.waiting.sent(task := asyncio.current_task(), started)
         try:
             with map_errors(self.name, self.timeouts.request, stall=self.timeouts.stall):
                 async with self.session().post(
@@ -209,6 +203,7 @@ class Server(Rotation):
             err.after_tokens = stream.has_tokens
             raise
         finally:
+            self.waiting.started(task)
             if not stream.started:
                 self.stats.awaiting_first -= 1
 
@@ -238,6 +233,7 @@ class Server(Rotation):
                     if not stream.started:
                         stream.started = True
                         self.stats.awaiting_first -= 1
+                        self.waiting.started(asyncio.current_task())
                 elif loop.time() - watch.last_data > self.timeouts.stall:
                     raise RequestTimeout(
                         f"the response stream stalled: no data for {self.timeouts.stall:.0f}s "

@@ -17,11 +17,13 @@ import asyncio
 import heapq
 import random
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from regen.errors import Overloaded, PermanentError, RequestTimeout
 from regen.fleet.control import tuning
 from regen.fleet.server import Server, Timeouts
+from regen.fleet.waiting_streams import WaitingStreams
 from regen.testing.fake_metrics import metrics_text
 from regen.testing.fake_scheduler import EngineCurve, Job, Scheduler
 
@@ -58,6 +60,17 @@ class SimServer(Server):
         if not self.scheduler.curve.metrics:
             raise PermanentError("HTTP 404", server=self.name)
         return metrics_text("vllm", self.scheduler, "fake-model")
+
+
+class _SimWaiting(WaitingStreams):
+    """A server's streams without a first event, withdrawn as regen's are (waiting_streams.py)."""
+
+    def __init__(self, withdraw: Callable[[int], int]) -> None:
+        super().__init__()
+        self._withdraw = withdraw
+
+    def withdraw(self, count: int) -> int:
+        return self._withdraw(count)
 
 
 @dataclass(eq=False)
@@ -107,6 +120,8 @@ class SimFleet:
             )
             for i, curve in enumerate(curves)
         ]
+        for i, server in enumerate(self.servers):
+            server.waiting = _SimWaiting(lambda count, i=i: self._withdraw(i, count))
         self.faults = [list(faults or ("ok",)) for _ in curves]
         self.tuner = tuning.LiveConcurrency(self.servers, fixed is not None, last, clock=self.clock)
         self.pending: deque[int] = deque(range(len(lengths)))
@@ -202,6 +217,20 @@ class SimFleet:
         if not self._ticking[i]:
             self._ticking[i] = True
             self._at(now, "engine", i)
+
+    def _withdraw(self, i: int, count: int) -> int:
+        """The youngest `count` requests on server i without a first event: dropped by the
+        engine (the client went away) and back at the head of the queue."""
+        waiting = [self.sent[key] for key in self.jobs[i] if self.sent[key].events == 0]
+        youngest = sorted(waiting, key=lambda sent: sent.at, reverse=True)[:count]
+        for sent in youngest:
+            sent.server.scheduler.drop(sent.job)
+            self.jobs[i].discard(id(sent.job))
+            del self.sent[id(sent.job)]
+            sent.server.stats.awaiting_first -= 1
+            sent.server.release()
+            self.pending.appendleft(sent.prompt)
+        return len(youngest)
 
     def _engine_tick(self, i: int) -> None:
         server = self.servers[i]

@@ -9,7 +9,9 @@ opens once the engine has decoded its first tokens (it counts them), else at the
 first answer: before that, on a slow engine, the first seconds are all prefill. With the
 counter, a window also spans at least MIN_STEPS decode steps: half a second is a few steps
 of a CPU engine, or one stalled prefill, and no measure of its level. A raised
-level is filled at once (`made_room` wakes the requests waiting for a slot).
+level is filled at once (`made_room` wakes the requests waiting for a slot); a lowered one
+takes effect at once (`withdraw_excess`: the requests past it that have no first token yet
+are sent again, not left to finish last in an engine past its cliff).
 
 Output tokens come from the engine's own counter where its /metrics has one (every token
 decoded in the window, not only the answers that happened to finish in it), else from the
@@ -229,6 +231,8 @@ class LiveConcurrency:
         )
         if tracker.level.limit > before:
             self.made_room(server, tracker.level.limit - before)
+        elif tracker.level.limit < before:
+            withdraw_excess(server)
         if tracker.level.limit != before:
             log.info(
                 "server %s: %d -> %d in flight (%s; %.0f tok/s)",
@@ -247,3 +251,17 @@ class LiveConcurrency:
         if load is not None and load.waiting is not None and load.running is not None:
             tracker.waiting.append(load.waiting)
             tracker.running.append(load.running)
+
+
+def withdraw_excess(server: Server) -> None:
+    """A lowered level takes effect now: the requests past it that have no first token yet
+    are withdrawn and sent again (fleet/waiting_streams.py), not left to finish last."""
+    excess = server.in_flight - server.limit
+    withdrawn = server.waiting.withdraw(excess) if excess > 0 else 0
+    if withdrawn:
+        log.info(
+            "server %s: %d requests without a first token withdrawn (level %d), sent again",
+            server.name,
+            withdrawn,
+            server.limit,
+        )
