@@ -222,7 +222,7 @@ class SimFleet:
         """The youngest `count` requests on server i without a first event: dropped by the
         engine (the client went away) and back at the head of the queue."""
         waiting = [self.sent[key] for key in self.jobs[i] if self.sent[key].events == 0]
-        youngest = sorted(waiting, key=lambda sent: sent.at, reverse=True)[:count]
+        youngest = sorted(waiting, key=lambda sent: (sent.at, sent.prompt), reverse=True)[:count]
         for sent in youngest:
             sent.server.scheduler.drop(sent.job)
             self.jobs[i].discard(id(sent.job))
