@@ -40,7 +40,8 @@ class ProcRun:
     peak_rss_mb: float  # sampled every 50 ms, child plus its children
 
 
-def regen_cmd(prompts: Path, out: Path | str, urls: list[str], concurrency: int) -> list[str]:
+def generate_cmd(prompts: Path, out: Path | str, urls: list[str], *flags: str) -> list[str]:
+    """`regen generate` of `prompts` into `out` on `urls`, no display, with `flags`."""
     return [
         sys.executable,
         "-m",
@@ -50,14 +51,17 @@ def regen_cmd(prompts: Path, out: Path | str, urls: list[str], concurrency: int)
         str(prompts),
         "--output-dir",
         str(out),
-        "--concurrency-per-server",
-        str(concurrency),
         "--display",
         "none",
         "--servers",
         *urls,
-        *(["--upload-interval", "5"] if "://" in str(out) else []),  # uploads during the run
+        *flags,
     ]
+
+
+def regen_cmd(prompts: Path, out: Path | str, urls: list[str], concurrency: int) -> list[str]:
+    uploads = ["--upload-interval", "5"] if "://" in str(out) else []  # uploads during the run
+    return generate_cmd(prompts, out, urls, "--concurrency-per-server", str(concurrency), *uploads)
 
 
 def tree_rss(proc: psutil.Process) -> int:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -14,7 +13,7 @@ from pathlib import Path
 
 from engine_fleets import Engine
 from fleet_processes import fleet, get_json, stop
-from generate_child import levels_of
+from generate_child import generate_cmd, levels_of
 from regen.format.layout import OutputLayout
 
 STEADY_S = 25.0  # seconds after the first token over which the steady rate is measured
@@ -55,21 +54,7 @@ def one_run(
     time it ran."""
     out = work / f"out-{time.monotonic_ns()}"
     with fleet(specs) as urls:
-        cmd = [
-            sys.executable,
-            "-m",
-            "regen",
-            "generate",
-            "--prompts",
-            str(prompts),
-            "--output-dir",
-            str(out),
-            "--display",
-            "none",
-            "--servers",
-            *urls,
-            *flags,
-        ]
+        cmd = generate_cmd(prompts, out, urls, *flags)
         env = os.environ | ({"PYTHONPATH": src} if src else {})
         with open(work / "regen.log", "ab") as log:
             proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, env=env)

@@ -7,14 +7,13 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import orjson
 
 from fleet_processes import stop
-from generate_child import levels_of
+from generate_child import generate_cmd, levels_of
 from vllm_cpu_fleet import metric
 
 
@@ -32,23 +31,7 @@ def generate(
     prompts: Path, out: Path, urls: list[str], *flags: str, src: str | None = None
 ) -> subprocess.Popen:
     """`regen generate` (the regen whose sources are at `src`, else this one)."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "regen",
-        "generate",
-        "--prompts",
-        str(prompts),
-        "--output-dir",
-        str(out),
-        "--display",
-        "none",
-        "--servers",
-        *urls,
-        "--temperature",
-        "0.7",
-        *flags,
-    ]
+    cmd = generate_cmd(prompts, out, urls, "--temperature", "0.7", *flags)
     env = os.environ | ({"PYTHONPATH": src} if src else {})
     with open(out.parent / f"{out.name}.log", "wb") as log:
         return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, env=env)
