@@ -18,12 +18,10 @@ from workspace import ROOT
 VLLM_PYTHON = Path(os.environ.get("REGEN_VLLM_PYTHON", ROOT / ".venv-vllm/bin/python"))
 
 
-def serve(
-    folder: Path, replicas: int = 2, eager: bool = False
-) -> tuple[subprocess.Popen, list[str]]:
-    """`regen serve` in the foreground, until it says its servers answer."""
-    fleet = folder / "FLEET.json"
-    cmd = [
+def serve_cmd(fleet: Path, replicas: int, python: Path, timeout: float, *more: str) -> list[str]:
+    """`regen serve` of the embedded model on vLLM's CPU build (`python`), a 1 GiB KV cache
+    and a 2,048-token context, its FLEET.json at `fleet`; `more`: its further arguments."""
+    return [
         sys.executable,
         "-m",
         "regen",
@@ -37,7 +35,7 @@ def serve(
         "--replicas",
         str(replicas),
         "--python",
-        str(VLLM_PYTHON),
+        str(python),
         "--kv-cache-gib",
         "1",
         "--context",
@@ -45,9 +43,18 @@ def serve(
         "--fleet",
         str(fleet),
         "--startup-timeout",
-        "1200",
-        *(["--", "--enforce-eager"] if eager else []),
+        str(int(timeout)),
+        *more,
     ]
+
+
+def serve(
+    folder: Path, replicas: int = 2, eager: bool = False
+) -> tuple[subprocess.Popen, list[str]]:
+    """`regen serve` in the foreground, until it says its servers answer."""
+    fleet = folder / "FLEET.json"
+    engine_args = ["--", "--enforce-eager"] if eager else []
+    cmd = serve_cmd(fleet, replicas, VLLM_PYTHON, 1200, *engine_args)
     log = folder / "serve.out"
     with open(log, "wb") as sink:
         proc = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT)

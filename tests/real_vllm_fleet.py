@@ -26,6 +26,9 @@ import warmups
 from regen.serve.control import is_our_process
 from regen.serve.fleetfile import FleetFile
 
+sys.path.insert(0, str(Path(__file__).parent.parent / "bench"))
+from vllm_cpu_fleet import serve_cmd  # the bench's `regen serve` line
+
 VLLM_PYTHON = Path(__file__).parent.parent / ".venv-vllm" / "bin" / "python"
 KEY = "sk-real-vllm-test-4242"
 START_TIMEOUT = 900.0
@@ -132,34 +135,16 @@ class Fleets:
         folder.mkdir(parents=True)
         env = {k: v for k, v in (env or os.environ).items() if not k.startswith("OPENAI_")}
         env["VLLM_API_KEY"] = KEY
-        command = [
-            sys.executable,
-            "-m",
-            "regen",
-            "serve",
-            "--engine",
-            "vllm",
-            "--model",
-            "embedded",
-            "--device",
-            "cpu",
-            "--replicas",
-            str(replicas),
-            "--python",
-            str(VLLM_PYTHON),
-            "--kv-cache-gib",
-            "1",
-            "--context",
-            "2048",
-            "--fleet",
-            str(folder / "FLEET.json"),
-            "--startup-timeout",
-            str(START_TIMEOUT),
+        command = serve_cmd(
+            folder / "FLEET.json",
+            replicas,
+            VLLM_PYTHON,
+            START_TIMEOUT,
             "--restart-dead",
             "--",
             EAGER,
             *engine_args,
-        ]
+        )
         out = folder / "serve.out"
         with open(out, "wb") as sink:
             process = subprocess.Popen(
