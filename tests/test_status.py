@@ -130,6 +130,17 @@ def test_failed_attempts_that_were_retried_do_not_read_as_lost_prompts(tmp_path,
     assert "4 done, 4 failed attempts, 4 retried" in line, line
 
 
+def test_requests_withdrawn_at_a_lowered_level_are_on_the_server_line(tmp_path, fake_server):
+    """progress.json carries each server's count of requests withdrawn when live concurrency
+    lowered its level (fleet/waiting_streams.py), and status says it beside the retries."""
+    out = finished_run(tmp_path, fake_server)
+    [server] = orjson.loads((out / "progress.json").read_bytes())["servers"]
+    assert server["withdrawn"] == 0
+    rewrite_progress(out, servers=[{**server, "withdrawn": 437}])
+    text = "\n".join(render(read_status(out)))
+    assert "437 withdrawn as its level fell" in text, text
+
+
 def test_a_finished_run_without_server_figures_says_none(tmp_path, fake_server):
     out = finished_run(tmp_path, fake_server)
     rewrite_progress(out, servers=[])

@@ -66,6 +66,7 @@ def test_a_lowered_level_withdraws_its_waiting_streams_and_each_is_answered_once
     assert answers == [f"answer to: prompt {i}" for i in range(6)]
     assert [d.attempts for d in done] == [1] * 6  # a withdrawal is no attempt
     assert server.stats.failed == 0 and server.available  # nor a failure
+    assert server.stats.withdrawn == 4  # counted where status and progress.json show it
     assert len(fake.requests) == 10  # the four withdrawn were sent again, once each
     withdrawn = [r["messages"][0]["content"] for r in fake.requests[6:]]
     assert sorted(withdrawn) == sorted(set(withdrawn))

@@ -22,6 +22,7 @@ class ServerStats:
     retried: int = 0  # failed attempts that were sent again
     affinity_sends: int = 0  # requests sent here for their prefix, not for being least-loaded
     aborted: int = 0  # answers the engine cut short (finish_reason abort or error)
+    withdrawn: int = 0  # requests past a lowered level, before their first token: sent again
     # 429/503 and timeouts before the answer's first token: the server saying it is full or
     # too slow, what live concurrency weighs (by their share of the requests). An engine's
     # abort, a 5xx, a broken stream, or any error after the first tokens (a 503 event in a

@@ -141,6 +141,7 @@ def snapshot(
                 "retried": s.stats.retried,
                 "affinity_sends": s.stats.affinity_sends,
                 "aborted": s.stats.aborted,
+                "withdrawn": s.stats.withdrawn,
                 "latency_counts": list(s.stats.latency_counts),
                 "latency_sum_s": round(s.stats.latency_sum, 3),
                 **_spec(s.stats),

@@ -258,6 +258,7 @@ def withdraw_excess(server: Server) -> None:
     are withdrawn and sent again (fleet/waiting_streams.py), not left to finish last."""
     excess = server.in_flight - server.limit
     withdrawn = server.waiting.withdraw(excess) if excess > 0 else 0
+    server.stats.withdrawn += withdrawn
     if withdrawn:
         log.info(
             "server %s: %d requests without a first token withdrawn (level %d), sent again",
