@@ -187,13 +187,18 @@ def test_rows_are_the_same_scored_in_one_process_or_two_workers(
     """A GGUF draft and the n-gram draft, each row scored in whichever worker: the rows file
     is the same bytes as one process's (each worker runs the draft with the same threads)."""
     from regen.executors.pool import LocalWorkers
+    from regen.score import spread
 
     files = []
-    for name, workers in (("one", None), ("two", LocalWorkers(2, small=1))):
+    # "few": too few rows to start processes for: scored here, the draft opened (and closed)
+    # here as in a worker
+    few = LocalWorkers(2, small=10**6)
+    for name, workers in (("one", None), ("two", LocalWorkers(2, small=1)), ("few", few)):
         report = score(run, [requantized, NgramDraft()], encoder, tmp_path / name, workers=workers)
         files.append([Path(d["rows_file"]).read_bytes() for d in report["drafts"]])
         assert [d["groups"]["(overall)"]["rows"] for d in report["drafts"]] == [ROWS, ROWS]
-    assert files[0] == files[1]
+        assert not spread._opened  # nothing left open in this process
+    assert files[0] == files[1] == files[2]
 
 
 def test_logprobs_that_do_not_line_up_skip_a_row_only_for_a_draft_that_reads_them(

@@ -23,7 +23,7 @@ from regen.score.outcome import Outcome
 from regen.score.report import DraftScore, ScoreReport, pool
 from regen.score.results import RowsFile, folder_for, row_line, skipped_line
 from regen.score.rows import Selection, completions, pick
-from regen.score.spread import ScoreJob, row_or_skip, score_rows
+from regen.score.spread import ScoreJob, close_opened, row_or_skip, score_rows
 from regen.score.tokens import TokenRow
 from regen.storage import Store
 
@@ -164,11 +164,14 @@ def _score(
         return
     raws = (c.raw for c in _wanted(store, selection, scan))
     job = ScoreJob(encoder, recipe)
-    for outcome in flat_map(workers, job, score_rows, raws, size=ROWS_PER_ITEM):
-        if isinstance(outcome, dict):
-            scan.rows.append(outcome)
-        else:
-            scan.sink(*outcome)
+    try:
+        for outcome in flat_map(workers, job, score_rows, raws, size=ROWS_PER_ITEM):
+            if isinstance(outcome, dict):
+                scan.rows.append(outcome)
+            else:
+                scan.sink(*outcome)
+    finally:
+        close_opened()
 
 
 def _wanted(store: Store, selection: Selection, scan: _Pass) -> Iterator[Completion]:

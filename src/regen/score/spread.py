@@ -41,6 +41,15 @@ class ScoreJob:
 _opened: dict[Any, Any] = {}  # recipe -> the draft, opened once per worker
 
 
+def close_opened() -> None:
+    """Close the drafts this process opened for `score_rows`. A worker's are freed with it;
+    but a run of a few rows is scored in this process (executors/pool.py), and a draft left
+    open there would hold its model until exit, where llama-cpp-python's finaliser fails on
+    modules already torn down."""
+    while _opened:
+        _opened.popitem()[1].close()
+
+
 def row_or_skip(completion: Completion, encoder: Encoder, draft: Any) -> TokenRow | Skipped:
     """The row's tokens, or the line that says why it cannot be scored (counted, not lost)."""
     key, groups = completion.key, groups_of(completion)
