@@ -52,11 +52,12 @@ async def send_paced(
     job has decoded its share of the answer, as a real engine streams (a client sees tokens
     arriving while the answer grows, and none while the job waits or is recomputed)."""
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-    await response.prepare(request)
     events = [b"data: " + orjson.dumps(event) + b"\n\n" for event in stream_events(data)]
     finished = asyncio.ensure_future(engine.wait(job))
     sent = 0
     try:
+        # (a client gone before the headers, as a withdrawn request may be: dropped too)
+        await response.prepare(request)
         while not finished.done():
             await asyncio.wait([finished, engine.next_tick()], return_when=FIRST_COMPLETED)
             due = min(len(events) - 1, len(events) * job.generated // job.wanted)
@@ -69,6 +70,7 @@ async def send_paced(
         pass  # the client went away (a run that stopped, a copy no longer needed), as it may
     finally:
         finished.cancel()  # the client went away: the engine drops the job
+        engine.drop(job)  # (a wait cancelled before it began would not)
     return response
 
 
