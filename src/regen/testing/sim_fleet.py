@@ -17,15 +17,13 @@ import asyncio
 import heapq
 import random
 from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from regen.errors import Overloaded, PermanentError, RequestTimeout
+from regen.errors import Overloaded, RequestTimeout
 from regen.fleet.control import tuning
-from regen.fleet.server import Server, Timeouts
-from regen.fleet.waiting_streams import WaitingStreams
-from regen.testing.fake_metrics import metrics_text
+from regen.fleet.server import Timeouts
 from regen.testing.fake_scheduler import EngineCurve, Job, Scheduler
+from regen.testing.sim_server import SimServer, SimWaiting
 
 EVENTS = 64  # stream events an answer (the fakes': its text in 7-character pieces)
 RETRY_AFTER = 0.2  # the plain fake's 429
@@ -48,29 +46,6 @@ class Busy:
 
     lag: float = 0.0
     sends_per_s: float = float("inf")
-
-
-@dataclass(eq=False)
-class SimServer(Server):
-    """A Server whose engine is a Scheduler in the same process: /metrics read directly."""
-
-    scheduler: Scheduler = field(default_factory=Scheduler)
-
-    async def get_text(self, path: str, timeout: float = 5.0) -> str:
-        if not self.scheduler.curve.metrics:
-            raise PermanentError("HTTP 404", server=self.name)
-        return metrics_text("vllm", self.scheduler, "fake-model")
-
-
-class _SimWaiting(WaitingStreams):
-    """A server's streams without a first event, withdrawn as regen's are (waiting_streams.py)."""
-
-    def __init__(self, withdraw: Callable[[int], int]) -> None:
-        super().__init__()
-        self._withdraw = withdraw
-
-    def withdraw(self, count: int) -> int:
-        return self._withdraw(count)
 
 
 @dataclass(eq=False)
@@ -121,7 +96,7 @@ class SimFleet:
             for i, curve in enumerate(curves)
         ]
         for i, server in enumerate(self.servers):
-            server.waiting = _SimWaiting(lambda count, i=i: self._withdraw(i, count))
+            server.waiting = SimWaiting(lambda count, i=i: self._withdraw(i, count))
         self.faults = [list(faults or ("ok",)) for _ in curves]
         self.tuner = tuning.LiveConcurrency(self.servers, fixed is not None, last, clock=self.clock)
         self.pending: deque[int] = deque(range(len(lengths)))
