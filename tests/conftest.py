@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -17,8 +16,10 @@ sys.path.insert(0, str(Path(__file__).parent))  # tests import their helper modu
 # import), rather than as a side effect of whichever test module is collected first.
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
-os.environ.setdefault("HF_HOME", tempfile.mkdtemp(prefix="regen-hf-"))
-os.environ.setdefault("HF_DATASETS_CACHE", tempfile.mkdtemp(prefix="regen-ds-cache-"))
+import session_tmp
+
+os.environ.setdefault("HF_HOME", str(session_tmp.folder("hf-")))
+os.environ.setdefault("HF_DATASETS_CACHE", str(session_tmp.folder("ds-cache-")))
 
 import real_vllm as vllm_fleets
 import warmups
@@ -52,8 +53,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_sessionfinish() -> None:
     """Fleets started for tests that never ran (an interrupted or -x run) are stopped too;
-    the fixture's own teardown stopped and reported the others."""
+    the fixture's own teardown stopped and reported the others. Then the session's
+    temporary folder goes (tests/session_tmp.py)."""
     vllm_fleets.SESSION_FLEETS.stop_all()
+    session_tmp.remove()
 
 
 @pytest.fixture(autouse=True)

@@ -16,12 +16,12 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import session_tmp
 import warmups
 from regen.serve.control import is_our_process
 from regen.serve.fleetfile import FleetFile
@@ -130,11 +130,12 @@ class Fleets:
     ) -> RealFleet:
         """Start `regen serve` (returns at once; `ready()` waits)."""
         if self.root is None:
-            self.root = Path(tempfile.mkdtemp(prefix="regen-real-vllm-"))
+            self.root = session_tmp.folder("real-vllm-")
         folder = self.root / name
         folder.mkdir(parents=True)
         env = {k: v for k, v in (env or os.environ).items() if not k.startswith("OPENAI_")}
         env["VLLM_API_KEY"] = KEY
+        env["TMPDIR"] = str(self.root)  # vLLM's own temporary files go with the fleet's
         command = serve_cmd(
             folder / "FLEET.json",
             replicas,

@@ -16,13 +16,13 @@ import shlex
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 import pytest
 
+import session_tmp
 import warmups
 from walkthrough_helpers import REPLAYED, SHOWN_IN, WALKTHROUGH, assert_prints, shown
 
@@ -55,7 +55,7 @@ def replay(env_now: dict[str, str]) -> Replay:
     (stdout piped): plan and generate start and stop the embedded server themselves. Also
     the servers a command left running (stopped here, by pid). A warm-up: it runs in the
     background from the end of collection (tests/warmups.py)."""
-    where = Path(tempfile.mkdtemp(prefix="regen-walkthrough-"))
+    where = session_tmp.folder("walkthrough-")
     left: list[str] = []
     env = {k: v for k, v in env_now.items() if k not in ("OPENAI_BASE_URL", "OPENAI_API_KEY")}
     env["PYTHONUNBUFFERED"] = "1"  # stdout and stderr interleave as on a terminal
