@@ -187,7 +187,6 @@ class Server(Rotation):
         )
         stream = StreamAccumulator(self.name)
         started = asyncio.get_running_loop().time()
-        self.stats.awaiting_first += 1
         self.waiting.sent(task := asyncio.current_task(), started)
         try:
             with map_errors(self.name, self.timeouts.request, stall=self.timeouts.stall):
@@ -204,8 +203,6 @@ class Server(Rotation):
             raise
         finally:
             self.waiting.started(task)
-            if not stream.started:
-                self.stats.awaiting_first -= 1
 
     async def _read_stream(
         self, resp: aiohttp.ClientResponse, stream: StreamAccumulator, started: float
@@ -232,7 +229,6 @@ class Server(Rotation):
                     self.stats.streamed_events += events
                     if not stream.started:
                         stream.started = True
-                        self.stats.awaiting_first -= 1
                         self.waiting.started(asyncio.current_task())
                 elif loop.time() - watch.last_data > self.timeouts.stall:
                     raise RequestTimeout(

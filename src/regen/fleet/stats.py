@@ -39,7 +39,6 @@ class ServerStats:
     # token on vLLM and SGLang by default, several with speculative decoding; a level's
     # events/s against another's is what it reads).
     streamed_events: int = 0
-    awaiting_first: int = 0  # streamed requests sent whose first data event has not come
 
     @property
     def acceptance_length(self) -> float | None:

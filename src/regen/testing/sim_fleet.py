@@ -96,7 +96,7 @@ class SimFleet:
             for i, curve in enumerate(curves)
         ]
         for i, server in enumerate(self.servers):
-            server.waiting = SimWaiting(lambda count, i=i: self._withdraw(i, count))
+            server.waiting = server.streams = SimWaiting(lambda n, i=i: self._withdraw(i, n))
         self.faults = [list(faults or ("ok",)) for _ in curves]
         self.tuner = tuning.LiveConcurrency(self.servers, fixed is not None, last, clock=self.clock)
         self.pending: deque[int] = deque(range(len(lengths)))
@@ -184,7 +184,7 @@ class SimFleet:
             server.record_failure(error, pause=1.0)
             self._retry(prompt, 0.0 if fault == "429" else 1.0)
             return
-        server.stats.awaiting_first += 1
+        server.streams.count(+1)
         words = [f"p{prompt}w{j}" for j in range(60)]
         job = server.scheduler.add(words, self.lengths[prompt])
         self.jobs[i].add(id(job))
@@ -202,7 +202,7 @@ class SimFleet:
             sent.server.scheduler.drop(sent.job)
             self.jobs[i].discard(id(sent.job))
             del self.sent[id(sent.job)]
-            sent.server.stats.awaiting_first -= 1
+            sent.server.streams.count(-1)
             sent.server.release()
             self.pending.appendleft(sent.prompt)
         return len(youngest)
@@ -246,14 +246,14 @@ class SimFleet:
         due = min(EVENTS - 1, int(EVENTS * share * job.generated // job.wanted))
         if due > sent.events:
             if sent.events == 0:
-                sent.server.stats.awaiting_first -= 1
+                sent.server.streams.count(-1)
             sent.server.stats.streamed_events += due - sent.events
             sent.events = due
 
     def _answered(self, sent: _Sent) -> None:
         server, now = sent.server, self.clock.now
         if sent.events == 0:
-            server.stats.awaiting_first -= 1
+            server.streams.count(-1)
         server.stats.streamed_events += EVENTS - sent.events
         server.release()
         server.record_success()
@@ -265,7 +265,7 @@ class SimFleet:
     def _failed(self, sent: _Sent, after_tokens: bool, stalled: bool = False) -> None:
         server = sent.server
         if sent.events == 0:
-            server.stats.awaiting_first -= 1
+            server.streams.count(-1)
         server.release()
         error = RequestTimeout("stalled") if stalled else Overloaded("503 in the stream")
         error.after_tokens = after_tokens

@@ -150,7 +150,7 @@ class LiveConcurrency:
                 tracker.first = await tracker.source.read()
                 tracker.measured_from = tracker.source.read_at
         tracker.busy.append(server.in_flight / max(1, server.limit))
-        tracker.awaiting.append(server.stats.awaiting_first)
+        tracker.awaiting.append(len(server.waiting))
         if now - tracker.counting_from < length(tracker):
             worse = now - tracker.counting_from >= MIN_WINDOW and clearly_worse(tracker)
             if clearly_better(tracker, now) or worse:  # (a level past a cliff is left

@@ -104,7 +104,7 @@ def prefilling(tracker: Tracker, now: float) -> bool:
         return False
     if now - tracker.started >= max(2 * MIN_WINDOW, SETTLE_FIRST * server.stats.latency_ewma):
         return False
-    return server.stats.awaiting_first > max(1.0, FIRST_SHARE * server.limit)
+    return len(server.waiting) > max(1.0, FIRST_SHARE * server.limit)
 
 
 def clearly_worse(tracker: Tracker) -> bool:
