@@ -1,7 +1,7 @@
 """Live concurrency's rules for engines it has never seen (issue 56), window by window: a
-step read young is read again once its requests aged, a level that falls under the one it
-came from goes back, a doubling that nearly doubled is followed by x4, a busy client's
-window climbs nothing, and a late loop reads longer."""
+step read young is read again once its requests aged (its preemptions too), a level that
+falls under the one it came from goes back, a doubling that nearly doubled is followed by
+x4, a busy client's window climbs nothing, and a late loop reads longer."""
 
 from __future__ import annotations
 
@@ -35,6 +35,21 @@ def test_a_doubling_that_nearly_doubled_is_followed_by_x4_and_one_that_paid_less
     assert level.limit == 128 and level.step == 4.0
     within = decide(level, full(300.0))  # x4 for +50%: the top is inside the step
     assert (within.limit, within.reason) == (64, "plateau")
+
+
+def test_preemptions_in_a_young_window_of_a_step_that_paid_are_read_again_aged():
+    """A step's own admission (all its new requests prefilled at once) can preempt a few in
+    its first window, in a cache that holds the level once they are decoding."""
+    level = _climbed_to_32()  # 16 -> 32 doubled the output: x4 next
+    assert level.limit == 128
+    young = decide(level, full(300.0, aged=False, preemptions=3))  # +50%, and preemptions
+    assert (young.limit, young.reason, young.ageing) == (128, "ageing", True)
+    holds = decide(young, full(780.0, preemptions=0))  # aged: none left, and x3.9
+    assert holds.limit > 128 and holds.climbing
+    preempts = decide(young, full(260.0, preemptions=5))  # aged: a cache too small for it
+    assert (preempts.limit, preempts.reason, preempts.ceiling) == (64, "preemptions", 128)
+    no_gain = decide(level, full(205.0, aged=False, preemptions=3))  # young, and no gain
+    assert (no_gain.limit, no_gain.reason) == (64, "preemptions")
 
 
 def test_a_held_level_that_falls_under_the_level_it_came_from_goes_back_to_it():

@@ -77,12 +77,18 @@ def refusals_tried(level: Level, rate: float) -> Level:
     )
 
 
-def preempted(level: Level, rate: float) -> Level:
+def preempted(level: Level, rate: float, aged: bool = True) -> Level:
     """The KV cache is full: no higher than this. The level stays while its output holds up
     (a recompute can cost less than a smaller batch); it goes back to the best level below
-    once its output falls under that level's, or down by x0.85 when none is known."""
+    once its output falls under that level's, or down by x0.85 when none is known. A climb's
+    long step goes halfway back; read young, once aged, if it paid GAIN."""
     level = replace(level, queue_from=0, down_from=0, refused_from=0)  # a trial is over
-    if level.climbing and level.limit > 1.3 * level.best_limit > 0:
+    long_step = level.climbing and level.limit > 1.3 * level.best_limit > 0
+    if long_step and not aged and rate >= level.best_rate * (1 + GAIN):
+        # It paid, read before its requests grew: the preemptions may be the step's own
+        # (its new requests all prefilled at once), not a cache too small for the level.
+        return replace(level, ageing=True, reason="ageing")
+    if long_step:
         # A long step crossed the cache's edge: try halfway (geometrically), below it.
         middle = math.ceil(math.sqrt(level.best_limit * level.limit))
         return replace(

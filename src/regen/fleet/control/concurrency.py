@@ -114,7 +114,7 @@ def decide(level: Level, window: Window) -> Level:
 
 def _decide(level: Level, window: Window) -> Level:
     if window.preemptions and window.busy >= BUSY:
-        return preempted(level, window.rate)
+        return preempted(level, window.rate, window.aged)
     if window.busy < BUSY:
         return replace(level, reason="not full")
     if level.refused_from:
