@@ -3,6 +3,11 @@ engine's output curve, a curve with a knee, and `generate` on one fake vLLM engi
 
 from __future__ import annotations
 
+import contextlib
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
 from gen_helpers import assert_exactly_once, run, write_prompts
 from regen.fleet.control.concurrency import Level, Window, decide
 from regen.testing.fake_engine import EngineCurve
@@ -41,6 +46,30 @@ def live_run(tmp_path, fake_server, curve: EngineCurve, tokens: int, count: int,
     server = fake_server(behaviour)
     prompts, out = tmp_path / "prompts.jsonl", tmp_path / "out"
     ids = write_prompts(prompts, count)
-    run(prompts, out, [server.url], **({"concurrency": None} | overrides))
+    with level_log(tmp_path / "levels.log"):
+        run(prompts, out, [server.url], **({"concurrency": None} | overrides))
     assert_exactly_once(out, ids)
     return server, out
+
+
+@contextlib.contextmanager
+def level_log(path: Path) -> Iterator[None]:
+    """Every window's verdict (the controller's debug lines) into `path`, read back by
+    `levels_told` when a test fails: a level that ended wrong says how it got there."""
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(relativeCreated)8.0f ms %(message)s"))
+    logger = logging.getLogger("regen.fleet")
+    before = logger.level
+    logger.setLevel(logging.DEBUG)
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(before)
+        handler.close()
+
+
+def levels_told(tmp_path: Path, lines: int = 40) -> str:
+    """The last `lines` of a live run's level log (`level_log`)."""
+    return "\n".join((tmp_path / "levels.log").read_text().splitlines()[-lines:])

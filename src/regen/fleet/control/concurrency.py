@@ -29,13 +29,17 @@ through that queue (vLLM's CPU build does). So, one measurement window at a time
   than the level it was stepped up from goes back to it; a held level with a queue tries
   what runs for one window, and stays unless the queue paid QUEUED_GAIN more;
 - back off on what only a full server does: preemptions once they cost output (back to the
-  best level below; while the output holds up, the level stays but climbs no higher), and
+  best level below; while the output holds up, the level stays but climbs no higher; a
+  climb's long step that paid is read again aged first: its own prefills preempt), and
   refusals before the first token (429/503, timeouts) that are REFUSED_SHARE of MIN_ASKED
   requests or more: x0.5 for a window, kept (and no higher for a while) when it pays about
   as much as the refused level did, else back up, the refusals borne there a while (a fault
   rate of their own, or a burst that passed, costs less than half the level). An engine's
   abort, a 5xx, a broken stream or an error after the first tokens fails one request, not
   the level.
+
+A held level also tries, once, the best level of another server of the fleet whose output
+there is clearly higher (peers.py, applied by tuning.py).
 
 A resumed run's level (the last session's) is held, not climbed from: it was found once.
 A window in which the server did not have `limit` requests in flight most of the time

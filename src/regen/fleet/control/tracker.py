@@ -44,6 +44,7 @@ class Tracker:
     young: bool = False  # this window is a first climb's doubling's (level.young)
     room: bool = False  # a step up far under what the engine's stated cache holds
     warming: bool = False  # a high start: no window until its first requests turned over
+    peer_levels_tried: set[int] = field(default_factory=set)  # (peers.follow)
     clock: Callable[[], float] = time.monotonic
     source: LoadSource = field(init=False)
 

@@ -31,7 +31,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from regen.fleet.control import concurrency
+from regen.fleet.control import concurrency, peers
 from regen.fleet.control.level import young
 from regen.fleet.control.tracker import Tracker
 from regen.fleet.control.window import (
@@ -214,6 +214,8 @@ class LiveConcurrency:
         window = tracker.measure(now)
         before = tracker.level.limit
         tracker.level = concurrency.decide(tracker.level, window)
+        others = [t.level for t in self._trackers if t is not tracker and t.server.available]
+        tracker.level = peers.follow(tracker.level, others, tracker.peer_levels_tried)
         server.set_limit(tracker.level.limit, tracker.level.reason)
         log.debug(
             "server %s: %.1f s at %d: %.0f tok/s, busy %.2f, refused %d of %d, loop %.2f s late"

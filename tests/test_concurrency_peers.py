@@ -1,0 +1,50 @@
+"""Live concurrency learns from the fleet (peers.py): a level at which a peer's output is
+clearly above this server's best is tried here, once, and judged by this server's windows."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from concurrency_helpers import full
+from regen.fleet.control import concurrency, peers
+from regen.fleet.control.concurrency import Level, decide
+
+
+def held(limit: int, rate: float) -> Level:
+    return Level(
+        limit=limit,
+        cap=1024,
+        best_rate=rate,
+        best_limit=limit,
+        climbing=False,
+        climbed=True,
+        first_climb=False,
+    )
+
+
+def test_a_server_held_at_half_what_its_peers_found_tries_their_level_and_keeps_what_pays():
+    tried: set[int] = set()
+    trial = peers.follow(held(208, 1000.0), [held(1024, 1000.0), held(416, 1500.0)], tried)
+    assert (trial.limit, trial.reason, trial.climbing, tried) == (416, "a peer", True, {416})
+    kept = decide(trial, full(1450.0))  # its own window: +45% over its 208
+    assert kept.limit >= 416 and kept.best_limit == 416
+    back = decide(trial, full(990.0))  # not here (another GPU kind): back to its own best
+    assert (back.limit, back.climbing) == (208, False)
+    assert peers.follow(replace(back, held=1), [held(416, 1500.0)], tried) == replace(back, held=1)
+
+
+def test_a_lower_level_of_a_peer_is_a_probe_below_kept_only_if_it_pays_as_much():
+    tried: set[int] = set()
+    trial = peers.follow(held(1024, 1000.0), [held(256, 1200.0)], tried)
+    assert (trial.limit, trial.down_from, trial.reason) == (256, 1024, "a peer")
+    assert decide(trial, full(1210.0)).limit == 256  # pays more with fewer: kept
+    assert decide(trial, full(900.0)).limit == 1024  # the peer's GPU, not its level
+
+
+def test_nothing_moves_without_a_clear_gain_nor_while_either_side_is_still_finding_its_level():
+    assert peers.follow(held(100, 1000.0), [held(200, 1050.0)], set()).limit == 100  # +5%
+    climbing = concurrency.start(cap=1024)
+    assert peers.follow(climbing, [held(200, 5000.0)], set()) == climbing
+    peer_climbing = replace(held(200, 5000.0), climbing=True)
+    assert peers.follow(held(100, 1000.0), [peer_climbing], set()).limit == 100
+    assert peers.follow(held(100, 1000.0), [held(200, 5000.0)], {200}).limit == 100  # tried
