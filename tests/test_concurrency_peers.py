@@ -10,10 +10,10 @@ from regen.fleet.control import concurrency, peers
 from regen.fleet.control.concurrency import Level, decide
 
 
-def held(limit: int, rate: float) -> Level:
+def held(limit: int, rate: float, cap: int = 1024) -> Level:
     return Level(
         limit=limit,
-        cap=1024,
+        cap=cap,
         best_rate=rate,
         best_limit=limit,
         climbing=False,
@@ -48,3 +48,7 @@ def test_nothing_moves_without_a_clear_gain_nor_while_either_side_is_still_findi
     peer_climbing = replace(held(200, 5000.0), climbing=True)
     assert peers.follow(held(100, 1000.0), [peer_climbing], set()).limit == 100
     assert peers.follow(held(100, 1000.0), [held(200, 5000.0)], {200}).limit == 100  # tried
+    at_its_cap = held(256, 1000.0, cap=256)  # a peer allowed more: nothing to try here
+    assert peers.follow(at_its_cap, [held(512, 2000.0)], set()) == at_its_cap
+    under_its_cap = peers.follow(held(128, 1000.0, cap=256), [held(512, 2000.0)], set())
+    assert (under_its_cap.limit, under_its_cap.climbing) == (256, True)

@@ -38,7 +38,7 @@ def follow(level: Level, peers: list[Level], tried: set[int]) -> Level:
         for peer in peers
         if not (peer.climbing or peer.first_climb)  # (a trial of its own: its best is known)
         and peer.best_limit > 0
-        and peer.best_limit != level.limit
+        and min(peer.best_limit, level.cap) != level.limit  # (caps may differ)
         and peer.best_limit not in tried
         and peer.best_rate > level.best_rate * (1 + PEER_GAIN)
     ]
@@ -46,8 +46,8 @@ def follow(level: Level, peers: list[Level], tried: set[int]) -> Level:
         return level
     limit = max(better, key=lambda peer: peer.best_rate).best_limit
     tried.add(limit)
+    limit = min(limit, level.cap)
     if limit > level.limit:  # a step up, the peer's evidence above any ceiling of its own
-        limit = min(limit, level.cap)
         return replace(
             level, limit=limit, climbing=True, step=1.25, held=0, ceiling=None, reason="a peer"
         )
