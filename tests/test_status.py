@@ -132,13 +132,14 @@ def test_failed_attempts_that_were_retried_do_not_read_as_lost_prompts(tmp_path,
 
 def test_requests_withdrawn_at_a_lowered_level_are_on_the_server_line(tmp_path, fake_server):
     """progress.json carries each server's count of requests withdrawn when live concurrency
-    lowered its level (fleet/waiting_streams.py), and status says it beside the retries."""
+    lowered its level (fleet/waiting_streams.py), and of those moved at the end to a server
+    with room (rebalance.py); status says both beside the retries."""
     out = finished_run(tmp_path, fake_server)
     [server] = orjson.loads((out / "progress.json").read_bytes())["servers"]
-    assert server["withdrawn"] == 0
-    rewrite_progress(out, servers=[{**server, "withdrawn": 437}])
+    assert server["withdrawn"] == server["moved"] == 0
+    rewrite_progress(out, servers=[{**server, "withdrawn": 437, "moved": 12}])
     text = "\n".join(render(read_status(out)))
-    assert "437 withdrawn as its level fell" in text, text
+    assert "437 withdrawn as its level fell, 12 moved to a server with room" in text, text
 
 
 def test_a_finished_run_without_server_figures_says_none(tmp_path, fake_server):

@@ -189,6 +189,7 @@ def server_lines(servers: list[dict[str, Any]], alive: bool, embedded: bool = Fa
             + (f" ({s['aborted']} aborted by the engine)" if s.get("aborted") else "")
             + (f", {s['retried']} retried" if s.get("retried") else "")
             + (f", {s['withdrawn']} withdrawn as its level fell" if s.get("withdrawn") else "")
+            + (f", {s['moved']} moved to a server with room" if s.get("moved") else "")
             + (f", {s['affinity_sends']} sent for their prefix" if s.get("affinity_sends") else "")
             + f", latency {s['latency_ewma_s']:.1f}s"
             + _spec_text(s)

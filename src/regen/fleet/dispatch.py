@@ -27,6 +27,7 @@ from regen.errors import (
 )
 from regen.fleet.control import affinity
 from regen.fleet.control.endgame import EndGame
+from regen.fleet.control.rebalance import pick_order
 from regen.fleet.overflow import room_left
 from regen.fleet.policy import HealthPolicy, RetryPolicy
 from regen.fleet.prompt_faults import RepeatedFaults
@@ -85,7 +86,7 @@ class Fleet:
         free = [s for s in free if not self.endgame.declines(s)]  # (near the end: slow ones)
         if not free:
             return None
-        least = min(free, key=lambda s: s.load)
+        least = min(free, key=pick_order(at_end=self._all_sent))
         return least if order is None else affinity.choose(order, free, lambda s: s.load)
 
     async def acquire(self, key: bytes | None = None) -> Server:
@@ -127,7 +128,8 @@ class Fleet:
     def release(self, server: Server) -> None:
         server.release()
         self.line.wake(1, server)
-        self.endgame.released(offer=not self.line.waiting)  # a slot nobody waits for: a copy?
+        # a slot nobody waits for: requests queued elsewhere move to it, or a copy takes it
+        self.endgame.released(server, offer=not self.line.waiting)
 
     def made_room(self, server: Server, slots: int) -> None:
         """The server's limit rose by `slots`: as many waiters go now, not at their next

@@ -23,6 +23,7 @@ class ServerStats:
     affinity_sends: int = 0  # requests sent here for their prefix, not for being least-loaded
     aborted: int = 0  # answers the engine cut short (finish_reason abort or error)
     withdrawn: int = 0  # requests past a lowered level, before their first token: sent again
+    moved: int = 0  # at the end, queued here without a first token: sent to a server with room
     # 429/503 and timeouts before the answer's first token: the server saying it is full or
     # too slow, what live concurrency weighs (by their share of the requests). An engine's
     # abort, a 5xx, a broken stream, or any error after the first tokens (a 503 event in a

@@ -142,6 +142,7 @@ def snapshot(
                 "affinity_sends": s.stats.affinity_sends,
                 "aborted": s.stats.aborted,
                 "withdrawn": s.stats.withdrawn,
+                "moved": s.stats.moved,
                 "latency_counts": list(s.stats.latency_counts),
                 "latency_sum_s": round(s.stats.latency_sum, 3),
                 **_spec(s.stats),

@@ -7,8 +7,10 @@ machine's load, so hundreds of draws judge a rule where one HTTP run judges one 
 HTTP fakes and a real `regen generate` stay the truth (bench/bench_family.py). The client is
 modelled as regen's dispatcher behaves: each server kept at its level from a shared queue of
 prompts (the least-loaded first), answers streamed and counted event by event, a failed
-request sent again after the retry policy's delay, a refusal's Retry-After honoured. Not
-modelled: the end game's copies of the last requests, and the client's own CPU.
+request sent again after the retry policy's delay, a refusal's Retry-After honoured, and at
+the end, streams without a first token moved from a deep queue to a server with room
+(rebalance.py). Not modelled: the end game's copies of the last requests, and the client's
+own CPU.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 
 from regen.errors import Overloaded, RequestTimeout
 from regen.fleet.control import tuning
+from regen.fleet.control.rebalance import move_waiting, pick_order
 from regen.fleet.server import Timeouts
 from regen.testing.fake_scheduler import EngineCurve, Job, Scheduler
 from regen.testing.sim_server import SimServer, SimWaiting
@@ -125,6 +128,7 @@ class SimFleet:
 
     _last_answer = 0.0
     _retrying = 0  # prompts waiting for their retry
+    _all_sent = False  # every prompt was sent once (retries and withdrawals come later)
     _late = 0.0  # how late the controller's present tick is
 
     async def _run(self, limit: float) -> None:
@@ -161,16 +165,29 @@ class SimFleet:
 
     def _dispatch(self) -> None:
         now = self.clock.now
+        self._send_pending(now)
+        self._all_sent = self._all_sent or not self.pending
+        if self._all_sent and not self.pending and not self._retrying:
+            self._move_waiting(now)
+
+    def _send_pending(self, now: float) -> None:
         while self.pending and now >= self._next_send:
             room = [s for s in self.servers if s.can_take(now)]
             if not room:
                 return
-            server = min(room, key=lambda s: s.in_flight / s.limit)
+            server = min(room, key=pick_order(at_end=self._all_sent))  # as Fleet._pick
             self._send(self.servers.index(server), self.pending.popleft())
             if self.busy.sends_per_s != float("inf"):
                 self._next_send = max(now, self._next_send) + 1 / self.busy.sends_per_s
         if self.pending and now < self._next_send:
             self._at(self._next_send, "send", -1)
+
+    def _move_waiting(self, now: float) -> None:
+        """As the end game does on a freed slot nobody waits for (rebalance.py)."""
+        self._count_streams()  # the client knows a stream's first token as it comes
+        for server in self.servers:
+            if move_waiting(server, self.servers, now):
+                self._send_pending(now)
 
     def _send(self, i: int, prompt: int) -> None:
         server, now = self.servers[i], self.clock.now

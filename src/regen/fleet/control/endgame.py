@@ -4,12 +4,14 @@ idle while a slow one holds the last requests.
 The run tells it how many items are left (`near_end`). Near the end, each request is sent as
 a `Flight` that a copy can race, and a slower server's free slot is passed over while the
 faster ones would finish what is left sooner (`declines`, in the fleet's pick). Once every
-item is sent (`begin`), each slot freed with nobody waiting is offered to the request
-predicted to finish last: if a fresh copy on the idle server is predicted (forecast.py) to
-finish before the original, the copy starts, and whichever answers first is the answer
-of that one request; the other is cancelled. Nothing here writes a record: the one task of
-an item gets exactly one answer back, so exactly-once is untouched. Copies are at most
-COPY_BUDGET of the requests answered, and their cost is counted (`snapshot`).
+item is sent (`begin`), each slot freed with nobody waiting first takes requests queued
+without a first token on a server with a deeper queue (rebalance.py: moved, not copied), then
+is offered to the request predicted to finish last: if a fresh copy on the idle server is
+predicted (forecast.py) to finish before the original, the copy starts, and whichever
+answers first is the answer of that one request; the other is cancelled. Nothing here
+writes a record: the one task of an item gets exactly one answer back, so exactly-once is
+untouched. Copies are at most COPY_BUDGET of the requests answered, and their cost is
+counted (`snapshot`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any
 from regen.errors import ServerError
 from regen.fleet.control.drain import DrainMeter
 from regen.fleet.control.forecast import Forecast
+from regen.fleet.control.rebalance import move_waiting
 from regen.fleet.server import Server
 
 log = logging.getLogger("regen.fleet")
@@ -153,12 +156,14 @@ class EndGame:
         if self.begun:
             self.drain.tick(time.monotonic(), self._in_flight())
 
-    def released(self, offer: bool) -> None:
-        """A slot was freed; `offer`: nobody waits for it, so a copy may take it."""
+    def released(self, server: Server, offer: bool) -> None:
+        """A slot of `server` was freed; `offer`: nobody waits for it, so requests queued
+        on another server move to it (rebalance.py), or a copy takes it."""
         if not self.begun:
             return
         self.tick()
         if offer and not self.halted:
+            move_waiting(server, self.servers, time.monotonic())
             self._copy_to_idle()
 
     def declines(self, server: Server) -> bool:
