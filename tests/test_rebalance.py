@@ -5,23 +5,10 @@ from __future__ import annotations
 
 import asyncio
 
+from fleet_helpers import FAST, chat, until
 from regen.fleet.control.rebalance import move_waiting, pick_order, to_move
-from regen.fleet.dispatch import Fleet, RetryPolicy
+from regen.fleet.dispatch import Fleet
 from regen.fleet.server import Server, Timeouts
-
-FAST = RetryPolicy(max_retries=3, base_delay=0.01, max_delay=0.05)
-
-
-def chat(i: int) -> dict:
-    return {"model": "fake-model", "messages": [{"role": "user", "content": f"prompt {i}"}]}
-
-
-async def until(predicate, timeout: float = 20.0) -> None:
-    for _ in range(int(timeout / 0.01)):
-        if predicate():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("condition not met in time")
 
 
 def servers_waiting(*counts: int, limit: int = 40, in_flight: int = 20) -> list[Server]:

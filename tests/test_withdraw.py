@@ -6,25 +6,12 @@ from __future__ import annotations
 
 import asyncio
 
+from fleet_helpers import FAST, chat, until
 from regen.errors import Withdrawn
 from regen.fleet.control.tuning import withdraw_excess
-from regen.fleet.dispatch import Fleet, RetryPolicy
+from regen.fleet.dispatch import Fleet
 from regen.fleet.server import Server, Timeouts
 from regen.fleet.waiting_streams import WaitingStreams
-
-FAST = RetryPolicy(max_retries=3, base_delay=0.01, max_delay=0.05)
-
-
-def chat(i: int) -> dict:
-    return {"model": "fake-model", "messages": [{"role": "user", "content": f"prompt {i}"}]}
-
-
-async def until(predicate, timeout: float = 20.0) -> None:
-    for _ in range(int(timeout / 0.01)):
-        if predicate():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("condition not met in time")
 
 
 def test_the_youngest_waiting_streams_are_withdrawn_first_and_only_they():
