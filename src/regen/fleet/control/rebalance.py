@@ -26,12 +26,19 @@ SHARE = 0.25  # ... or by less than this share of the deeper one
 
 
 def pick_order(at_end: bool) -> Callable[[Server], tuple[int, float]]:
-    """How a request picks among servers with a free slot: the least loaded; at the end
-    (every item sent: what is sent now was withdrawn or failed), where the fewest streams
-    wait for a first token, so a moved request goes where it starts soonest."""
-    if at_end:
-        return lambda server: (len(server.waiting), server.load)
-    return lambda server: (0, server.load)
+    """How a request picks among servers with a free slot: the least loaded; once every
+    item has its request (some may still wait in line for a slot, and withdrawn or failed
+    ones come back), where the fewest streams wait for a first token, so a moved request
+    goes where it starts soonest."""
+    return _fewest_waiting if at_end else _least_loaded
+
+
+def _fewest_waiting(server: Server) -> tuple[int, float]:
+    return len(server.waiting), server.load
+
+
+def _least_loaded(server: Server) -> tuple[int, float]:
+    return 0, server.load
 
 
 def to_move(idle: Server, servers: Sequence[Server], now: float) -> tuple[Server, int] | None:
