@@ -1,5 +1,5 @@
-"""Send each request to the least-loaded healthy server, retry what is worth retrying, and
-keep every server's health up to date.
+"""Send each request to the least-loaded healthy server and retry what is worth retrying;
+the servers' place in the rotation, and when to give up on them, is roster.py's.
 
 Least-loaded, not round-robin: a freed slot is refilled at once wherever it frees up, so a
 slow server simply takes fewer requests and never holds the others back.
@@ -15,25 +15,16 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from regen.errors import (
-    FleetUnavailable,
-    PermanentError,
-    RequestTimeout,
-    RetryableError,
-    ServerError,
-    ServerRefused,
-    TransportError,
-    Withdrawn,
-)
+from regen.errors import PermanentError, RetryableError, ServerRefused, Withdrawn
 from regen.fleet.control import affinity
 from regen.fleet.control.endgame import EndGame
 from regen.fleet.control.rebalance import pick_order
 from regen.fleet.overflow import room_left
 from regen.fleet.policy import HealthPolicy, RetryPolicy
 from regen.fleet.prompt_faults import RepeatedFaults
+from regen.fleet.roster import Roster
 from regen.fleet.server import CHAT_PATH, Server
 from regen.fleet.slots import AFFINE_SCAN, WaitingLine
-from regen.fleet.watch import watch_health
 
 __all__ = ["AFFINE_SCAN", "Completed", "DispatchHalted", "Fleet", "HealthPolicy", "RetryPolicy"]
 
@@ -54,7 +45,7 @@ class Completed:
     max_tokens_lowered_to: int | None = None  # the engine refused the asked max_tokens
 
 
-class Fleet:
+class Fleet(Roster):
     def __init__(
         self,
         servers: list[Server],
@@ -63,18 +54,14 @@ class Fleet:
         on_event: Callable[[str], None] | None = None,
         affine: bool = False,
     ) -> None:
-        self.servers = servers
-        self.affine = affine  # cache-affine dispatch (affinity.py), else least-loaded
         self.retry = retry or RetryPolicy()
-        self.health = health or HealthPolicy()
-        self.on_event = on_event or log.warning
-        self.all_down_since: float | None = None
-        self.model: str | None = None  # once known, a server back from down must serve it
+        line = WaitingLine(affine)  # requests in `acquire` waiting for a slot
+        health, on_event = health or HealthPolicy(), on_event or log.warning
+        super().__init__(servers, health, on_event, line, self.retry.base_delay)
+        self.affine = affine  # cache-affine dispatch (affinity.py), else least-loaded
         self.halted = False
-        self.line = WaitingLine(affine)  # requests in `acquire` waiting for a slot
         self._sleepers: set[asyncio.Future] = set()
-        self._retired: dict[Server, FleetUnavailable] = {}  # never coming back, and why
-        self.endgame = EndGame(servers, self.release, self._copy_failed)
+        self.endgame = EndGame(servers, self.release, self.record_error)
         self._all_sent = False  # every item has its request (see all_sent)
 
     # -- slots ---------------------------------------------------------------------------
@@ -109,7 +96,7 @@ class Fleet:
                 self.endgame.tick()
                 self._begin_when_placed()
                 return server
-            self._check_give_up()
+            self.check_give_up()
             await self.line.wait(order[0] if order else None)  # woken, or to re-check health
             woken = True
 
@@ -157,29 +144,6 @@ class Fleet:
             self._sleepers.discard(sleeper)
         if self.halted:
             raise DispatchHalted
-
-    def _check_give_up(self) -> None:
-        if len(self._retired) == len(self.servers):
-            raise next(reversed(self._retired.values()))  # the last one to go says why
-        if any(s.available for s in self.servers):
-            self.all_down_since = None
-            return
-        now = time.monotonic()
-        if self.all_down_since is None:
-            self.all_down_since = now
-            self.on_event("every server is down; waiting for one to come back")
-        elif self.health.give_up_after and now - self.all_down_since > self.health.give_up_after:
-            raise FleetUnavailable(
-                f"no server has answered for {now - self.all_down_since:.0f}s",
-                hint="bring the servers back and run the same command again to resume, "
-                "or raise --give-up-after",
-            )
-
-    def take_out_at_start(self, server: Server, why: str) -> None:
-        """A server that did not answer the preflight: the run starts without it, and the
-        health watch probes it until it answers."""
-        server.take_out(f"not answering at start: {why}")
-        self.on_event(f"server {server.name} does not answer ({why}); starting without it")
 
     # -- requests ------------------------------------------------------------------------
     async def complete(self, body: dict[str, Any]) -> Completed:
@@ -237,12 +201,12 @@ class Fleet:
                 self.release(server)
             refused = isinstance(error, ServerRefused)
             if refused:
-                self._record_refusal(server, error)
+                self.record_refusal(server, error)
             elif rejected := faults.rejected(server, error):  # the prompt's, not the server's
                 rejected.attempts = attempts
                 raise rejected from error
             else:
-                self._record_failure(server, error)
+                self.record_failure(server, error)
             if not self.retry.allows_retry(attempts, error):
                 error.attempts = attempts
                 raise error
@@ -250,51 +214,3 @@ class Fleet:
                 continue  # the server's fault, not the prompt's: send it elsewhere at once
             server.record_retry()
             await self._pause(self.retry.delay(attempts, error))
-
-    def _record_refusal(self, server: Server, error: ServerRefused) -> None:
-        if server.record_refusal(error) and server not in self._retired:
-            server.refuse(error.message)
-            reason = f"server {server.name} refuses every request: {error.message}"
-            self.retire(server, FleetUnavailable(reason, hint=error.hint))
-
-    def _record_failure(self, server: Server, error: RetryableError) -> None:
-        if server.record_failure(error, pause=self.retry.base_delay):
-            # A dead or hung server will not finish what it holds; one that answers 5xx may.
-            dead = isinstance(error, TransportError | RequestTimeout)
-            threshold = server.breaker.threshold
-            self.take_out(server, f"{threshold} failures in a row ({error.kind})", dead)
-
-    def _copy_failed(self, server: Server, error: ServerError) -> None:
-        """An end-game copy failed: counted as any failed attempt on its server."""
-        if isinstance(error, ServerRefused):
-            self._record_refusal(server, error)
-        elif isinstance(error, RetryableError):
-            self._record_failure(server, error)
-
-    def take_out(self, server: Server, why: str, abort_in_flight: bool) -> None:
-        server.take_out(why)
-        self.on_event(f"server {server.name} taken out of rotation: {why}")
-        if abort_in_flight:
-            server.abort_requests()  # they fail over to the healthy servers
-
-    def bring_back(self, server: Server, why: str) -> None:
-        if server in self._retired:
-            return
-        server.bring_back()
-        self.all_down_since = None
-        self.on_event(f"server {server.name} {why}; back in rotation")
-        self.line.wake_all()
-
-    def retire(self, server: Server, reason: FleetUnavailable) -> None:
-        """Out for good (a process that keeps dying): no probe brings it back, and when every
-        server is retired the run stops at once with `reason` instead of waiting."""
-        self._retired[server] = reason
-        self.take_out(server, reason.message.splitlines()[0], abort_in_flight=True)
-        self.line.wake_all()  # waiters re-check and see the fleet is gone
-
-    def is_retired(self, server: Server) -> bool:
-        return server in self._retired
-
-    async def watch_health(self) -> None:
-        """Run until cancelled: probe servers that are down, check live ones that are busy."""
-        await watch_health(self)
