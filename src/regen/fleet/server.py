@@ -34,6 +34,7 @@ from regen.fleet.sglang_spec import asking_for_spec_details
 from regen.fleet.stats import LATENCY_BUCKETS, ServerStats
 from regen.fleet.stream import StallWatch, StreamAccumulator
 from regen.fleet.stream_pace import ReadPacer
+from regen.fleet.stream_progress import CURRENT
 from regen.fleet.timeouts import Timeouts
 from regen.fleet.waiting_streams import WaitingStreams
 
@@ -220,11 +221,14 @@ class Server(Rotation):
         loop = asyncio.get_running_loop()
         watch = StallWatch(resp.content, self.timeouts.stall, self.name)
         pacer = ReadPacer(transport, self.timeouts.stall, started)
+        progress = CURRENT.get()  # (the end game's, near the end of a run)
         try:
             async for data in resp.content.iter_any():  # all that came: lines split in bulk
                 events = stream.feed_bytes(data)
                 if events:
                     now = watch.last_data = loop.time()
+                    if progress is not None:
+                        progress.heard(events, now)
                     pacer.after_read(events, now, stream.finish_reason is not None)
                     self.stats.streamed_events += events
                     if not stream.started:

@@ -33,6 +33,11 @@ STALL_SHARE = 0.25  # of the stall timeout: a stall is still found within 1.25x 
 MIN_PAUSE_S = 0.01  # shorter is not worth a timer: the reads already batch events
 
 
+def longest_pause(stall: float) -> float:
+    """The longest a stream's socket is left unread, under a stall timeout of `stall` s."""
+    return min(MAX_PAUSE_S, STALL_SHARE * stall)
+
+
 class ReadPacer:
     """Pauses one stream's transport after its reads; `close()` before the connection goes
     back to aiohttp's pool, so that no pooled connection stays paused."""
@@ -44,7 +49,7 @@ class ReadPacer:
         self._open = True
         self._transport = transport
         self._loop = asyncio.get_running_loop()
-        self._cap = min(MAX_PAUSE_S, STALL_SHARE * stall)
+        self._cap = longest_pause(stall)
         self._started = started  # the request's start, on the loop's clock
         self._first: float | None = None  # the first read that brought events
         self._events = 0  # events read since that first read

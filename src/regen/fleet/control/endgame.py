@@ -8,15 +8,18 @@ item is sent (`begin`), each slot freed with nobody waiting first takes requests
 without a first token on a server with a deeper queue (rebalance.py: moved, not copied), then
 is offered to the request predicted to finish last: if a fresh copy on the idle server is
 predicted (forecast.py) to finish before the original, the copy starts, and whichever
-answers first is the answer of that one request; the other is cancelled. Nothing here
-writes a record: the one task of an item gets exactly one answer back, so exactly-once is
-untouched. Copies are at most COPY_BUDGET of the requests answered, and their cost is
-counted (`snapshot`).
+answers first is the answer of that one request; the other is cancelled. A streamed request
+silent for a few of its longest read pauses is taken for stalled (it would wait out the rest
+of `--stall-timeout`, then start again), and looked for every SILENCE_CHECK_S: no slot frees
+itself while the fleet waits for it alone. Nothing here writes a record: the one task of an
+item gets exactly one answer back, so exactly-once is untouched. Copies are at most
+COPY_BUDGET of the requests answered, and their cost is counted (`snapshot`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -28,12 +31,14 @@ from regen.fleet.control.drain import DrainMeter
 from regen.fleet.control.forecast import Forecast
 from regen.fleet.control.rebalance import move_waiting
 from regen.fleet.server import Server
+from regen.fleet.stream_progress import Progress, context_with
 
 log = logging.getLogger("regen.fleet")
 
 COPY_BUDGET = 0.01  # copies started, at most this share of the requests answered (and 1)
 ARM_WINDOW = 2.0  # arm this many of the slowest server's request times before the end
 SLOWER = 0.8  # a server is slower than another below this share of its token rate
+SILENCE_CHECK_S = 1.0  # how often flights are looked at for silence, once all are sent
 
 Request = Callable[[Server], Awaitable[Any]]
 Answer = tuple[Any, Server, float]  # the answer, the server that gave it, when it was asked
@@ -45,6 +50,7 @@ class Flight:
     request: Request
     started: float
     original: asyncio.Future
+    progress: Progress  # what its stream has brought so far (stream_progress.py)
     copy: asyncio.Task | None = None
     copy_server: Server | None = None
     copy_started: float = 0.0
@@ -73,6 +79,7 @@ class EndGame:
         self._unsent = 0  # items not yet sent, about (while armed)
         self._decline_below: dict[Server, float] = {}  # see _refresh_placement
         self.tokens_wasted = 0.0  # estimated: a cancelled loser's time x its server's rate
+        self._silence_check: asyncio.TimerHandle | None = None
 
     def near_end(self, left: int) -> None:
         """Told before each item is sent, with the items `left` (in flight or not). Arms once
@@ -103,6 +110,7 @@ class EndGame:
         """Every item is sent to the fleet (some may still wait for a server's slot)."""
         self.armed = self.begun = True
         self._unsent = 0
+        self._watch_silence()
 
     def placed(self) -> None:
         """Every request has a server's slot: the drain starts (once)."""
@@ -114,14 +122,18 @@ class EndGame:
         """The run stops: copies are cancelled (the originals finish or are cut by the
         drain, as every request is)."""
         self.halted = True
+        if self._silence_check is not None:
+            self._silence_check.cancel()
         for copy in list(self._copies):
             copy.cancel()
 
     # -- one request ---------------------------------------------------------------------
     async def send(self, server: Server, request: Request) -> Answer:
         """`request(server)`'s answer, or that of a copy elsewhere if it comes first."""
-        started = time.monotonic()
-        flight = Flight(server, request, started, asyncio.ensure_future(request(server)))
+        started, progress = time.monotonic(), Progress()
+        loop = asyncio.get_running_loop()
+        original = loop.create_task(request(server), context=context_with(progress))
+        flight = Flight(server, request, started, original, progress)
         self._flights.add(flight)
         try:
             return await flight.original, server, started
@@ -165,6 +177,20 @@ class EndGame:
         if offer and not self.halted:
             move_waiting(server, self.servers, time.monotonic())
             self._copy_to_idle()
+        self._watch_silence()
+
+    def _watch_silence(self) -> None:
+        """Look for stalled flights again in SILENCE_CHECK_S, while any is in the air."""
+        if self._silence_check is None and self.begun and self._flights and not self.halted:
+            self._silence_check = asyncio.get_running_loop().call_later(
+                SILENCE_CHECK_S, self._silence_checked, context=contextvars.Context()
+            )
+
+    def _silence_checked(self) -> None:
+        self._silence_check = None
+        if not self.halted:
+            self._copy_to_idle()
+            self._watch_silence()
 
     def declines(self, server: Server) -> bool:
         """Near the end, a slower server's free slot is passed over while the faster
@@ -192,15 +218,18 @@ class EndGame:
     def _copy_to_idle(self) -> None:
         now = time.monotonic()
         while self.copies_started < max(1, COPY_BUDGET * self.forecast.answers):
-            idle = self._fastest_idle(now)
-            flight = self._last_to_finish(idle, now) if idle is not None else None
-            if idle is None or flight is None:
+            # the fastest server with a free slot, unless the request is its own (a stalled
+            # stream's server may well be the fastest): then the next fastest
+            pairs = ((idle, self._last_to_finish(idle, now)) for idle in self._idle(now))
+            chosen = next(((idle, flight) for idle, flight in pairs if flight), None)
+            if chosen is None:
                 return
-            self._start_copy(flight, idle, now)
+            self._start_copy(chosen[1], chosen[0], now)
 
-    def _fastest_idle(self, now: float) -> Server | None:
+    def _idle(self, now: float) -> list[Server]:
+        """The servers with a free slot and a measured rate, fastest first."""
         rated = [(rate, s) for s in self.servers if s.can_take(now) and (rate := Forecast.rate(s))]
-        return max(rated, key=lambda pair: pair[0])[1] if rated else None
+        return [s for _, s in sorted(rated, key=lambda pair: pair[0], reverse=True)]
 
     def _last_to_finish(self, idle: Server, now: float) -> Flight | None:
         """The flight predicted to finish last among those a copy on `idle` would beat."""
@@ -208,10 +237,10 @@ class EndGame:
         best: Flight | None = None
         best_left = 0.0
         for flight in self._flights:
-            rate = Forecast.rate(flight.server)
-            if flight.copy is not None or flight.server is idle or not rate or not faster:
+            if flight.copy is not None or flight.server is idle or not faster:
                 continue
-            predicted = self.forecast.left_and_redo(now - flight.started, rate, faster)
+            elapsed = now - flight.started
+            predicted = self.forecast.predict(flight.server, flight.progress, elapsed, faster, now)
             if predicted is None:
                 continue
             left, redo = predicted
@@ -223,7 +252,8 @@ class EndGame:
         server.claim()
         self.copies_started += 1
         flight.copy_server, flight.copy_started = server, now
-        flight.copy = asyncio.ensure_future(self._run_copy(flight, server))
+        copy = self._run_copy(flight, server)  # (its stream reports to nobody)
+        flight.copy = asyncio.get_running_loop().create_task(copy, context=context_with(None))
         self._copies.add(flight.copy)  # held until done, wherever its flight went
         flight.copy.add_done_callback(self._copies.discard)
         self.tick()

@@ -14,10 +14,13 @@ from collections import deque
 from typing import Any
 
 from regen.fleet.server import Server
+from regen.fleet.stream_pace import longest_pause
+from regen.fleet.stream_progress import Progress
 
 QUANTILE = 0.9  # the length a request is predicted to reach, among answers at least as long
 KEEP = 2048  # recent answer lengths kept
 MIN_ANSWERS = 8  # fewer than this (per server, or in all) and there is no prediction
+SILENT_READS = 2.0  # a stream silent this many times its longest read pause: stalled
 
 
 class Forecast:
@@ -61,6 +64,20 @@ class Forecast:
             return None
         return stats.completion_tokens / stats.latency_sum or None
 
+    def predict(
+        self, server: Server, progress: Progress, elapsed: float, faster: float, now: float
+    ) -> tuple[float, float] | None:
+        """For a request `elapsed` s on `server`, its stream's `progress`: the seconds it is
+        predicted to have left, and those a fresh copy at `faster` tok/s would take (None:
+        no prediction). A stream silent for SILENT_READS of its longest read pauses (a read
+        normally brings data far sooner) is taken for stalled."""
+        stall = server.timeouts.stall
+        silent = progress.silent_for(now)
+        if silent is not None and silent >= SILENT_READS * longest_pause(stall):
+            return self.stalled_left_and_redo(progress.events, silent, stall, faster)
+        rate = Forecast.rate(server)
+        return self.left_and_redo(elapsed, rate, faster) if rate else None
+
     def left_and_redo(
         self, elapsed: float, rate: float, faster: float
     ) -> tuple[float, float] | None:
@@ -71,3 +88,16 @@ class Forecast:
         if length is None:
             return None
         return (length - produced) / rate, length / faster
+
+    def stalled_left_and_redo(
+        self, produced: int, silent: float, stall: float, faster: float
+    ) -> tuple[float, float] | None:
+        """For a stream silent `silent` s after `produced` tokens, taken for stalled: it
+        has left the rest of the stall timeout, then a whole answer sent again; a fresh
+        copy at `faster` tok/s takes the whole answer (if the stream comes back to life
+        first, it answers and the copy is cancelled)."""
+        length = self.length_above(produced)
+        if length is None:
+            return None
+        redo = length / faster
+        return max(0.0, stall - silent) + redo, redo
