@@ -39,11 +39,10 @@ def test_a_stream_silent_at_the_end_is_answered_by_a_copy(tmp_path, fake_server)
     )
     took = time.monotonic() - started
     assert result.exit_code == 0, result.message
-    completions, errors = assert_exactly_once(tmp_path / "out", ids)
+    _, errors = assert_exactly_once(tmp_path / "out", ids)
     assert not errors
     end_game = orjson.loads((tmp_path / "out" / "progress.json").read_bytes())["end_game"]
     assert end_game["copies_won"] == 1, end_game
-    assert sum(r["meta"]["server"] == idle.url for r in completions) > PROMPTS // 2
     assert took < STALL / 2, f"the run waited {took:.0f}s: the silent stream was not copied"
 
 
