@@ -132,6 +132,7 @@ def test_three_shards_with_kills_are_exactly_once_over_the_union(tmp_path, fake_
             for proc in procs:
                 _, err = proc.communicate(timeout=120)
                 assert proc.returncode in (0, -signal.SIGKILL), err
+    server.behaviour.seconds_per_token = 0.002  # slow for the kills to land mid-run; no more
     finals = [  # the last round: all three at once, as shards run, none killed
         subprocess.Popen(
             shard_command(tmp_path / "p.jsonl", out, server.url, f"{i}/3"),
