@@ -176,10 +176,11 @@ def test_changing_the_number_of_shards_on_resume_is_refused(tmp_path, fake_serve
 
 
 def test_status_names_a_shard_whose_heartbeat_stopped(tmp_path, fake_server, monkeypatch):
-    server = fake_server(Behaviour(slots=4, seconds_per_token=0.05))
+    server = fake_server(Behaviour(slots=4, seconds_per_token=0.002))
     write_prompts(tmp_path / "p.jsonl", 80)
     out = tmp_path / "out"
     assert run(tmp_path / "p.jsonl", out, [server.url], part=Part(0, 2)).exit_code == 0
+    server.behaviour.seconds_per_token = 0.05  # part 1, not part 0, must still run at its kill
     proc = subprocess.Popen(
         shard_command(tmp_path / "p.jsonl", out, server.url, "1/2"),
         stdout=subprocess.DEVNULL,
