@@ -19,7 +19,7 @@ from bucket_helpers import bucket as bucket  # the fixture
 from gen_helpers import run, write_prompts
 from regen.storage.uploader import UploadPolicy
 from regen.testing.cut_proxy import CutProxy
-from regen.testing.fake_server import Behaviour
+from regen.testing.fake_server import Behaviour, FakeServer
 from waiting import kill_when, wait_until
 
 
@@ -65,8 +65,11 @@ def slow_server(fake_server):
     return fake_server(Behaviour(slots=4, seconds_per_token=0.02))  # 8 tokens: 0.16 s each
 
 
-def finish(prompts: Path, staging: Path, server: str):
-    return run(prompts, URL, [server], staging_dir=staging, upload=FAST)
+def finish(prompts: Path, staging: Path, server: FakeServer):
+    """The run to its end after a kill: the server was slow for the kill to land at its moment,
+    and need not be for what is left."""
+    server.behaviour.seconds_per_token = 0.002
+    return run(prompts, URL, [server.url], staging_dir=staging, upload=FAST)
 
 
 @pytest.mark.parametrize("resume_on", ["same machine", "new machine"])
@@ -85,7 +88,7 @@ def test_killed_between_writing_and_uploading(
     again = finish(
         tmp_path / "p.jsonl",
         staging if resume_on == "same machine" else tmp_path / "b",
-        slow_server.url,
+        slow_server,
     )
     assert again.exit_code == 0
     assert_bucket_exactly_once(ids)
@@ -103,10 +106,10 @@ def test_killed_in_the_middle_of_an_upload(tmp_path, slow_server, bucket, proxy,
     kill_when(proc, lambda: cuts() >= 3, 30, "three cut uploads", interval=0.05)
     assert not [k for k in keys_in(bucket, "completions") if k.endswith(".keys")]
     # A new machine: the cut uploads left nothing committed, so everything is redone once.
-    assert finish(tmp_path / "p.jsonl", tmp_path / "b", slow_server.url).exit_code == 0
+    assert finish(tmp_path / "p.jsonl", tmp_path / "b", slow_server).exit_code == 0
     assert_bucket_exactly_once(ids)
     # The old machine comes back: its staged copies are already in the bucket; none is added.
-    assert finish(tmp_path / "p.jsonl", staging, slow_server.url).exit_code == 0
+    assert finish(tmp_path / "p.jsonl", staging, slow_server).exit_code == 0
     assert_bucket_exactly_once(ids)
 
 
@@ -152,7 +155,7 @@ def test_killed_after_the_upload_before_local_bookkeeping(
     again = finish(
         tmp_path / "p.jsonl",
         staging if resume_on == "same machine" else tmp_path / "b",
-        slow_server.url,
+        slow_server,
     )
     assert again.exit_code == 0
     assert_bucket_exactly_once(ids)

@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -116,6 +117,9 @@ def test_the_server_dies_with_a_killed_regen_and_a_leftover_is_cleaned(tmp_path)
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
+    # Reaped as soon as it ends, as init reaps a killed run's orphan: a zombie child of this
+    # test would keep its process group in being, and the rerun wait out its 15-s grace.
+    threading.Thread(target=leftover.wait, daemon=True).start()
     try:
         fleet = FleetFile.read(record)
         fleet.servers[0].pid = leftover.pid

@@ -188,6 +188,7 @@ def test_kill9_while_a_copy_races_then_resume_is_exactly_once(tmp_path, fake_ser
             proc.kill()
         proc.communicate(timeout=30)
     assert proc.returncode == -signal.SIGKILL
+    slow.behaviour.seconds_per_token = 0.005  # slow for a copy to race at the kill; no more
     final = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert final.returncode == 0, final.stderr
     assert_exactly_once(out, ids)

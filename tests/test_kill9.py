@@ -66,6 +66,7 @@ def test_sigkill_at_random_points_then_resume_is_exactly_once(tmp_path, fake_ser
             if proc.poll() is None:
                 proc.kill()
             proc.communicate(timeout=30)
+    server.behaviour.seconds_per_token = 0.001  # slow for the kills to land mid-run; no more
     final = subprocess.run(
         regen_command(tmp_path / "p.jsonl", out, server.url),
         capture_output=True,

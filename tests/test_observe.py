@@ -94,6 +94,7 @@ def test_sigterm_drains_in_flight_then_resume_finishes(tmp_path, fake_server):
     written = status(out)["files"]["completions"]
     assert written == len(server.requests)
     assert written < 60
+    server.behaviour.seconds_per_token = 0.01  # the rest need not be slow: the drain is over
     final = start(tmp_path / "p.jsonl", out, server.url)
     final.communicate(timeout=60)
     assert final.returncode == 0
@@ -111,6 +112,7 @@ def test_second_signal_exits_at_once_without_corrupting_output(tmp_path, fake_se
     proc.send_signal(signal.SIGINT)
     proc.communicate(timeout=10)
     assert proc.returncode == 130
+    server.behaviour.seconds_per_token = 0.01  # the rest need not be slow: the exit is over
     final = start(tmp_path / "p.jsonl", out, server.url)
     final.communicate(timeout=120)
     assert final.returncode == 0

@@ -53,6 +53,7 @@ def test_two_shards_on_ray_with_one_task_killed(tmp_path, fake_server):
         )
         killed = orjson.loads(progress.read_bytes())["pid"]
         os.kill(killed, signal.SIGKILL)
+        server.behaviour.seconds_per_token = 0.002  # slow for the kill to land mid-part; no more
         stdout, stderr = proc.communicate(timeout=240)
     finally:
         if proc.poll() is None:

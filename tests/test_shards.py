@@ -132,14 +132,25 @@ def test_three_shards_with_kills_are_exactly_once_over_the_union(tmp_path, fake_
             for proc in procs:
                 _, err = proc.communicate(timeout=120)
                 assert proc.returncode in (0, -signal.SIGKILL), err
-    for i in range(3):
-        done = subprocess.run(
+    server.behaviour.seconds_per_token = 0.002  # slow for the kills to land mid-run; no more
+    finals = [  # the last round: all three at once, as shards run, none killed
+        subprocess.Popen(
             shard_command(tmp_path / "p.jsonl", out, server.url, f"{i}/3"),
-            capture_output=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
             text=True,
-            timeout=120,
         )
-        assert done.returncode == 0, done.stderr
+        for i in range(3)
+    ]
+    try:
+        for proc in finals:
+            _, err = proc.communicate(timeout=120)
+            assert proc.returncode == 0, err
+    finally:
+        for proc in finals:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate(timeout=30)
     assert kills >= 2
     completions, _ = assert_exactly_once(out, ids)
     assert len(completions) == n
@@ -165,10 +176,11 @@ def test_changing_the_number_of_shards_on_resume_is_refused(tmp_path, fake_serve
 
 
 def test_status_names_a_shard_whose_heartbeat_stopped(tmp_path, fake_server, monkeypatch):
-    server = fake_server(Behaviour(slots=4, seconds_per_token=0.05))
+    server = fake_server(Behaviour(slots=4, seconds_per_token=0.002))
     write_prompts(tmp_path / "p.jsonl", 80)
     out = tmp_path / "out"
     assert run(tmp_path / "p.jsonl", out, [server.url], part=Part(0, 2)).exit_code == 0
+    server.behaviour.seconds_per_token = 0.05  # part 1, not part 0, must still run at its kill
     proc = subprocess.Popen(
         shard_command(tmp_path / "p.jsonl", out, server.url, "1/2"),
         stdout=subprocess.DEVNULL,

@@ -53,6 +53,7 @@ def test_kill9_with_a_tool_server_then_resume_is_exactly_once_and_whole(
             if proc.poll() is None:
                 proc.kill()
             proc.communicate(timeout=30)
+    server.behaviour.seconds_per_token = 0.001  # slow for the kills to land mid-run; no more
     final = subprocess.run(command, capture_output=True, text=True, timeout=180)
     assert final.returncode == 0, final.stderr
     assert kills >= 2, "the run finished before it could be killed often enough"
