@@ -17,9 +17,14 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from gen_helpers import assert_exactly_once, write_prompts
+from regen.executors.local import LocalExecutor
+from regen.run.config import build_config
 from regen.serve.control import is_our_process
 from regen.serve.fleetfile import FleetFile
+from regen.serve.supervisor import RestartPolicy
 from waiting import wait_until
 
 STANDINS = Path(__file__).parent / "standins"
@@ -81,11 +86,31 @@ def test_a_server_that_dies_once_is_restarted_and_the_run_finishes(tmp_path):
     assert len(completions) == 30 and not errors
 
 
-def test_a_server_that_keeps_dying_stops_the_run_with_the_fix(tmp_path):
-    proc, _, out = generate(tmp_path, 30, STANDIN_DIE_AFTER="3")
+@pytest.mark.timeout(90)  # one that is never given up on keeps the run going
+def test_a_server_that_keeps_dying_stops_the_run_with_the_fix(tmp_path, monkeypatch, capsys):
+    # In this process, as `regen generate` runs it, so that the restarts can wait 0.1 s
+    # instead of the 1 + 2 + 4 s of the default backoff (a policy no flag sets).
+    monkeypatch.setenv("PYTHONPATH", standins_path())
+    monkeypatch.setenv("STANDIN_DIE_AFTER", "3")
+    write_prompts(tmp_path / "p.jsonl", 30)
+    (tmp_path / "tiny.gguf").write_bytes(b"GGUF")
+    out = tmp_path / "out"
+    config = build_config(
+        {
+            "input.prompts": tmp_path / "p.jsonl",
+            "output.dir": out,
+            "fleet.local_model": tmp_path / "tiny.gguf",
+            "fleet.restart": RestartPolicy(backoff=0.1),
+            "display.mode": "plain",
+            "display.log_interval": 1,
+        }
+    )
     started = time.monotonic()
-    text = finish(proc)
-    assert proc.returncode == 5, text
+    outcome = LocalExecutor().run(config)
+    printed = capsys.readouterr()
+    text = "\n".join([printed.out, printed.err, *outcome.lines])
+    assert outcome.exit_code == 5, text
+    assert text.count("restarting server server-0") == 3  # the policy's restarts, then none
     assert "killed by SIGILL" in text and "not restarting it" in text
     assert "GGML_NATIVE=OFF" in text  # the fix
     assert "stand-in: dying as a miscompiled binary would" in text  # the log's tail

@@ -16,6 +16,9 @@ from dataclasses import dataclass
 
 @dataclass(slots=True)
 class Progress:
+    # One clock on both sides: the reader writes its loop.time() (server.py), the end game
+    # compares it with time.monotonic() (endgame.py, forecast.py); asyncio's default loop
+    # answers time() with time.monotonic(), and regen runs no other (asyncio.run, no uvloop).
     last_data: float | None = None  # the loop's time of the last data event read (None: no
     # first token yet: waiting for its turn in the engine, which is not a stall)
     events: int = 0  # data events read: about the answer's tokens so far

@@ -16,6 +16,7 @@ from regen.run.input_gate import batch_models_in
 from regen.run.quality import Thresholds
 from regen.run.sampling import Sampling, choices
 from regen.serve.fleetfile import FleetFile
+from regen.serve.supervisor import RestartPolicy
 from regen.storage import StoreOptions
 from regen.storage.uploader import UploadPolicy
 
@@ -71,6 +72,9 @@ class FleetConfig:
     timeouts: Timeouts = field(default_factory=Timeouts)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     health: HealthPolicy = field(default_factory=HealthPolicy)
+    # How the embedded server is restarted (no flag; tests shorten the backoff). None: the
+    # default policy, with the embedded server's own startup timeout (fleet/embedded.py).
+    restart: RestartPolicy | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "servers", tuple(self.servers))

@@ -41,7 +41,7 @@ def generate(
         embedded: EmbeddedFleet | None = None
         if model_path is not None:  # after the cheap checks: a server start takes a while
             spec = embedded_spec(model_path, store.layout.root)
-            embedded = stack.enter_context(EmbeddedFleet(spec))
+            embedded = stack.enter_context(EmbeddedFleet(spec, config.fleet.restart))
             leftovers.server_logs = True  # it started: its logs do not say why a run failed
             urls = embedded.urls
         run = Run(

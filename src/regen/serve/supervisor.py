@@ -53,10 +53,14 @@ class ChangeKind(StrEnum):
 @dataclass(frozen=True)
 class RestartPolicy:
     """`max_restarts` restarts within `window` seconds; a server that then stays up for a whole
-    window has its count forgiven, so a three-day run survives a crash a day."""
+    window has its count forgiven, so a three-day run survives a crash a day.
+
+    `backoff`: seconds from the first exit to its restart; each further exit in the window
+    doubles it (1, 2, 4 s by default), so a crash loop does not spin. Tests shorten it.
+    `startup_timeout`: seconds a restarted server has to answer before it is given up on."""
 
     max_restarts: int = 3
-    backoff: float = 1.0  # 1 s, 2 s, 4 s ...
+    backoff: float = 1.0
     window: float = 600.0
     startup_timeout: float = 600.0
 

@@ -34,6 +34,20 @@ def stream_error_event(status: int = 503) -> dict[str, Any]:
     return {"error": {**error, "param": None, "code": status}}
 
 
+async def refused_stream(request: web.Request) -> web.StreamResponse:
+    """HTTP 200, then an error event and [DONE] before any token (a full queue refusing)."""
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    try:
+        await response.prepare(request)
+        await response.write(b"data: " + orjson.dumps(stream_error_event()) + b"\n\n")
+        await response.write(b"data: [DONE]\n\n")
+    except ConnectionResetError:  # aiohttp's ClientConnectionResetError
+        # The client has gone (regen's closes on the error event; a withdrawn request may go
+        # before the headers): no error of the fake's, so no traceback on its stderr.
+        pass
+    return response
+
+
 async def fault_response(
     fault: str, behaviour: Behaviour, request: web.Request, body: dict[str, Any]
 ) -> web.StreamResponse | None:
@@ -53,12 +67,8 @@ async def fault_response(
         return error_response(behaviour, 429, "slow down", headers)
     if fault in ("stream_error", "stream_refused") and not body.get("stream"):
         return error_response(behaviour, 503, "The server is overloaded; request aborted")
-    if fault == "stream_refused":  # refused after HTTP 200, before any token (a full queue)
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await response.prepare(request)
-        await response.write(b"data: " + orjson.dumps(stream_error_event()) + b"\n\n")
-        await response.write(b"data: [DONE]\n\n")
-        return response
+    if fault == "stream_refused":
+        return await refused_stream(request)
     if fault == "hang":
         await asyncio.sleep(3600)
     if fault == "html":
