@@ -20,6 +20,7 @@ from gen_helpers import assert_exactly_once, run, write_prompts
 from regen.cli.status import render
 from regen.fleet.control.endgame import EndGame
 from regen.fleet.server import Server
+from regen.fleet.timeouts import Timeouts
 from regen.run.status import read_status
 from regen.testing.fake_server import Behaviour, echo_answer
 
@@ -206,13 +207,37 @@ def test_the_last_items_skip_a_slower_servers_free_slot_only_near_the_end():
     fast = [rated(f"http://127.0.0.1:{9000 + i}", 100.0) for i in range(7)]
     slow = rated("http://127.0.0.1:9100", 50.0)
     end = EndGame([*fast, slow], release=lambda s: None, copy_failed=lambda s, e: None)
-    end.near_end(5000)  # far from the end: not armed, every free slot is used
-    assert not end.armed and not end.declines(slow)
+    end.near_end(5000)  # far from the end: every free slot is used
+    assert not end.placing and not end.declines(slow)
     # 7 x 16 slots at 100 tok/s get through an item per (1/50 - 1/100) s x 11,200 tok/s
     # = 112 unsent items sooner than the slow server answers one: below that, it waits.
     end.near_end(200)
-    assert end.armed and not end.declines(slow) and not end.declines(fast[0])
+    assert end.placing and not end.declines(slow) and not end.declines(fast[0])
     end.near_end(100)
     assert end.declines(slow) and not end.declines(fast[0])
     end.begin()  # all sent: a retry may go anywhere
     assert not end.declines(slow)
+
+
+def test_requests_are_flights_from_a_stall_timeout_before_the_end():
+    """A stream that stalls a stall timeout before the end is still silent then: it must be
+    a flight for a copy to race it. Without streams, flights start two request times out."""
+    streamed = Timeouts(stall=60.0, stream=True)
+    servers = [rated(f"http://127.0.0.1:{9000 + i}", 100.0) for i in range(2)]
+    for server in servers:
+        server.timeouts = streamed
+    end = EndGame(servers, release=lambda s: None, copy_failed=lambda s, e: None)
+    # 2 x 16 slots, each answering every 0.5 s: 64 a second; 2 request times are 1 s, so
+    # placement starts at 32 + 64 = 96 items left, and flights at 96 + 60 s x 64 = 3,936.
+    end.near_end(4000)
+    assert not end.armed
+    end.near_end(3900)
+    assert end.armed and not end.placing
+    end.near_end(90)
+    assert end.armed and end.placing
+    plain = [rated(f"http://127.0.0.1:{9000 + i}", 100.0) for i in range(2)]
+    end = EndGame(plain, release=lambda s: None, copy_failed=lambda s, e: None)
+    end.near_end(100)
+    assert not end.armed
+    end.near_end(90)
+    assert end.armed and end.placing

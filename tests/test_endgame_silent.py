@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 
 import orjson
+import pytest
 
 from gen_helpers import assert_exactly_once, run, write_prompts
 from regen.fleet.control.forecast import Forecast
@@ -16,18 +17,33 @@ from regen.fleet.stream_progress import Progress
 from regen.fleet.timeouts import Timeouts
 from regen.testing.fake_server import Behaviour
 
-PROMPTS = 40
 STALL = 60.0  # --stall-timeout: the test fails if the run waits for it
 
 
-def test_a_stream_silent_at_the_end_is_answered_by_a_copy(tmp_path, fake_server):
+@pytest.mark.parametrize(("before", "prompts"), [(14, 40), (6, 400)])
+def test_a_stream_silent_at_the_end_is_answered_by_a_copy(tmp_path, fake_server, before, prompts):
     # The stalling server's 15th request (of about 20) stops halfway through its stream and
-    # stays silent: sent once the end game is armed (the last 16 items: two servers x 4).
-    stalling = fake_server(
-        Behaviour(slots=4, seconds_per_token=0.005, faults=["ok"] * 14 + ["stall"] + ["ok"] * 99)
-    )
+    # stays silent: sent among the last 16 items (two servers x 4 slots, two request times);
+    # or its 7th of about 200 (sent once the first answers came back, before the last items
+    # are handed out: slots.AFFINE_SCAN), long before the last two request times, but within
+    # a stall timeout of the end, and still silent there.
+    faults = ["ok"] * before + ["stall"] + ["ok"] * prompts
+    assert _copies_won_in_time(tmp_path, fake_server, faults, prompts) == 1
+
+
+def test_every_stream_silent_at_the_end_is_copied_past_the_copy_budget(tmp_path, fake_server):
+    # Three of the stalling server's last requests stall: a copy of each is the retry its
+    # stall timeout would send later, so the budget (1% of 40 answers: one copy) is not theirs.
+    faults = ["ok"] * 14 + ["stall"] * 3 + ["ok"] * 99
+    assert _copies_won_in_time(tmp_path, fake_server, faults, 40) == 3
+
+
+def _copies_won_in_time(tmp_path, fake_server, faults: list[str], prompts: int) -> int:
+    """`prompts` on two servers, the first with `faults`: each prompt answered once, in far
+    less than STALL; the copies that won."""
+    stalling = fake_server(Behaviour(slots=4, seconds_per_token=0.005, faults=faults))
     idle = fake_server(Behaviour(slots=4, seconds_per_token=0.005))
-    ids = write_prompts(tmp_path / "p.jsonl", PROMPTS)
+    ids = write_prompts(tmp_path / "p.jsonl", prompts)
     patient = Timeouts(request=600, connect=2, stall=STALL, stream=True)
     started = time.monotonic()
     result = run(
@@ -41,9 +57,9 @@ def test_a_stream_silent_at_the_end_is_answered_by_a_copy(tmp_path, fake_server)
     assert result.exit_code == 0, result.message
     _, errors = assert_exactly_once(tmp_path / "out", ids)
     assert not errors
+    assert took < STALL / 2, f"the run waited {took:.0f}s: a silent stream was not copied"
     end_game = orjson.loads((tmp_path / "out" / "progress.json").read_bytes())["end_game"]
-    assert end_game["copies_won"] == 1, end_game
-    assert took < STALL / 2, f"the run waited {took:.0f}s: the silent stream was not copied"
+    return end_game["copies_won"]
 
 
 def test_only_a_stream_that_went_quiet_after_its_first_tokens_is_taken_for_stalled():

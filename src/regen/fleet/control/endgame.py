@@ -2,8 +2,9 @@
 idle while a slow one holds the last requests.
 
 The run tells it how many items are left (`near_end`). Near the end, each request is sent as
-a `Flight` that a copy can race, and a slower server's free slot is passed over while the
-faster ones would finish what is left sooner (`declines`, in the fleet's pick). Once every
+a `Flight` that a copy can race (from a stall timeout before it: a stream that stalls then
+is still silent at the end), and a slower server's free slot is passed over while the
+faster ones would finish what is left sooner (`declines`, placement.py). Once every
 item is sent (`begin`), each slot freed with nobody waiting first takes requests queued
 without a first token on a server with a deeper queue (rebalance.py: moved, not copied), then
 is offered to the request predicted to finish last: if a fresh copy on the idle server is
@@ -12,8 +13,9 @@ answers first is the answer of that one request; the other is cancelled. A strea
 silent for a few of its longest read pauses is taken for stalled (it would wait out the rest
 of `--stall-timeout`, then start again), and looked for every SILENCE_CHECK_S: no slot frees
 itself while the fleet waits for it alone. Nothing here writes a record: the one task of an
-item gets exactly one answer back, so exactly-once is untouched. Copies are at most
-COPY_BUDGET of the requests answered, and their cost is counted (`snapshot`).
+item gets exactly one answer back, so exactly-once is untouched. Copies of streams not
+stalled are at most COPY_BUDGET of the requests answered, and their cost is counted
+(`snapshot`).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Any
 from regen.errors import ServerError
 from regen.fleet.control.drain import DrainMeter
 from regen.fleet.control.forecast import Forecast
+from regen.fleet.control.placement import Placement
 from regen.fleet.control.rebalance import move_waiting
 from regen.fleet.server import Server
 from regen.fleet.stream_progress import Progress, context_with
@@ -36,8 +39,9 @@ from regen.fleet.stream_progress import Progress, context_with
 log = logging.getLogger("regen.fleet")
 
 COPY_BUDGET = 0.01  # copies started, at most this share of the requests answered (and 1)
-ARM_WINDOW = 2.0  # arm this many of the slowest server's request times before the end
-SLOWER = 0.8  # a server is slower than another below this share of its token rate
+ARM_WINDOW = 2.0  # arm this many of the slowest server's request times before the end (and
+# a stall timeout more: a stream that stalls now is still silent at the end, and a copy of it
+# needs a flight to race)
 SILENCE_CHECK_S = 1.0  # how often flights are looked at for silence, once all are sent
 
 Request = Callable[[Server], Awaitable[Any]]
@@ -69,46 +73,57 @@ class EndGame:
         self.forecast = Forecast()
         self.drain = DrainMeter()
         self.armed = False  # requests are sent as flights a copy can race
+        self.placing = False  # slower servers' free slots may be passed over (placement.py)
+        self.placement = Placement()
         self.begun = False  # every item is sent: idle slots may take copies
         self.halted = False
         self._flights: set[Flight] = set()
         self._copies: set[asyncio.Task] = set()
         self.copies_started = self.copies_won = 0
-        self._arm_at = 0.0  # items left at which to arm
+        self._budgeted = 0  # copies of streams not stalled (COPY_BUDGET)
+        self._arm_at = self._place_at = 0.0  # items left at which to arm, and to place
         self._until_check = 0
-        self._unsent = 0  # items not yet sent, about (while armed)
-        self._decline_below: dict[Server, float] = {}  # see _refresh_placement
+        self._unsent = 0  # items not yet sent, about (while placing)
         self.tokens_wasted = 0.0  # estimated: a cancelled loser's time x its server's rate
         self._silence_check: asyncio.TimerHandle | None = None
 
     def near_end(self, left: int) -> None:
         """Told before each item is sent, with the items `left` (in flight or not). Arms once
-        they are about what the fleet answers in ARM_WINDOW of its slowest request times:
-        the requests a copy may have to race later are sent as flights from then on (not
-        before: a flight costs a task per request)."""
+        they are about what the fleet answers in ARM_WINDOW of its slowest request times and
+        a stall timeout: the requests a copy may have to race later are sent as flights from
+        then on (not before: a flight costs a task per request). Placement starts at
+        ARM_WINDOW request times before the end."""
         if self.begun:
             return
         self._until_check -= 1
         if self._until_check <= 0:  # every so often: the fleet's speeds change slowly
-            self._until_check = 64
-            self._arm_at = self._fleet_answers_within(ARM_WINDOW)
-            self._refresh_placement()
-        if left <= self._arm_at:
-            self.armed = True
-        if self.armed:
+            measured = any(s.stats.latency_ewma > 0 for s in self.servers)
+            self._until_check = 64 if measured else 1  # (unmeasured: at the next item again)
+            self._place_at = self._fleet_answers_within(ARM_WINDOW)
+            self._arm_at = self._fleet_answers_within(ARM_WINDOW, self._longest_stall())
+            self.placement.refresh(self.servers)
+        self.armed = self.armed or left <= self._arm_at
+        self.placing = self.placing or left <= self._place_at
+        if self.placing:
             self._unsent = left - self._in_flight()
 
-    def _fleet_answers_within(self, times: float) -> float:
+    def _fleet_answers_within(self, times: float, seconds: float = 0.0) -> float:
+        """Requests the fleet answers in `times` of its slowest request times and `seconds`."""
         slots = sum(s.limit for s in self.servers)
         latencies = [s.stats.latency_ewma for s in self.servers if s.stats.latency_ewma > 0]
         if not latencies:
             return 2.0 * slots
         per_s = sum(s.limit / max(s.stats.latency_ewma, 1e-3) for s in self.servers)
-        return slots + per_s * times * max(latencies)
+        return slots + per_s * (times * max(latencies) + seconds)
+
+    def _longest_stall(self) -> float:
+        """The longest a streamed request may stay silent before it is cut (0: none streams)."""
+        return max((s.timeouts.stall for s in self.servers if s.timeouts.stream), default=0.0)
 
     def begin(self) -> None:
         """Every item is sent to the fleet (some may still wait for a server's slot)."""
         self.armed = self.begun = True
+        self.placing = False  # all sent: a retry may go anywhere
         self._unsent = 0
         self._watch_silence()
 
@@ -193,34 +208,21 @@ class EndGame:
             self._watch_silence()
 
     def declines(self, server: Server) -> bool:
-        """Near the end, a slower server's free slot is passed over while the faster
-        servers are predicted to finish what is left sooner, even after waiting for a slot
-        of theirs: the last requests go where they finish first, not where a slot is free.
-        (A count that says none is unsent is off, as a part's estimate may be: no effect.)"""
-        return self.armed and 0 < self._unsent < self._decline_below.get(server, 0.0)
-
-    def _refresh_placement(self) -> None:
-        """Below how many unsent items each server's free slot is passed over: when the
-        faster servers get through them in less time than this one needs, beyond what they
-        need, for one request (the fluid picture; the request's length cancels out)."""
-        rates = {s: r for s in self.servers if s.available and (r := Forecast.rate(s))}
-        self._decline_below = {}
-        for server, mine in rates.items():
-            faster = [(s, r) for s, r in rates.items() if r * SLOWER > mine]
-            if faster:
-                best = max(r for _, r in faster)
-                tokens_per_s = sum(s.limit * r for s, r in faster)
-                self._decline_below[server] = (1 / mine - 1 / best) * tokens_per_s
+        """Near the end, a slower server's free slot is passed over (placement.py)."""
+        return self.placing and self.placement.declines(server, self._unsent)
 
     def _in_flight(self) -> int:
         return sum(s.in_flight for s in self.servers)
 
     def _copy_to_idle(self) -> None:
         now = time.monotonic()
-        while self.copies_started < max(1, COPY_BUDGET * self.forecast.answers):
+        while True:
+            # A copy of a stalled stream is the retry its stall timeout would send later: it
+            # wastes no tokens and favours no answer, so only the others are budgeted.
+            budget = self._budgeted < max(1, COPY_BUDGET * self.forecast.answers)
             # the fastest server with a free slot, unless the request is its own (a stalled
             # stream's server may well be the fastest): then the next fastest
-            pairs = ((idle, self._last_to_finish(idle, now)) for idle in self._idle(now))
+            pairs = ((idle, self._last_to_finish(idle, now, budget)) for idle in self._idle(now))
             chosen = next(((idle, flight) for idle, flight in pairs if flight), None)
             if chosen is None:
                 return
@@ -231,13 +233,16 @@ class EndGame:
         rated = [(rate, s) for s in self.servers if s.can_take(now) and (rate := Forecast.rate(s))]
         return [s for _, s in sorted(rated, key=lambda pair: pair[0], reverse=True)]
 
-    def _last_to_finish(self, idle: Server, now: float) -> Flight | None:
-        """The flight predicted to finish last among those a copy on `idle` would beat."""
+    def _last_to_finish(self, idle: Server, now: float, budget: bool) -> Flight | None:
+        """The flight predicted to finish last among those a copy on `idle` would beat (with
+        no `budget` left, among the stalled ones)."""
         faster = Forecast.rate(idle)
         best: Flight | None = None
         best_left = 0.0
         for flight in self._flights:
             if flight.copy is not None or flight.server is idle or not faster:
+                continue
+            if not budget and not Forecast.stalled(flight.server, flight.progress, now):
                 continue
             elapsed = now - flight.started
             predicted = self.forecast.predict(flight.server, flight.progress, elapsed, faster, now)
@@ -251,6 +256,8 @@ class EndGame:
     def _start_copy(self, flight: Flight, server: Server, now: float) -> None:
         server.claim()
         self.copies_started += 1
+        if not Forecast.stalled(flight.server, flight.progress, now):
+            self._budgeted += 1
         flight.copy_server, flight.copy_started = server, now
         copy = self._run_copy(flight, server)  # (its stream reports to nobody)
         flight.copy = asyncio.get_running_loop().create_task(copy, context=context_with(None))

@@ -72,11 +72,18 @@ class Forecast:
         no prediction). A stream silent for SILENT_READS of its longest read pauses (a read
         normally brings data far sooner) is taken for stalled."""
         stall = server.timeouts.stall
-        silent = progress.silent_for(now)
-        if silent is not None and silent >= SILENT_READS * longest_pause(stall):
+        if Forecast.stalled(server, progress, now):
+            silent = progress.silent_for(now) or 0.0
             return self.stalled_left_and_redo(progress.events, silent, stall, faster)
         rate = Forecast.rate(server)
         return self.left_and_redo(elapsed, rate, faster) if rate else None
+
+    @staticmethod
+    def stalled(server: Server, progress: Progress, now: float) -> bool:
+        """Whether a stream is taken for stalled: silent for SILENT_READS of its longest read
+        pauses after its first tokens (a read normally brings data far sooner)."""
+        silent = progress.silent_for(now)
+        return silent is not None and silent >= SILENT_READS * longest_pause(server.timeouts.stall)
 
     def left_and_redo(
         self, elapsed: float, rate: float, faster: float
