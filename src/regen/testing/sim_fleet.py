@@ -9,8 +9,8 @@ modelled as regen's dispatcher behaves: each server kept at its level from a sha
 prompts (the least-loaded first), answers streamed and counted event by event, a failed
 request sent again after the retry policy's delay, a refusal's Retry-After honoured, and at
 the end, streams without a first token moved from a deep queue to a server with room
-(rebalance.py). Not modelled: the end game's copies of the last requests, and the client's
-own CPU.
+(rebalance.py), and a stalled stream copied to one (sim_endgame.py). Not modelled: the end
+game's copies of requests that are only slow, and the client's own CPU.
 """
 
 from __future__ import annotations
@@ -19,57 +19,19 @@ import asyncio
 import heapq
 import random
 from collections import deque
-from dataclasses import dataclass
 
 from regen.errors import Overloaded, RequestTimeout
 from regen.fleet.control import tuning
 from regen.fleet.control.rebalance import move_waiting, pick_order
 from regen.fleet.server import Timeouts
-from regen.testing.fake_scheduler import EngineCurve, Job, Scheduler
+from regen.testing.fake_scheduler import EngineCurve, Scheduler
+from regen.testing.sim_endgame import SILENCE_CHECK_S, SimEndGame
+from regen.testing.sim_parts import EVENTS, Busy, Clock, Result, Sent, stream_events
 from regen.testing.sim_server import SimServer, SimWaiting
 
-EVENTS = 64  # stream events an answer (the fakes': its text in 7-character pieces)
 RETRY_AFTER = 0.2  # the plain fake's 429
 CAP = 1024
 SPREAD_S = 0.05  # stalled streams cut within this of each other (not all in one instant)
-
-
-@dataclass
-class Clock:
-    now: float = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@dataclass
-class Busy:
-    """A busy client: its loop wakes up to `lag` s late (the controller's samples with it),
-    and it sends at most `sends_per_s` requests a second."""
-
-    lag: float = 0.0
-    sends_per_s: float = float("inf")
-
-
-@dataclass(eq=False)
-class _Sent:
-    job: Job
-    prompt: int
-    server: SimServer
-    at: float
-    fault: str
-    tokens: int
-    events: int = 0
-
-
-@dataclass
-class Result:
-    rate: float  # tokens of whole answers a second, from the first send to the last answer
-    seconds: float
-    answered: int  # distinct prompts answered
-    answers: int  # answers stored (more than `answered`: some answered twice)
-    levels: list[int]  # each server's level at the end
-    peaks: list[int]  # each server's most requests in flight
 
 
 class SimFleet:
@@ -92,7 +54,7 @@ class SimFleet:
             SimServer(
                 f"http://127.0.0.1:{9000 + i}",
                 fixed or CAP,
-                timeouts=Timeouts(stream=True),
+                timeouts=Timeouts(stall=stall_timeout, stream=True),
                 scheduler=Scheduler(curve),
                 clock=self.clock,
             )
@@ -102,8 +64,9 @@ class SimFleet:
             server.waiting = server.streams = SimWaiting(lambda n, i=i: self._withdraw(i, n))
         self.faults = [list(faults or ("ok",)) for _ in curves]
         self.tuner = tuning.LiveConcurrency(self.servers, fixed is not None, last, clock=self.clock)
+        self.endgame = SimEndGame(self.servers, stall_timeout)
         self.pending: deque[int] = deque(range(len(lengths)))
-        self.sent: dict[int, _Sent] = {}  # id(job) -> what was sent (it holds the job)
+        self.sent: dict[int, Sent] = {}  # id(job) -> what was sent (it holds the job)
         self.jobs: list[set[int]] = [set() for _ in curves]  # ids of the jobs on each engine
         self.answered: list[int] = []
         self.tokens = 0
@@ -155,8 +118,8 @@ class SimFleet:
                 self.pending.appendleft(i)
             elif kind == "back":
                 self.servers[i].bring_back()
-            elif kind == "stalled":
-                self._failed(self.sent.pop(i), after_tokens=True, stalled=True)
+            elif kind in ("stalled", "silent"):  # a stalled stream: cut, or copied
+                (self._stalled if kind == "stalled" else self._silent)(i)
             self._dispatch()
 
     def _at(self, at: float, kind: str, i: int) -> None:
@@ -189,8 +152,10 @@ class SimFleet:
             if move_waiting(server, self.servers, now):
                 self._send_pending(now)
 
-    def _send(self, i: int, prompt: int) -> None:
+    def _send(self, i: int, prompt: int, copy_of: Sent | None = None) -> None:
         server, now = self.servers[i], self.clock.now
+        left = len(self.pending) + len(self.sent) + self._retrying + 1
+        flight = copy_of is None and self.endgame.flight(left)  # (told of each, as regen's)
         server.claim()
         self.peaks[i] = max(self.peaks[i], server.in_flight)
         fault = self.faults[i][self._faults_at[i] % len(self.faults[i])]
@@ -199,30 +164,44 @@ class SimFleet:
             server.release()
             error = Overloaded("refused", retry_after=RETRY_AFTER if fault == "429" else None)
             server.record_failure(error, pause=1.0)
-            self._retry(prompt, 0.0 if fault == "429" else 1.0)
+            if copy_of is None:  # (a copy that failed leaves its original to go on)
+                self._retry(prompt, 0.0 if fault == "429" else 1.0)
             return
         server.streams.count(+1)
         words = [f"p{prompt}w{j}" for j in range(60)]
         job = server.scheduler.add(words, self.lengths[prompt])
         self.jobs[i].add(id(job))
-        self.sent[id(job)] = _Sent(job, prompt, server, now, fault, self.lengths[prompt])
+        sent = Sent(job, prompt, server, now, fault, self.lengths[prompt], flight=flight)
+        self.sent[id(job)], sent.copy_of = sent, copy_of
+        if copy_of is not None:
+            copy_of.copy = sent
         if not self._ticking[i]:
             self._ticking[i] = True
             self._at(now, "engine", i)
 
     def _withdraw(self, i: int, count: int) -> int:
-        """The youngest `count` requests on server i without a first event: dropped by the
-        engine (the client went away) and back at the head of the queue."""
+        """The youngest `count` requests on server i without a first event, queued again."""
         waiting = [self.sent[key] for key in self.jobs[i] if self.sent[key].events == 0]
         youngest = sorted(waiting, key=lambda sent: (sent.at, sent.prompt), reverse=True)[:count]
-        for sent in youngest:
+        for sent in youngest:  # (a copy withdrawn is dropped: its original goes on)
+            self._cancel(sent)
+            if sent.copy_of is None:
+                self.pending.appendleft(sent.prompt)
+        return len(youngest)
+
+    def _live(self, sent: Sent) -> bool:  # (an id of a job gone may be a new job's)
+        return self.sent.get(id(sent.job)) is sent
+
+    def _cancel(self, sent: Sent) -> None:
+        """The request is dropped: by its engine, if still running there, and by the client."""
+        i = self.servers.index(sent.server)
+        if id(sent.job) in self.jobs[i]:
             sent.server.scheduler.drop(sent.job)
             self.jobs[i].discard(id(sent.job))
-            del self.sent[id(sent.job)]
+        del self.sent[id(sent.job)]
+        if sent.events == 0:
             sent.server.streams.count(-1)
-            sent.server.release()
-            self.pending.appendleft(sent.prompt)
-        return len(youngest)
+        sent.server.release()
 
     def _engine_tick(self, i: int) -> None:
         server = self.servers[i]
@@ -230,15 +209,17 @@ class SimFleet:
         for job in finished:
             self.jobs[i].discard(id(job))
             sent = self.sent[id(job)]
-            self._stream(sent)
-            if sent.fault == "stall":  # silent from here: cut at the stall timeout
+            stream_events(sent)
+            if sent.fault == "stall" and sent.copy_of is None:  # silent from here: cut at
                 cut = self.clock.now + self.stall_timeout + self.rng.uniform(0, SPREAD_S)
-                self._at(cut, "stalled", id(job))
+                self._at(cut, "stalled", key := self.endgame.watch(sent))  # the stall timeout,
+                if sent.flight:  # copied once found
+                    self._at(self.clock.now + self.endgame.silent_after, "silent", key)
                 continue
             del self.sent[id(job)]
             if sent.fault == "ok":
                 self._answered(sent)
-            else:
+            else:  # (a copy that stalls is cut after its original: it fails, and no more)
                 self._failed(sent, after_tokens=True)
         if server.scheduler.idle:
             self._ticking[i] = False
@@ -251,23 +232,32 @@ class SimFleet:
         """Before the controller reads the servers: the events each stream has brought."""
         for jobs in self.jobs:
             for key in jobs:
-                self._stream(self.sent[key])
+                stream_events(self.sent[key])
 
-    def _stream(self, sent: _Sent) -> None:
-        """The events a paced stream has sent by now (a faulty one sends nothing until its
-        engine is done, then half its answer: fake_stream.send_stream)."""
-        job = sent.job
-        if sent.fault != "ok" and job.generated < job.wanted:
+    def _silent(self, key: int) -> None:
+        """A stalled flight: copied once every prompt is sent and a server has room."""
+        sent = self.endgame.stalls.get(key)
+        if sent is None or sent.copy is not None or not self._live(sent):
             return
-        share = 0.5 if sent.fault != "ok" else 1.0
-        due = min(EVENTS - 1, int(EVENTS * share * job.generated // job.wanted))
-        if due > sent.events:
-            if sent.events == 0:
-                sent.server.streams.count(-1)
-            sent.server.stats.streamed_events += due - sent.events
-            sent.events = due
+        now = self.clock.now
+        target = self._all_sent and self.endgame.copy_to(sent.server, now)
+        if target:
+            self._send(self.servers.index(target), sent.prompt, copy_of=sent)
+        else:
+            self._at(now + SILENCE_CHECK_S, "silent", key)
 
-    def _answered(self, sent: _Sent) -> None:
+    def _stalled(self, key: int) -> None:
+        """Cut at the stall timeout unless its copy answered: a copy still running goes too."""
+        if not self._live(sent := self.endgame.stalls.pop(key)):
+            return
+        del self.sent[id(sent.job)]
+        if sent.copy is not None and self._live(sent.copy):
+            self._cancel(sent.copy)
+        self._failed(sent, after_tokens=True, stalled=True)
+
+    def _answered(self, sent: Sent) -> None:
+        if sent.copy_of is not None and self._live(sent.copy_of):
+            self._cancel(sent.copy_of)  # the copy came first: the stalled original is cancelled
         server, now = sent.server, self.clock.now
         if sent.events == 0:
             server.streams.count(-1)
@@ -279,7 +269,7 @@ class SimFleet:
         self.tokens += sent.tokens
         self._last_answer = now
 
-    def _failed(self, sent: _Sent, after_tokens: bool, stalled: bool = False) -> None:
+    def _failed(self, sent: Sent, after_tokens: bool, stalled: bool = False) -> None:
         server = sent.server
         if sent.events == 0:
             server.streams.count(-1)
@@ -290,7 +280,8 @@ class SimFleet:
             # Failures in a row: out of rotation, and back once a health probe answers.
             server.take_out(error.kind)
             self._at(self.clock.now + 1.0, "back", self.servers.index(server))
-        self._retry(sent.prompt, 1.0)
+        if sent.copy_of is None:  # (a failed copy: its original goes on)
+            self._retry(sent.prompt, 1.0)
 
     def _retry(self, prompt: int, delay: float) -> None:
         self._retrying += 1
