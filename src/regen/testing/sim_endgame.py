@@ -23,7 +23,6 @@ class SimEndGame:
         self.servers = servers
         self._arming = EndGame(servers, release=lambda s: None, copy_failed=lambda s, e: None)
         self.silent_after = SILENT_READS * longest_pause(stall_timeout)
-        self.copies = 0
         self.stalls: dict[int, Sent] = {}  # a stalled stream, until it is cut
         self._keys = itertools.count()
 
@@ -46,5 +45,4 @@ class SimEndGame:
         ]
         if not rated:
             return None
-        self.copies += 1
         return self.servers[max(rated)[1]]
