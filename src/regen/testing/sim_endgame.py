@@ -10,8 +10,7 @@ from __future__ import annotations
 import itertools
 
 from regen.fleet.control.endgame import SILENCE_CHECK_S, EndGame
-from regen.fleet.control.forecast import SILENT_READS, Forecast
-from regen.fleet.stream_pace import longest_pause
+from regen.fleet.control.forecast import Forecast, stalled_after
 from regen.testing.sim_parts import Sent
 from regen.testing.sim_server import SimServer
 
@@ -22,7 +21,7 @@ class SimEndGame:
     def __init__(self, servers: list[SimServer], stall_timeout: float) -> None:
         self.servers = servers
         self._arming = EndGame(servers, release=lambda s: None, copy_failed=lambda s, e: None)
-        self.silent_after = SILENT_READS * longest_pause(stall_timeout)
+        self.silent_after = stalled_after(stall_timeout)
         self.stalls: dict[int, Sent] = {}  # a stalled stream, until it is cut
         self._keys = itertools.count()
 

@@ -83,7 +83,7 @@ class Forecast:
         """Whether a stream is taken for stalled: silent for SILENT_READS of its longest read
         pauses after its first tokens (a read normally brings data far sooner)."""
         silent = progress.silent_for(now)
-        return silent is not None and silent >= SILENT_READS * longest_pause(server.timeouts.stall)
+        return silent is not None and silent >= stalled_after(server.timeouts.stall)
 
     def left_and_redo(
         self, elapsed: float, rate: float, faster: float
@@ -108,3 +108,9 @@ class Forecast:
             return None
         redo = length / faster
         return max(0.0, stall - silent) + redo, redo
+
+
+def stalled_after(stall: float) -> float:
+    """Seconds of silence after which a stream is taken for stalled, under a stall timeout
+    of `stall`: SILENT_READS of its longest read pauses."""
+    return SILENT_READS * longest_pause(stall)
