@@ -11,6 +11,12 @@ is tried here as any probe is: up, as a climb's step judged by this server's own
 down, as a probe below that is kept only if it pays as much. A peer that is faster for
 another reason (another GPU kind, a server not shared with other work) costs this server
 one window at each of its levels, never more: each level is tried from a peer once (`tried`).
+
+A ceiling is shared the same way, among alike servers (best output within ALIKE of each
+other): a level at which a peer fell past a cliff, ran out of KV cache or was refused is
+one this server would pay for too, so it climbs no higher than the lowest such ceiling while
+that peer keeps it (each server otherwise met the same cliff once on its own, a window at
+half its output each time). Its own windows still judge every level below.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from dataclasses import replace
 from regen.fleet.control.level import Level
 
 PEER_GAIN = 0.08  # twice a step's GAIN: a peer's output, read in windows of its own
+ALIKE = 0.3  # peers whose best output is within this share of each other share a ceiling
 
 
 def settled(level: Level) -> bool:
@@ -52,3 +59,20 @@ def follow(level: Level, peers: list[Level], tried: set[int]) -> Level:
             level, limit=limit, climbing=True, step=1.25, held=0, ceiling=None, reason="a peer"
         )
     return replace(level, limit=limit, down_from=level.limit, held=0, reason="a peer")
+
+
+def shared_ceiling(level: Level, peers: list[Level]) -> Level:
+    """`level` with the lowest ceiling of an alike peer above it (see above), where it has
+    none of its own as low; a ceiling at or under its level is the level's own to find."""
+    if level.best_rate <= 0:
+        return level
+    ceilings = [
+        peer.ceiling
+        for peer in peers
+        if peer.ceiling is not None
+        and peer.ceiling > level.limit
+        and abs(peer.best_rate - level.best_rate) <= ALIKE * max(peer.best_rate, level.best_rate)
+    ]
+    if not ceilings or (level.ceiling is not None and level.ceiling <= min(ceilings)):
+        return level
+    return replace(level, ceiling=min(ceilings), ceiling_age=0)
