@@ -160,6 +160,7 @@ def _hold(level: Level, rate: float) -> Level:
             below_rate=0.0,
             ceiling=level.limit,
             ceiling_age=0,
+            cliff=True,
             held=0,
             probe_down=False,
             reason="fell under the level below",
@@ -169,7 +170,9 @@ def _hold(level: Level, rate: float) -> Level:
         # cache that fills as they grow, past its edge too. Halfway down, geometrically.
         lower = math.ceil(math.sqrt(level.below_limit * level.limit)) if level.below_limit else 0
         down = back_off(level, lower or level.limit // 2, "cliff")
-        return replace(down, probe_down=False, young_best=False, below_limit=0, below_rate=0.0)
+        return replace(
+            down, cliff=True, probe_down=False, young_best=False, below_limit=0, below_rate=0.0
+        )
     level = replace(level, best_rate=mean, best_limit=level.limit, held=held, young_best=False)
     # Back from a cliff, the next probe goes below at once: the level it came back to was
     # read young (a cache that fills as requests grow may be past its edge as well).
@@ -197,6 +200,7 @@ def _lower_tried(level: Level, rate: float) -> Level:
             best_rate=rate,
             best_limit=level.limit,
             ceiling=level.down_from,
+            cliff=False,
             ceiling_age=0,
             down_from=0,
             held=0,

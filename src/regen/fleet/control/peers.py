@@ -12,11 +12,13 @@ down, as a probe below that is kept only if it pays as much. A peer that is fast
 another reason (another GPU kind, a server not shared with other work) costs this server
 one window at each of its levels, never more: each level is tried from a peer once (`tried`).
 
-A ceiling is shared the same way, among alike servers (best output within ALIKE of each
-other): a level at which a peer fell past a cliff, ran out of KV cache or was refused is
-one this server would pay for too, so it climbs no higher than the lowest such ceiling while
-that peer keeps it (each server otherwise met the same cliff once on its own, a window at
-half its output each time). Its own windows still judge every level below.
+A cliff is shared too, among alike servers (best output within ALIKE of each other): a
+level at which a peer's output fell past a cliff is one where this server would lose as
+much, so it climbs no higher while that peer keeps the ceiling (each server otherwise met
+the same cliff on its own, a window at half its output each time; in the family bench's
+draw 13, three times in one run). Only a cliff: a ceiling set by preemptions or refusals
+may be over-cautious (a mild cliff pays past its first preemptions), and each server reads
+those for itself. Its own windows still judge every level below the shared ceiling.
 """
 
 from __future__ import annotations
@@ -56,23 +58,31 @@ def follow(level: Level, peers: list[Level], tried: set[int]) -> Level:
     limit = min(limit, level.cap)
     if limit > level.limit:  # a step up, the peer's evidence above any ceiling of its own
         return replace(
-            level, limit=limit, climbing=True, step=1.25, held=0, ceiling=None, reason="a peer"
+            level,
+            limit=limit,
+            climbing=True,
+            step=1.25,
+            held=0,
+            ceiling=None,
+            cliff=False,
+            reason="a peer",
         )
     return replace(level, limit=limit, down_from=level.limit, held=0, reason="a peer")
 
 
 def shared_ceiling(level: Level, peers: list[Level]) -> Level:
-    """`level` with the lowest ceiling of an alike peer above it (see above), where it has
-    none of its own as low; a ceiling at or under its level is the level's own to find."""
+    """`level` with the lowest cliff of an alike peer above it (see above), where it has no
+    ceiling of its own as low; a cliff at or under its level is the level's own to find."""
     if level.best_rate <= 0:
         return level
     ceilings = [
         peer.ceiling
         for peer in peers
-        if peer.ceiling is not None
+        if peer.cliff
+        and peer.ceiling is not None
         and peer.ceiling > level.limit
         and abs(peer.best_rate - level.best_rate) <= ALIKE * max(peer.best_rate, level.best_rate)
     ]
     if not ceilings or (level.ceiling is not None and level.ceiling <= min(ceilings)):
         return level
-    return replace(level, ceiling=min(ceilings), ceiling_age=0)
+    return replace(level, ceiling=min(ceilings), ceiling_age=0, cliff=False)
