@@ -39,7 +39,8 @@ through that queue (vLLM's CPU build does). So, one measurement window at a time
   the level.
 
 A held level also tries, once, the best level of another server of the fleet whose output
-there is clearly higher (peers.py, applied by tuning.py).
+there is clearly higher, and climbs no higher than a cliff an alike server met (peers.py,
+applied by tuning.py).
 
 A resumed run's level (the last session's) is held, not climbed from: it was found once.
 A window in which the server did not have `limit` requests in flight most of the time
