@@ -52,3 +52,27 @@ def test_nothing_moves_without_a_clear_gain_nor_while_either_side_is_still_findi
     assert peers.follow(at_its_cap, [held(512, 2000.0)], set()) == at_its_cap
     under_its_cap = peers.follow(held(128, 1000.0, cap=256), [held(512, 2000.0)], set())
     assert (under_its_cap.limit, under_its_cap.climbing) == (256, True)
+
+
+def test_a_cliff_a_peer_met_caps_the_climb_of_an_alike_server_not_of_a_slower_one():
+    cliff = replace(held(200, 1500.0), ceiling=250, cliff=True)  # fell past a cliff at 250
+    climbing = replace(held(200, 1480.0), climbing=True, step=1.25)
+    capped = peers.shared_ceiling(climbing, [cliff])
+    assert capped.ceiling == 250
+    assert decide(capped, full(1600.0)).limit < 250  # it climbs, but not to the cliff
+    assert decide(climbing, full(1600.0)).limit >= 250  # (without the peer it would)
+    slower = replace(climbing, best_rate=700.0)  # half as fast: another GPU, another cache
+    assert peers.shared_ceiling(slower, [cliff]) == slower
+    lower = replace(climbing, ceiling=220)  # its own ceiling is lower: its own stands
+    assert peers.shared_ceiling(lower, [cliff]) == lower
+    past = replace(climbing, limit=256)  # already past it: its own window judges that
+    assert peers.shared_ceiling(past, [cliff]) == past
+    preempted = replace(cliff, cliff=False)  # a ceiling set by preemptions: not shared
+    assert peers.shared_ceiling(climbing, [preempted]) == climbing
+
+
+def test_each_way_back_from_a_cliff_marks_its_ceiling_one_to_share():
+    climbed = replace(held(200, 1500.0), climbing=True, step=1.25, limit=250)
+    assert decide(climbed, full(700.0)).cliff  # a step up that lost half
+    fell = replace(held(250, 1500.0), below_limit=200, below_rate=1500.0, held=2)
+    assert decide(fell, full(1000.0)).cliff  # a held level fell under the one below

@@ -90,6 +90,7 @@ def climb(level: Level, window: Window) -> Level:
                 held=0,
                 ceiling=level.limit,
                 ceiling_age=0,
+                cliff=True,
                 probe_down=True,
                 reason="cliff",
             )

@@ -39,7 +39,8 @@ through that queue (vLLM's CPU build does). So, one measurement window at a time
   the level.
 
 A held level also tries, once, the best level of another server of the fleet whose output
-there is clearly higher (peers.py, applied by tuning.py).
+there is clearly higher, and climbs no higher than a cliff an alike server met (peers.py,
+applied by tuning.py).
 
 A resumed run's level (the last session's) is held, not climbed from: it was found once.
 A window in which the server did not have `limit` requests in flight most of the time
@@ -160,6 +161,7 @@ def _hold(level: Level, rate: float) -> Level:
             below_rate=0.0,
             ceiling=level.limit,
             ceiling_age=0,
+            cliff=True,
             held=0,
             probe_down=False,
             reason="fell under the level below",
@@ -169,7 +171,9 @@ def _hold(level: Level, rate: float) -> Level:
         # cache that fills as they grow, past its edge too. Halfway down, geometrically.
         lower = math.ceil(math.sqrt(level.below_limit * level.limit)) if level.below_limit else 0
         down = back_off(level, lower or level.limit // 2, "cliff")
-        return replace(down, probe_down=False, young_best=False, below_limit=0, below_rate=0.0)
+        return replace(
+            down, cliff=True, probe_down=False, young_best=False, below_limit=0, below_rate=0.0
+        )
     level = replace(level, best_rate=mean, best_limit=level.limit, held=held, young_best=False)
     # Back from a cliff, the next probe goes below at once: the level it came back to was
     # read young (a cache that fills as requests grow may be past its edge as well).
@@ -197,6 +201,7 @@ def _lower_tried(level: Level, rate: float) -> Level:
             best_rate=rate,
             best_limit=level.limit,
             ceiling=level.down_from,
+            cliff=False,
             ceiling_age=0,
             down_from=0,
             held=0,

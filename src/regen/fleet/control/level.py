@@ -54,6 +54,7 @@ class Level:
     below_limit: int = 0  # best level that later pays less than it was past a cliff
     ceiling: int | None = None  # stay below: this level was too many
     ceiling_age: int = 0
+    cliff: bool = False  # the ceiling is where output fell past a cliff (peers share it)
     climbing: bool = True
     climbed: bool = False  # a step up has paid (the start is below the top)
     descending: bool = False  # halving from a start that was past the top

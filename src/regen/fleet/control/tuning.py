@@ -216,6 +216,7 @@ class LiveConcurrency:
         tracker.level = concurrency.decide(tracker.level, window)
         others = [t.level for t in self._trackers if t is not tracker and t.server.available]
         tracker.level = peers.follow(tracker.level, others, tracker.peer_levels_tried)
+        tracker.level = peers.shared_ceiling(tracker.level, others)
         server.set_limit(tracker.level.limit, tracker.level.reason)
         log.debug(
             "server %s: %.1f s at %d: %.0f tok/s, busy %.2f, refused %d of %d, loop %.2f s late"
