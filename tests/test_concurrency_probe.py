@@ -129,3 +129,25 @@ def test_a_doubling_that_reads_as_much_holds_halfway_and_probes_above_first():
     assert halfway.limit > 182 and halfway.reason == "probe", halfway
     lost = decide(level, full(600.0))
     assert (lost.limit, lost.reason) == (128, "plateau")
+
+
+def test_a_probe_below_kept_by_a_small_margin_probes_above_next_not_lower_still():
+    """Back at 32 from a cliff at 64 (one noisy window on a CPU engine can read one), a probe
+    below that pays 3% more (noise) is kept, but the next probe goes above it: the real vLLM
+    CPU server was walked 32 -> 25 -> 20 -> 16 by such windows. One that pays clearly more
+    (past a real cliff) walks on down."""
+    level = Level(limit=64, cap=1024, best_rate=236.0, best_limit=32, climbing=True, climbed=True)
+    back = decide(level, full(160.0))
+    assert (back.limit, back.reason, back.probe_down) == (32, "cliff", True)
+    below = decide(back, full(236.0))
+    assert (below.limit, below.reason) == (25, "probe below")
+    kept = decide(below, full(236.0 * 1.03))
+    assert (kept.limit, kept.reason, kept.probe_down) == (25, "lower pays as much", False)
+    held = kept
+    for _ in range(concurrency.PROBE_EVERY):
+        held = decide(held, full(243.0))
+    assert held.limit > 25 and held.reason == "probe", held
+    clearly = decide(below, full(236.0 * 1.2))
+    assert clearly.probe_down
+    on = decide(clearly, full(283.0))
+    assert (on.limit, on.reason) == (20, "probe below")

@@ -98,6 +98,10 @@ LOWER_LOSS = -0.02  # a probe below a held level is kept when it loses no more t
 # much output for fewer requests (past a cliff, where output falls as the level rises, each
 # probe below pays, and the level steps back down to the top); with a tolerance, against
 # the GAIN a step up needs, noisy windows would walk a gentle rise (+3% a step) down
+LOWER_CLEAR = 0.08  # ... and the next probe goes lower still only after one that paid this
+# much more (past a cliff, each probe below pays clearly more); one that paid about as much
+# probes above next: on a flat, noisy curve (a CPU engine, whose windows read 10% apart)
+# probes below kept by noise alone walked the real vLLM server from 64 down to 16
 FALL = 0.1  # a held level whose output fell this far under the level it was stepped up from
 # (over two windows or more; twice as far in one) is past a cliff that its first, younger
 # windows did not show
@@ -194,10 +198,12 @@ def _hold(level: Level, rate: float) -> Level:
 def _lower_tried(level: Level, rate: float) -> Level:
     """One window below a held level (whose rate is best_rate): kept when it pays as much
     (LOWER_LOSS; the held level is then a ceiling for a while, and the next probe goes lower
-    still), else back up, and the next probe goes above."""
+    still where this one paid LOWER_CLEAR more, else above), else back up, and the next
+    probe goes above."""
     if rate >= level.best_rate * (1 - LOWER_LOSS):
         return replace(
             level,
+            probe_down=level.probe_down and rate >= level.best_rate * (1 + LOWER_CLEAR),
             best_rate=rate,
             best_limit=level.limit,
             ceiling=level.down_from,
