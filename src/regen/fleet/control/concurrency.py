@@ -25,7 +25,8 @@ through that queue (vLLM's CPU build does). So, one measurement window at a time
 - hold at the best level once a step brings too little (after a doubling that read as
   much, not less, halfway between the two: the top is between them), and probe now and
   then above it (shorter answers fit more) and below it (kept if it pays as much: past a
-  cliff, each probe below pays, and the level walks back); a held level that pays FALL less
+  cliff, each probe below pays, and the level walks back, on down while each pays clearly
+  more); a held level that pays FALL less
   than the level it was stepped up from goes back to it; a held level with a queue tries
   what runs for one window, and stays unless the queue paid QUEUED_GAIN more;
 - back off on what only a full server does: preemptions once they cost output (back to the
