@@ -15,7 +15,8 @@ from regen.testing.fake_server import Behaviour, echo_answer
 
 
 def full(rate: float, **kw) -> Window:
-    return Window(seconds=1.0, tokens=rate, busy=1.0, **kw)
+    """A full window; 32 requests ended in it unless `requests` says otherwise."""
+    return Window(seconds=1.0, tokens=rate, busy=1.0, **{"requests": 32, **kw})
 
 
 def drive(curve, level: Level, windows: int = 60) -> Level:

@@ -151,3 +151,15 @@ def test_a_probe_below_kept_by_a_small_margin_probes_above_next_not_lower_still(
     assert clearly.probe_down
     on = decide(clearly, full(283.0))
     assert (on.limit, on.reason) == (20, "probe below")
+
+
+def test_a_cliff_read_while_almost_no_request_ended_is_read_again_once():
+    """The real vLLM CPU server, 32 -> 64: a 1.8-s window right after the step read 128
+    tok/s against 303 (the CPU prefilling 32 new prompts), and 2 requests ended in it. Such
+    a cliff is read again; read twice, or read over many requests ending, it is one."""
+    climbing = Level(limit=64, cap=1024, best_rate=303.0, best_limit=32, climbed=True)
+    doubted = decide(climbing, full(128.0, requests=2))
+    assert (doubted.limit, doubted.reason) == (64, "a cliff? read again")
+    assert decide(doubted, full(128.0, requests=2)).reason == "cliff"
+    assert decide(doubted, full(330.0, requests=30)).limit > 64  # it was the prefill
+    assert decide(climbing, full(128.0, requests=30)).reason == "cliff"

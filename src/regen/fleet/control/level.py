@@ -55,6 +55,7 @@ class Level:
     ceiling: int | None = None  # stay below: this level was too many
     ceiling_age: int = 0
     cliff: bool = False  # the ceiling is where output fell past a cliff (peers share it)
+    doubted: bool = False  # a cliff read on FEW_ENDED requests: this window reads it again
     climbing: bool = True
     climbed: bool = False  # a step up has paid (the start is below the top)
     descending: bool = False  # halving from a start that was past the top
