@@ -19,7 +19,8 @@ through that queue (vLLM's CPU build does). So, one measurement window at a time
   gauge, or the client's streams without a first token); a step up is taken only from a
   window in which the client kept its level in flight (KEPT); when the very first step up
   does not pay, the start itself may be past the top (a CPU engine): halve while that pays;
-- a level whose output fell by CLIFF or more from the level below is past a cliff: back at
+- a level whose output fell by CLIFF or more from the level below is past a cliff (read
+  twice where FEW_ENDED requests ended in the window: a CPU engine's prefill): back at
   once, no higher than it for a while (`ceiling`), and the next probe goes below (the level
   it came back to was read young; read aged and a quarter lower, it backs off halfway);
 - hold at the best level once a step brings too little (after a doubling that read as
