@@ -107,7 +107,13 @@ def verdict(seed: int, rows: dict) -> dict:
 
 def distribution(ratios: list[float]) -> dict[str, float]:
     ordered = sorted(ratios)
-    p10 = statistics.quantiles(ordered, n=10)[0] if len(ordered) > 1 else ordered[0]
+    # inclusive: the exclusive default extrapolates past the ends (a p10 under the min with
+    # few draws)
+    p10 = (
+        statistics.quantiles(ordered, n=10, method="inclusive")[0]
+        if len(ordered) > 1
+        else ordered[0]
+    )
     return {"min": ordered[0], "p10": p10, "median": statistics.median(ordered)}
 
 

@@ -55,7 +55,7 @@ def test_nothing_moves_without_a_clear_gain_nor_while_either_side_is_still_findi
 
 
 def test_a_cliff_a_peer_met_caps_the_climb_of_an_alike_server_not_of_a_slower_one():
-    cliff = replace(held(200, 1500.0), ceiling=250, cliff=True)  # fell past a cliff at 250
+    cliff = replace(held(200, 1500.0), ceiling=250, cliff_at=250)  # fell past a cliff at 250
     climbing = replace(held(200, 1480.0), climbing=True, step=1.25)
     capped = peers.shared_ceiling(climbing, [cliff])
     assert capped.ceiling == 250
@@ -67,7 +67,7 @@ def test_a_cliff_a_peer_met_caps_the_climb_of_an_alike_server_not_of_a_slower_on
     assert peers.shared_ceiling(lower, [cliff]) == lower
     past = replace(climbing, limit=256)  # already past it: its own window judges that
     assert peers.shared_ceiling(past, [cliff]) == past
-    preempted = replace(cliff, cliff=False)  # a ceiling set by preemptions: not shared
+    preempted = replace(cliff, cliff_at=0)  # a ceiling set by preemptions: not shared
     assert peers.shared_ceiling(climbing, [preempted]) == climbing
 
 

@@ -60,7 +60,6 @@ def refusals_tried(level: Level, rate: float) -> Level:
             best_rate=rate,
             best_limit=level.limit,
             ceiling=level.refused_from,
-            cliff=False,
             ceiling_age=0,
             refused_from=0,
             held=0,
@@ -96,7 +95,6 @@ def preempted(level: Level, rate: float, aged: bool = True) -> Level:
             level,
             limit=middle,
             ceiling=level.limit,
-            cliff=False,
             ceiling_age=0,
             descending=False,
             reason="preemptions",
@@ -109,7 +107,6 @@ def preempted(level: Level, rate: float, aged: bool = True) -> Level:
             best_rate=best,
             best_limit=level.limit,
             ceiling=level.limit + 1,
-            cliff=False,
             ceiling_age=0,
             climbing=False,
             descending=False,
@@ -133,7 +130,6 @@ def back_off(level: Level, lower: int, why: str) -> Level:
         best_rate=0.0,
         best_limit=lower,
         ceiling=level.limit,
-        cliff=False,
         ceiling_age=0,
         climbing=False,
         descending=False,
@@ -146,5 +142,5 @@ def age_ceiling(level: Level) -> Level:
     if level.ceiling is None:
         return level
     if level.ceiling_age + 1 >= CEILING_WINDOWS:
-        return replace(level, ceiling=None, ceiling_age=0, cliff=False)
+        return replace(level, ceiling=None, ceiling_age=0)
     return replace(level, ceiling_age=level.ceiling_age + 1)

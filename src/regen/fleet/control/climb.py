@@ -97,7 +97,7 @@ def climb(level: Level, window: Window) -> Level:
                 held=0,
                 ceiling=level.limit,
                 ceiling_age=0,
-                cliff=True,
+                cliff_at=level.limit,
                 probe_down=True,
                 reason="cliff",
             )

@@ -167,7 +167,7 @@ def _hold(level: Level, rate: float) -> Level:
             below_rate=0.0,
             ceiling=level.limit,
             ceiling_age=0,
-            cliff=True,
+            cliff_at=level.limit,
             held=0,
             probe_down=False,
             reason="fell under the level below",
@@ -178,7 +178,12 @@ def _hold(level: Level, rate: float) -> Level:
         lower = math.ceil(math.sqrt(level.below_limit * level.limit)) if level.below_limit else 0
         down = back_off(level, lower or level.limit // 2, "cliff")
         return replace(
-            down, cliff=True, probe_down=False, young_best=False, below_limit=0, below_rate=0.0
+            down,
+            cliff_at=level.limit,
+            probe_down=False,
+            young_best=False,
+            below_limit=0,
+            below_rate=0.0,
         )
     level = replace(level, best_rate=mean, best_limit=level.limit, held=held, young_best=False)
     # Back from a cliff, the next probe goes below at once: the level it came back to was
@@ -209,7 +214,6 @@ def _lower_tried(level: Level, rate: float) -> Level:
             best_rate=rate,
             best_limit=level.limit,
             ceiling=level.down_from,
-            cliff=False,
             ceiling_age=0,
             down_from=0,
             held=0,

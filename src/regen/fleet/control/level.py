@@ -54,7 +54,7 @@ class Level:
     below_limit: int = 0  # best level that later pays less than it was past a cliff
     ceiling: int | None = None  # stay below: this level was too many
     ceiling_age: int = 0
-    cliff: bool = False  # the ceiling is where output fell past a cliff (peers share it)
+    cliff_at: int = 0  # the level at which output last fell past a cliff here
     doubted: bool = False  # a cliff read on FEW_ENDED requests: this window reads it again
     climbing: bool = True
     climbed: bool = False  # a step up has paid (the start is below the top)
@@ -74,6 +74,12 @@ class Level:
     refused_from: int = 0  # trying half of this level, refused at (its rate: refused_rate)
     refused_rate: float = 0.0
     refusals_borne: int = 0  # windows refusals are borne: a level below paid less
+
+    @property
+    def cliff(self) -> bool:
+        """Whether the ceiling is a cliff's (peers share it, `peers.shared_ceiling`): any
+        other rule that sets a ceiling elsewhere, or its ageing out, ends that."""
+        return self.ceiling is not None and self.ceiling == self.cliff_at
 
 
 def start(cap: int, stated: int | None = None, last: int | None = None) -> Level:

@@ -64,7 +64,6 @@ def follow(level: Level, peers: list[Level], tried: set[int]) -> Level:
             step=1.25,
             held=0,
             ceiling=None,
-            cliff=False,
             reason="a peer",
         )
     return replace(level, limit=limit, down_from=level.limit, held=0, reason="a peer")
@@ -85,4 +84,4 @@ def shared_ceiling(level: Level, peers: list[Level]) -> Level:
     ]
     if not ceilings or (level.ceiling is not None and level.ceiling <= min(ceilings)):
         return level
-    return replace(level, ceiling=min(ceilings), ceiling_age=0, cliff=False)
+    return replace(level, ceiling=min(ceilings), ceiling_age=0)

@@ -49,7 +49,6 @@ def queue_tried(level: Level, rate: float) -> Level:
             best_rate=rate,
             best_limit=level.limit,
             ceiling=level.queue_from,
-            cliff=False,
             ceiling_age=0,
             queue_from=0,
             held=0,
