@@ -11,15 +11,19 @@ import socket
 import urllib.request
 
 import orjson
+import pytest
 
 from waiting import wait_until
 
 GONE = 5  # requests whose client hangs up at once
 
 
-def test_a_stream_refused_to_a_client_already_gone_logs_no_error(fake_server, caplog):
-    server = fake_server(faults=["stream_refused"])
-    body = orjson.dumps({"model": "fake-model", "stream": True, "messages": [{"role": "user"}]})
+@pytest.mark.parametrize("fault", ["stream_refused", "stream_error", "ok"])
+def test_a_stream_to_a_client_already_gone_logs_no_error(fake_server, caplog, fault):
+    server = fake_server(faults=[fault])
+    body = orjson.dumps(
+        {"model": "fake-model", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+    )
     head = (
         "POST /v1/chat/completions HTTP/1.1\r\nHost: fake\r\n"
         f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
@@ -36,3 +40,4 @@ def test_a_stream_refused_to_a_client_already_gone_logs_no_error(fake_server, ca
         # One more answer: the fake's loop has finished (and logged) every handler before it.
         urllib.request.urlopen(server.url + "/v1/models", timeout=10).close()
     assert [r.getMessage() for r in caplog.records if r.name.startswith("aiohttp")] == []
+    assert server.served == 0  # (no answer went out whole)
