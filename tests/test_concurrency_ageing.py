@@ -106,3 +106,20 @@ def test_a_busy_clients_noise_does_not_climb_an_engine_whose_running_batch_stopp
         seen.append(level.limit)
     assert max(seen) <= 128
     assert 40 <= level.limit <= 64
+
+
+def test_a_step_read_in_a_full_window_against_a_level_read_in_a_short_one_reads_that_again():
+    """The real vLLM CPU server: 32 read 418 tok/s in a 2-s window (a climb's short window,
+    with room in the cache), 64 then 376 in a 10-s one; the later windows at 32 read 264-302.
+    A short window reads noise as a gain: the level below is read again, in a full window."""
+    level = decide(concurrency.start(cap=1024), full(200.0, short=True))
+    level = decide(level, full(418.0, short=True))  # a doubling that paid, read short
+    assert level.limit == 64
+    at_64 = decide(level, full(376.0))  # a full window: 10% under the short one's reading
+    assert (at_64.limit, at_64.reason) == (32, "read below aged")
+    back = decide(at_64, full(300.0))  # 32, read in a full window too, pays less: back up
+    assert (back.limit, back.reason) == (64, "lower pays less")
+    # (read in full windows both, 64 paying less is a plateau, as before)
+    level = decide(concurrency.start(cap=1024), full(200.0, short=True))
+    level = decide(level, full(418.0))
+    assert decide(level, full(376.0)).reason == "plateau"

@@ -24,7 +24,8 @@ through that queue (vLLM's CPU build does). So, one measurement window at a time
   once, no higher than it for a while (`ceiling`), and the next probe goes below (the level
   it came back to was read young; read aged and a quarter lower, it backs off halfway);
 - hold at the best level once a step brings too little (after a doubling that read as
-  much, not less, halfway between the two: the top is between them), and probe now and
+  much, not less, halfway between the two: the top is between them; a best level read
+  young or in a short window is first read again in a full one), and probe now and
   then above it (shorter answers fit more) and below it (kept if it pays as much: past a
   cliff, each probe below pays, and the level walks back, on down while each pays clearly
   more); a held level that pays FALL less
