@@ -26,28 +26,34 @@ async def send_stream(
     without the finish reason. With `stream_write_size`, the bytes go out in writes of that
     size, cutting events anywhere, as a proxy or a busy socket may deliver them."""
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-    send = _Sender(response, behaviour.stream_write_size)
-    events = stream_events(data)
     try:
         await response.prepare(request)
-        for i, event in enumerate(events):
-            if i == (len(events) - 2) // 2:
-                if fault == "stall":
-                    await send.flush()
-                    await _stall(response, behaviour.keep_alive)
-                if fault == "stream_error":
-                    await send(b"data: " + orjson.dumps(stream_error_event()) + b"\n\n")
-                    break
-            if fault == "done_early" and i == len(events) - 2:
-                break  # the chunk with the finish reason never comes
-            await send(b"data: " + orjson.dumps(event) + b"\n\n")
-        await send(b"data: [DONE]\n\n")
-        await send.flush()
+        await _send_events(response, behaviour, stream_events(data), fault)
     except ConnectionResetError:
         # The client went away (it read the error event and closed, a copy no longer
         # needed, a run that stopped): not an answer sent whole, and no error of the server's
         return response, False
     return response, fault not in ("stream_error", "done_early")
+
+
+async def _send_events(
+    response: web.StreamResponse, behaviour: Behaviour, events: list[dict[str, Any]], fault: str
+) -> None:
+    """The events of `send_stream`, cut short or stalled as `fault` says, then [DONE]."""
+    send = _Sender(response, behaviour.stream_write_size)
+    for i, event in enumerate(events):
+        if i == (len(events) - 2) // 2:
+            if fault == "stall":
+                await send.flush()
+                await _stall(response, behaviour.keep_alive)
+            if fault == "stream_error":
+                await send(b"data: " + orjson.dumps(stream_error_event()) + b"\n\n")
+                break
+        if fault == "done_early" and i == len(events) - 2:
+            break  # the chunk with the finish reason never comes
+        await send(b"data: " + orjson.dumps(event) + b"\n\n")
+    await send(b"data: [DONE]\n\n")
+    await send.flush()
 
 
 async def send_paced(
