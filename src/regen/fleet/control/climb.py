@@ -105,7 +105,7 @@ def climb(level: Level, window: Window) -> Level:
             trial = try_what_runs(level, window, level.best_limit, level.best_rate)
             if trial is not None:
                 return trial
-        if window.aged and level.young_best and level.best_limit < level.limit:
+        if window.aged and level.best_unsure and level.best_limit < level.limit:
             # Read aged against a level below read young (which reads high: no requests of
             # its own had ended yet, so none was being replaced), or in a climb's short
             # window (noise: the real vLLM CPU server's 2-s window at 32 read 418 tok/s, its
@@ -117,7 +117,7 @@ def climb(level: Level, window: Window) -> Level:
                 down_from=level.limit,
                 best_rate=rate,
                 best_limit=level.limit,
-                young_best=False,
+                best_unsure=False,
                 climbing=False,
                 held=0,
                 reason="read below aged",
@@ -181,7 +181,7 @@ def climb(level: Level, window: Window) -> Level:
         climbed=climbed,
         below_rate=level.best_rate if level.best_limit < level.limit else 0.0,
         below_limit=level.best_limit if level.best_limit < level.limit else 0,
-        young_best=not window.aged or window.short,
+        best_unsure=not window.aged or window.short,
         best_running=window.running,
     )
     if higher <= level.limit:

@@ -173,7 +173,7 @@ def _hold(level: Level, rate: float) -> Level:
             probe_down=False,
             reason="fell under the level below",
         )
-    if level.held == 0 and level.young_best and rate < level.best_rate * (1 - CLIFF):
+    if level.held == 0 and level.best_unsure and rate < level.best_rate * (1 - CLIFF):
         # Read young when it was climbed to, and far less now its requests have aged: a
         # cache that fills as they grow, past its edge too. Halfway down, geometrically.
         lower = math.ceil(math.sqrt(level.below_limit * level.limit)) if level.below_limit else 0
@@ -182,11 +182,11 @@ def _hold(level: Level, rate: float) -> Level:
             down,
             cliff_at=level.limit,
             probe_down=False,
-            young_best=False,
+            best_unsure=False,
             below_limit=0,
             below_rate=0.0,
         )
-    level = replace(level, best_rate=mean, best_limit=level.limit, held=held, young_best=False)
+    level = replace(level, best_rate=mean, best_limit=level.limit, held=held, best_unsure=False)
     # Back from a cliff, the next probe goes below at once: the level it came back to was
     # read young (a cache that fills as requests grow may be past its edge as well).
     after_cliff = level.probe_down and level.ceiling is not None

@@ -48,7 +48,8 @@ class Level:
     cap: int
     best_rate: float = 0.0
     best_limit: int = 0
-    young_best: bool = False  # best_rate was read in a young or a short window
+    best_unsure: bool = False  # best_rate was read in a young or a short window: read it
+    # again in a full, aged one before a step above it is judged against it
     best_running: float | None = None  # the engine's running batch at the best level
     below_rate: float = 0.0  # the level the best one was stepped up from, and its rate: a
     below_limit: int = 0  # best level that later pays less than it was past a cliff
