@@ -26,6 +26,7 @@ import json
 import statistics
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 
 from engine_fleets import Engine, write_prompts
@@ -37,6 +38,7 @@ from throughput_run import one_run
 from workspace import BENCH_DIR
 
 HOGS = 2  # beside a busy client's runs
+TOP_ORDERS = 3  # fixed levels (order 0's best) each further order of a draw runs
 
 
 def engines(d: Draw) -> list[Engine]:
@@ -76,7 +78,7 @@ def http_draw(d: Draw, keep: int, work: Path) -> dict:
     return rows
 
 
-def virtual_draw(seed: int) -> dict:
+def virtual_draw(seed: int, orders: int = 1) -> dict:
     d = draw(seed)
     rows = {}
     for label, fixed in [("defaults", None)] + [(str(n), n) for n in d.fixed_levels()]:
@@ -88,18 +90,41 @@ def virtual_draw(seed: int) -> dict:
             "exactly_once": once,
             "levels": r.levels,
         }
+    if orders > 1:
+        more = [_order_ratio(d, order, _top(rows, TOP_ORDERS)) for order in range(1, orders)]
+        rows["defaults"]["orders"] = [_ratio(rows)] + [ratio for ratio, _ in more]
+        rows["defaults"]["exactly_once"] &= all(once for _, once in more)
     return rows
+
+
+def _top(rows: dict, keep: int) -> list[int]:
+    fixed = {k: r["rate"] for k, r in rows.items() if k != "defaults"}
+    return [int(k) for k in sorted(fixed, key=fixed.__getitem__, reverse=True)[:keep]]
+
+
+def _order_ratio(d: Draw, order: int, levels: list[int]) -> tuple[float, bool]:
+    """The defaults against the best of `levels` (order 0's best fixed ones) in another
+    order of the draw, and whether every prompt was answered once in each of those runs."""
+    runs = [run_draw(d, fixed=n, order=order) for n in levels] + [run_draw(d, order=order)]
+    once = all(r.answered == r.answers == d.prompts for r in runs)
+    return runs[-1].rate / max(r.rate for r in runs[:-1]), once
+
+
+def _ratio(rows: dict) -> float:
+    return rows["defaults"]["rate"] / max(r["rate"] for k, r in rows.items() if k != "defaults")
 
 
 def verdict(seed: int, rows: dict) -> dict:
     fixed = {k: r["rate"] for k, r in rows.items() if k != "defaults"}
     best = max(fixed, key=fixed.__getitem__)
-    ratio = rows["defaults"]["rate"] / fixed[best]
+    orders = rows["defaults"].get("orders", [_ratio(rows)])
+    ratio = statistics.mean(orders)  # over the draw's orders (--orders)
     once = all(r["exactly_once"] for r in rows.values())
     print(
         f"{ratio:6.3f}  best fixed {best:>5}  defaults ended at {rows['defaults']['levels']}"
         f"  {rows['defaults']['seconds']:.0f} s{'' if once else '  NOT EXACTLY ONCE'}"
-        f"  | {draw(seed).label()}",
+        + (f"  orders {min(orders):.3f}-{max(orders):.3f}" if len(orders) > 1 else "")
+        + f"  | {draw(seed).label()}",
         flush=True,
     )
     return {"seed": seed, "ratio": ratio, "best": best, "exactly_once": once, "rows": rows}
@@ -125,6 +150,12 @@ def main() -> None:
     parser.add_argument("--keep", type=int, default=2, help="fixed levels run per draw (HTTP)")
     parser.add_argument("--virtual", action="store_true", help="in virtual time, no HTTP")
     parser.add_argument("--jobs", type=int, default=1, help="processes (--virtual)")
+    parser.add_argument(
+        "--orders",
+        type=int,
+        default=1,
+        help="each draw's ratio as the mean over this many orders of its answers (--virtual)",
+    )
     args = parser.parse_args()
     exit_on_sigterm()
     seeds = (
@@ -135,7 +166,8 @@ def main() -> None:
     results = []
     if args.virtual:
         with ProcessPoolExecutor(args.jobs) as pool:
-            for seed, rows in zip(seeds, pool.map(virtual_draw, seeds), strict=True):
+            runs = pool.map(partial(virtual_draw, orders=args.orders), seeds)
+            for seed, rows in zip(seeds, runs, strict=True):
                 results.append(verdict(seed, rows))
     else:
         work = BENCH_DIR / "family"

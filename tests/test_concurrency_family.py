@@ -13,7 +13,7 @@ import pytest
 
 from regen.testing.engine_family import draw
 from regen.testing.fake_scheduler import EngineCurve
-from regen.testing.family_run import run_draw
+from regen.testing.family_run import answer_lengths, run_draw
 from regen.testing.sim_fleet import Busy, SimFleet
 
 SMALL = 128  # the CI's draws: a best level up to this (a few seconds of CPU a draw)
@@ -110,3 +110,16 @@ def test_a_cliff_one_server_met_is_not_met_again_by_its_alike_peers(caplog):
     assert len(met) == 1, met
     assert result.answered == result.answers == d.prompts
     assert result.rate >= 0.9 * run_draw(d, fixed=150).rate
+
+
+def test_a_draw_in_another_order_answers_the_same_prompts_once():
+    """bench_family.py --orders judges a draw over several orders of its answers: the
+    same answers (lengths), shuffled, each prompt answered once, and another run (order 0
+    is the draw as the bench always ran it)."""
+    d = _small_draws(1)[0]
+    first, other = answer_lengths(d), answer_lengths(d, order=1)
+    assert first != other and sorted(first) == sorted(other)
+    assert answer_lengths(d, order=1) == other  # the same order on every run
+    runs = [run_draw(d, order=order) for order in (0, 1)]
+    assert all(r.answered == r.answers == d.prompts for r in runs)
+    assert runs[0].seconds != runs[1].seconds
