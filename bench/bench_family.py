@@ -7,6 +7,7 @@ none, faults, a slow server, a busy client).
     PYTHONPATH=src:bench .venv/bin/python bench/bench_family.py --draws 30
     PYTHONPATH=src:bench .venv/bin/python bench/bench_family.py --seeds 7,12   # replay two
     PYTHONPATH=src:bench .venv/bin/python bench/bench_family.py --draws 200 --virtual
+    PYTHONPATH=src:bench .venv/bin/python bench/bench_family.py --draws 100 --virtual --orders 4
 
 Each draw runs `regen generate --stream` on fresh fake servers (one process each, on the
 draw's scaled clock): regen's defaults, and the draw's best fixed levels (the `--keep` best
@@ -14,7 +15,11 @@ of `Draw.fixed_levels` as the virtual-time fleet ranks them, a few seconds of CP
 client's draw runs every one of its runs beside two CPU hogs. Every prompt must be answered
 exactly once in every run. `--virtual` runs all of it in virtual time instead
 (testing/sim_fleet.py: regen's own controller, no HTTP, no client CPU), every fixed level
-of the bracket. Rates are the fake's tokens per wall second; only ratios within a draw mean
+of the bracket. A run is chaotic (a window that closes a little earlier moves every later
+one: one draw's ratio moves by up to 0.1 between orders of its answers), so `--orders K`
+judges each draw on the mean of K orders of its answers: order 0 against the whole
+bracket, each further one against order 0's three best fixed levels (each run again in
+that order). Rates are the fake's tokens per wall second; only ratios within a draw mean
 anything. Results: a table on stdout, the distribution of defaults / best fixed (min, 10th
 percentile, median), and `.bench/family.json` (or family-virtual.json).
 """
@@ -157,6 +162,8 @@ def main() -> None:
         help="each draw's ratio as the mean over this many orders of its answers (--virtual)",
     )
     args = parser.parse_args()
+    if args.orders > 1 and not args.virtual:
+        parser.error("--orders runs in virtual time only: add --virtual (or drop --orders)")
     exit_on_sigterm()
     seeds = (
         [int(s) for s in args.seeds.split(",")]
