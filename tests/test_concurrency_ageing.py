@@ -11,7 +11,7 @@ from concurrency_helpers import full
 from regen.fleet.control import concurrency
 from regen.fleet.control.concurrency import Window, decide
 from regen.fleet.control.tracker import Tracker
-from regen.fleet.control.window import LATE_WINDOWS, ready
+from regen.fleet.control.window import LATE_WINDOWS, clearly_worse, ready
 from regen.fleet.engine_metrics import EngineLoad
 from regen.fleet.server import Server
 
@@ -123,3 +123,33 @@ def test_a_step_read_in_a_full_window_against_a_level_read_in_a_short_one_reads_
     level = decide(concurrency.start(cap=1024), full(200.0, short=True))
     level = decide(level, full(418.0))
     assert decide(level, full(376.0)).reason == "plateau"
+
+
+def test_a_level_backed_off_to_on_preemptions_is_left_at_once_when_it_reads_far_less():
+    """Backed off from 640 on preemptions, the first window at 544 is preempted as well: it
+    is held where it pays about what 640 read (a mild cliff), and left at once, without
+    waiting out its window, where it reads a third of it (still past a harsh cliff: draw 171
+    of the family bench, in one order of its answers, held 512 for two minutes at a third
+    of 640's output, its windows a minute long as the thrashing requests slowed)."""
+    held = concurrency.Level(
+        limit=640,
+        cap=1024,
+        best_rate=14_000.0,
+        best_limit=640,
+        climbing=False,
+        first_climb=False,
+        held=2,
+    )
+    backed = decide(held, full(12_000.0, preemptions=5))  # under its own best: back off
+    assert (backed.limit, backed.reason, backed.above_rate) == (544, "preemptions", 12_000.0)
+    mild = decide(backed, full(11_000.0, preemptions=5))
+    assert (mild.limit, mild.reason) == (544, "preemptions: holding")
+    harsh = decide(backed, full(4_000.0, preemptions=5))
+    assert (harsh.limit, harsh.reason, harsh.ceiling) == (462, "preemptions", 544)
+
+    tracker = Tracker(Server("http://127.0.0.1:9", 544), backed)
+    tracker.first, tracker.last = EngineLoad(generated=0.0), EngineLoad(generated=8_000.0)
+    tracker.measured_from, tracker.last_at = 0.0, 2.0  # 4,000 tok/s so far
+    assert clearly_worse(tracker)  # under half what 640 read: the window closes now
+    tracker.level = replace(backed, above_rate=0.0)  # (nothing known above: read it out)
+    assert not clearly_worse(tracker)

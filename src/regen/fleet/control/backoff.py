@@ -12,6 +12,8 @@ from regen.fleet.control.level import Level, Window
 from regen.fleet.health import MIN_ASKED, MIN_REFUSED, REFUSED_SHARE
 
 GAIN = 0.04  # a step up must bring at least this much more output to count
+CLIFF = 0.25  # a step up that lost this much: past a cliff, a ceiling at once (a window
+# can read 10-20% low on a busy machine or a CPU engine: a plain plateau for those)
 BUSY = 0.85  # a window counts when in-flight averaged at least this share of the limit
 # Refusals are judged over MIN_ASKED requests, windows tallied up to it: a climbing window on
 # a busy client sends a handful, and one 503 among 8 is no full server.
@@ -99,6 +101,11 @@ def preempted(level: Level, rate: float, aged: bool = True) -> Level:
             descending=False,
             reason="preemptions",
         )
+    if level.best_rate <= 0 < level.above_rate and rate < level.above_rate * (1 - CLIFF):
+        # The first window at a level backed off to, preempted as the one above it was, and
+        # far less output than there: still past a cliff (draw 171 of the family bench held
+        # 512 for two minutes at a third of 640's output): on down.
+        return back_off(level, math.floor(level.limit * 0.85), "preemptions", above_rate=rate)
     same = level.best_limit == level.limit  # noise only: within GAIN of itself
     if rate >= level.best_rate * (1 - GAIN if same else 1):
         best = max(rate, level.best_rate) if same else rate
@@ -111,16 +118,21 @@ def preempted(level: Level, rate: float, aged: bool = True) -> Level:
             climbing=False,
             descending=False,
             held=0,
+            above_rate=0.0,
             reason="preemptions: holding",
         )
     below = level.best_limit if 0 < level.best_limit < level.limit else 0
-    return back_off(level, below or math.floor(level.limit * 0.85), "preemptions")
+    lower = below or math.floor(level.limit * 0.85)
+    return back_off(level, lower, "preemptions", above_rate=rate)
 
 
-def back_off(level: Level, lower: int, why: str) -> Level:
+def back_off(level: Level, lower: int, why: str, above_rate: float = 0.0) -> Level:
+    """Down to `lower`, no higher than this level for a while; nothing is known of `lower`
+    yet (`above_rate`: what this level read, where its first window there is judged on it)."""
     lower = max(1, min(lower, level.limit - 1 if level.limit > 1 else 1))
     return replace(
         level,
+        above_rate=above_rate,
         queue_from=0,
         down_from=0,
         refused=0,

@@ -8,12 +8,10 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from regen.fleet.control.backoff import GAIN
+from regen.fleet.control.backoff import CLIFF, GAIN
 from regen.fleet.control.level import Level, Window
 from regen.fleet.control.queue import QUEUED_GAIN, needed, queue_full, try_what_runs
 
-CLIFF = 0.25  # a step up that lost this much: past a cliff, a ceiling at once (a window
-# can read 10-20% low on a busy machine or a CPU engine: a plain plateau for those)
 BIG_GAIN = 0.3  # a step that brought this much: the next one doubles
 CLEAR_GAIN = 0.6  # ... read in a young window (tuning.py), this much, else it is read again
 # once its requests have aged: a doubling still far below the knee nearly doubles the output

@@ -33,7 +33,9 @@ through that queue (vLLM's CPU build does). So, one measurement window at a time
   what runs for one window, and stays unless the queue paid QUEUED_GAIN more;
 - back off on what only a full server does: preemptions once they cost output (back to the
   best level below; while the output holds up, the level stays but climbs no higher; a
-  climb's long step that paid is read again aged first: its own prefills preempt), and
+  climb's long step that paid is read again aged first: its own prefills preempt; a level
+  backed off to whose first window, preempted too, reads under the level above by CLIFF
+  backs off again, its window closed once it reads under half of it), and
   refusals before the first token (429/503, timeouts) that are REFUSED_SHARE of MIN_ASKED
   requests or more: x0.5 for a window, kept (and no higher for a while) when it pays about
   as much as the refused level did, else back up, the refusals borne there a while (a fault

@@ -54,6 +54,7 @@ class Level:
     below_rate: float = 0.0  # the level the best one was stepped up from, and its rate: a
     below_limit: int = 0  # best level that later pays less than it was past a cliff
     ceiling: int | None = None  # stay below: this level was too many
+    above_rate: float = 0.0  # backed off on preemptions: what the level above read
     ceiling_age: int = 0
     cliff_at: int = 0  # the level at which output last fell past a cliff here
     doubted: bool = False  # a cliff read on FEW_ENDED requests: this window reads it again

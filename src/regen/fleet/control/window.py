@@ -108,9 +108,11 @@ def prefilling(tracker: Tracker, now: float) -> bool:
 
 
 def clearly_worse(tracker: Tracker) -> bool:
-    """Under half the best level's rate so far: a level past a CPU engine's cliff is left
-    without waiting out its slow steps."""
-    rate, best = tracker.rate_so_far(), tracker.level.best_rate
+    """Under half the best level's rate so far (or, at a level just backed off to on
+    preemptions, half what the level above read): a level past a CPU engine's cliff, or
+    one still past a KV cache's, is left without waiting out its slow steps."""
+    level, rate = tracker.level, tracker.rate_so_far()
+    best = level.best_rate or level.above_rate
     return rate is not None and best > 0 and rate < WORSE * best
 
 
