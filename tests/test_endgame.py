@@ -41,7 +41,8 @@ class Sightings:
             prompt = echoed["content"]
             with self.lock:
                 copy = any(p == prompt for _, p, _ in self.seen)
-                self.seen.append((name, prompt, time.monotonic()))
+                # (the fake server's clock for arrivals, FakeEngine.requested_at)
+                self.seen.append((name, prompt, time.time()))
             if copy:
                 self.copy_arrived.set()
             # 6-10 tokens by a hash of the prompt, so the slow server's requests drift apart
@@ -132,6 +133,10 @@ def test_a_copy_that_loses_is_never_written(tmp_path, fake_server):
 
 
 def test_copies_start_only_once_every_item_is_sent(tmp_path, fake_server):
+    """Each prompt's first request reached a server before any copy began. Sent is read at
+    the servers' door (`requested_at`), not when a server took the request up: a request
+    waits at the door for one of the slow server's 4 slots, and a CI once saw copies taken
+    up at the fast server while an original still waited there (sent, not yet taken)."""
     seen = Sightings()
     fast, slow = fast_and_slow(fake_server, seen, slow_per_token=0.1)
     write_prompts(tmp_path / "p.jsonl", 400)
@@ -139,8 +144,11 @@ def test_copies_start_only_once_every_item_is_sent(tmp_path, fake_server):
     assert result.exit_code == 0, result.message
     copies = seen.copies()
     first_sent: dict[str, float] = {}
-    for _, prompt, at in seen.seen:
-        first_sent.setdefault(prompt, at)
+    for server in (fast, slow):
+        for body, at in zip(server.requests, server.requested_at, strict=True):
+            prompt = echo_answer(body)["content"]  # (as Sightings names it)
+            first_sent[prompt] = min(at, first_sent.get(prompt, at))
+    assert len(first_sent) == 400
     last_original = max(first_sent.values())
     assert copies and all(at >= last_original for _, _, at in copies)
 
