@@ -40,7 +40,7 @@ def generate(
 def measured(urls: list[str], proc: subprocess.Popen, seconds: float, out: Path):
     """Output tokens/s over `seconds` from the first token the run got generated, over the
     second half of them alone (where live concurrency has settled), and each change of the
-    servers' levels on the way (seconds from the first token, levels)."""
+    servers' levels on the way (seconds from the first token, each server's level and why)."""
     base = metric(urls, "vllm:generation_tokens_total")
     deadline = time.monotonic() + 600
     while metric(urls, "vllm:generation_tokens_total") == base:
@@ -52,7 +52,7 @@ def measured(urls: list[str], proc: subprocess.Popen, seconds: float, out: Path)
     while (now := time.monotonic()) < started + seconds:
         if middle is None and now >= started + seconds / 2:
             middle, half = now, metric(urls, "vllm:generation_tokens_total")
-        levels = [n for n, _ in levels_of(out)]
+        levels = levels_of(out)  # (level, why): a run's log alone does not say why it moved
         if not trace or trace[-1][1] != levels:
             trace.append((round(now - started), levels))
         time.sleep(1)
@@ -71,7 +71,8 @@ def abandon(proc: subprocess.Popen) -> None:
 
 
 def to_the_end(urls: list[str], proc: subprocess.Popen, out: Path) -> dict:
-    """Output tokens from the run's first to its exit, over that time; its levels on the way."""
+    """Output tokens from the run's first to its exit, over that time; its levels on the way
+    (each server's level and why)."""
     base = metric(urls, "vllm:generation_tokens_total")
     deadline = time.monotonic() + 1800
     while metric(urls, "vllm:generation_tokens_total") == base:
@@ -80,7 +81,7 @@ def to_the_end(urls: list[str], proc: subprocess.Popen, out: Path) -> dict:
         time.sleep(0.2)
     started, trace = time.monotonic(), []
     while proc.poll() is None and time.monotonic() < deadline:
-        levels = [n for n, _ in levels_of(out)]
+        levels = levels_of(out)
         if levels and (not trace or trace[-1][1] != levels):
             trace.append((round(time.monotonic() - started), levels))
         time.sleep(0.5)
