@@ -13,7 +13,11 @@ from regen.storage.uploader import UploadPolicy
 
 BUCKET = "runs"
 URL = f"s3://{BUCKET}/exp/one"
-FAST = UploadPolicy(heartbeat=0.5, poll=0.1, base_delay=0.1, max_delay=0.5)
+# lease_settle: a lone run waits this long between writing its lease and reading it back (1 s
+# by default, on every bucket run). The race it settles, two parts starting together, is
+# test_bucket_lease's two-lease test, with its own settle of 1 s; moto on loopback reads back
+# at once, so here it is only a wait.
+FAST = UploadPolicy(heartbeat=0.5, poll=0.1, base_delay=0.1, max_delay=0.5, lease_settle=0.1)
 
 
 @pytest.fixture

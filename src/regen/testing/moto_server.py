@@ -38,3 +38,15 @@ def moto_server(port: int, startup_timeout: float = 30.0) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=10)
+
+
+def reset(url: str) -> None:
+    """Empty the server at `url` of every bucket and object (moto's own reset): a server
+    shared by many tests starts each as a fresh one does."""
+    request = urllib.request.Request(url + "/moto-api/reset", data=b"", method="POST")
+    with urllib.request.urlopen(request, timeout=30) as response:
+        response.read()
+    with urllib.request.urlopen(url + "/", timeout=30) as response:  # ListBuckets
+        listed = response.read()
+    if b"<Bucket>" in listed:  # a bucket left over would leak one test's state into the next
+        raise RuntimeError(f"moto server at {url} kept buckets after its reset: {listed!r}")
