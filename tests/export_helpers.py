@@ -96,7 +96,6 @@ def walkthrough_replay(env: dict[str, str]) -> Path:
     minute of CPU, the export tests' longest set-up). A warm-up (tests/warmups.py): it runs in
     the background from the end of collection, with the environment as it was then."""
     work = session_tmp.folder("walkthrough-run-")
-    env = {k: v for k, v in env.items() if not k.startswith("OPENAI_")}  # the embedded model
     prompts = work / "prompts.jsonl"
     regen("prepare", ROOT / "examples" / "recipe.yaml", "--output", prompts, env=env)
     regen(

@@ -14,8 +14,6 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-import session_tmp
-import warmups
 from gen_helpers import read_lines
 from regen.cli import main
 
@@ -25,12 +23,11 @@ K = 3
 pytestmark = pytest.mark.model
 
 
-def generate_logprobs_run(env: dict[str, str]) -> Path:
+@pytest.fixture(scope="module")
+def sampled_run(tmp_path_factory) -> Path:
     """One embedded run with --logprobs at regen's neutral settings (temperature 1), but for
-    the example that asks temperature 0.2. A warm-up (tests/warmups.py): it runs in the
-    background from the end of collection, with the environment as it was then."""
-    out = session_tmp.folder("sampled-") / "out"
-    env = {k: v for k, v in env.items() if not k.startswith("OPENAI_")}  # the embedded model
+    the example that asks temperature 0.2."""
+    out = tmp_path_factory.mktemp("sampled") / "out"
     command = [
         sys.executable,
         "-m",
@@ -46,22 +43,13 @@ def generate_logprobs_run(env: dict[str, str]) -> Path:
         "--display",
         "none",
     ]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     return out
 
 
-warmups.register("embedded_logprobs_run", generate_logprobs_run)
-
-
-@pytest.fixture(scope="module")
-def embedded_logprobs_run() -> Path:
-    """This module's run (its tests score into it, in order, as before)."""
-    return warmups.result("embedded_logprobs_run")
-
-
-def test_the_embedded_model_as_its_own_sampling_draft(embedded_logprobs_run):
-    out = embedded_logprobs_run
+def test_the_embedded_model_as_its_own_sampling_draft(sampled_run):
+    out = sampled_run
     records = read_lines(out, "completions")
     assert records
     for record in records:
@@ -127,17 +115,15 @@ def test_the_embedded_model_as_its_own_sampling_draft(embedded_logprobs_run):
     assert "--temperature 1 with no top-k/top-p" in text.output
 
 
-def test_a_draft_with_no_row_scored_fails_with_the_reason_and_the_fix(
-    embedded_logprobs_run, tmp_path
-):
+def test_a_draft_with_no_row_scored_fails_with_the_reason_and_the_fix(sampled_run, tmp_path):
     """The run's one answer drawn at temperature 0.2, alone: llama-cpp-python's raw logprobs
     are not of its draw, so no row can be scored. No figure, least of all a greedy one."""
     run = tmp_path / "lowered"
     (run / "completions").mkdir(parents=True)
-    shutil.copy(embedded_logprobs_run / "manifest.json", run / "manifest.json")
+    shutil.copy(sampled_run / "manifest.json", run / "manifest.json")
     lowered = [
         r
-        for r in read_lines(embedded_logprobs_run, "completions")
+        for r in read_lines(sampled_run, "completions")
         if r["meta"]["sampling"]["temperature"] == 0.2
     ]
     (run / "completions" / "00000.jsonl").write_bytes(orjson.dumps(lowered[0]) + b"\n")
