@@ -23,7 +23,7 @@ os.environ.setdefault("HF_DATASETS_CACHE", str(session_tmp.folder("ds-cache-")))
 
 import real_vllm as vllm_fleets
 import warmups
-from export_helpers import walkthrough_run  # noqa: F401  (the dataset-export tests' fixture)
+from export_helpers import walkthrough  # noqa: F401  (the dataset-export tests' fixture)
 from model_run_fixtures import (  # noqa: F401  (fixtures of the score tests)
     encoder,
     greedy_run,

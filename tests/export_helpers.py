@@ -1,5 +1,5 @@
 """A small finished run to export (good, tool-calling, empty and cut rows), the README
-walkthrough's run (`walkthrough_run`, answered by the embedded model), and the short hands the
+walkthrough's run (`walkthrough`, answered by the embedded model), and the short hands the
 `regen export` tests share."""
 
 from __future__ import annotations
@@ -15,8 +15,6 @@ from click.testing import CliRunner
 sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "check"))
 import checkfix
 
-import session_tmp
-import warmups
 from regen.cli import main
 
 ROOT = Path(__file__).parent.parent
@@ -91,13 +89,13 @@ def regen(*args, ok=(0,), env=None) -> subprocess.CompletedProcess:
     return done
 
 
-def walkthrough_replay(env: dict[str, str]) -> Path:
-    """The README walkthrough's run: the example recipe, answered by the embedded model (a
-    minute of CPU, the export tests' longest set-up). A warm-up (tests/warmups.py): it runs in
-    the background from the end of collection, with the environment as it was then."""
-    work = session_tmp.folder("walkthrough-run-")
+@pytest.fixture(scope="session")
+def walkthrough(tmp_path_factory) -> Path:
+    """The README walkthrough's run: the example recipe, answered by the embedded model; built
+    once per session (a minute of CPU), read by the dataset-export tests of every module."""
+    work = tmp_path_factory.mktemp("walkthrough")
     prompts = work / "prompts.jsonl"
-    regen("prepare", ROOT / "examples" / "recipe.yaml", "--output", prompts, env=env)
+    regen("prepare", ROOT / "examples" / "recipe.yaml", "--output", prompts)
     regen(
         "generate",
         "--prompts",
@@ -112,19 +110,8 @@ def walkthrough_replay(env: dict[str, str]) -> Path:
         "7",
         "--display",
         "plain",
-        env=env,
     )
     return work / "run"
-
-
-warmups.register("walkthrough_run", walkthrough_replay)
-
-
-@pytest.fixture(scope="session")
-def walkthrough_run() -> Path:
-    """The walkthrough's run, built once per session and read by the dataset-export tests of
-    every module (none writes into it: each exports to its own tmp_path)."""
-    return warmups.result("walkthrough_run")
 
 
 def export(run: Path, out: Path, *extra, ok=(0,), env=None) -> subprocess.CompletedProcess:

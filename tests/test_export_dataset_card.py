@@ -14,10 +14,10 @@ from regen.export.files import layout
 pytestmark = pytest.mark.model
 
 
-def test_card_parses_and_every_config_loads_offline(walkthrough_run, tmp_path):
+def test_card_parses_and_every_config_loads_offline(walkthrough, tmp_path):
     out = tmp_path / "tok"
     done = export(
-        walkthrough_run,
+        walkthrough,
         out,
         "--format",
         "tokenized",
@@ -62,9 +62,9 @@ def test_card_parses_and_every_config_loads_offline(walkthrough_run, tmp_path):
     assert "check: FAIL" in done.stdout
 
 
-def test_sources_under_different_licenses_make_the_card_say_other(walkthrough_run, tmp_path):
+def test_sources_under_different_licenses_make_the_card_say_other(walkthrough, tmp_path):
     out = tmp_path / "lic"
-    export(walkthrough_run, out, "--license", "apache-2.0", "--license", "metamath=mit")
+    export(walkthrough, out, "--license", "apache-2.0", "--license", "metamath=mit")
     card = DatasetCard.load(out / "README.md")
     assert card.data.license == "other" and card.data.to_dict()["license_name"] == "mixed"
     assert "| `metamath` | mit |" in card.text and "| `hermes_fc` | apache-2.0 |" in card.text

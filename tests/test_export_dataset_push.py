@@ -31,11 +31,11 @@ def local_files(out: Path) -> dict[str, bytes]:
     }
 
 
-def test_push_commits_the_export_and_its_card_once(walkthrough_run, tmp_path):
+def test_push_commits_the_export_and_its_card_once(walkthrough, tmp_path):
     out = tmp_path / "push"
     with HubStandIn(TOKEN, fail_commits=1) as hub:  # the first commit meets a 503
         done = export(
-            walkthrough_run,
+            walkthrough,
             out,
             "--format",
             "specforge-tokenized",
@@ -53,7 +53,7 @@ def test_push_commits_the_export_and_its_card_once(walkthrough_run, tmp_path):
         assert commit["repo"] == "org/regen-set" and hub.state.private["org/regen-set"]
         assert commit["added"] == local_files(out)
         assert {"README.md", "regen.json", "draft_vocab/d2t-64.npy"} <= set(commit["added"])
-        assert commit["summary"].startswith(f"regen export of {walkthrough_run}")
+        assert commit["summary"].startswith(f"regen export of {walkthrough}")
         pushed = DatasetCard(commit["added"]["README.md"].decode())
         assert pushed.data.to_dict() == DatasetCard.load(out / "README.md").data.to_dict()
         assert "pushed: http://127.0.0.1/datasets/org/regen-set/commit/" in done.stdout
@@ -63,10 +63,10 @@ def test_push_commits_the_export_and_its_card_once(walkthrough_run, tmp_path):
     assert not any(secret in p.read_bytes() for p in out.rglob(".*") if p.is_file())
 
 
-def test_push_refuses_a_failed_check_a_bad_token_and_someone_elses_repo(walkthrough_run, tmp_path):
+def test_push_refuses_a_failed_check_a_bad_token_and_someone_elses_repo(walkthrough, tmp_path):
     with HubStandIn(TOKEN) as hub:
         failed = export(
-            walkthrough_run,
+            walkthrough,
             tmp_path / "a",
             "--tokenizer",
             "embedded",
@@ -77,7 +77,7 @@ def test_push_refuses_a_failed_check_a_bad_token_and_someone_elses_repo(walkthro
         )
         assert "failed `regen check`" in failed.stderr and "--allow-failed-check" in failed.stderr
         refused = export(
-            walkthrough_run,
+            walkthrough,
             tmp_path / "b",
             "--push-to-hub",
             "org/x",
@@ -89,7 +89,7 @@ def test_push_refuses_a_failed_check_a_bad_token_and_someone_elses_repo(walkthro
         assert "hf_wrong" not in refused.stdout + refused.stderr
         hub.state.repos["org/theirs"] = {"main": {"train.csv": b"a,b\n"}}
         theirs = export(
-            walkthrough_run,
+            walkthrough,
             tmp_path / "c",
             "--push-to-hub",
             "org/theirs",
@@ -101,27 +101,27 @@ def test_push_refuses_a_failed_check_a_bad_token_and_someone_elses_repo(walkthro
         assert hub.state.commits == [] and set(hub.state.repos) == {"org/theirs"}
 
 
-def test_a_second_push_replaces_the_data_and_a_branch_gets_its_own(walkthrough_run, tmp_path):
+def test_a_second_push_replaces_the_data_and_a_branch_gets_its_own(walkthrough, tmp_path):
     def pushed(repo_files: dict[str, bytes]) -> dict[str, bytes]:
         return {p: data for p, data in repo_files.items() if p != ".gitattributes"}
 
     with HubStandIn(TOKEN) as hub:
         env = hub_env(hub)
         flags = ("--push-to-hub", "org/two", "--allow-failed-check")  # not checked: no tokenizer
-        export(walkthrough_run, tmp_path / "a", *flags, env=env)  # data/default/...
-        export(walkthrough_run, tmp_path / "b", "--format", "sharegpt-axolotl", *flags, env=env)
+        export(walkthrough, tmp_path / "a", *flags, env=env)  # data/default/...
+        export(walkthrough, tmp_path / "b", "--format", "sharegpt-axolotl", *flags, env=env)
         main = hub.state.repos["org/two"]["main"]
         assert pushed(main) == local_files(tmp_path / "b")  # a's data/default is gone
-        export(walkthrough_run, tmp_path / "c", *flags, "--revision", "dev", env=env)
+        export(walkthrough, tmp_path / "c", *flags, "--revision", "dev", env=env)
         assert [c["revision"] for c in hub.state.commits] == ["main", "main", "dev"]
         assert pushed(hub.state.repos["org/two"]["dev"]) == local_files(tmp_path / "c")
         assert hub.state.repos["org/two"]["main"] == main
 
 
-def test_push_in_offline_mode_says_so(walkthrough_run, tmp_path):
+def test_push_in_offline_mode_says_so(walkthrough, tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_TOKEN": TOKEN}
     done = export(
-        walkthrough_run,
+        walkthrough,
         tmp_path / "off",
         "--push-to-hub",
         "org/x",
@@ -132,10 +132,10 @@ def test_push_in_offline_mode_says_so(walkthrough_run, tmp_path):
     assert "HF_HUB_OFFLINE is set" in done.stderr and "Traceback" not in done.stderr
 
 
-def test_a_push_that_keeps_failing_leaves_no_repo_behind(walkthrough_run, tmp_path):
+def test_a_push_that_keeps_failing_leaves_no_repo_behind(walkthrough, tmp_path):
     with HubStandIn(TOKEN, fail_commits=100) as hub:
         done = export(
-            walkthrough_run,
+            walkthrough,
             tmp_path / "x",
             "--push-to-hub",
             "org/flaky",

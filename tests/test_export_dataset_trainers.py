@@ -43,7 +43,7 @@ def no_loguru(monkeypatch):
 
 
 @pytest.mark.parametrize("size", [64, 5000])  # 5000: more than the distinct tokens: padded
-def test_draft_vocab_loads_with_the_trainers_own_code(walkthrough_run, tmp_path, size, no_loguru):
+def test_draft_vocab_loads_with_the_trainers_own_code(walkthrough, tmp_path, size, no_loguru):
     import torch
     from specforge.core.compact_teacher import validate_vocab_mapping_consistency
     from speculators.train.cli import _load_mappings
@@ -51,7 +51,7 @@ def test_draft_vocab_loads_with_the_trainers_own_code(walkthrough_run, tmp_path,
 
     out = tmp_path / "vocab"
     done = export(
-        walkthrough_run,
+        walkthrough,
         out,
         "--format",
         "speculators",
@@ -96,11 +96,9 @@ def export_rows(run: Path, out: Path, fmt: str) -> tuple[list[dict], dict]:
     return rows, summary
 
 
-def test_llamafactory_keeps_every_row_the_export_does_not_name(
-    walkthrough_run, tmp_path, monkeypatch
-):
+def test_llamafactory_keeps_every_row_the_export_does_not_name(walkthrough, tmp_path, monkeypatch):
     converter = trainer_readers.llamafactory_converter(monkeypatch)
-    rows, summary = export_rows(walkthrough_run, tmp_path / "lf", "sharegpt-llamafactory")
+    rows, summary = export_rows(walkthrough, tmp_path / "lf", "sharegpt-llamafactory")
     lost = {
         (r["id"], r["sample"]) for r in rows if not trainer_readers.llamafactory_keeps(converter, r)
     }
@@ -113,12 +111,12 @@ def test_llamafactory_keeps_every_row_the_export_does_not_name(
     ]
 
 
-def test_axolotl_reads_every_row_with_known_roles(walkthrough_run, tmp_path, monkeypatch):
+def test_axolotl_reads_every_row_with_known_roles(walkthrough, tmp_path, monkeypatch):
     from regen.tokenizer import load_tokenizer
 
     tok = load_tokenizer("embedded")
     strategy = trainer_readers.axolotl_strategy(monkeypatch, tok)
-    rows, summary = export_rows(walkthrough_run, tmp_path / "ax", "sharegpt-axolotl")
+    rows, summary = export_rows(walkthrough, tmp_path / "ax", "sharegpt-axolotl")
     assert summary["trainer_skips"] == {}
     for row in rows:
         turns = strategy.get_conversation_thread(row)
