@@ -175,8 +175,3 @@ def test_a_held_level_with_preemptions_is_not_walked_down_by_its_windows_noise()
         assert (level.limit, level.reason) == (13, "preemptions: holding")
     fell = decide(level, full(8_500.0, preemptions=3))  # 13% under their mean
     assert (fell.limit, fell.reason, fell.ceiling) == (11, "preemptions", 13)
-    # The level backed off to knows nothing yet: its first window is its rate, not half of
-    # it (a mean from nothing held draw 55 at 13, past its best of 9, on any reading)
-    first = decide(fell, full(8_000.0, preemptions=3))
-    assert (first.limit, first.best_rate) == (11, 8_000.0)
-    assert decide(first, full(7_000.0, preemptions=3)).limit < 11

@@ -112,8 +112,7 @@ def preempted(level: Level, rate: float, aged: bool = True) -> Level:
     # windows 4-7% under the best one while each level paid more than the one below)
     same = level.best_limit == level.limit
     if rate >= level.best_rate * (1 - 2 * GAIN if same else 1):
-        # (a level just backed off to knows nothing yet: its first window is its rate)
-        best = (rate + level.best_rate) / 2 if same and level.best_rate > 0 else rate
+        best = (rate + level.best_rate) / 2 if same else rate
         return replace(
             level,
             best_rate=best,
