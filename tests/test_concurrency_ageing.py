@@ -153,25 +153,3 @@ def test_a_level_backed_off_to_on_preemptions_is_left_at_once_when_it_reads_far_
     assert clearly_worse(tracker)  # under half what 640 read: the window closes now
     tracker.level = replace(backed, above_rate=0.0)  # (nothing known above: read it out)
     assert not clearly_worse(tracker)
-
-
-def test_a_held_level_with_preemptions_is_not_walked_down_by_its_windows_noise():
-    """A held level whose every window shows preemptions (a cache of 10 under a knee of 22,
-    a mild cliff: output still rises past it) reads windows some 7% apart on a busy client.
-    Judged against the best of them, one window 4% under it backed off: draw 32 of the
-    family bench, run five times as long, walked 13 -> 11 -> 9 -> 7, each level paying more
-    than the one below. Judged against their running mean, only a fall past the noise does."""
-    level = concurrency.Level(
-        limit=13,
-        cap=1024,
-        best_rate=10_000.0,
-        best_limit=13,
-        climbing=False,
-        first_climb=False,
-        held=2,
-    )
-    for rate in (10_600.0, 9_500.0, 10_200.0, 9_400.0, 9_900.0):
-        level = decide(level, full(rate, preemptions=3))
-        assert (level.limit, level.reason) == (13, "preemptions: holding")
-    fell = decide(level, full(8_500.0, preemptions=3))  # 13% under their mean
-    assert (fell.limit, fell.reason, fell.ceiling) == (11, "preemptions", 13)

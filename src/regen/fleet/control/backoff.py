@@ -106,13 +106,9 @@ def preempted(level: Level, rate: float, aged: bool = True) -> Level:
         # far less output than there: still past a cliff (draw 171 of the family bench held
         # 512 for two minutes at a third of 640's output): on down.
         return back_off(level, math.floor(level.limit * 0.85), "preemptions", above_rate=rate)
-    # Held with preemptions, against itself: its rate is a running mean of its windows, and
-    # only a fall past their noise backs off (against the best window, a long run ratcheted
-    # down: draw 32 of the family bench, five times as long, went 13 -> 11 -> 9 -> 7 on
-    # windows 4-7% under the best one while each level paid more than the one below)
-    same = level.best_limit == level.limit
-    if rate >= level.best_rate * (1 - 2 * GAIN if same else 1):
-        best = (rate + level.best_rate) / 2 if same else rate
+    same = level.best_limit == level.limit  # noise only: within GAIN of itself
+    if rate >= level.best_rate * (1 - GAIN if same else 1):
+        best = max(rate, level.best_rate) if same else rate
         return replace(
             level,
             best_rate=best,
